@@ -1,0 +1,153 @@
+"""The one catalogue of every failure strictcall can answer with.
+
+A failure is an `ErrorKind`: a stable `code`, the `stage` of the pipeline where it was decided,
+and whether the same call can succeed if it is simply sent again (`retryable`). Every kind the
+project can emit is a named constant below, with a one-line docstring; tests import these
+constants and never match message text.
+
+A `Rejection` is one failure of one call: its kind plus the details that help the agent fix the
+call (a JSON Pointer, a reason, what was expected, a position). Details are only ever built from
+the schema, the catalogue and positions in the text, never from the values the model sent.
+
+Stages, in the order a call climbs them (first failure wins):
+
+    parse -> route -> shape -> resource -> execute -> output
+
+`auth` and `protocol` belong to the transports: a call without a valid token, or a JSON-RPC
+envelope that is not a request, never reaches the ladder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Any, Final, TypeAlias
+
+JSONValue: TypeAlias = Any
+"""A value that JSON text can hold: None, bool, int, float, str, list or dict with str keys."""
+
+
+class Stage(StrEnum):
+    """Where a call failed."""
+
+    PARSE = "parse"
+    ROUTE = "route"
+    SHAPE = "shape"
+    RESOURCE = "resource"
+    EXECUTE = "execute"
+    OUTPUT = "output"
+    AUTH = "auth"
+    PROTOCOL = "protocol"
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorKind:
+    """A stable (code, stage, retryable) triple and what the agent should do about it."""
+
+    code: str
+    stage: Stage
+    retryable: bool
+    advice: str
+
+    def as_error(self) -> dict[str, JSONValue]:
+        """The structured error {code, stage, retryable}, as a fresh dict."""
+        return {"code": self.code, "stage": self.stage.value, "retryable": self.retryable}
+
+
+_NO_DETAILS: Final[Mapping[str, JSONValue]] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """One call's failure: its kind and the details that locate it."""
+
+    kind: ErrorKind
+    details: Mapping[str, JSONValue] = field(default_factory=lambda: _NO_DETAILS)
+
+    def as_error(self, *, located: bool = True) -> dict[str, JSONValue]:
+        """The structured error, with the locating details unless `located` is false."""
+        error = self.kind.as_error()
+        if located and self.details:
+            error.update(self.details)
+        return error
+
+
+# --- parse -------------------------------------------------------------------------------------
+
+INVALID_JSON: Final = ErrorKind(
+    "invalid_json", Stage.PARSE, False, "Send the call again as one strict JSON object."
+)
+"""The call is not strict JSON text: bad syntax, a duplicate member name or too deep nesting."""
+
+REQUEST_TOO_LARGE: Final = ErrorKind(
+    "request_too_large", Stage.PARSE, False, "Send a smaller call; split the work if needed."
+)
+"""The call's text is longer than the configured limit and was not parsed."""
+
+# --- route -------------------------------------------------------------------------------------
+
+UNKNOWN_TOOL: Final = ErrorKind(
+    "unknown_tool", Stage.ROUTE, False, "Call one of the listed tools by its exact name."
+)
+"""The call is not an object naming a registered tool."""
+
+# --- shape -------------------------------------------------------------------------------------
+
+INVALID_ARGUMENTS: Final = ErrorKind(
+    "invalid_arguments",
+    Stage.SHAPE,
+    False,
+    "Fix the member at `pointer` as `reason` and `expected` say, then call again.",
+)
+"""The call's arguments do not match the tool's input schema."""
+
+# --- resource ----------------------------------------------------------------------------------
+
+FORBIDDEN_OR_MISSING: Final = ErrorKind(
+    "forbidden_or_missing",
+    Stage.RESOURCE,
+    False,
+    "Do not retry; use an id the caller owns (list them first).",
+)
+"""The resource does not exist or is not the caller's; the two are never told apart."""
+
+# --- execute -----------------------------------------------------------------------------------
+
+INTERNAL_ERROR: Final = ErrorKind(
+    "internal_error", Stage.EXECUTE, False, "Do not retry the same call; report the call id."
+)
+"""The tool failed in a way it did not declare; details went to the operator's log only."""
+
+TIMEOUT: Final = ErrorKind(
+    "timeout", Stage.EXECUTE, True, "Retry later; the tool took longer than its time limit."
+)
+"""The tool did not finish within its time limit."""
+
+BUSY: Final = ErrorKind("busy", Stage.EXECUTE, True, "Retry after `retry_after_ms` milliseconds.")
+"""The tool declared itself temporarily unable to serve the call."""
+
+# --- output ------------------------------------------------------------------------------------
+
+INVALID_TOOL_RESULT: Final = ErrorKind(
+    "invalid_tool_result",
+    Stage.OUTPUT,
+    False,
+    "Do not retry; the tool's answer broke its own contract and was withheld.",
+)
+"""The tool's result does not match its output schema; the bad value was withheld."""
+
+
+CATALOGUE: Final[tuple[ErrorKind, ...]] = (
+    INVALID_JSON,
+    REQUEST_TOO_LARGE,
+    UNKNOWN_TOOL,
+    INVALID_ARGUMENTS,
+    FORBIDDEN_OR_MISSING,
+    INTERNAL_ERROR,
+    TIMEOUT,
+    BUSY,
+    INVALID_TOOL_RESULT,
+)
+"""Every kind the project can emit, in stage order."""

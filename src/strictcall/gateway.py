@@ -1,0 +1,175 @@
+"""The gateway: registered tools behind the staged pipeline, for any tool.
+
+    gateway = Gateway([read_note, create_note])
+    answer = gateway.call('{"name":"read_note","arguments":{"note_id":"n1"}}', "u1", "call-7")
+
+An answer is {"ok": true, "call_id": ..., "result": value} or {"ok": false, "call_id": ...,
+"error": {"code", "stage", "retryable", ...details}}; see `strictcall.errors` for every code.
+The identity is the caller's, given by whoever calls the gateway (a transport's token, an
+operator's flag): nothing in the call's text can change it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from types import TracebackType
+from typing import Final
+
+import orjson
+
+from strictcall.errors import JSONValue, Rejection
+from strictcall.listing import ToolFormat, describe_tool
+from strictcall.pipeline import (
+    WITHHELD,
+    CompiledTool,
+    Limits,
+    authorize_call,
+    check_arguments,
+    check_envelope,
+    check_result,
+    execute_call,
+    execute_call_async,
+    fail,
+    read_call,
+    route_call,
+    succeed,
+)
+from strictcall.reply import check_request_id
+from strictcall.tools import Arguments, Tool, ToolContext
+
+_Climbed = tuple[CompiledTool, ToolContext, Arguments]
+
+_WORKERS: Final = 4
+
+
+class Gateway:
+    """Tools registered by name, each call checked in stages: parse, route, shape, resource,
+    execute, output; first failure wins."""
+
+    def __init__(self, tools: Iterable[Tool] = (), *, limits: Limits | None = None) -> None:
+        self.limits: Final = limits if limits is not None else Limits()
+        self._tools: dict[str, CompiledTool] = {}
+        self._pool: ThreadPoolExecutor | None = None
+        for tool in tools:
+            self.register(tool)
+
+    def register(self, tool: Tool) -> Tool:
+        """Add a tool, compiling its schemas now so that no call pays for it.
+
+        Raises:
+            ValueError: a tool of that name is already registered.
+            SchemaDefinitionError: a schema is not valid JSON Schema 2020-12.
+        """
+        if tool.name in self._tools:
+            raise ValueError(f"a tool named {tool.name!r} is already registered")
+        self._tools[tool.name] = CompiledTool.compile(tool)
+        return tool
+
+    @property
+    def tools(self) -> tuple[Tool, ...]:
+        """The registered tools, in registration order."""
+        return tuple(compiled.tool for compiled in self._tools.values())
+
+    def list_tools(self, format: ToolFormat = "mcp") -> list[dict[str, JSONValue]]:
+        """The tools as an agent host lists them: "mcp", "openai", "openai-responses" or
+        "anthropic"; the schemas are the strict ones the gateway enforces."""
+        return [
+            describe_tool(c.tool, c.arguments.advertised, c.result.advertised, format)
+            for c in self._tools.values()
+        ]
+
+    def call(self, raw: str | bytes, identity: str, call_id: str | int) -> dict[str, JSONValue]:
+        """Check and run one call; never raises for any text.
+
+        Raises:
+            TypeError, ValueError: `identity` is not a str, or `call_id` not a request id.
+        """
+        climbed = self._climb(raw, identity, call_id)
+        if isinstance(climbed, Rejection):
+            return fail(call_id, climbed)
+        compiled, ctx, arguments = climbed
+        result, rejection = execute_call(compiled, ctx, arguments, self._workers())
+        if rejection is None:
+            rejection = check_result(compiled, arguments, result)
+        if rejection is not None:
+            return fail(call_id, rejection)
+        return succeed(call_id, result)
+
+    async def call_async(
+        self, raw: str | bytes, identity: str, call_id: str | int
+    ) -> dict[str, JSONValue]:
+        """`call` from a running event loop; async handlers are awaited.
+
+        Raises:
+            TypeError, ValueError: `identity` is not a str, or `call_id` not a request id.
+        """
+        climbed = self._climb(raw, identity, call_id)
+        if isinstance(climbed, Rejection):
+            return fail(call_id, climbed)
+        compiled, ctx, arguments = climbed
+        result, rejection = await execute_call_async(compiled, ctx, arguments)
+        if rejection is None:
+            rejection = check_result(compiled, arguments, result)
+        if rejection is not None:
+            return fail(call_id, rejection)
+        return succeed(call_id, result)
+
+    def call_text(self, raw: str | bytes, identity: str, call_id: str | int) -> bytes:
+        """`call`, answered as UTF-8 JSON text."""
+        return encode_answer(self.call(raw, identity, call_id))
+
+    def _climb(self, raw: str | bytes, identity: str, call_id: str | int) -> _Climbed | Rejection:
+        """Rungs 1 to 4: parse, route, shape, resource."""
+        if type(identity) is not str:
+            raise TypeError("identity is a str")
+        check_request_id(call_id)
+        document = read_call(raw, self.limits)
+        if isinstance(document, Rejection):
+            return document
+        call = document.value
+        compiled = route_call(call, self._tools)
+        if isinstance(compiled, Rejection):
+            return compiled
+        rejection = check_envelope(call)
+        if rejection is not None:
+            return rejection
+        arguments = check_arguments(call, compiled, document.has_float)
+        if isinstance(arguments, Rejection):
+            return arguments
+        ctx = ToolContext(identity, call_id, compiled.tool.name)
+        rejection = authorize_call(compiled, ctx, arguments)
+        if rejection is not None:
+            return rejection
+        return compiled, ctx, arguments
+
+    def _workers(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(_WORKERS, thread_name_prefix="strictcall-tool")
+        return self._pool
+
+    def close(self) -> None:
+        """Stop the worker threads used for tools with a timeout."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+    def __enter__(self) -> Gateway:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def encode_answer(answer: dict[str, JSONValue]) -> bytes:
+    """An answer as UTF-8 JSON; a result that cannot be written (e.g. a lone surrogate in a
+    string) is withheld as invalid_tool_result rather than sent broken."""
+    try:
+        return orjson.dumps(answer)
+    except orjson.JSONEncodeError:
+        return orjson.dumps(fail(answer["call_id"], WITHHELD))

@@ -1,0 +1,201 @@
+"""Strict intake of untrusted JSON text.
+
+`parse_document` accepts exactly the JSON texts of RFC 8259 and refuses, with a `JSONTextError`,
+everything a lenient parser lets through:
+
+- text longer than `max_size` (decided from its length alone, before any parsing);
+- anything that is not JSON: NaN, Infinity, comments, single quotes, trailing data, raw control
+  characters in strings, invalid UTF-8, lone surrogate escapes such as "\\ud800";
+- a duplicate member name in any object (which value wins is parser-dependent);
+- nesting of arrays and objects deeper than `max_depth` (64 by default), decided without
+  relying on RecursionError;
+- numbers beyond the range of a double (about 1.8e308): integers are kept exact up to that
+  range (309 digits) and refused beyond, so Python's int digit limit is never reached.
+
+No library does all of that alone (shared research: jsonrpc-and-parsing). orjson does the syntax,
+UTF-8, surrogates and NaN, and refuses nesting beyond 1024, so the walk that follows is bounded;
+the walk measures depth and counts object members. A duplicate name is detected by counting:
+every member of every object is written with exactly one ':' outside strings, so the number of
+':' in the text, less those inside strings, is the number of members written; if the parsed
+objects hold fewer, a name was repeated. When the text has escapes (a ':' may hide in one) or
+orjson may have rounded a large integer to a float, the text is parsed again by the stdlib,
+exactly, with a hook that sees every member.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Final, NoReturn
+
+import orjson
+
+from strictcall.errors import JSONValue
+
+MAX_SIZE: Final = 1 << 20
+"""Default limit on the length of a call's text: 1 MiB (bytes for bytes, characters for str)."""
+
+MAX_DEPTH: Final = 64
+"""Default limit on nested arrays and objects: `[[1]]` has depth 2."""
+
+_LONG_DIGIT_RUN: Final = re.compile(r"\d{20}")
+_LONG_DIGIT_RUN_BYTES: Final = re.compile(rb"\d{20}")
+
+
+class TextFault(StrEnum):
+    """Why a text was refused."""
+
+    TOO_LARGE = "too_large"
+    NOT_TEXT = "not_text"
+    SYNTAX = "syntax"
+    DUPLICATE_MEMBER = "duplicate_member"
+    TOO_DEEP = "too_deep"
+    NUMBER_OUT_OF_RANGE = "number_out_of_range"
+
+
+class JSONTextError(ValueError):
+    """The text is not strict JSON; `fault` says why and `line`/`column` where, when known."""
+
+    def __init__(self, fault: TextFault, line: int | None = None, column: int | None = None):
+        super().__init__(fault.value)
+        self.fault = fault
+        self.line = line
+        self.column = column
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """A parsed JSON text and whether any number in it is a float."""
+
+    value: JSONValue
+    has_float: bool
+
+
+def loads_strict(
+    raw: str | bytes, *, max_size: int = MAX_SIZE, max_depth: int = MAX_DEPTH
+) -> JSONValue:
+    """Parse strict JSON text into a Python value.
+
+    Raises:
+        JSONTextError: the text is not strict JSON, or is too large or too deep.
+    """
+    return parse_document(raw, max_size=max_size, max_depth=max_depth).value
+
+
+def parse_document(
+    raw: str | bytes, *, max_size: int = MAX_SIZE, max_depth: int = MAX_DEPTH
+) -> Document:
+    """Parse strict JSON text into a `Document`.
+
+    Raises:
+        JSONTextError: the text is not strict JSON, or is too large or too deep.
+    """
+    if not isinstance(raw, str | bytes):
+        raise JSONTextError(TextFault.NOT_TEXT)
+    if len(raw) > max_size:
+        raise JSONTextError(TextFault.TOO_LARGE)
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise JSONTextError(TextFault.SYNTAX, exc.lineno, exc.colno) from None
+    members, string_colons, has_float = _census(value, max_depth)
+    if isinstance(raw, str):
+        escaped = "\\" in raw
+        exact_again = escaped or (has_float and _LONG_DIGIT_RUN.search(raw) is not None)
+        written = raw.count(":")
+    else:
+        escaped = b"\\" in raw
+        exact_again = escaped or (has_float and _LONG_DIGIT_RUN_BYTES.search(raw) is not None)
+        written = raw.count(b":")
+    if exact_again:
+        value = _parse_exactly(raw)
+        return Document(value, _has_float(value))
+    if written - string_colons != members:
+        raise JSONTextError(TextFault.DUPLICATE_MEMBER)
+    return Document(value, has_float)
+
+
+def _census(value: JSONValue, max_depth: int) -> tuple[int, int, bool]:
+    """Count object members and ':' inside strings, note floats, and enforce the depth limit.
+
+    Raises:
+        JSONTextError: nesting is deeper than `max_depth`.
+    """
+    members = 0
+    colons = 0
+    has_float = False
+    if type(value) is str:
+        return 0, value.count(":"), False
+    if type(value) is float:
+        return 0, 0, True
+    if type(value) is not dict and type(value) is not list:
+        return 0, 0, False
+    stack: list[tuple[JSONValue, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > max_depth:
+            raise JSONTextError(TextFault.TOO_DEEP)
+        if type(node) is dict:
+            members += len(node)
+            for key in node:
+                colons += key.count(":")
+            items = node.values()
+        else:
+            items = node
+        for item in items:
+            kind = type(item)
+            if kind is str:
+                colons += item.count(":")
+            elif kind is dict or kind is list:
+                stack.append((item, depth + 1))
+            elif kind is float:
+                has_float = True
+    return members, colons, has_float
+
+
+def _refuse_constant(name: str) -> NoReturn:
+    raise JSONTextError(TextFault.SYNTAX)
+
+
+def _refuse_duplicates(pairs: list[tuple[str, JSONValue]]) -> dict[str, JSONValue]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        raise JSONTextError(TextFault.DUPLICATE_MEMBER)
+    return obj
+
+
+_EXACT_DECODER: Final = json.JSONDecoder(
+    object_pairs_hook=_refuse_duplicates, parse_constant=_refuse_constant
+)
+
+
+def _parse_exactly(raw: str | bytes) -> JSONValue:
+    """Parse text orjson already accepted (so valid UTF-8, no surrogates, depth bounded) exactly.
+
+    Raises:
+        JSONTextError: a duplicate member name, or an integer beyond the exact range.
+    """
+    text = raw if isinstance(raw, str) else raw.decode("utf-8")
+    try:
+        value = _EXACT_DECODER.decode(text)
+    except JSONTextError:
+        raise
+    except (ValueError, RecursionError):  # the int digit limit; depth is already bounded
+        raise JSONTextError(TextFault.NUMBER_OUT_OF_RANGE) from None
+    return value
+
+
+def _has_float(value: JSONValue) -> bool:
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind is float:
+            return True
+        if kind is dict:
+            stack.extend(node.values())
+        elif kind is list:
+            stack.extend(node)
+    return False

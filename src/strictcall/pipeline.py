@@ -1,0 +1,335 @@
+"""The staged pipeline: the rungs a tool call climbs, first failure wins.
+
+1. parse     `read_call`: the text is strict JSON within the size and depth limits.
+2. route     `route_call`: the document is an object naming a registered tool.
+3. shape     `check_envelope` (strict callers only) and `check_arguments`: the arguments
+             satisfy the tool's strict input schema; errors carry a pointer into the call.
+4. resource  `authorize_call`: the caller may act on what the arguments name. A tool that
+             finds the resource missing while it runs answers at this stage too, identically.
+5. execute   `execute_call` / `execute_call_async`: the handler runs; a declared failure keeps
+             its code, anything else becomes internal_error, a slow tool timeout.
+6. output    `check_result`: the result is a JSON value that satisfies the output schema.
+
+Each rung returns what the next one needs or a `Rejection`. Nothing here does I/O but the tool
+itself. `Gateway` and the seed's `handle` are both built from these rungs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import traceback
+from collections.abc import Awaitable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Final
+
+from strictcall.errors import (
+    FORBIDDEN_OR_MISSING,
+    INTERNAL_ERROR,
+    INVALID_ARGUMENTS,
+    INVALID_JSON,
+    INVALID_TOOL_RESULT,
+    REQUEST_TOO_LARGE,
+    TIMEOUT,
+    UNKNOWN_TOOL,
+    JSONValue,
+    Rejection,
+)
+from strictcall.jsontext import MAX_DEPTH, MAX_SIZE, Document, JSONTextError, TextFault
+from strictcall.jsontext import parse_document as _parse_document
+from strictcall.schema import CompiledSchema, to_pointer
+from strictcall.tools import Arguments, ForbiddenOrMissing, Tool, ToolContext, ToolFailure
+
+log = logging.getLogger("strictcall")
+
+ENVELOPE_MEMBERS: Final = ("arguments", "name")
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Limits on a call's text: `max_size` (bytes, or characters for str) and `max_depth`."""
+
+    max_size: int = MAX_SIZE
+    max_depth: int = MAX_DEPTH
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledTool:
+    """A registered tool with its schemas compiled."""
+
+    tool: Tool
+    arguments: CompiledSchema
+    result: CompiledSchema
+    is_async: bool
+
+    @classmethod
+    def compile(cls, tool: Tool) -> CompiledTool:
+        """Compile a tool's schemas.
+
+        Raises:
+            SchemaDefinitionError: a schema is not valid JSON Schema 2020-12.
+        """
+        return cls(
+            tool,
+            CompiledSchema(dict(tool.input_schema)),
+            CompiledSchema(
+                tool.output_schema
+                if isinstance(tool.output_schema, bool)
+                else dict(tool.output_schema)
+            ),
+            asyncio.iscoroutinefunction(tool.handler),
+        )
+
+
+def _frozen(details: dict[str, JSONValue]) -> Mapping[str, JSONValue]:
+    return MappingProxyType(details)
+
+
+FORBIDDEN: Final = Rejection(FORBIDDEN_OR_MISSING)
+INTERNAL: Final = Rejection(INTERNAL_ERROR)
+TIMED_OUT: Final = Rejection(TIMEOUT)
+WITHHELD: Final = Rejection(INVALID_TOOL_RESULT)
+
+
+# --- 1. parse ----------------------------------------------------------------------------------
+
+
+def read_call(raw: str | bytes, limits: Limits) -> Document | Rejection:
+    """Rung 1: parse the call's text strictly."""
+    try:
+        return _parse_document(raw, max_size=limits.max_size, max_depth=limits.max_depth)
+    except JSONTextError as exc:
+        if exc.fault is TextFault.TOO_LARGE:
+            return Rejection(
+                REQUEST_TOO_LARGE, _frozen({"reason": exc.fault.value, "limit": limits.max_size})
+            )
+        details: dict[str, JSONValue] = {"reason": exc.fault.value}
+        if exc.fault is TextFault.TOO_DEEP:
+            details["limit"] = limits.max_depth
+        if exc.line is not None:
+            details["line"] = exc.line
+            details["column"] = exc.column
+        return Rejection(INVALID_JSON, _frozen(details))
+
+
+# --- 2. route ----------------------------------------------------------------------------------
+
+
+def route_call(call: JSONValue, tools: Mapping[str, CompiledTool]) -> CompiledTool | Rejection:
+    """Rung 2: the call is an object whose "name" is a registered tool."""
+    if type(call) is dict:
+        name = call.get("name")
+        if type(name) is str:
+            found = tools.get(name)
+            if found is not None:
+                return found
+    return Rejection(UNKNOWN_TOOL, _frozen({"available": sorted(tools)}))
+
+
+# --- 3. shape ----------------------------------------------------------------------------------
+
+
+def check_envelope(call: dict[str, JSONValue]) -> Rejection | None:
+    """Rung 3, first half: the call has no members but "name" and "arguments"."""
+    for member in call:
+        if member != "name" and member != "arguments":
+            return _located(to_pointer((member,)), "unexpected_member", list(ENVELOPE_MEMBERS))
+    return None
+
+
+def check_arguments(
+    call: dict[str, JSONValue], compiled: CompiledTool, has_float: bool
+) -> Arguments | Rejection:
+    """Rung 3: the call's "arguments" satisfy the tool's strict input schema."""
+    if "arguments" not in call:
+        return _located("", "missing_member", "arguments")
+    arguments = call["arguments"]
+    if type(arguments) is not dict:
+        return _located("/arguments", "type", "object")
+    if compiled.arguments.is_valid(arguments, has_float=has_float):
+        return arguments
+    violation = compiled.arguments.first_violation(arguments)
+    if violation is None:  # the two validators disagree: refuse without a location
+        return Rejection(INVALID_ARGUMENTS)
+    pointer = "/arguments" + to_pointer(violation.path)
+    if violation.has_expected:
+        return _located(pointer, violation.reason, violation.expected)
+    return Rejection(INVALID_ARGUMENTS, _frozen({"pointer": pointer, "reason": violation.reason}))
+
+
+def _located(pointer: str, reason: str, expected: JSONValue) -> Rejection:
+    return Rejection(
+        INVALID_ARGUMENTS, _frozen({"pointer": pointer, "reason": reason, "expected": expected})
+    )
+
+
+# --- 4. resource -------------------------------------------------------------------------------
+
+
+def authorize_call(
+    compiled: CompiledTool, ctx: ToolContext, arguments: Arguments
+) -> Rejection | None:
+    """Rung 4: the tool's own authorization says exactly True, or the tool has none."""
+    authorize = compiled.tool.authorize
+    if authorize is None:
+        return None
+    try:
+        allowed = authorize(ctx, arguments)
+    except Exception as exc:
+        _log_failure(ctx, exc)
+        return INTERNAL
+    return None if allowed is True else FORBIDDEN
+
+
+# --- 5. execute --------------------------------------------------------------------------------
+
+
+def execute_call(
+    compiled: CompiledTool,
+    ctx: ToolContext,
+    arguments: Arguments,
+    pool: ThreadPoolExecutor | None,
+) -> tuple[JSONValue, Rejection | None]:
+    """Rung 5, from synchronous code: run the handler (async handlers in a private loop).
+
+    A sync handler with a timeout runs on `pool` so that it can be timed out; with no pool it
+    runs in place, untimed.
+
+    Raises:
+        RuntimeError: an async handler was called from inside a running event loop.
+    """
+    tool = compiled.tool
+    try:
+        if compiled.is_async:
+            _refuse_inside_loop()
+            coroutine = tool.handler(ctx, arguments)
+            assert isinstance(coroutine, Awaitable)
+            return asyncio.run(_awaited(coroutine, tool.timeout)), None
+        if tool.timeout is None or pool is None:
+            return tool.handler(ctx, arguments), None
+        future = pool.submit(tool.handler, ctx, arguments)
+        try:
+            return future.result(timeout=tool.timeout), None
+        except FutureTimeout:
+            future.cancel()
+            return None, TIMED_OUT
+    except TimeoutError:
+        return None, TIMED_OUT
+    except Exception as exc:
+        return None, _failure_of(compiled, ctx, exc)
+
+
+async def execute_call_async(
+    compiled: CompiledTool, ctx: ToolContext, arguments: Arguments
+) -> tuple[JSONValue, Rejection | None]:
+    """Rung 5, from a running event loop: await async handlers, call sync ones in place.
+
+    A sync handler with a timeout runs on a worker thread so that the loop can time it out.
+    """
+    tool = compiled.tool
+    try:
+        if compiled.is_async:
+            coroutine = tool.handler(ctx, arguments)
+            assert isinstance(coroutine, Awaitable)
+            return await _awaited(coroutine, tool.timeout), None
+        if tool.timeout is None:
+            return tool.handler(ctx, arguments), None
+        work = asyncio.to_thread(tool.handler, ctx, arguments)
+        return await asyncio.wait_for(work, tool.timeout), None
+    except TimeoutError:
+        return None, TIMED_OUT
+    except Exception as exc:
+        return None, _failure_of(compiled, ctx, exc)
+
+
+async def _awaited(coroutine: Awaitable[JSONValue], timeout: float | None) -> JSONValue:
+    if timeout is None:
+        return await coroutine
+    return await asyncio.wait_for(coroutine, timeout)
+
+
+def _refuse_inside_loop() -> None:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    raise RuntimeError("an async tool called from a running event loop: use call_async")
+
+
+def _failure_of(compiled: CompiledTool, ctx: ToolContext, exc: Exception) -> Rejection:
+    if isinstance(exc, ForbiddenOrMissing):
+        return FORBIDDEN
+    if isinstance(exc, ToolFailure) and exc.kind in compiled.tool.failures:
+        if exc.retry_after_ms is None:
+            return Rejection(exc.kind)
+        return Rejection(exc.kind, _frozen({"retry_after_ms": exc.retry_after_ms}))
+    _log_failure(ctx, exc)
+    return INTERNAL
+
+
+def _log_failure(ctx: ToolContext, exc: BaseException) -> None:
+    """Log where a tool failed, without the exception's text (it may hold the caller's data)."""
+    frames = "".join(traceback.format_tb(exc.__traceback__))
+    log.error(
+        "tool %r failed in call %r with %s (message withheld)\n%s",
+        ctx.tool,
+        ctx.call_id,
+        type(exc).__qualname__,
+        frames,
+    )
+
+
+# --- 6. output ---------------------------------------------------------------------------------
+
+
+def check_result(
+    compiled: CompiledTool, arguments: Arguments, result: JSONValue
+) -> Rejection | None:
+    """Rung 6: the result is a JSON value that satisfies the output schema (and the tool's
+    own consistency check); otherwise it is withheld."""
+    has_float = json_kind(result)
+    if has_float is None or not compiled.result.is_valid(result, has_float=has_float):
+        return WITHHELD
+    matches = compiled.tool.result_matches
+    if matches is not None and matches(arguments, result) is not True:
+        return WITHHELD
+    return None
+
+
+def json_kind(value: JSONValue) -> bool | None:
+    """None if `value` is not a JSON value; else whether it holds a float."""
+    has_float = False
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str) or node is None or isinstance(node, int):
+            continue
+        if isinstance(node, dict):
+            for key in node:
+                if not isinstance(key, str):
+                    return None
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, float) and math.isfinite(node):
+            has_float = True
+        else:
+            return None
+    return has_float
+
+
+# --- answers -----------------------------------------------------------------------------------
+
+
+def succeed(call_id: str | int, result: JSONValue) -> dict[str, JSONValue]:
+    """The answer to a call that climbed every rung."""
+    return {"ok": True, "call_id": call_id, "result": result}
+
+
+def fail(call_id: str | int, rejection: Rejection, *, located: bool = True) -> dict[str, JSONValue]:
+    """The answer to a call that a rung refused."""
+    return {"ok": False, "call_id": call_id, "error": rejection.as_error(located=located)}

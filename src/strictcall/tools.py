@@ -1,0 +1,179 @@
+"""Tool definitions: what a tool declares, what its handler receives, and how it may fail.
+
+A handler receives a `ToolContext` (the caller's identity, set by whoever calls the gateway and
+never taken from the arguments) and the validated arguments. It returns a JSON value, which the
+gateway checks against the output schema before the agent sees it. It fails by raising:
+
+- `ForbiddenOrMissing`: the resource is not there for this caller (stage resource);
+- `ToolFailure(kind)`: a failure the tool declared in `failures` (stage execute, its own code
+  and retryable flag, e.g. `BUSY` with `retry_after_ms`);
+- anything else: `internal_error`, with nothing of the exception in the answer.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, NotRequired, Required, TypedDict, get_type_hints
+
+from strictcall.errors import ErrorKind, JSONValue, Stage
+
+Arguments = dict[str, JSONValue]
+Handler = Callable[["ToolContext", Arguments], JSONValue | Awaitable[JSONValue]]
+Authorizer = Callable[["ToolContext", Arguments], bool]
+ResultCheck = Callable[[Arguments, JSONValue], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """Who is calling, with which call id, and which tool."""
+
+    identity: str
+    call_id: str | int
+    tool: str
+
+
+class ForbiddenOrMissing(Exception):
+    """Raised by a tool: the resource is missing or not the caller's (never said which)."""
+
+
+class ToolFailure(Exception):
+    """Raised by a tool for a failure it declared; the agent sees its code and retryable flag."""
+
+    def __init__(self, kind: ErrorKind, *, retry_after_ms: int | None = None) -> None:
+        super().__init__(kind.code)
+        self.kind = kind
+        self.retry_after_ms = retry_after_ms
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """A tool: its name, description, input and output JSON Schemas, and handler.
+
+    `authorize` (optional) decides at stage resource whether the caller may act on what the
+    arguments name; a False is answered exactly like a missing resource. `failures` lists the
+    `ErrorKind`s the handler may raise through `ToolFailure`. `timeout` is in seconds.
+    `result_matches` (optional) checks a result against the arguments at stage output, for what
+    a schema cannot say (e.g. the note returned is the note asked for).
+    """
+
+    name: str
+    description: str
+    input_schema: Mapping[str, JSONValue]
+    output_schema: Mapping[str, JSONValue] | bool
+    handler: Handler
+    authorize: Authorizer | None = None
+    failures: tuple[ErrorKind, ...] = ()
+    timeout: float | None = None
+    result_matches: ResultCheck | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError("a tool's name is a non-empty str")
+        for kind in self.failures:
+            if kind.stage is not Stage.EXECUTE:
+                raise ValueError("a tool declares failures of stage execute only")
+        if self.timeout is not None and not self.timeout > 0:
+            raise ValueError("a tool's timeout is a positive number of seconds")
+
+
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    authorize: Authorizer | None = None,
+    failures: tuple[ErrorKind, ...] = (),
+    timeout: float | None = None,
+) -> Callable[[Callable[..., Any]], Tool]:
+    """Make a `Tool` of a function, deriving both schemas from its type hints.
+
+    The function's first parameter, if annotated `ToolContext`, receives the context; the others
+    are the tool's arguments (a parameter with a default is optional). Use JSON-shaped types:
+    str, int, float, bool, None, list, dict, Literal, TypedDict and unions of them. The derived
+    schemas are what the gateway enforces, made strict like any declared schema.
+    """
+
+    def make(func: Callable[..., Any]) -> Tool:
+        input_schema, output_schema, takes_context = _schemas_from_hints(func)
+        params = [p for p in inspect.signature(func).parameters][1 if takes_context else 0 :]
+
+        if inspect.iscoroutinefunction(func):
+
+            async def handler_async(ctx: ToolContext, args: Arguments) -> JSONValue:
+                kwargs = {p: args[p] for p in params if p in args}
+                if takes_context:
+                    return await func(ctx, **kwargs)
+                return await func(**kwargs)
+
+            handler: Handler = handler_async
+        else:
+
+            def handler_sync(ctx: ToolContext, args: Arguments) -> JSONValue:
+                kwargs = {p: args[p] for p in params if p in args}
+                if takes_context:
+                    return func(ctx, **kwargs)
+                return func(**kwargs)
+
+            handler = handler_sync
+
+        doc = inspect.getdoc(func)
+        return Tool(
+            name=name if name is not None else func.__name__,
+            description=description if description is not None else (doc or ""),
+            input_schema=input_schema,
+            output_schema=output_schema,
+            handler=handler,
+            authorize=authorize,
+            failures=failures,
+            timeout=timeout,
+        )
+
+    return make
+
+
+def _schemas_from_hints(
+    func: Callable[..., Any],
+) -> tuple[dict[str, JSONValue], dict[str, JSONValue], bool]:
+    from pydantic import TypeAdapter  # only the decorator needs pydantic
+
+    hints = get_type_hints(func, include_extras=True)
+    params = list(inspect.signature(func).parameters.values())
+    takes_context = bool(params) and hints.get(params[0].name) is ToolContext
+    fields: dict[str, Any] = {}
+    for param in params[1 if takes_context else 0 :]:
+        if param.name not in hints:
+            raise TypeError(f"parameter {param.name!r} needs a type hint")
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
+            raise TypeError("tool parameters are plain named parameters")
+        wrap = Required if param.default is inspect.Parameter.empty else NotRequired
+        fields[param.name] = wrap[hints[param.name]]
+    if "return" not in hints:
+        raise TypeError("a tool's return type needs a type hint")
+    arguments_type = TypedDict(f"{func.__name__}_arguments", fields)  # type: ignore[misc]
+    input_schema = _untitled(TypeAdapter(arguments_type).json_schema())
+    output_schema = _untitled(TypeAdapter(hints["return"]).json_schema())
+    return input_schema, output_schema, takes_context
+
+
+def _untitled(schema: JSONValue) -> JSONValue:
+    """Drop pydantic's generated titles, which only add noise to what the model reads."""
+    if isinstance(schema, list):
+        return [_untitled(v) for v in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, JSONValue] = {}
+    for key, value in schema.items():
+        if key == "title":
+            continue
+        if key in _NAMED_SUBSCHEMAS and isinstance(value, dict):
+            out[key] = {name: _untitled(sub) for name, sub in value.items()}
+        elif key in _LITERAL_VALUES:
+            out[key] = value
+        else:
+            out[key] = _untitled(value)
+    return out
+
+
+_NAMED_SUBSCHEMAS = frozenset({"properties", "patternProperties", "$defs", "dependentSchemas"})
+_LITERAL_VALUES = frozenset({"const", "enum", "default", "examples"})
