@@ -104,7 +104,27 @@ class Gateway:
         Raises:
             TypeError, ValueError: `identity` is not a str, or `call_id` not a request id.
         """
-        climbed = self._climb(raw, identity, call_id)
+        return await self._finish_async(self._climb(raw, identity, call_id), call_id)
+
+    async def call_parsed_async(
+        self, call: JSONValue, identity: str, call_id: str | int, *, has_float: bool
+    ) -> dict[str, JSONValue]:
+        """`call_async` for a call a transport already parsed with `strictcall.jsontext`
+        (`has_float` as that parse reported it); the ladder starts at rung 2, route.
+
+        Raises:
+            TypeError, ValueError: `identity` is not a str, or `call_id` not a request id.
+        """
+        if type(identity) is not str:
+            raise TypeError("identity is a str")
+        check_request_id(call_id)
+        climbed = self._climb_parsed(call, has_float, identity, call_id)
+        return await self._finish_async(climbed, call_id)
+
+    async def _finish_async(
+        self, climbed: _Climbed | Rejection, call_id: str | int
+    ) -> dict[str, JSONValue]:
+        """Rungs 5 and 6: execute, output."""
         if isinstance(climbed, Rejection):
             return fail(call_id, climbed)
         compiled, ctx, arguments = climbed
@@ -120,21 +140,26 @@ class Gateway:
         return encode_answer(self.call(raw, identity, call_id))
 
     def _climb(self, raw: str | bytes, identity: str, call_id: str | int) -> _Climbed | Rejection:
-        """Rungs 1 to 4: parse, route, shape, resource."""
+        """Rung 1, parse, then the rungs after it."""
         if type(identity) is not str:
             raise TypeError("identity is a str")
         check_request_id(call_id)
         document = read_call(raw, self.limits)
         if isinstance(document, Rejection):
             return document
-        call = document.value
+        return self._climb_parsed(document.value, document.has_float, identity, call_id)
+
+    def _climb_parsed(
+        self, call: JSONValue, has_float: bool, identity: str, call_id: str | int
+    ) -> _Climbed | Rejection:
+        """Rungs 2 to 4: route, shape, resource."""
         compiled = route_call(call, self._tools)
         if isinstance(compiled, Rejection):
             return compiled
         rejection = check_envelope(call)
         if rejection is not None:
             return rejection
-        arguments = check_arguments(call, compiled, document.has_float)
+        arguments = check_arguments(call, compiled, has_float)
         if isinstance(arguments, Rejection):
             return arguments
         ctx = ToolContext(identity, call_id, compiled.tool.name)
