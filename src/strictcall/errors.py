@@ -93,6 +93,11 @@ UNKNOWN_TOOL: Final = ErrorKind(
 )
 """The call is not an object naming a registered tool."""
 
+UNKNOWN_METHOD: Final = ErrorKind(
+    "unknown_method", Stage.ROUTE, False, "Use the JSON-RPC method tools/call or tools/list."
+)
+"""The JSON-RPC request names a method the server does not have."""
+
 # --- shape -------------------------------------------------------------------------------------
 
 INVALID_ARGUMENTS: Final = ErrorKind(
@@ -128,6 +133,22 @@ TIMEOUT: Final = ErrorKind(
 BUSY: Final = ErrorKind("busy", Stage.EXECUTE, True, "Retry after `retry_after_ms` milliseconds.")
 """The tool declared itself temporarily unable to serve the call."""
 
+STORE_UNAVAILABLE: Final = ErrorKind(
+    "store_unavailable",
+    Stage.EXECUTE,
+    True,
+    "Retry the same call (same call id) after `retry_after_ms`; nothing was changed.",
+)
+"""The notes store could not serve the call (locked, read-only, full or missing)."""
+
+IDEMPOTENCY_CONFLICT: Final = ErrorKind(
+    "idempotency_conflict",
+    Stage.EXECUTE,
+    False,
+    "Use a new call id for a new write; a call id names one write only.",
+)
+"""The call id was already used by this caller for a different write."""
+
 # --- output ------------------------------------------------------------------------------------
 
 INVALID_TOOL_RESULT: Final = ErrorKind(
@@ -139,15 +160,42 @@ INVALID_TOOL_RESULT: Final = ErrorKind(
 """The tool's result does not match its output schema; the bad value was withheld."""
 
 
+# --- transports: auth and protocol -------------------------------------------------------------
+
+UNAUTHENTICATED: Final = ErrorKind(
+    "unauthenticated", Stage.AUTH, False, "Send a valid token as `Authorization: Bearer <token>`."
+)
+"""The request carried no token, or a token the server does not know."""
+
+AUTH_UNAVAILABLE: Final = ErrorKind(
+    "auth_unavailable", Stage.AUTH, True, "Retry after `retry_after_ms`; the token store is down."
+)
+"""The server could not check the token because its store could not serve."""
+
+INVALID_REQUEST: Final = ErrorKind(
+    "invalid_request",
+    Stage.PROTOCOL,
+    False,
+    'Send a JSON-RPC 2.0 request: jsonrpc "2.0", a str or int id, a str method.',
+)
+"""The message is not a JSON-RPC 2.0 request (or the batch is empty)."""
+
+
 CATALOGUE: Final[tuple[ErrorKind, ...]] = (
     INVALID_JSON,
     REQUEST_TOO_LARGE,
     UNKNOWN_TOOL,
+    UNKNOWN_METHOD,
     INVALID_ARGUMENTS,
     FORBIDDEN_OR_MISSING,
     INTERNAL_ERROR,
     TIMEOUT,
     BUSY,
+    STORE_UNAVAILABLE,
+    IDEMPOTENCY_CONFLICT,
     INVALID_TOOL_RESULT,
+    UNAUTHENTICATED,
+    AUTH_UNAVAILABLE,
+    INVALID_REQUEST,
 )
 """Every kind the project can emit, in stage order."""

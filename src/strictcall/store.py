@@ -1,0 +1,382 @@
+"""The notes store: the only module that knows the database is SQLite.
+
+`Store` is the interface the service uses (notes, API tokens, the audit log, idempotency
+records); `SQLiteStore` is the embedded default: one file, WAL mode, schema created on first use
+and versioned in `meta` for later migrations. Every query that touches a note names its owner,
+so another owner's note and a missing note take the same path and give the same answer.
+
+Database faults (locked, read-only, disk full, the file deleted under the server) raise
+`StoreUnavailable`; the store itself stays usable and recovers when the fault clears.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import secrets
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, Protocol
+
+SCHEMA_VERSION: Final = 1
+
+DEFAULT_DB_PATH: Final = "strictcall.sqlite3"
+"""Where the service keeps its data unless --db or $STRICTCALL_DB says otherwise."""
+
+BUSY_TIMEOUT_MS: Final = 2000
+_READ_CHECK_S: Final = 0.5
+
+_SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS notes (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    owner TEXT NOT NULL,
+    text TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS notes_by_owner ON notes (owner, seq);
+CREATE TABLE IF NOT EXISTS tokens (
+    hash TEXT PRIMARY KEY,
+    identity TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS audit (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    at REAL NOT NULL,
+    call_id TEXT,
+    identity TEXT,
+    tool TEXT,
+    outcome TEXT NOT NULL,
+    code TEXT,
+    stage TEXT,
+    latency_us INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS idempotency (
+    identity TEXT NOT NULL,
+    call_id TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    note_id TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (identity, call_id)
+);
+"""
+
+
+class StoreUnavailable(Exception):
+    """The database cannot serve right now (locked, read-only, full, missing); retry later."""
+
+
+class IdempotencyConflict(Exception):
+    """The call id was already used by this identity for a different call."""
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """One note, as its owner sees it."""
+
+    note_id: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRecord:
+    """One call, as the operator sees it: never argument values or note text."""
+
+    at: float
+    call_id: str | None
+    identity: str | None
+    tool: str | None
+    outcome: str
+    code: str | None
+    stage: str | None
+    latency_us: int
+
+
+@dataclass(frozen=True, slots=True)
+class IdempotencyKey:
+    """A write's (call id, fingerprint of tool and arguments), unique per identity."""
+
+    call_id: str
+    fingerprint: str
+
+
+class Store(Protocol):
+    """What the service needs from a database."""
+
+    def read_note(self, owner: str, note_id: str) -> Note | None: ...
+    def list_notes(self, owner: str) -> list[Note]: ...
+    def count_notes(self, owner: str) -> int: ...
+    def add_note(self, owner: str, text: str) -> Note: ...
+    def create_note(self, owner: str, text: str, key: IdempotencyKey) -> Note: ...
+    def delete_note(self, owner: str, note_id: str, key: IdempotencyKey) -> bool: ...
+    def create_token(self, identity: str) -> str: ...
+    def identity_for_token(self, token: str) -> str | None: ...
+    def record_call(self, record: AuditRecord) -> None: ...
+    def recent_calls(self, limit: int) -> list[AuditRecord]: ...
+    def call_counts(self) -> list[tuple[str, str | None, str | None, int]]: ...
+    def close(self) -> None: ...
+
+
+def hash_token(token: str) -> str:
+    """The stored form of an API token: its SHA-256 (tokens are 256-bit random values)."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def new_note_id() -> str:
+    """A fresh note id: random, so no id says anything about other owners' notes."""
+    return "n" + secrets.token_hex(8)
+
+
+class SQLiteStore:
+    """The embedded store: one SQLite file in WAL mode, one connection behind a lock."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path: Final = Path(path)
+        self._lock = threading.Lock()
+        self._conn, self._inode = self._connect()
+        self._checked_at = time.monotonic()
+
+    def _connect(self) -> tuple[sqlite3.Connection, tuple[int, int]]:
+        try:
+            conn = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=0
+            )
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            # WAL + NORMAL: a commit survives a crash of the process (kill -9); only a crash of
+            # the machine may lose the last commits.
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.executescript(_SCHEMA)
+            conn.execute(
+                "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
+                (str(SCHEMA_VERSION),),
+            )
+            stat = os.stat(self.path)
+        except (sqlite3.Error, OSError) as exc:
+            raise StoreUnavailable(type(exc).__name__) from None
+        return conn, (stat.st_dev, stat.st_ino)
+
+    def _check_file(self, *, now: bool) -> None:
+        """Refuse to serve from a file that was deleted or replaced under us; reopen a
+        replaced one. Writes check every time; reads at most every `_READ_CHECK_S`.
+
+        Raises:
+            StoreUnavailable: the file is gone.
+        """
+        moment = time.monotonic()
+        if not now and moment - self._checked_at < _READ_CHECK_S:
+            return
+        try:
+            stat = os.stat(self.path)
+        except OSError:
+            raise StoreUnavailable("file missing") from None
+        self._checked_at = moment
+        if (stat.st_dev, stat.st_ino) != self._inode:
+            self._conn.close()
+            self._conn, self._inode = self._connect()
+
+    @contextmanager
+    def _using(self, *, write: bool = False) -> Iterator[sqlite3.Connection]:
+        """The connection, under the lock, with database faults raised as StoreUnavailable."""
+        with self._lock:
+            self._check_file(now=write)
+            try:
+                yield self._conn
+            except sqlite3.Error as exc:
+                raise StoreUnavailable(type(exc).__name__) from None
+
+    @contextmanager
+    def _writing(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction: committed whole, or rolled back whole."""
+        with self._using(write=True) as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    with suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
+                raise
+
+    def schema_version(self) -> int:
+        """The version of the schema this file holds."""
+        with self._using() as conn:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        return int(row[0])
+
+    # --- notes --------------------------------------------------------------------------------
+
+    def read_note(self, owner: str, note_id: str) -> Note | None:
+        """The owner's note of that id, or None (missing and not-yours are the same)."""
+        with self._using() as conn:
+            row = conn.execute(
+                "SELECT text FROM notes WHERE id = ? AND owner = ?", (note_id, owner)
+            ).fetchone()
+        return None if row is None else Note(note_id, row[0])
+
+    def list_notes(self, owner: str) -> list[Note]:
+        """The owner's notes, oldest first."""
+        with self._using() as conn:
+            rows = conn.execute(
+                "SELECT id, text FROM notes WHERE owner = ? ORDER BY seq", (owner,)
+            ).fetchall()
+        return [Note(note_id, text) for note_id, text in rows]
+
+    def count_notes(self, owner: str) -> int:
+        """How many notes the owner has."""
+        with self._using() as conn:
+            row = conn.execute("SELECT count(*) FROM notes WHERE owner = ?", (owner,)).fetchone()
+        return int(row[0])
+
+    def add_note(self, owner: str, text: str) -> Note:
+        """Add a note outside any call (the operator's `notes add`)."""
+        with self._writing() as conn:
+            return self._insert_note(conn, owner, text)
+
+    def create_note(self, owner: str, text: str, key: IdempotencyKey) -> Note:
+        """Add a note, once per call id: a retry of the same call returns the first note and
+        adds nothing. The note and the record of the write commit together.
+
+        Raises:
+            IdempotencyConflict: the call id was used for a different call.
+        """
+        with self._writing() as conn:
+            recorded = self._recorded(conn, owner, key)
+            if recorded is not None:
+                return Note(recorded, text)
+            note = self._insert_note(conn, owner, text)
+            self._record(conn, owner, key, note.note_id)
+            return note
+
+    def delete_note(self, owner: str, note_id: str, key: IdempotencyKey) -> bool:
+        """Delete the owner's note, once per call id: True if deleted now or by the first try
+        of this call; False (nothing recorded) when the owner has no such note.
+
+        Raises:
+            IdempotencyConflict: the call id was used for a different call.
+        """
+        with self._writing() as conn:
+            if self._recorded(conn, owner, key) is not None:
+                return True
+            deleted = conn.execute(
+                "DELETE FROM notes WHERE id = ? AND owner = ?", (note_id, owner)
+            ).rowcount
+            if deleted:
+                self._record(conn, owner, key, note_id)
+            return bool(deleted)
+
+    @staticmethod
+    def _insert_note(conn: sqlite3.Connection, owner: str, text: str) -> Note:
+        now = time.time()
+        while True:
+            note_id = new_note_id()
+            try:
+                conn.execute(
+                    "INSERT INTO notes (id, owner, text, created_at, updated_at)"
+                    " VALUES (?, ?, ?, ?, ?)",
+                    (note_id, owner, text, now, now),
+                )
+            except sqlite3.IntegrityError:  # 64 random bits collided: draw again
+                continue
+            return Note(note_id, text)
+
+    @staticmethod
+    def _recorded(conn: sqlite3.Connection, owner: str, key: IdempotencyKey) -> str | None:
+        row = conn.execute(
+            "SELECT fingerprint, note_id FROM idempotency WHERE identity = ? AND call_id = ?",
+            (owner, key.call_id),
+        ).fetchone()
+        if row is None:
+            return None
+        if not hmac.compare_digest(row[0], key.fingerprint):
+            raise IdempotencyConflict
+        return str(row[1])
+
+    @staticmethod
+    def _record(conn: sqlite3.Connection, owner: str, key: IdempotencyKey, note_id: str) -> None:
+        conn.execute(
+            "INSERT INTO idempotency (identity, call_id, fingerprint, note_id, created_at)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (owner, key.call_id, key.fingerprint, note_id, time.time()),
+        )
+
+    # --- tokens -------------------------------------------------------------------------------
+
+    def create_token(self, identity: str) -> str:
+        """A new random API token for `identity`; only its hash is kept."""
+        token = "sc_" + secrets.token_urlsafe(32)
+        with self._using(write=True) as conn:
+            conn.execute(
+                "INSERT INTO tokens (hash, identity, created_at) VALUES (?, ?, ?)",
+                (hash_token(token), identity, time.time()),
+            )
+        return token
+
+    def identity_for_token(self, token: str) -> str | None:
+        """Whose token this is, or None for an unknown token."""
+        digest = hash_token(token)
+        with self._using() as conn:
+            row = conn.execute(
+                "SELECT hash, identity FROM tokens WHERE hash = ?", (digest,)
+            ).fetchone()
+        if row is None or not hmac.compare_digest(row[0], digest):
+            return None
+        return str(row[1])
+
+    # --- audit --------------------------------------------------------------------------------
+
+    def record_call(self, record: AuditRecord) -> None:
+        """Append one call to the audit log."""
+        with self._using() as conn:
+            conn.execute(
+                "INSERT INTO audit (at, call_id, identity, tool, outcome, code, stage, latency_us)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    record.at,
+                    record.call_id,
+                    record.identity,
+                    record.tool,
+                    record.outcome,
+                    record.code,
+                    record.stage,
+                    record.latency_us,
+                ),
+            )
+
+    def recent_calls(self, limit: int) -> list[AuditRecord]:
+        """The last `limit` calls, newest first."""
+        with self._using() as conn:
+            rows = conn.execute(
+                "SELECT at, call_id, identity, tool, outcome, code, stage, latency_us"
+                " FROM audit ORDER BY seq DESC LIMIT ?",
+                (limit,),
+            ).fetchall()
+        return [AuditRecord(*row) for row in rows]
+
+    def call_counts(self) -> list[tuple[str, str | None, str | None, int]]:
+        """How many calls ended with each (outcome, stage, code)."""
+        with self._using() as conn:
+            rows = conn.execute(
+                "SELECT outcome, stage, code, count(*) FROM audit"
+                " GROUP BY outcome, stage, code ORDER BY count(*) DESC"
+            ).fetchall()
+        return [(str(o), s, c, int(n)) for o, s, c, n in rows]
+
+    def audit_size(self) -> int:
+        """How many calls the audit log holds."""
+        with self._using() as conn:
+            return int(conn.execute("SELECT count(*) FROM audit").fetchone()[0])
+
+    def close(self) -> None:
+        """Close the database (a WAL checkpoint happens on close)."""
+        with self._lock:
+            self._conn.close()
