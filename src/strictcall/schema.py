@@ -4,10 +4,13 @@ Every schema a tool declares is made strict before it is compiled, unless it say
 
 - an object schema that does not itself say `additionalProperties` or `unevaluatedProperties`
   refuses unknown members, at every depth (`additionalProperties: false`, or
-  `unevaluatedProperties: false` where the object is assembled with allOf/$ref/if, whose
-  branches are left open so that the assembly works);
+  `unevaluatedProperties: false` where the object is assembled from parts with allOf, $ref,
+  anyOf/oneOf beside its own members, if/then/else or dependentSchemas; the parts, and the
+  $defs they come from, are left open at their own level so that the assembly works, and
+  conditions (`if`, `not`) are never closed, since that would change what they test);
 - "integer" means an integer written as one: 1.0 is refused where an integer is asked for
-  (JSON Schema alone would accept it); say `"type": "number"` to accept it;
+  (JSON Schema alone would accept it), and by an enum or const of integers; say
+  `"type": "number"` to accept it;
 - a boolean is never a number (JSON Schema already says so, and jsonschema-rs honours it).
 
 Validation itself is jsonschema-rs, compiled once per schema. The error path is slower and only
@@ -21,6 +24,7 @@ import copy
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
+from urllib.parse import unquote
 
 import jsonschema_rs
 
@@ -28,23 +32,30 @@ from strictcall.errors import JSONValue
 
 _EXACT_INTEGER: Final = "x-strictcall-exact-integer"
 
-# Keywords whose value is one subschema, a list of them, or a map of them.
-_ONE_SCHEMA: Final = (
+# Where a subschema sits decides how it is tightened. A standalone subschema (a member's value,
+# an array's items) is closed like the root. A part (allOf, then/else, $defs, dependentSchemas,
+# and anyOf/oneOf under an object schema) is left open at its own level: the schema that
+# assembles it is closed with `unevaluatedProperties: false`, which sees every member the parts
+# declare. A condition (if, not) is never closed at any depth, since closing it would change
+# what it tests (a closed `not` would let everything through). Exact integers apply everywhere.
+_STANDALONE_ONE: Final = (
     "additionalProperties",
     "unevaluatedProperties",
     "items",
     "contains",
     "propertyNames",
     "unevaluatedItems",
-    "not",
     "contentSchema",
 )
-_OPEN_ONE_SCHEMA: Final = ("if", "then", "else")
-_SCHEMA_LIST: Final = ("prefixItems", "anyOf", "oneOf")
-_OPEN_SCHEMA_LIST: Final = ("allOf",)
-_SCHEMA_MAP: Final = ("properties", "patternProperties", "$defs", "definitions")
-_OPEN_SCHEMA_MAP: Final = ("dependentSchemas",)
+_STANDALONE_LIST: Final = ("prefixItems",)
+_STANDALONE_MAP: Final = ("properties", "patternProperties")
+_PART_ONE: Final = ("then", "else")
+_PART_LIST: Final = ("allOf",)
+_PART_MAP: Final = ("$defs", "definitions", "dependentSchemas")
+_ALTERNATIVES: Final = ("anyOf", "oneOf")
+_CONDITIONS: Final = ("if", "not")
 _ASSEMBLING: Final = ("allOf", "$ref", "$dynamicRef", "if", "dependentSchemas")
+_OPEN_KEYWORDS: Final = ("additionalProperties", "unevaluatedProperties")
 
 
 class SchemaDefinitionError(ValueError):
@@ -75,63 +86,113 @@ class _ExactInteger:
 def make_strict(schema: JSONValue) -> JSONValue:
     """A deep copy of `schema` with the strictness rules of this module applied."""
     strict = copy.deepcopy(schema)
-    _tighten(strict, close=True)
+    _tighten(strict, strict, close=True, condition=False)
     return strict
 
 
-def _tighten(schema: JSONValue, *, close: bool) -> None:
+def _tighten(schema: JSONValue, root: JSONValue, *, close: bool, condition: bool) -> None:
     if not isinstance(schema, dict):
         return
+    is_object = _describes_object(schema)
+    assembles = any(key in schema for key in _ASSEMBLING)
     if (
         close
-        and _describes_object(schema)
-        and not ("additionalProperties" in schema or "unevaluatedProperties" in schema)
+        and not condition
+        and not any(key in schema for key in _OPEN_KEYWORDS)
+        and _may_be_object(schema, root)
     ):
-        if any(key in schema for key in _ASSEMBLING):
+        if assembles or (is_object and any(key in schema for key in _ALTERNATIVES)):
             schema["unevaluatedProperties"] = False
-        else:
+        elif is_object:
             schema["additionalProperties"] = False
-    if _asks_integer(schema.get("type")):
+    if _asks_integer(schema):
         schema[_EXACT_INTEGER] = True
-    for key in _ONE_SCHEMA:
+    for sub in _subschemas(schema, _STANDALONE_ONE, _STANDALONE_LIST, _STANDALONE_MAP):
+        _tighten(sub, root, close=True, condition=condition)
+    for sub in _subschemas(schema, _PART_ONE, _PART_LIST, _PART_MAP):
+        _tighten(sub, root, close=False, condition=condition)
+    # Alternatives under an object schema are parts of it; a bare union's are standalone.
+    alternatives_close = close and not (is_object or assembles)
+    for sub in _subschemas(schema, (), _ALTERNATIVES, ()):
+        _tighten(sub, root, close=alternatives_close, condition=condition)
+    for sub in _subschemas(schema, _CONDITIONS, (), ()):
+        _tighten(sub, root, close=False, condition=True)
+
+
+def _subschemas(
+    schema: dict[str, Any], one: Iterable[str], lists: Iterable[str], maps: Iterable[str]
+) -> Iterable[JSONValue]:
+    for key in one:
         if key in schema:
-            _tighten(schema[key], close=True)
-    for key in _OPEN_ONE_SCHEMA:
-        if key in schema:
-            _tighten(schema[key], close=False)
-    for key in _SCHEMA_LIST:
-        for sub in _as_list(schema.get(key)):
-            _tighten(sub, close=True)
-    for key in _OPEN_SCHEMA_LIST:
-        for sub in _as_list(schema.get(key)):
-            _tighten(sub, close=False)
-    for key in _SCHEMA_MAP:
-        for sub in _as_map_values(schema.get(key)):
-            _tighten(sub, close=True)
-    for key in _OPEN_SCHEMA_MAP:
-        for sub in _as_map_values(schema.get(key)):
-            _tighten(sub, close=False)
+            yield schema[key]
+    for key in lists:
+        value = schema.get(key)
+        if isinstance(value, list):
+            yield from value
+    for key in maps:
+        value = schema.get(key)
+        if isinstance(value, dict):
+            yield from value.values()
 
 
 def _describes_object(schema: dict[str, Any]) -> bool:
+    """The schema declares an object's members (a bare `required` only constrains them)."""
+    return _names_type(schema.get("type"), "object") or any(
+        key in schema for key in _STANDALONE_MAP
+    )
+
+
+def _may_be_object(schema: dict[str, Any], root: JSONValue) -> bool:
+    """False when the schema's own type, or its local $ref target's, rules objects out."""
+    if "type" in schema:
+        return _names_type(schema["type"], "object")
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and not any(key in schema for key in ("allOf", "anyOf", "oneOf")):
+        target = _resolve_local(root, ref)
+        if isinstance(target, dict) and "type" in target:
+            return _names_type(target["type"], "object")
+    return True
+
+
+def _names_type(kind: JSONValue, name: str) -> bool:
+    return kind == name or (isinstance(kind, list) and name in kind)
+
+
+def _asks_integer(schema: dict[str, Any]) -> bool:
+    """The schema only accepts integers where it accepts numbers: refuse every float there."""
     kind = schema.get("type")
-    if kind == "object" or (isinstance(kind, list) and "object" in kind):
-        return True
-    return "properties" in schema or "required" in schema or "patternProperties" in schema
+    if kind is not None:
+        if _names_type(kind, "number"):
+            return False
+        if _names_type(kind, "integer"):
+            return True
+    if "const" in schema:
+        values: list[JSONValue] = [schema["const"]]
+    elif isinstance(schema.get("enum"), list):
+        values = schema["enum"]
+    else:
+        return False
+    # An enum of integers matches 1.0 as 1 in JSON Schema; here 1.0 is not one of them.
+    has_int = any(type(value) is int for value in values)
+    return has_int and not any(type(value) is float for value in values)
 
 
-def _asks_integer(kind: JSONValue) -> bool:
-    if kind == "integer":
-        return True
-    return isinstance(kind, list) and "integer" in kind and "number" not in kind
-
-
-def _as_list(value: JSONValue) -> Iterable[JSONValue]:
-    return value if isinstance(value, list) else ()
-
-
-def _as_map_values(value: JSONValue) -> Iterable[JSONValue]:
-    return value.values() if isinstance(value, dict) else ()
+def _resolve_local(root: JSONValue, ref: str) -> JSONValue:
+    """The subschema a local reference ("#" or "#/a/b") names, or None."""
+    if ref == "#":
+        return root
+    if not ref.startswith("#/"):
+        return None
+    node = root
+    for raw in ref[2:].split("/"):
+        step = unquote(raw).replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and step in node:
+            node = node[step]
+        elif isinstance(node, list) and step.isdigit() and int(step) < len(node):
+            node = node[int(step)]
+        else:
+            return None
+    return node
 
 
 class CompiledSchema:
@@ -220,6 +281,11 @@ def _describe(error: Any, schema: JSONValue) -> Violation:
     kind_name = type(error.kind).__name__
     path: tuple[str | int, ...] = tuple(error.instance_path)
     if kind_name == "Custom":  # only our exact-integer keyword is registered
+        node = _schema_at(schema, tuple(error.schema_path)[:-1])
+        if isinstance(node, dict) and "const" in node and "type" not in node:
+            return Violation(path, "const", node["const"], True)
+        if isinstance(node, dict) and "enum" in node and "type" not in node:
+            return Violation(path, "enum", node["enum"], True)
         return Violation(path, "type", "integer", True)
     reason, member = _REASONS.get(kind_name, (_snake(kind_name), None))
     details = _kind_details(error)
@@ -245,10 +311,13 @@ def _kind_details(error: Any) -> dict[str, JSONValue]:
     return details if isinstance(details, dict) else {}
 
 
-def _declared_members(schema: JSONValue, schema_path: tuple[str | int, ...]) -> JSONValue:
-    """The member names the object schema at `schema_path` declares, if it can be found."""
-    node = schema
+def _schema_at(root: JSONValue, schema_path: tuple[str | int, ...]) -> JSONValue:
+    """The subschema at a validator's keyword path (following local $refs), or None."""
+    node = root
     for step in schema_path:
+        if isinstance(node, dict) and step == "$ref" and isinstance(node.get("$ref"), str):
+            node = _resolve_local(root, node["$ref"])
+            continue
         if isinstance(node, dict) and isinstance(step, str) and step in node:
             node = node[step]
             continue
@@ -256,9 +325,28 @@ def _declared_members(schema: JSONValue, schema_path: tuple[str | int, ...]) -> 
             node = node[step]
             continue
         return None
-    if isinstance(node, dict) and isinstance(node.get("properties"), dict):
-        return sorted(node["properties"])
-    return None
+    return node
+
+
+def _declared_members(root: JSONValue, schema_path: tuple[str | int, ...]) -> JSONValue:
+    """The member names the object schema at `schema_path` declares, with those of the parts
+    it assembles (allOf, $ref, anyOf/oneOf, then/else, ...), or None if it declares none."""
+    names: set[str] = set()
+    seen: set[int] = set()
+    stack = [_schema_at(root, schema_path)]
+    while stack:
+        node = stack.pop()
+        if not isinstance(node, dict) or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node.get("properties"), dict):
+            names.update(node["properties"])
+        if isinstance(node.get("$ref"), str):
+            stack.append(_resolve_local(root, node["$ref"]))
+        stack.extend(
+            _subschemas(node, _PART_ONE, (*_PART_LIST, *_ALTERNATIVES), ("dependentSchemas",))
+        )
+    return sorted(names) if names else None
 
 
 def _snake(name: str) -> str:
