@@ -4,7 +4,7 @@
     strictcall call --identity ID [--call-id ID] RAW handle() one call; RAW "-" reads stdin
 
 Output is UTF-8 whatever the locale. `call` exits 0 when the answer's ok is true, 1 when it is
-false, 2 for a usage error; no input produces a traceback.
+false, 2 for a usage error or unreadable standard input; no input produces a traceback.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from typing import BinaryIO
+from typing import BinaryIO, TextIO
 
 from strictcall.jsontext import MAX_SIZE
 from strictcall.seed import demo_lines, handle
@@ -53,26 +53,39 @@ def main(
     stdout: BinaryIO | None = None,
 ) -> int:
     """Run the command line; returns the exit status."""
-    out = stdout if stdout is not None else sys.stdout.buffer
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # argparse has printed its usage message
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    # Started with a standard stream closed, Python sets it to None: read it as empty, and
+    # answer with the exit status alone when there is nowhere to write.
+    out = stdout if stdout is not None else _buffer_of(sys.stdout)
+    if out is None:
+        return EXIT_REFUSED
     try:
         if args.command == "demo":
             _write_lines(out, demo_lines())
             return EXIT_OK
-        return _call(args, stdin if stdin is not None else sys.stdin.buffer, out)
-    except BrokenPipeError:
+        return _call(args, stdin if stdin is not None else _buffer_of(sys.stdin), out)
+    except (BrokenPipeError, ConnectionResetError):
         return EXIT_REFUSED
     except KeyboardInterrupt:
         return 130
 
 
-def _call(args: argparse.Namespace, stdin: BinaryIO, out: BinaryIO) -> int:
+def _buffer_of(stream: TextIO | None) -> BinaryIO | None:
+    return None if stream is None else stream.buffer
+
+
+def _call(args: argparse.Namespace, stdin: BinaryIO | None, out: BinaryIO) -> int:
     raw: str | bytes = args.raw
     if raw == "-":
-        raw = stdin.read(MAX_SIZE + 1)  # one byte more than the limit is enough to refuse it
+        try:
+            # one byte more than the limit is enough to refuse it
+            raw = b"" if stdin is None else stdin.read(MAX_SIZE + 1)
+        except OSError as exc:
+            print(f"strictcall call: cannot read standard input: {exc.strerror}", file=sys.stderr)
+            return EXIT_USAGE
     answer = handle(raw, args.identity, args.call_id)
     _write_lines(out, [json.dumps(answer, ensure_ascii=False)])
     return EXIT_OK if answer["ok"] is True else EXIT_REFUSED
