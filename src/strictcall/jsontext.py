@@ -40,8 +40,11 @@ MAX_SIZE: Final = 1 << 20
 MAX_DEPTH: Final = 64
 """Default limit on nested arrays and objects: `[[1]]` has depth 2."""
 
-_LONG_DIGIT_RUN: Final = re.compile(r"\d{20}")
-_LONG_DIGIT_RUN_BYTES: Final = re.compile(rb"\d{20}")
+# orjson reads an integer outside [-2**63, 2**64) as a float. Every integer of 18 digits or fewer
+# is inside; -9223372036854775809 has 19 digits and is not, so a run of 19 digits calls for the
+# exact parse.
+_LONG_DIGIT_RUN: Final = re.compile(r"\d{19}")
+_LONG_DIGIT_RUN_BYTES: Final = re.compile(rb"\d{19}")
 
 
 class TextFault(StrEnum):
