@@ -12,6 +12,8 @@ everything a lenient parser lets through:
 - numbers beyond the range of a double (about 1.8e308): integers are kept exact up to that
   range (309 digits) and refused beyond, so Python's int digit limit is never reached.
 
+A str or bytes subclass is read as the plain str or bytes it holds.
+
 No library does all of that alone (shared research: jsonrpc-and-parsing). orjson does the syntax,
 UTF-8, surrogates and NaN, and refuses nesting beyond 1024, so the walk that follows is bounded;
 the walk measures depth and counts object members. A duplicate name is detected by counting:
@@ -95,7 +97,13 @@ def parse_document(
     Raises:
         JSONTextError: the text is not strict JSON, or is too large or too deep.
     """
-    if not isinstance(raw, str | bytes):
+    if isinstance(raw, str):
+        if type(raw) is not str:  # orjson reads exact str only
+            raw = str.__str__(raw)
+    elif isinstance(raw, bytes):
+        if type(raw) is not bytes:
+            raw = bytes.__bytes__(raw)
+    else:
         raise JSONTextError(TextFault.NOT_TEXT)
     if len(raw) > max_size:
         raise JSONTextError(TextFault.TOO_LARGE)
