@@ -110,7 +110,7 @@ def parse_document(
     try:
         value = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise JSONTextError(TextFault.SYNTAX, exc.lineno, exc.colno) from None
+        raise JSONTextError(_fault_of(exc), exc.lineno, exc.colno) from None
     members, string_colons, has_float = _census(value, max_depth)
     if isinstance(raw, str):
         escaped = "\\" in raw
@@ -126,6 +126,21 @@ def parse_document(
     if written - string_colons != members:
         raise JSONTextError(TextFault.DUPLICATE_MEMBER)
     return Document(value, has_float)
+
+
+# orjson's messages for the two refusals that are not about syntax: nesting beyond its own limit
+# of 1024, and a number (integer or not) beyond the range of a double.
+_ORJSON_FAULTS: Final = (
+    ("depth limit exceeded", TextFault.TOO_DEEP),
+    ("number is infinity", TextFault.NUMBER_OUT_OF_RANGE),
+)
+
+
+def _fault_of(exc: orjson.JSONDecodeError) -> TextFault:
+    for prefix, fault in _ORJSON_FAULTS:
+        if exc.msg.startswith(prefix):
+            return fault
+    return TextFault.SYNTAX
 
 
 def _census(value: JSONValue, max_depth: int) -> tuple[int, int, bool]:
@@ -193,7 +208,9 @@ def _parse_exactly(raw: str | bytes) -> JSONValue:
         value = _EXACT_DECODER.decode(text)
     except JSONTextError:
         raise
-    except (ValueError, RecursionError):  # the int digit limit; depth is already bounded
+    except RecursionError:  # only with a max_depth near orjson's own limit of 1024
+        raise JSONTextError(TextFault.TOO_DEEP) from None
+    except ValueError:  # the int digit limit
         raise JSONTextError(TextFault.NUMBER_OUT_OF_RANGE) from None
     return value
 
