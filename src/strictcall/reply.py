@@ -22,17 +22,25 @@ def check_request_id(request_id: object) -> None:
         TypeError: the id is neither a str nor an int (bool is not an int here).
         ValueError: the id is an empty str.
     """
-    if type(request_id) is int:
+    if isinstance(request_id, bool):
+        raise TypeError("a request id is a non-empty str or an int")
+    if isinstance(request_id, int):
         return
-    if not isinstance(request_id, str) or isinstance(request_id, bool):
+    if not isinstance(request_id, str):
         raise TypeError("a request id is a non-empty str or an int")
     if not request_id:
         raise ValueError("a request id is a non-empty str or an int")
 
 
 def same_id(received: JSONValue, expected: str | int) -> bool:
-    """True when a reply's id is the expected id, by type as well as value."""
-    return type(received) is type(expected) and received == expected
+    """True when a reply's id is the expected id, by JSON type (string or integer) and value.
+
+    A str subclass (a StrEnum member, say) is a string and an int subclass other than bool is an
+    integer, as they are for the seed's `!=`; 7 still never matches 7.0, True or "7".
+    """
+    if isinstance(expected, str):
+        return isinstance(received, str) and received == expected
+    return isinstance(received, int) and not isinstance(received, bool) and received == expected
 
 
 def interpret_tool_reply(reply: JSONValue, expected_id: str | int) -> dict[str, JSONValue]:
