@@ -7,6 +7,8 @@
 - `loads_strict` is the strict JSON intake every entry point uses.
 """
 
+from typing import TYPE_CHECKING
+
 from strictcall.errors import ErrorKind, Rejection, Stage
 from strictcall.gateway import Gateway
 from strictcall.jsontext import JSONTextError, loads_strict
@@ -15,17 +17,36 @@ from strictcall.reply import interpret_tool_reply
 from strictcall.seed import handle
 from strictcall.tools import ForbiddenOrMissing, Tool, ToolContext, ToolFailure, tool
 
+if TYPE_CHECKING:
+    from strictcall.client import Client, ProtocolError, ToolError, UncorrelatedError
+
+_LAZY = frozenset({"Client", "ProtocolError", "ToolError", "UncorrelatedError"})
+
+
+def __getattr__(name: str) -> object:
+    """The HTTP client's names, imported on first use so that `import strictcall` stays fast."""
+    if name in _LAZY:
+        from strictcall import client
+
+        return getattr(client, name)
+    raise AttributeError(f"module 'strictcall' has no attribute {name!r}")
+
+
 __all__ = [
+    "Client",
     "ErrorKind",
     "ForbiddenOrMissing",
     "Gateway",
     "JSONTextError",
     "Limits",
+    "ProtocolError",
     "Rejection",
     "Stage",
     "Tool",
     "ToolContext",
+    "ToolError",
     "ToolFailure",
+    "UncorrelatedError",
     "handle",
     "interpret_tool_reply",
     "loads_strict",

@@ -2,6 +2,11 @@
 
     strictcall demo                                  seed 002's demo, byte for byte
     strictcall call --identity ID [--call-id ID] RAW handle() one call; RAW "-" reads stdin
+    strictcall serve [--host H] [--port P] [--db PATH] [--demo]
+    strictcall tokens create --identity ID [--db PATH]
+    strictcall notes add --owner ID --text TEXT [--db PATH]
+    strictcall notes list --owner ID [--db PATH]
+    strictcall audit [--limit N] [--db PATH]
 
 Output is UTF-8 whatever the locale. `call` exits 0 when the answer's ok is true, 1 when it is
 false, 2 for a usage error or unreadable standard input; no input produces a traceback.
@@ -10,6 +15,7 @@ false, 2 for a usage error or unreadable standard input; no input produces a tra
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import sys
 from collections.abc import Sequence
@@ -43,6 +49,37 @@ def build_parser() -> argparse.ArgumentParser:
     call.add_argument("--identity", required=True, type=_utf8_text, help="the caller")
     call.add_argument("--call-id", default="call-1", type=_utf8_text, help="echoed in the answer")
     call.add_argument("raw", metavar="RAW", help='the call as JSON text, or "-" for stdin')
+
+    db_help = "the SQLite file (default: $STRICTCALL_DB, else ./strictcall.sqlite3)"
+    serve = commands.add_parser("serve", help="serve the notes tools over HTTP (JSON-RPC 2.0)")
+    serve.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1")
+    serve.add_argument("--port", type=int, default=8765, help="default 8765; 0 picks a free one")
+    serve.add_argument("--db", type=_utf8_text, help=db_help)
+    serve.add_argument(
+        "--demo", action="store_true", help="give u1 and u2 demo notes and print their tokens"
+    )
+
+    tokens = commands.add_parser("tokens", help="API tokens").add_subparsers(
+        dest="action", required=True, metavar="ACTION"
+    )
+    create = tokens.add_parser("create", help="create a token; printed alone on the last line")
+    create.add_argument("--identity", required=True, type=_utf8_text)
+    create.add_argument("--db", type=_utf8_text, help=db_help)
+
+    notes = commands.add_parser("notes", help="notes, as the operator").add_subparsers(
+        dest="action", required=True, metavar="ACTION"
+    )
+    add = notes.add_parser("add", help="add a note; its id is printed")
+    add.add_argument("--owner", required=True, type=_utf8_text)
+    add.add_argument("--text", required=True, type=_utf8_text)
+    add.add_argument("--db", type=_utf8_text, help=db_help)
+    listing = notes.add_parser("list", help="list an owner's notes, oldest first")
+    listing.add_argument("--owner", required=True, type=_utf8_text)
+    listing.add_argument("--db", type=_utf8_text, help=db_help)
+
+    audit = commands.add_parser("audit", help="recent calls and counts by stage and code")
+    audit.add_argument("--limit", type=int, default=20, help="how many recent calls (default 20)")
+    audit.add_argument("--db", type=_utf8_text, help=db_help)
     return parser
 
 
@@ -66,7 +103,9 @@ def main(
         if args.command == "demo":
             _write_lines(out, demo_lines())
             return EXIT_OK
-        return _call(args, stdin if stdin is not None else _buffer_of(sys.stdin), out)
+        if args.command == "call":
+            return _call(args, stdin if stdin is not None else _buffer_of(sys.stdin), out)
+        return _operate(args, io.TextIOWrapper(out, encoding="utf-8", write_through=True))
     except (BrokenPipeError, ConnectionResetError):
         return EXIT_REFUSED
     except KeyboardInterrupt:
@@ -89,6 +128,23 @@ def _call(args: argparse.Namespace, stdin: BinaryIO | None, out: BinaryIO) -> in
     answer = handle(raw, args.identity, args.call_id)
     _write_lines(out, [json.dumps(answer, ensure_ascii=False)])
     return EXIT_OK if answer["ok"] is True else EXIT_REFUSED
+
+
+def _operate(args: argparse.Namespace, out: TextIO) -> int:
+    from strictcall import commands
+    from strictcall.server import default_db_path
+
+    db = args.db if args.db is not None else default_db_path()
+    err = sys.stderr
+    if args.command == "serve":
+        return commands.run_serve(db, args.host, args.port, demo=args.demo, out=out, err=err)
+    if args.command == "tokens":
+        return commands.run_tokens_create(db, args.identity, out=out, err=err)
+    if args.command == "notes" and args.action == "add":
+        return commands.run_notes_add(db, args.owner, args.text, out=out, err=err)
+    if args.command == "notes":
+        return commands.run_notes_list(db, args.owner, out=out, err=err)
+    return commands.run_audit(db, args.limit, out=out, err=err)
 
 
 def _write_lines(out: BinaryIO, lines: list[str]) -> None:

@@ -1,0 +1,130 @@
+"""The operator's commands behind the command line: serve, tokens, notes, audit.
+
+Each takes its streams as arguments and returns an exit status; only the command line parses.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from contextlib import closing
+from typing import Final, TextIO
+
+from strictcall.seed import NOTES as SEED_NOTES
+from strictcall.store import SQLiteStore, StoreUnavailable
+
+EXIT_OK: Final = 0
+EXIT_FAILED: Final = 1
+DEMO_OWNERS: Final = ("u1", "u2")
+
+
+def run_serve(db: str, host: str, port: int, *, demo: bool, out: TextIO, err: TextIO) -> int:
+    """Serve the notes tools over HTTP until stopped."""
+    from strictcall.server import build_app, serve  # the server stack loads only here
+
+    try:
+        store = SQLiteStore(db)
+    except StoreUnavailable:
+        err.write(f"strictcall: cannot open the store at {db}\n")
+        return EXIT_FAILED
+    try:
+        tokens = _prepare_demo(store) if demo else {}
+
+        def ready(bound_host: str, bound_port: int) -> None:
+            base = f"http://{bound_host}:{bound_port}"
+            out.write(f"strictcall listening on {base} (store: {db})\n")
+            if tokens:
+                _print_demo(out, base, tokens, store)
+            out.flush()
+
+        serve(build_app(store), host, port, ready)
+    finally:
+        store.close()
+    return EXIT_OK
+
+
+def _prepare_demo(store: SQLiteStore) -> dict[str, str]:
+    """Give u1 and u2 the seed's notes (if they have none yet) and each a fresh token."""
+    for owner in DEMO_OWNERS:
+        if store.count_notes(owner) == 0:
+            for text in SEED_NOTES[owner].values():
+                store.add_note(owner, text)
+    return {owner: store.create_token(owner) for owner in DEMO_OWNERS}
+
+
+def _print_demo(out: TextIO, base: str, tokens: dict[str, str], store: SQLiteStore) -> None:
+    for owner, token in tokens.items():
+        out.write(f"token for {owner}: {token}\n")
+    u1_note = store.list_notes("u1")[0].note_id
+    read = (
+        '{"jsonrpc":"2.0","id":1,"method":"tools/call",'
+        f'"params":{{"name":"read_note","arguments":{{"note_id":"{u1_note}"}}}}}}'
+    )
+    for owner in DEMO_OWNERS:
+        auth = shlex.quote("Authorization: Bearer " + tokens[owner])
+        out.write(
+            f"try ({owner}): curl -s {base}/rpc -H {auth}"
+            f" -H 'Content-Type: application/json' -d {shlex.quote(read)}\n"
+        )
+
+
+def run_tokens_create(db: str, identity: str, *, out: TextIO, err: TextIO) -> int:
+    """Create an API token; the token is printed alone on the last line."""
+    try:
+        with closing(SQLiteStore(db)) as store:
+            token = store.create_token(identity)
+    except StoreUnavailable:
+        err.write(f"strictcall: the store at {db} is unavailable\n")
+        return EXIT_FAILED
+    out.write(f"token for {identity} (shown once, stored only as a hash):\n{token}\n")
+    return EXIT_OK
+
+
+def run_notes_add(db: str, owner: str, text: str, *, out: TextIO, err: TextIO) -> int:
+    """Add a note; its id is printed."""
+    try:
+        with closing(SQLiteStore(db)) as store:
+            note = store.add_note(owner, text)
+    except StoreUnavailable:
+        err.write(f"strictcall: the store at {db} is unavailable\n")
+        return EXIT_FAILED
+    out.write(note.note_id + "\n")
+    return EXIT_OK
+
+
+def run_notes_list(db: str, owner: str, *, out: TextIO, err: TextIO) -> int:
+    """List an owner's notes, oldest first: id, a tab, the text (as JSON, one line)."""
+    import json
+
+    try:
+        with closing(SQLiteStore(db)) as store:
+            notes = store.list_notes(owner)
+    except StoreUnavailable:
+        err.write(f"strictcall: the store at {db} is unavailable\n")
+        return EXIT_FAILED
+    for note in notes:
+        out.write(f"{note.note_id}\t{json.dumps(note.text, ensure_ascii=False)}\n")
+    return EXIT_OK
+
+
+def run_audit(db: str, limit: int, *, out: TextIO, err: TextIO) -> int:
+    """Print recent calls and the counts by outcome, stage and code."""
+    try:
+        with closing(SQLiteStore(db)) as store:
+            recent = store.recent_calls(limit)
+            counts = store.call_counts()
+    except StoreUnavailable:
+        err.write(f"strictcall: the store at {db} is unavailable\n")
+        return EXIT_FAILED
+    out.write(f"recent calls (newest first, at most {limit}):\n")
+    for r in recent:
+        at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(r.at))
+        out.write(
+            f"  {at}  {r.outcome:5}  {r.stage or '-':8}  {r.code or '-':22}"
+            f"  {r.tool or '-':12}  {r.identity or '-':10}  {r.latency_us:>7} us"
+            f"  call {r.call_id or '-'}\n"
+        )
+    out.write("counts by outcome, stage and code:\n")
+    for outcome, stage, code, n in counts:
+        out.write(f"  {n:>8}  {outcome:5}  {stage or '-':8}  {code or '-'}\n")
+    return EXIT_OK

@@ -1,0 +1,178 @@
+"""The HTTP face of the service: a plain ASGI app, no framework.
+
+    POST /rpc      JSON-RPC 2.0 (see `strictcall.jsonrpc`), identity from the bearer token
+    GET  /healthz  {"status": "ok"}
+
+The identity comes from `Authorization: Bearer <token>` and from nothing else. A missing or
+unknown token is HTTP 401 with a JSON-RPC error body (stage auth) and never reaches a tool; a
+body longer than the limit is refused unread (request_too_large, -32700). A request that is
+answered with nothing (notifications only) is HTTP 204.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from contextlib import suppress
+from typing import Any, Final
+
+import orjson
+
+from strictcall.errors import (
+    AUTH_UNAVAILABLE,
+    REQUEST_TOO_LARGE,
+    UNAUTHENTICATED,
+    ErrorKind,
+    JSONValue,
+)
+from strictcall.jsonrpc import RpcService, error_reply
+from strictcall.store import AuditRecord, Store, StoreUnavailable
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+_JSON_HEADERS: Final = [(b"content-type", b"application/json")]
+_HEALTHY: Final = b'{"status":"ok"}'
+_RETRY_AFTER_MS: Final = 250
+
+
+class RpcApp:
+    """The ASGI app: /rpc, /healthz, and any extra apps mounted at their own paths."""
+
+    def __init__(
+        self,
+        service: RpcService,
+        store: Store,
+        *,
+        max_body: int,
+        mounts: dict[str, ASGIApp] | None = None,
+    ) -> None:
+        self.service: Final = service
+        self.store: Final = store
+        self.max_body: Final = max_body
+        self.mounts: Final = dict(mounts) if mounts is not None else {}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        path = scope["path"]
+        if path == "/rpc":
+            await self._rpc(scope, receive, send)
+        elif path == "/healthz":
+            if scope["method"] in ("GET", "HEAD"):
+                await _respond(send, 200, _HEALTHY)
+            else:
+                await _respond(send, 405, _error_body(405), allow=b"GET, HEAD")
+        else:
+            for prefix, app in self.mounts.items():
+                if path == prefix or path.startswith(prefix + "/"):
+                    await app(scope, receive, send)
+                    return
+            await _respond(send, 404, _error_body(404))
+
+    async def _rpc(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["method"] != "POST":
+            await _respond(send, 405, _error_body(405), allow=b"POST")
+            return
+        token = bearer_token(scope)
+        try:
+            identity = None if token is None else self.store.identity_for_token(token)
+        except StoreUnavailable:
+            await self._refuse(send, 503, AUTH_UNAVAILABLE, {"retry_after_ms": _RETRY_AFTER_MS})
+            return
+        if identity is None:
+            await self._refuse(send, 401, UNAUTHENTICATED, {})
+            return
+        body = await read_body(receive, self.max_body)
+        if body is None:
+            error = REQUEST_TOO_LARGE.as_error()
+            error.update({"reason": "too_large", "limit": self.max_body})
+            await _respond(send, 200, orjson.dumps(error_reply(None, error)))
+            return
+        reply = await self.service.answer(body, identity)
+        if reply is None:
+            await _respond(send, 204, b"")
+        else:
+            await _respond(send, 200, reply)
+
+    async def _refuse(
+        self, send: Send, status: int, kind: ErrorKind, details: dict[str, JSONValue]
+    ) -> None:
+        error = kind.as_error()
+        error.update(details)
+        with suppress(StoreUnavailable):
+            self.store.record_call(
+                AuditRecord(time.time(), None, None, None, "error", kind.code, kind.stage.value, 0)
+            )
+        extra = b'Bearer realm="strictcall"' if status == 401 else None
+        await _respond(send, status, orjson.dumps(error_reply(None, error)), authenticate=extra)
+
+
+def bearer_token(scope: Scope) -> str | None:
+    """The token of an `Authorization: Bearer <token>` header, or None."""
+    for name, value in scope["headers"]:
+        if name == b"authorization":
+            scheme, _, token = value.partition(b" ")
+            if scheme.lower() != b"bearer" or not token.strip():
+                return None
+            try:
+                return str(token.strip().decode("ascii"))
+            except UnicodeDecodeError:
+                return None
+    return None
+
+
+async def read_body(receive: Receive, limit: int) -> bytes | None:
+    """The request body, or None as soon as it is longer than `limit` bytes."""
+    chunks = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _error_body(status: int) -> bytes:
+    return orjson.dumps({"error": {404: "not found", 405: "method not allowed"}[status]})
+
+
+async def _respond(
+    send: Send,
+    status: int,
+    body: bytes,
+    *,
+    allow: bytes | None = None,
+    authenticate: bytes | None = None,
+) -> None:
+    headers = list(_JSON_HEADERS) if body else []
+    headers.append((b"content-length", str(len(body)).encode("ascii")))
+    if allow is not None:
+        headers.append((b"allow", allow))
+    if authenticate is not None:
+        headers.append((b"www-authenticate", authenticate))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return

@@ -1,0 +1,216 @@
+"""JSON-RPC 2.0 in front of the gateway: requests, batches, notifications, and the one table
+from stages to error codes.
+
+A request is {"jsonrpc": "2.0", "id": str | int, "method": str, "params": object}; nothing
+else is accepted (no bool, float or null ids, no unknown members). Methods:
+
+    tools/call  params {"name", "arguments"} -> the tool's value as "result", unchanged
+                (as in MCP, "arguments" may be left out when there are none)
+    tools/list  -> {"tools": [MCP tool definitions]}
+
+A failure is a JSON-RPC error whose "data" is the structured error {code, stage, retryable,
+...}; its "code" comes from `ERROR_CODES` by stage, its "message" is the stage's fixed text.
+Unparsable text is -32700 with id null; a malformed envelope -32600 (id null unless the id was
+valid); an empty batch one -32600; a notification (no id) is run and gets no answer, so a batch
+of notifications gets no body at all.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Final
+
+import orjson
+
+from strictcall.errors import (
+    INVALID_REQUEST,
+    INVALID_TOOL_RESULT,
+    UNKNOWN_METHOD,
+    ErrorKind,
+    JSONValue,
+    Rejection,
+    Stage,
+)
+from strictcall.gateway import Gateway
+from strictcall.pipeline import read_call
+from strictcall.store import AuditRecord
+
+ERROR_CODES: Final[Mapping[Stage, tuple[int, str]]] = MappingProxyType(
+    {
+        Stage.PARSE: (-32700, "Parse error"),
+        Stage.PROTOCOL: (-32600, "Invalid Request"),
+        Stage.ROUTE: (-32601, "Method or tool not found"),
+        Stage.SHAPE: (-32602, "Invalid params"),
+        Stage.EXECUTE: (-32603, "Tool failed"),
+        Stage.AUTH: (-32001, "Unauthenticated"),
+        Stage.RESOURCE: (-32002, "Not found"),
+        Stage.OUTPUT: (-32003, "Invalid tool result"),
+    }
+)
+"""Stage of the structured error -> (JSON-RPC error code, message). Pinned by a test."""
+
+_REQUEST_MEMBERS: Final = frozenset({"jsonrpc", "id", "method", "params"})
+
+Recorder = Callable[[AuditRecord], None]
+
+
+def error_reply(request_id: JSONValue, error: dict[str, JSONValue]) -> dict[str, JSONValue]:
+    """A JSON-RPC error reply carrying the structured `error` as its data."""
+    code, message = ERROR_CODES[Stage(error["stage"])]
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "error": {"code": code, "message": message, "data": error},
+    }
+
+
+def kind_reply(request_id: JSONValue, kind: ErrorKind) -> dict[str, JSONValue]:
+    """An error reply for a kind with no details."""
+    return error_reply(request_id, kind.as_error())
+
+
+def encode_replies(replies: list[dict[str, JSONValue]], *, batch: bool) -> bytes:
+    """Replies as UTF-8 JSON; a result that cannot be written (e.g. a lone surrogate) is
+    replaced by an invalid_tool_result error, so the wire never carries broken text."""
+    parts = []
+    for reply in replies:
+        try:
+            parts.append(orjson.dumps(reply))
+        except orjson.JSONEncodeError:
+            parts.append(orjson.dumps(kind_reply(reply["id"], INVALID_TOOL_RESULT)))
+    return b"[" + b",".join(parts) + b"]" if batch else parts[0]
+
+
+@dataclass(frozen=True, slots=True)
+class _Request:
+    """A valid request: its id (None for a notification), method and params."""
+
+    request_id: str | int | None
+    method: str
+    params: JSONValue
+
+
+class RpcService:
+    """Answers JSON-RPC 2.0 bodies for one identity at a time, auditing every call."""
+
+    def __init__(self, gateway: Gateway, record: Recorder) -> None:
+        self.gateway: Final = gateway
+        self._record = record
+        self._tool_names: Final = frozenset(tool.name for tool in gateway.tools)
+        self._tools_list: Final = {"tools": gateway.list_tools("mcp")}
+
+    async def answer(self, body: bytes, identity: str) -> bytes | None:
+        """The reply body for a request body, or None when nothing is to be answered."""
+        document = read_call(body, self.gateway.limits)
+        if isinstance(document, Rejection):
+            self._audit(None, identity, None, document.as_error(), 0)
+            return encode_replies([error_reply(None, document.as_error())], batch=False)
+        message = document.value
+        if type(message) is list:
+            if not message:
+                return encode_replies([kind_reply(None, INVALID_REQUEST)], batch=False)
+            replies = []
+            for item in message:
+                reply = await self._answer_one(item, identity, document.has_float)
+                if reply is not None:
+                    replies.append(reply)
+            return encode_replies(replies, batch=True) if replies else None
+        reply = await self._answer_one(message, identity, document.has_float)
+        return None if reply is None else encode_replies([reply], batch=False)
+
+    async def _answer_one(
+        self, message: JSONValue, identity: str, has_float: bool
+    ) -> dict[str, JSONValue] | None:
+        request = read_request(message)
+        if isinstance(request, Rejection):
+            request_id = valid_id(message)
+            self._audit(request_id, identity, None, request.as_error(), 0)
+            return error_reply(request_id, request.as_error())
+        if request.method == "tools/call":
+            return await self._call_tool(request, identity, has_float)
+        if request.method == "tools/list":
+            if request.request_id is None:
+                return None
+            return {"jsonrpc": "2.0", "id": request.request_id, "result": self._tools_list}
+        self._audit(request.request_id, identity, None, UNKNOWN_METHOD.as_error(), 0)
+        if request.request_id is None:
+            return None
+        return kind_reply(request.request_id, UNKNOWN_METHOD)
+
+    async def _call_tool(
+        self, request: _Request, identity: str, has_float: bool
+    ) -> dict[str, JSONValue] | None:
+        request_id = request.request_id
+        call_id: str | int = request_id if request_id is not None else f"n-{uuid.uuid4()}"
+        params = request.params
+        if type(params) is dict and "arguments" not in params:
+            params = {**params, "arguments": {}}  # as in MCP: no arguments is no arguments
+        started = time.perf_counter_ns()
+        answer = await self.gateway.call_parsed_async(
+            params, identity, call_id, has_float=has_float
+        )
+        latency_us = (time.perf_counter_ns() - started) // 1000
+        name = request.params.get("name") if type(request.params) is dict else None
+        tool = name if name in self._tool_names else None
+        if answer["ok"] is True:
+            self._audit(call_id, identity, tool, None, latency_us)
+            if request_id is None:
+                return None
+            return {"jsonrpc": "2.0", "id": request_id, "result": answer["result"]}
+        self._audit(call_id, identity, tool, answer["error"], latency_us)
+        if request_id is None:
+            return None
+        return error_reply(request_id, answer["error"])
+
+    def _audit(
+        self,
+        call_id: str | int | None,
+        identity: str | None,
+        tool: str | None,
+        error: dict[str, JSONValue] | None,
+        latency_us: int,
+    ) -> None:
+        self._record(
+            AuditRecord(
+                at=time.time(),
+                call_id=None if call_id is None else str(call_id),
+                identity=identity,
+                tool=tool,
+                outcome="ok" if error is None else "error",
+                code=None if error is None else error["code"],
+                stage=None if error is None else error["stage"],
+                latency_us=latency_us,
+            )
+        )
+
+
+def read_request(message: JSONValue) -> _Request | Rejection:
+    """A valid JSON-RPC 2.0 request, or the invalid_request rejection."""
+    if type(message) is not dict or not _REQUEST_MEMBERS.issuperset(message):
+        return _INVALID
+    if message.get("jsonrpc") != "2.0" or type(message.get("method")) is not str:
+        return _INVALID
+    request_id = message.get("id")
+    if "id" in message and valid_id(message) is None:
+        return _INVALID
+    params = message.get("params")
+    if "params" in message and type(params) is not dict:
+        return _INVALID
+    return _Request(request_id, message["method"], params if params is not None else {})
+
+
+def valid_id(message: JSONValue) -> str | int | None:
+    """The message's id if it is one a strict server answers to (a str or an int), else None."""
+    if type(message) is not dict:
+        return None
+    request_id = message.get("id")
+    if type(request_id) is str or type(request_id) is int:
+        return request_id
+    return None
+
+
+_INVALID: Final = Rejection(INVALID_REQUEST)

@@ -1,0 +1,171 @@
+"""The notes tools, served from a `Store` under the caller's identity.
+
+    read_note   {note_id}  -> {note_id, text}
+    list_notes  {}         -> [{note_id, text}, ...], oldest first; [] when there are none
+    count_notes {}         -> integer; 0 when there are none
+    create_note {text}     -> {note_id, text}; "" is a note; at most MAX_NOTE_LENGTH characters
+    delete_note {note_id}  -> null
+
+Every query names the caller as owner, so another owner's note and a missing note are the same
+answer (forbidden_or_missing) by the same path. create_note and delete_note are idempotent per
+(identity, call id): a retry returns the first answer and changes nothing; the same call id with
+other arguments is idempotency_conflict. A store fault is store_unavailable, retryable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Final
+
+import orjson
+
+from strictcall.errors import IDEMPOTENCY_CONFLICT, STORE_UNAVAILABLE, JSONValue
+from strictcall.gateway import Gateway
+from strictcall.pipeline import Limits
+from strictcall.store import IdempotencyConflict, IdempotencyKey, Note, Store, StoreUnavailable
+from strictcall.tools import Arguments, ForbiddenOrMissing, Tool, ToolContext, ToolFailure
+
+MAX_NOTE_LENGTH: Final = 10_000
+"""The longest note text create_note accepts, in characters (code points)."""
+
+MAX_NOTE_ID_LENGTH: Final = 64
+"""The longest note id a call may name (ids the server makes are 17 characters)."""
+
+RETRY_AFTER_MS: Final = 250
+"""What a store_unavailable answer suggests waiting before the retry."""
+
+_NOTE: Final = {
+    "type": "object",
+    "properties": {"note_id": {"type": "string"}, "text": {"type": "string"}},
+    "required": ["note_id", "text"],
+    "additionalProperties": False,
+}
+_NOTE_ID_ARGUMENT: Final = {
+    "type": "object",
+    "properties": {
+        "note_id": {"type": "string", "minLength": 1, "maxLength": MAX_NOTE_ID_LENGTH},
+    },
+    "required": ["note_id"],
+    "additionalProperties": False,
+}
+_NO_ARGUMENTS: Final = {"type": "object", "properties": {}, "additionalProperties": False}
+_STORE_FAILURES: Final = (STORE_UNAVAILABLE,)
+_WRITE_FAILURES: Final = (STORE_UNAVAILABLE, IDEMPOTENCY_CONFLICT)
+
+
+@contextmanager
+def _store_faults() -> Iterator[None]:
+    """Turn the store's failures into the failures the notes tools declare."""
+    try:
+        yield
+    except StoreUnavailable:
+        raise ToolFailure(STORE_UNAVAILABLE, retry_after_ms=RETRY_AFTER_MS) from None
+    except IdempotencyConflict:
+        raise ToolFailure(IDEMPOTENCY_CONFLICT) from None
+
+
+def idempotency_key(ctx: ToolContext, arguments: Arguments) -> IdempotencyKey:
+    """The key of a write: its call id (type-exact: 7 and "7" differ) and a fingerprint of
+    the tool and its arguments."""
+    call_id = orjson.dumps(ctx.call_id).decode("utf-8")
+    canonical = orjson.dumps([ctx.tool, arguments], option=orjson.OPT_SORT_KEYS)
+    return IdempotencyKey(call_id, hashlib.sha256(canonical).hexdigest())
+
+
+def _as_result(note: Note) -> dict[str, JSONValue]:
+    return {"note_id": note.note_id, "text": note.text}
+
+
+def _same_note(arguments: Arguments, result: JSONValue) -> bool:
+    return bool(result["note_id"] == arguments["note_id"])
+
+
+def notes_tools(store: Store) -> list[Tool]:
+    """The five notes tools, bound to `store`."""
+
+    def read_note(ctx: ToolContext, arguments: Arguments) -> JSONValue:
+        with _store_faults():
+            note = store.read_note(ctx.identity, arguments["note_id"])
+        if note is None:
+            raise ForbiddenOrMissing
+        return _as_result(note)
+
+    def list_notes(ctx: ToolContext, arguments: Arguments) -> JSONValue:
+        with _store_faults():
+            return [_as_result(note) for note in store.list_notes(ctx.identity)]
+
+    def count_notes(ctx: ToolContext, arguments: Arguments) -> JSONValue:
+        with _store_faults():
+            return store.count_notes(ctx.identity)
+
+    def create_note(ctx: ToolContext, arguments: Arguments) -> JSONValue:
+        key = idempotency_key(ctx, arguments)
+        with _store_faults():
+            return _as_result(store.create_note(ctx.identity, arguments["text"], key))
+
+    def delete_note(ctx: ToolContext, arguments: Arguments) -> JSONValue:
+        key = idempotency_key(ctx, arguments)
+        with _store_faults():
+            deleted = store.delete_note(ctx.identity, arguments["note_id"], key)
+        if not deleted:
+            raise ForbiddenOrMissing
+        return None
+
+    return [
+        Tool(
+            name="read_note",
+            description="Read one of your notes by its id.",
+            input_schema=_NOTE_ID_ARGUMENT,
+            output_schema=_NOTE,
+            handler=read_note,
+            failures=_STORE_FAILURES,
+            result_matches=_same_note,
+        ),
+        Tool(
+            name="list_notes",
+            description="List your notes, oldest first; [] when you have none.",
+            input_schema=_NO_ARGUMENTS,
+            output_schema={"type": "array", "items": _NOTE},
+            handler=list_notes,
+            failures=_STORE_FAILURES,
+        ),
+        Tool(
+            name="count_notes",
+            description="Count your notes; 0 when you have none.",
+            input_schema=_NO_ARGUMENTS,
+            output_schema={"type": "integer", "minimum": 0},
+            handler=count_notes,
+            failures=_STORE_FAILURES,
+        ),
+        Tool(
+            name="create_note",
+            description=(
+                f"Create a note (text may be empty, at most {MAX_NOTE_LENGTH} characters). "
+                "Retrying with the same call id returns the same note."
+            ),
+            input_schema={
+                "type": "object",
+                "properties": {"text": {"type": "string", "maxLength": MAX_NOTE_LENGTH}},
+                "required": ["text"],
+                "additionalProperties": False,
+            },
+            output_schema=_NOTE,
+            handler=create_note,
+            failures=_WRITE_FAILURES,
+        ),
+        Tool(
+            name="delete_note",
+            description="Delete one of your notes by its id; answers null.",
+            input_schema=_NOTE_ID_ARGUMENT,
+            output_schema={"type": "null"},
+            handler=delete_note,
+            failures=_WRITE_FAILURES,
+        ),
+    ]
+
+
+def notes_gateway(store: Store, *, limits: Limits | None = None) -> Gateway:
+    """A gateway serving the notes tools from `store`."""
+    return Gateway(notes_tools(store), limits=limits)

@@ -1,0 +1,79 @@
+"""Running the service: the notes gateway behind JSON-RPC on uvicorn.
+
+uvicorn (with uvloop and httptools where installed) is the ASGI server; on SIGTERM or SIGINT it
+stops accepting, finishes the requests in flight, and only then does the store close. Every write
+is committed before its answer is sent, so no acknowledged write is lost.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+from collections.abc import Callable
+from typing import Final
+
+import uvicorn
+
+from strictcall.http import RpcApp
+from strictcall.jsonrpc import RpcService
+from strictcall.notes import notes_gateway
+from strictcall.pipeline import Limits
+from strictcall.store import DEFAULT_DB_PATH, AuditRecord, Store, StoreUnavailable
+
+DEFAULT_HOST: Final = "127.0.0.1"
+DEFAULT_PORT: Final = 8765
+GRACEFUL_SHUTDOWN_S: Final = 10
+
+log = logging.getLogger("strictcall")
+
+
+def default_db_path() -> str:
+    """$STRICTCALL_DB, or strictcall.sqlite3 in the current directory."""
+    # An empty variable names no file, so it means the same as an unset one here.
+    return os.environ.get("STRICTCALL_DB") or DEFAULT_DB_PATH
+
+
+def build_app(store: Store, *, limits: Limits | None = None) -> RpcApp:
+    """The ASGI app serving the notes tools from `store`."""
+    gateway = notes_gateway(store, limits=limits)
+
+    def record(entry: AuditRecord) -> None:
+        try:
+            store.record_call(entry)
+        except StoreUnavailable:
+            log.warning("audit record lost: the store is unavailable")
+
+    return RpcApp(RpcService(gateway, record), store, max_body=gateway.limits.max_size)
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, telling `on_ready` the bound address once it listens."""
+
+    def __init__(self, config: uvicorn.Config, on_ready: Callable[[str, int], None]) -> None:
+        super().__init__(config)
+        self._on_ready = on_ready
+
+    async def startup(self, sockets: list[object] | None = None) -> None:  # type: ignore[override]
+        await super().startup(sockets)  # type: ignore[arg-type]
+        if self.started and self.servers:
+            host, port = self.servers[0].sockets[0].getsockname()[:2]
+            self._on_ready(str(host), int(port))
+
+
+def serve(app: RpcApp, host: str, port: int, on_ready: Callable[[str, int], None]) -> None:
+    """Serve `app` until SIGTERM or SIGINT; `port` 0 lets the system choose one."""
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        loop="uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
+        http="httptools" if importlib.util.find_spec("httptools") else "h11",
+        lifespan="on",
+        access_log=False,
+        log_level="warning",
+        server_header=False,
+        date_header=False,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+    )
+    _Server(config, on_ready).run()
