@@ -11,6 +11,7 @@ operator's flag): nothing in the call's text can change it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
@@ -84,6 +85,8 @@ class Gateway:
 
         Raises:
             TypeError, ValueError: `identity` is not a str, or `call_id` not a request id.
+            RuntimeError: the call reached an async tool from inside a running event loop
+                (use `call_async` there).
         """
         climbed = self._climb(raw, identity, call_id)
         if isinstance(climbed, Rejection):
@@ -91,7 +94,7 @@ class Gateway:
         compiled, ctx, arguments = climbed
         result, rejection = execute_call(compiled, ctx, arguments, self._workers())
         if rejection is None:
-            rejection = check_result(compiled, arguments, result)
+            rejection = check_result(compiled, arguments, result, ctx)
         if rejection is not None:
             return fail(call_id, rejection)
         return succeed(call_id, result)
@@ -130,7 +133,7 @@ class Gateway:
         compiled, ctx, arguments = climbed
         result, rejection = await execute_call_async(compiled, ctx, arguments)
         if rejection is None:
-            rejection = check_result(compiled, arguments, result)
+            rejection = check_result(compiled, arguments, result, ctx)
         if rejection is not None:
             return fail(call_id, rejection)
         return succeed(call_id, result)
@@ -197,4 +200,11 @@ def encode_answer(answer: dict[str, JSONValue]) -> bytes:
     try:
         return orjson.dumps(answer)
     except orjson.JSONEncodeError:
+        pass
+    # orjson stops at 64-bit integers, which JSON and the output schema may allow: write those
+    # exactly with the stdlib (slower, and only ever on this path).
+    try:
+        text = json.dumps(answer, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        return text.encode("utf-8")
+    except (TypeError, ValueError, RecursionError):  # UnicodeEncodeError is a ValueError
         return orjson.dumps(fail(answer["call_id"], WITHHELD))

@@ -17,10 +17,11 @@ itself. `Gateway` and the seed's `handle` are both built from these rungs.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import math
 import traceback
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
@@ -47,6 +48,10 @@ from strictcall.tools import Arguments, ForbiddenOrMissing, Tool, ToolContext, T
 log = logging.getLogger("strictcall")
 
 ENVELOPE_MEMBERS: Final = ("arguments", "name")
+
+MAX_RESULT_DEPTH: Final = 128
+"""Results nested deeper than this are withheld: the validator recurses (a deep enough value
+would overflow the stack), and a cyclic value would never end."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +86,7 @@ class CompiledTool:
                 if isinstance(tool.output_schema, bool)
                 else dict(tool.output_schema)
             ),
-            asyncio.iscoroutinefunction(tool.handler),
+            inspect.iscoroutinefunction(tool.handler),
         )
 
 
@@ -173,19 +178,28 @@ def _located(pointer: str, reason: str, expected: JSONValue) -> Rejection:
 def authorize_call(
     compiled: CompiledTool, ctx: ToolContext, arguments: Arguments
 ) -> Rejection | None:
-    """Rung 4: the tool's own authorization says exactly True, or the tool has none."""
+    """Rung 4: the tool's own authorization says exactly True, or the tool has none.
+
+    An authorizer that raises denies (and is logged): a lookup that fails only for missing
+    resources must not answer differently from a denial.
+    """
     authorize = compiled.tool.authorize
     if authorize is None:
         return None
     try:
         allowed = authorize(ctx, arguments)
     except Exception as exc:
-        _log_failure(ctx, exc)
-        return INTERNAL
+        if not isinstance(exc, ForbiddenOrMissing):
+            _log_failure(ctx, exc)
+        return FORBIDDEN
     return None if allowed is True else FORBIDDEN
 
 
 # --- 5. execute --------------------------------------------------------------------------------
+
+
+class _TimeLimit(Exception):
+    """The tool's time limit passed (unlike a TimeoutError the handler raised itself)."""
 
 
 def execute_call(
@@ -203,9 +217,10 @@ def execute_call(
         RuntimeError: an async handler was called from inside a running event loop.
     """
     tool = compiled.tool
+    if compiled.is_async:
+        _refuse_inside_loop()
     try:
         if compiled.is_async:
-            _refuse_inside_loop()
             coroutine = tool.handler(ctx, arguments)
             assert isinstance(coroutine, Awaitable)
             return asyncio.run(_awaited(coroutine, tool.timeout)), None
@@ -215,9 +230,12 @@ def execute_call(
         try:
             return future.result(timeout=tool.timeout), None
         except FutureTimeout:
-            future.cancel()
-            return None, TIMED_OUT
-    except TimeoutError:
+            if not future.done():
+                future.cancel()
+                return None, TIMED_OUT
+            # It raised a TimeoutError of its own (re-raised here), or it just finished.
+            return future.result(), None
+    except _TimeLimit:
         return None, TIMED_OUT
     except Exception as exc:
         return None, _failure_of(compiled, ctx, exc)
@@ -238,18 +256,29 @@ async def execute_call_async(
             return await _awaited(coroutine, tool.timeout), None
         if tool.timeout is None:
             return tool.handler(ctx, arguments), None
-        work = asyncio.to_thread(tool.handler, ctx, arguments)
-        return await asyncio.wait_for(work, tool.timeout), None
-    except TimeoutError:
+        return await _awaited(asyncio.to_thread(tool.handler, ctx, arguments), tool.timeout), None
+    except _TimeLimit:
         return None, TIMED_OUT
     except Exception as exc:
         return None, _failure_of(compiled, ctx, exc)
 
 
-async def _awaited(coroutine: Awaitable[JSONValue], timeout: float | None) -> JSONValue:
+async def _awaited(work: Awaitable[JSONValue], timeout: float | None) -> JSONValue:
+    """Await `work` within `timeout` seconds.
+
+    Raises:
+        _TimeLimit: the time limit passed first.
+    """
     if timeout is None:
-        return await coroutine
-    return await asyncio.wait_for(coroutine, timeout)
+        return await work
+    scope = asyncio.timeout(timeout)
+    try:
+        async with scope:
+            return await work
+    except TimeoutError:
+        if scope.expired():
+            raise _TimeLimit from None
+        raise
 
 
 def _refuse_inside_loop() -> None:
@@ -287,38 +316,73 @@ def _log_failure(ctx: ToolContext, exc: BaseException) -> None:
 
 
 def check_result(
-    compiled: CompiledTool, arguments: Arguments, result: JSONValue
+    compiled: CompiledTool,
+    arguments: Arguments,
+    result: JSONValue,
+    ctx: ToolContext | None = None,
 ) -> Rejection | None:
     """Rung 6: the result is a JSON value that satisfies the output schema (and the tool's
     own consistency check); otherwise it is withheld."""
     has_float = json_kind(result)
-    if has_float is None or not compiled.result.is_valid(result, has_float=has_float):
+    if has_float is None:
+        return WITHHELD
+    try:
+        if not compiled.result.is_valid(result, has_float=has_float):
+            return WITHHELD
+    except ValueError:  # a str the validator cannot read as UTF-8 (a lone surrogate)
         return WITHHELD
     matches = compiled.tool.result_matches
-    if matches is not None and matches(arguments, result) is not True:
+    if matches is None:
+        return None
+    try:
+        consistent = matches(arguments, result)
+    except Exception as exc:
+        _log_failure(ctx if ctx is not None else ToolContext("", "", compiled.tool.name), exc)
         return WITHHELD
-    return None
+    return None if consistent is True else WITHHELD
 
 
-def json_kind(value: JSONValue) -> bool | None:
-    """None if `value` is not a JSON value; else whether it holds a float."""
+def json_kind(value: JSONValue, max_depth: int = MAX_RESULT_DEPTH) -> bool | None:
+    """None if `value` is not a JSON value nested at most `max_depth` deep; else whether it
+    holds a float."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return False
+    stack: list[tuple[JSONValue, int]] = [([value], 0)]
     has_float = False
-    stack = [value]
     while stack:
-        node = stack.pop()
-        if isinstance(node, str) or node is None or isinstance(node, int):
-            continue
-        if isinstance(node, dict):
+        node, depth = stack.pop()
+        if depth > max_depth:
+            return None
+        items: Iterable[JSONValue]
+        if type(node) is list:
+            items = node
+        else:
             for key in node:
                 if not isinstance(key, str):
                     return None
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
-        elif isinstance(node, float) and math.isfinite(node):
-            has_float = True
-        else:
-            return None
+            items = node.values()
+        for item in items:
+            # Exact types first (the common case), then subclasses, which JSON writers accept.
+            kind = type(item)
+            if kind is str or kind is int or kind is bool or item is None:
+                continue
+            if kind is dict or kind is list:
+                stack.append((item, depth + 1))
+            elif kind is float:
+                if not math.isfinite(item):
+                    return None
+                has_float = True
+            elif isinstance(item, str | int):
+                continue
+            elif isinstance(item, dict):
+                stack.append((item, depth + 1))
+            elif isinstance(item, list):
+                stack.append((list(item), depth + 1))
+            elif isinstance(item, float) and math.isfinite(item):
+                has_float = True
+            else:
+                return None
     return has_float
 
 
