@@ -11,6 +11,7 @@ import importlib.util
 import logging
 import os
 from collections.abc import Callable
+from types import FrameType
 from typing import Final
 
 import uvicorn
@@ -53,6 +54,12 @@ class _Server(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, on_ready: Callable[[str, int], None]) -> None:
         super().__init__(config)
         self._on_ready = on_ready
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        """Begin the graceful stop; the signal is not raised again after it (uvicorn would),
+        so the store is closed and the process exits 0."""
+        super().handle_exit(sig, frame)
+        self._captured_signals.clear()
 
     async def startup(self, sockets: list[object] | None = None) -> None:  # type: ignore[override]
         await super().startup(sockets)  # type: ignore[arg-type]

@@ -1,0 +1,107 @@
+"""Real servers for the tests: `strictcall serve` started as a process on 127.0.0.1."""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+START_DEADLINE_S = 20.0
+STOP_DEADLINE_S = 20.0
+
+_LISTENING = re.compile(r"listening on (http://[0-9.]+:\d+)")
+
+
+@dataclass
+class RunningServer:
+    """A started server: its base URL and process."""
+
+    base_url: str
+    process: subprocess.Popen[str]
+    db: Path
+    lines: list[str] = field(default_factory=list)
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        """Signal the server and wait for it to exit; returns its exit status."""
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        try:
+            return self.process.wait(timeout=STOP_DEADLINE_S)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            return self.process.wait(timeout=STOP_DEADLINE_S)
+
+
+def strictcall(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the strictcall command line to completion."""
+    return subprocess.run(
+        [sys.executable, "-m", "strictcall", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def create_token(db: Path, identity: str) -> str:
+    """A new token for `identity`, made with the operator's command."""
+    done = strictcall("tokens", "create", "--identity", identity, "--db", str(db))
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().splitlines()[-1]
+
+
+def start_server(db: Path, *extra: str) -> RunningServer:
+    """Start `strictcall serve --port 0` on `db` and wait, with a deadline, until it listens;
+    with --demo, also until it has printed its curl lines."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "strictcall", "serve", "--port", "0", "--db", str(db), *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert process.stdout is not None
+    lines = _lines_of(process.stdout)
+    deadline = time.monotonic() + START_DEADLINE_S
+    seen: list[str] = []
+    wanted_curls = 2 if "--demo" in extra else 0
+    base_url = None
+    while time.monotonic() < deadline:
+        try:
+            line = lines.get(timeout=max(deadline - time.monotonic(), 0))
+        except queue.Empty:
+            break
+        if line is None:
+            break
+        seen.append(line)
+        match = _LISTENING.search(line)
+        if match:
+            base_url = match.group(1)
+        if base_url is not None and sum("curl" in s for s in seen) >= wanted_curls:
+            return RunningServer(base_url, process, db, seen)
+    process.kill()
+    process.wait(timeout=STOP_DEADLINE_S)
+    raise AssertionError(f"server did not start: {seen!r}")
+
+
+def _lines_of(stream: IO[str]) -> queue.Queue[str | None]:
+    """The stream's lines as they come, from a reader thread; None at the end."""
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def pump() -> None:
+        with stream:
+            for line in stream:
+                lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    return lines
