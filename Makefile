@@ -13,9 +13,9 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-## run: the main job on the embedded default
+## run: the notes service on the embedded default (SQLite), with demo notes and tokens
 run: $(STAMP)
-	$(BIN)/strictcall demo
+	$(BIN)/strictcall serve --demo
 
 demo: $(STAMP)
 	$(BIN)/strictcall demo
