@@ -1,0 +1,563 @@
+"""The side-by-side benchmark of issue 6, one command: `make bench` (this script, project venv).
+
+1. in-process, text in and text out, each process timing its own stdlib floor in the same rounds:
+   strictcall's Gateway on in-memory notes and on the SQLite store (this venv), the MCP SDK's
+   MCPServer.call_tool and FastMCP's server.call_tool (bench/.venv-peers, made here);
+2. HTTP on 127.0.0.1 under wrk (installed here with apt-get when missing) at 16 and 64
+   connections: `strictcall serve`, FastMCP streamable HTTP, a bare JSON endpoint on uvicorn;
+3. start-up: `import strictcall`, `strictcall call` end to end, `strictcall serve` to /healthz.
+
+Every figure's answer is checked before it is timed; a wrong one is reported WRONG, untimed.
+Writes bench/RESULTS.md and bench/results.json, and prints the tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import hashlib
+import json
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+PEERS_VENV = BENCH / ".venv-peers"
+PEERS_REQUIREMENTS = BENCH / "requirements-peers.txt"
+
+sys.path.insert(0, str(BENCH))
+
+import http_load  # noqa: E402
+import startup  # noqa: E402
+from http_load import log  # noqa: E402
+
+# The goals of issue 6, part 3.
+GATEWAY_MAX_RATIO = 1.0
+SQLITE_MAX_RATIO = 2.5
+HTTP_MIN_VS_FASTMCP = 10.0
+HTTP_MIN_VS_BARE = 0.9
+HTTP_MAX_P99_MS_AT_16 = 5.0
+IMPORT_MAX_MS = 100.0
+HEALTHZ_MAX_S = 1.0
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=7, help="in-process rounds (default 7)")
+    parser.add_argument("--batch", type=float, default=0.05, help="seconds per timed batch")
+    parser.add_argument("--duration", type=int, default=5, help="seconds per wrk run")
+    parser.add_argument("--connections", default="16,64", help="wrk connection counts")
+    parser.add_argument("--http-runs", type=int, default=3, help="wrk runs per count (median)")
+    parser.add_argument("--threads", type=int, default=1, help="wrk threads (2 cores in all)")
+    parser.add_argument("--warmup", type=int, default=1, help="seconds of wrk warm-up (0: none)")
+    parser.add_argument("--startup-runs", type=int, default=10, help="runs per start-up figure")
+    parser.add_argument("--serve-runs", type=int, default=3, help="server starts to time")
+    parser.add_argument("--skip-peers", action="store_true", help="no peers venv, no peer rows")
+    parser.add_argument("--skip-http", action="store_true")
+    parser.add_argument("--skip-startup", action="store_true")
+    parser.add_argument(
+        "--quick", action="store_true", help="a smoke run: 3 rounds, 2 s wrk runs, 1 run each"
+    )
+    parser.add_argument("--results", type=Path, default=BENCH / "RESULTS.md")
+    parser.add_argument("--json", type=Path, default=BENCH / "results.json")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.rounds, args.duration, args.http_runs, args.warmup = 3, 2, 1, 1
+        args.startup_runs, args.serve_runs = 3, 1
+    args.connection_counts = [int(c) for c in args.connections.split(",") if c.strip()]
+    return args
+
+
+# --- environment -------------------------------------------------------------------------------
+
+
+def _run(command: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+
+
+def ensure_peers_venv() -> str | None:
+    """bench/.venv-peers with requirements-peers.txt installed; its python, or None."""
+    python = PEERS_VENV / "bin" / "python"
+    stamp = PEERS_VENV / ".requirements-sha256"
+    want = hashlib.sha256(PEERS_REQUIREMENTS.read_bytes()).hexdigest()
+    if python.exists() and stamp.exists() and stamp.read_text().strip() == want:
+        return str(python)
+    base = shutil.which("python3") or sys.executable
+    log(f"peers: creating {PEERS_VENV.relative_to(ROOT)} and installing {PEERS_REQUIREMENTS.name}")
+    try:
+        made = _run([base, "-m", "venv", str(PEERS_VENV)], 300)
+        if made.returncode != 0:
+            log(f"peers: venv failed: {made.stderr.strip()[-300:]}")
+            return None
+        pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+        done = _run([*pip, "-r", str(PEERS_REQUIREMENTS)], 900)
+    except subprocess.TimeoutExpired:
+        log("peers: install timed out")
+        return None
+    if done.returncode != 0:
+        log(f"peers: pip failed: {done.stderr.strip()[-500:]}")
+        return None
+    stamp.write_text(want + "\n")
+    return str(python)
+
+
+def ensure_wrk() -> str | None:
+    """The wrk binary, installed from Debian's package when missing; its version, or None."""
+    if shutil.which("wrk") is None:
+        if os.geteuid() != 0 or shutil.which("apt-get") is None:
+            log("wrk: missing and cannot be installed here (needs root and apt-get)")
+            return None
+        log("wrk: installing Debian's package (apt-get update; apt-get install -y wrk)")
+        try:
+            _run(["apt-get", "update", "-qq"], 600)
+            done = _run(["apt-get", "install", "-y", "-qq", "wrk"], 600)
+        except subprocess.TimeoutExpired:
+            log("wrk: install timed out")
+            return None
+        if done.returncode != 0 or shutil.which("wrk") is None:
+            log(f"wrk: install failed: {done.stderr.strip()[-300:]}")
+            return None
+    out = _run(["wrk", "-v"], 30)
+    first = (out.stdout or out.stderr).strip().splitlines()
+    return first[0].split(" Copyright")[0] if first else "wrk (version unknown)"
+
+
+def strictcall_cli() -> list[str]:
+    script = Path(sys.executable).parent / "strictcall"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "strictcall"]
+
+
+def machine() -> dict[str, Any]:
+    model = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "nproc": os.cpu_count(),
+        "cpu": model,
+        "loadavg_start": _loadavg(),
+        "kernel": platform.release(),
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+    }
+
+
+def _loadavg() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "unknown"
+
+
+def versions(python: str) -> dict[str, str | None]:
+    code = (
+        "import json, importlib.metadata as m, importlib.util as u\n"
+        "out = {}\n"
+        "for n in ('strictcall','mcp','fastmcp','uvicorn','pydantic','orjson','jsonschema_rs',"
+        "'uvloop','httptools','starlette'):\n"
+        "    try: out[n] = m.version(n)\n"
+        "    except Exception: out[n] = None\n"
+        "print(json.dumps(out))\n"
+    )
+    done = _run([python, "-c", code], 60)
+    try:
+        found: dict[str, str | None] = json.loads(done.stdout)
+    except ValueError:
+        found = {}
+    version = _run([python, "-c", "import sys; print(sys.version.split()[0])"], 60)
+    found["python"] = version.stdout.strip() or None
+    return found
+
+
+def git_revision() -> str:
+    head = _run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], 30).stdout.strip()
+    dirty = _run(["git", "-C", str(ROOT), "status", "--porcelain", "--", "src"], 30).stdout.strip()
+    return f"{head or 'unknown'}{' + uncommitted src/ changes' if dirty else ''}"
+
+
+# --- the three parts ---------------------------------------------------------------------------
+
+
+def in_process(python: str, script: str, args: argparse.Namespace) -> dict[str, Any]:
+    command = [
+        python,
+        str(BENCH / script),
+        "--rounds",
+        str(args.rounds),
+        "--batch",
+        str(args.batch),
+    ]
+    log(f"in-process: {script} ({args.rounds} rounds)")
+    try:
+        done = _run(command, 900)
+    except subprocess.TimeoutExpired:
+        return {"error": f"{script} timed out"}
+    if done.returncode != 0:
+        return {"error": f"{script} exited {done.returncode}: {done.stderr.strip()[-500:]}"}
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def http_part(
+    args: argparse.Namespace, peers_python: str | None, workdir: Path
+) -> list[dict[str, Any]]:
+    cli = strictcall_cli()
+    uvicorn_here = _run([sys.executable, "-c", "import uvicorn"], 60).returncode == 0
+    bare_python = sys.executable if uvicorn_here else peers_python
+    targets = [http_load.strictcall_target(cli, workdir)]
+    if peers_python is not None:
+        targets.append(http_load.fastmcp_target(peers_python, BENCH))
+    else:
+        targets.append(_no_target("FastMCP streamable HTTP", "the peers venv could not be made"))
+    if bare_python is not None:
+        targets.append(http_load.bare_target(bare_python, BENCH))
+    else:
+        targets.append(_no_target("bare JSON endpoint", "no venv with uvicorn"))
+    return [
+        http_load.load_target(
+            target,
+            workdir,
+            args.connection_counts,
+            args.duration,
+            args.http_runs,
+            args.threads,
+            args.warmup,
+        )
+        for target in targets
+    ]
+
+
+def _no_target(name: str, why: str) -> http_load.HttpTarget:
+    return http_load.HttpTarget(name, "", [], "", [], lambda port: False, unavailable=why)
+
+
+def startup_part(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    cli = strictcall_cli()
+    log(f"start-up: import and call x{args.startup_runs}, serve x{args.serve_runs}")
+    return {
+        "import": startup.import_time(sys.executable, args.startup_runs),
+        "call": startup.cli_call(cli, args.startup_runs),
+        "serve": startup.serve_ready(cli, workdir, args.serve_runs),
+    }
+
+
+# --- verdicts and tables -----------------------------------------------------------------------
+
+
+def _verdict(ok: bool, goal: str) -> str:
+    return f"{goal}: {'pass' if ok else 'FAIL'}"
+
+
+def inprocess_goal(row: dict[str, Any]) -> str:
+    name = row["target"]
+    if name.startswith("strictcall gateway, in-memory"):
+        goal, limit = f"≤ {GATEWAY_MAX_RATIO:.1f}x", GATEWAY_MAX_RATIO
+    elif name.startswith("strictcall gateway, SQLite"):
+        goal, limit = f"≤ {SQLITE_MAX_RATIO:.1f}x", SQLITE_MAX_RATIO
+    else:
+        return ""
+    if row["status"] != "ok":
+        return f"{goal}: FAIL ({row['status']})"
+    return _verdict(row["ratio"] <= limit, goal)
+
+
+def _fmt_us(value: float) -> str:
+    return f"{value:,.2f}" if value < 100 else f"{value:,.0f}"
+
+
+def inprocess_table(processes: list[dict[str, Any]]) -> list[str]:
+    lines = [
+        "| process | system | call | µs/call (median) | min-max | x floor (same rounds) | target |",
+        "|---|---|---|---:|---:|---:|---|",
+    ]
+    notes = []
+    for proc in processes:
+        if "error" in proc:
+            lines.append(
+                f"| {proc.get('process', '?')} | — | — | — | — | — | {proc['error'][:120]} |"
+            )
+            continue
+        for row in proc["rows"]:
+            label = proc["process"]
+            goal = inprocess_goal(row)
+            if row["status"] != "ok":
+                lines.append(
+                    f"| {label} | {row['target']} | {row['case']} | {row['status']} | | | {goal} |"
+                )
+                notes.append(
+                    f"- {row['target']} ({row['case']}): {row['status']}: {row.get('note', '')}"
+                )
+                continue
+            lines.append(
+                f"| {label} | {row['target']} | {row['case']} | {_fmt_us(row['us'])} | "
+                f"{_fmt_us(row['us_min'])}-{_fmt_us(row['us_max'])} | "
+                f"{row['ratio']:.2f}x | {goal} |"
+            )
+    return lines + (["", *sorted(set(notes))] if notes else [])
+
+
+def http_table(results: list[dict[str, Any]]) -> list[str]:
+    fast = next((r for r in results if r["target"].startswith("FastMCP")), None)
+    bare = next((r for r in results if r["target"].startswith("bare")), None)
+    lines = [
+        "| system | conns | req/s (median) | p50 ms | p99 ms | non-2xx / socket errors | "
+        "server CPU µs/req | x bare | x FastMCP | target |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    notes = []
+    for result in results:
+        name = result["target"]
+        if result["status"] != "ok" and not result["loads"]:
+            goal = "all HTTP goals: FAIL" if name == "strictcall serve" else ""
+            lines.append(f"| {name} | — | {result['status']} | | | | | | | {goal} |")
+            notes.append(f"- {name}: {result['status']}: {result.get('note', '')}")
+            continue
+        if result["status"] != "ok":
+            notes.append(f"- {name}: {result['status']}: {result.get('note', '')}")
+        for load in result["loads"]:
+            conns = load["connections"]
+            vs_bare = _ratio(load, bare, conns)
+            vs_fast = _ratio(load, fast, conns)
+            goal = ""
+            if name == "strictcall serve":
+                goal = http_goal(load, vs_bare, vs_fast, result["status"] == "ok")
+            lines.append(
+                f"| {name} | {conns} | {load['req_s']:,.0f} | {load['p50_ms']:.2f} | "
+                f"{load['p99_ms']:.2f} | {load['non_2xx']} / {load['socket_errors']} | "
+                f"{load['server_cpu_us_per_req']:,.0f} | {_x(vs_bare)} | {_x(vs_fast)} | {goal} |"
+            )
+        if "ready_s" in result:
+            notes.append(f"- {name}: answered {result['ready_s']:.2f} s after its process started.")
+    return lines + (["", *notes] if notes else [])
+
+
+def _ratio(load: dict[str, Any], other: dict[str, Any] | None, conns: int) -> float | None:
+    if other is None or other.get("status") != "ok":
+        return None
+    for theirs in other["loads"]:
+        if theirs["connections"] == conns and theirs["req_s"] > 0:
+            return float(load["req_s"] / theirs["req_s"])
+    return None
+
+
+def _x(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}x"
+
+
+def http_goal(load: dict[str, Any], vs_bare: float | None, vs_fast: float | None, ok: bool) -> str:
+    failed = []
+    if not ok:
+        failed.append("wrong answer")
+    if vs_fast is None or vs_fast < HTTP_MIN_VS_FASTMCP:
+        failed.append(f"≥ {HTTP_MIN_VS_FASTMCP:.0f}x FastMCP")
+    if vs_bare is None or vs_bare < HTTP_MIN_VS_BARE:
+        failed.append(f"≥ {HTTP_MIN_VS_BARE}x bare")
+    if load["connections"] == 16 and load["p99_ms"] >= HTTP_MAX_P99_MS_AT_16:
+        failed.append(f"p99 < {HTTP_MAX_P99_MS_AT_16:.0f} ms")
+    if load["non_2xx"] or load["socket_errors"]:
+        failed.append("no errors")
+    goals = "≥ 10x FastMCP, ≥ 0.9x bare, no errors" + (
+        ", p99 < 5 ms" if load["connections"] == 16 else ""
+    )
+    return f"{goals}: pass" if not failed else f"FAIL ({', '.join(failed)})"
+
+
+def startup_table(result: dict[str, Any]) -> list[str]:
+    lines = ["| what | figure | target |", "|---|---:|---|"]
+    imp, call, serve = result["import"], result["call"], result["serve"]
+    if imp["status"] == "ok":
+        cumulative = imp["importtime_cumulative_ms"]
+        extra = f" (-X importtime cumulative {cumulative:.1f} ms)" if cumulative is not None else ""
+        lines.append(
+            f"| `import strictcall` (wall, less `python -c pass` = "
+            f"{imp['python_bare_ms']:.1f} ms){extra} "
+            f"| {imp['ms']:.1f} ms | {_verdict(imp['ms'] < IMPORT_MAX_MS, '< 100 ms')} |"
+        )
+    else:
+        lines.append(
+            f"| `import strictcall` | {imp['status']}: {imp.get('note', '')} | < 100 ms: FAIL |"
+        )
+    if call["status"] == "ok":
+        lines.append(f"| `strictcall call --identity u1 RAW`, end to end | {call['ms']:.1f} ms | |")
+    else:
+        lines.append(f"| `strictcall call` | {call['status']}: {call.get('note', '')} | |")
+    if serve["status"] == "ok":
+        lines.append(
+            f"| `strictcall serve`: process start → /healthz 200 | {serve['s'] * 1000:.0f} ms | "
+            f"{_verdict(serve['s'] < HEALTHZ_MAX_S, '< 1 s')} |"
+        )
+    else:
+        lines.append(
+            f"| `strictcall serve`: process start → /healthz 200 | {serve['status']}: "
+            f"{serve.get('note', '')} | < 1 s: FAIL |"
+        )
+    return lines
+
+
+INPROCESS_METHOD = """\
+Median over {rounds} rounds; each round times, per input, the floor and then every target, and
+a row's x floor is the median of its per-round ratios to the floor on the same input in the
+same process (the strictcall and the peers processes each have their own floor row).
+Floor: stdlib `json.loads`, dict lookups, `json.dumps` of the answer, no checks.
+Inputs: `valid` = u1 reads n1; `invalid` = `note_id: 123`; `cross_owner` = u2 reads u1's n1
+(strictcall only: the peers' call_tool has no caller identity).
+Peers: text in by `json.loads`, `await call_tool(name, arguments)` on an `async def` tool, text
+out as the MCP result's JSON (`model_dump_json`), a raised refusal as an isError result's JSON
+(so they pay for text in and out, unlike the anchors' objects-only 3.5x and 39x rows);
+FastMCP's per-refusal WARNING log is off. The SQLite rows read the note id the store made
+(17 characters, not `n1`)."""
+
+HTTP_METHOD = """\
+wrk -t{threads}, {duration:g} s per run, median of {runs} run(s) at each connection count after
+a warm-up; the valid call only (the invalid and cross-owner answers are checked before and
+after the load). Errors: wrk's non-2xx/3xx count and socket errors (connect, read, write,
+timeout), summed over the runs. Server CPU: user+system time of the server's process group
+during a run, per request.
+- strictcall serve: POST /rpc, JSON-RPC 2.0 tools/call, bearer token, SQLite store.
+- FastMCP: the POST fastmcp.Client 4.x sends (2026-07-28 wire, `Mcp-Method`/`Mcp-Name`
+  headers, no session), answer checked.
+- bare: a raw ASGI app on uvicorn (`bench/bare_asgi.py`: loads, token and note lookups, dumps;
+  no checks), with the project venv's uvicorn when it has one (else the peers'), uvicorn's
+  default loop and HTTP parser."""
+
+RERUN = """\
+    make bench                                   # or: .venv/bin/python bench/run.py
+    .venv/bin/python bench/run.py --quick        # a smoke run, about a minute
+    .venv/bin/python bench/run.py --help         # rounds, wrk duration and counts, skips
+
+The peers (mcp, fastmcp, uvicorn: `bench/requirements-peers.txt`) are installed by the command
+into `bench/.venv-peers`; they are not dependencies of the package. wrk is Debian's package,
+installed with apt-get when missing. Raw figures: `bench/results.json`."""
+
+
+def render(report: dict[str, Any], args: argparse.Namespace) -> str:
+    m, v, pv = report["machine"], report["versions"], report.get("peer_versions") or {}
+
+    def pkgs(found: dict[str, Any], names: tuple[str, ...]) -> str:
+        return ", ".join(f"{name} {found.get(name)}" for name in names)
+
+    out = [
+        "# Benchmark results: one read_note call, strictcall side by side with the peers",
+        "",
+        f"Latest run: {m['date']}, strictcall at {report['revision']}; "
+        f"{report['elapsed_s']:.0f} s in all. Written by `bench/run.py`; do not edit by hand.",
+        "",
+        "## Rerun",
+        "",
+        RERUN,
+        "",
+        "## Machine",
+        "",
+        f"- {m['nproc']} cores: {m['cpu']}; kernel {m['kernel']}",
+        f"- load average (1, 5, 15 min): {m['loadavg_start']} at the start, "
+        f"{report['loadavg_end']} at the end (a shared machine: expect ±5-20 %)",
+        "",
+        "## Versions",
+        "",
+        "- project venv: "
+        + pkgs(
+            v,
+            ("python", "strictcall", "pydantic", "orjson", "jsonschema_rs", "uvicorn"),
+        )
+        + ", "
+        + pkgs(v, ("uvloop", "httptools")),
+        "- peers venv: "
+        + pkgs(pv, ("python", "mcp", "fastmcp", "uvicorn", "starlette", "pydantic"))
+        + ", "
+        + pkgs(pv, ("uvloop", "httptools")),
+        f"- {report['wrk'] or 'wrk: not available'}",
+        "",
+        "## In-process, text in and text out",
+        "",
+        INPROCESS_METHOD.format(rounds=args.rounds),
+        "",
+        *inprocess_table(report["in_process"]),
+        "",
+        "## HTTP on 127.0.0.1 (wrk)",
+        "",
+        HTTP_METHOD.format(threads=args.threads, duration=args.duration, runs=args.http_runs),
+        "",
+        *http_table(report["http"]),
+        "",
+        "## Start-up",
+        "",
+        f"Medians of {args.startup_runs} runs ({args.serve_runs} server starts).",
+        "",
+        *startup_table(report["startup"]),
+        "",
+    ]
+    return "\n".join(out)
+
+
+def _skipped_http(why: str) -> list[dict[str, Any]]:
+    return [
+        {"target": name, "status": "not run", "note": why, "loads": []}
+        for name in ("strictcall serve", "FastMCP streamable HTTP", "bare JSON endpoint")
+    ]
+
+
+def _skipped_startup(why: str) -> dict[str, Any]:
+    skipped = {"status": "not run", "note": why}
+    return {"import": skipped, "call": skipped, "serve": skipped}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    began = time.perf_counter()
+    report: dict[str, Any] = {"machine": machine(), "revision": git_revision()}
+    try:
+        peers_python = None if args.skip_peers else ensure_peers_venv()
+        report["wrk"] = None if args.skip_http else ensure_wrk()
+        report["versions"] = versions(sys.executable)
+        report["peer_versions"] = versions(peers_python) if peers_python else {}
+        processes = [in_process(sys.executable, "inprocess_strictcall.py", args)]
+        if peers_python is not None:
+            processes.append(in_process(peers_python, "inprocess_peers.py", args))
+        elif not args.skip_peers:
+            processes.append({"process": "peers", "error": "the peers venv could not be made"})
+        report["in_process"] = processes
+        with tempfile.TemporaryDirectory(prefix="strictcall-bench-") as tmp:
+            workdir = Path(tmp)
+            if args.skip_http:
+                report["http"] = _skipped_http("--skip-http")
+            elif report["wrk"] is None:
+                report["http"] = _skipped_http("wrk is not available")
+            else:
+                report["http"] = http_part(args, peers_python, workdir)
+            if args.skip_startup:
+                report["startup"] = _skipped_startup("--skip-startup")
+            else:
+                report["startup"] = startup_part(args, workdir)
+    finally:
+        http_load.stop_all()
+    report["loadavg_end"] = _loadavg()
+    report["elapsed_s"] = time.perf_counter() - began
+    text = render(report, args)
+    args.results.write_text(text, "utf-8")
+    args.json.write_text(json.dumps(report, ensure_ascii=False, indent=1) + "\n", "utf-8")
+    print(text)
+    log(f"wrote {args.results} and {args.json} in {report['elapsed_s']:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
