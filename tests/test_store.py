@@ -1,0 +1,165 @@
+"""The SQLite store on real files: notes scoped to owners, tokens as hashes, audit, idempotency,
+and faults answered as StoreUnavailable."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from strictcall.store import (
+    SCHEMA_VERSION,
+    AuditRecord,
+    IdempotencyConflict,
+    IdempotencyKey,
+    SQLiteStore,
+    StoreUnavailable,
+    hash_token,
+)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SQLiteStore]:
+    opened = SQLiteStore(tmp_path / "s.sqlite3")
+    yield opened
+    opened.close()
+
+
+def test_new_file_gets_the_versioned_schema_in_wal_mode(store: SQLiteStore) -> None:
+    assert store.schema_version() == SCHEMA_VERSION
+    conn = sqlite3.connect(store.path)
+    try:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    finally:
+        conn.close()
+
+
+def test_notes_are_scoped_to_their_owner(store: SQLiteStore) -> None:
+    mine = store.add_note("u1", "mine")
+    assert store.read_note("u1", mine.note_id) == mine
+    assert store.read_note("u2", mine.note_id) is None
+    assert store.read_note("u1", "n-missing") is None
+    assert store.list_notes("u2") == []
+    assert store.count_notes("u2") == 0
+    key = IdempotencyKey('"d1"', "fp")
+    assert store.delete_note("u2", mine.note_id, key) is False
+    assert store.read_note("u1", mine.note_id) == mine
+
+
+def test_list_is_oldest_first_and_empty_text_is_kept(store: SQLiteStore) -> None:
+    notes = [store.add_note("u1", text) for text in ("", "b", "")]
+    assert store.list_notes("u1") == notes
+    assert store.count_notes("u1") == 3
+
+
+def test_note_ids_are_random_and_unique(store: SQLiteStore) -> None:
+    ids = {store.add_note("u1", "x").note_id for _ in range(50)}
+    assert len(ids) == 50
+    assert all(i.startswith("n") and len(i) == 17 for i in ids)
+
+
+def test_create_is_once_per_call_id(store: SQLiteStore) -> None:
+    key = IdempotencyKey('"c1"', "fp-a")
+    first = store.create_note("u1", "t", key)
+    assert store.create_note("u1", "t", key) == first
+    assert store.count_notes("u1") == 1
+    with pytest.raises(IdempotencyConflict):
+        store.create_note("u1", "other", IdempotencyKey('"c1"', "fp-b"))
+    assert store.count_notes("u1") == 1
+    # the same call id is another owner's own
+    assert store.create_note("u2", "t", key) != first
+
+
+def test_delete_is_once_per_call_id(store: SQLiteStore) -> None:
+    note = store.add_note("u1", "t")
+    key = IdempotencyKey('"d1"', "fp")
+    assert store.delete_note("u1", note.note_id, key) is True
+    assert store.delete_note("u1", note.note_id, key) is True
+    assert store.delete_note("u1", note.note_id, IdempotencyKey('"d2"', "fp")) is False
+
+
+def test_tokens_are_kept_only_as_hashes(store: SQLiteStore) -> None:
+    token = store.create_token("u1")
+    assert store.identity_for_token(token) == "u1"
+    assert store.identity_for_token(token + "x") is None
+    assert store.identity_for_token("") is None
+    conn = sqlite3.connect(store.path)
+    try:
+        rows = conn.execute("SELECT hash, identity FROM tokens").fetchall()
+    finally:
+        conn.close()
+    assert rows == [(hash_token(token), "u1")]
+    assert token.encode() not in store.path.read_bytes()
+
+
+def test_audit_records_and_counts(store: SQLiteStore) -> None:
+    store.record_call(AuditRecord(1.0, "c1", "u1", "read_note", "ok", None, None, 12))
+    store.record_call(AuditRecord(2.0, "c2", "u1", None, "error", "invalid_json", "parse", 3))
+    assert [r.call_id for r in store.recent_calls(10)] == ["c2", "c1"]
+    assert store.audit_size() == 2
+    assert sorted(store.call_counts(), key=str) == sorted(
+        [("ok", None, None, 1), ("error", "parse", "invalid_json", 1)], key=str
+    )
+
+
+def test_a_deleted_file_is_unavailable_until_it_is_back(tmp_path: Path) -> None:
+    path = tmp_path / "gone.sqlite3"
+    store = SQLiteStore(path)
+    try:
+        note = store.add_note("u1", "keep")
+        backup = tmp_path / "backup.sqlite3"
+        conn = sqlite3.connect(path)
+        conn.execute(f"VACUUM INTO '{backup}'")
+        conn.close()
+        for suffix in ("", "-wal", "-shm"):
+            if Path(f"{path}{suffix}").exists():
+                os.remove(f"{path}{suffix}")
+        with pytest.raises(StoreUnavailable):
+            store.create_note("u1", "lost?", IdempotencyKey('"x"', "fp"))
+        os.replace(backup, path)
+        created = store.create_note("u1", "after", IdempotencyKey('"y"', "fp"))
+        assert store.read_note("u1", created.note_id) == created
+        assert store.read_note("u1", note.note_id) == note
+    finally:
+        store.close()
+
+
+def test_a_read_only_file_answers_unavailable_for_writes(tmp_path: Path) -> None:
+    path = tmp_path / "ro.sqlite3"
+    SQLiteStore(path).close()
+    conn = sqlite3.connect(path)
+    conn.close()
+    store = SQLiteStore(path)
+    try:
+        store._conn.execute("PRAGMA query_only = ON")  # as a read-only mount refuses writes
+        with pytest.raises(StoreUnavailable):
+            store.add_note("u1", "x")
+        assert store.count_notes("u1") == 0
+        store._conn.execute("PRAGMA query_only = OFF")
+        assert store.add_note("u1", "x").text == "x"
+    finally:
+        store.close()
+
+
+def test_a_locked_database_answers_unavailable_then_recovers(tmp_path: Path) -> None:
+    path = tmp_path / "locked.sqlite3"
+    store = SQLiteStore(path)
+    try:
+        store._conn.execute("PRAGMA busy_timeout = 50")
+        locker = sqlite3.connect(path, isolation_level=None)
+        locker.execute("BEGIN IMMEDIATE")
+        with pytest.raises(StoreUnavailable):
+            store.add_note("u1", "x")
+        locker.execute("ROLLBACK")
+        locker.close()
+        assert store.add_note("u1", "x").text == "x"
+    finally:
+        store.close()
+
+
+def test_a_store_that_cannot_be_opened_is_unavailable(tmp_path: Path) -> None:
+    with pytest.raises(StoreUnavailable):
+        SQLiteStore(tmp_path / "missing-dir" / "db.sqlite3")
