@@ -195,6 +195,11 @@ def _resolve_local(root: JSONValue, ref: str) -> JSONValue:
     return node
 
 
+_ERRORS_SEARCHED: Final = 64
+"""How many errors `first_violation` reads looking for an exact-integer fault at the first
+error's place."""
+
+
 class CompiledSchema:
     """A strict schema compiled twice: a fast validator, and an exact-integer one for floats."""
 
@@ -223,10 +228,25 @@ class CompiledSchema:
         return bool(self._fast.is_valid(instance))
 
     def first_violation(self, instance: JSONValue) -> Violation | None:
-        """The first place where `instance` breaks the strict schema, or None."""
-        for error in self._exact.iter_errors(instance):
-            return _describe(error, self.strict)
-        return None
+        """The first place where `instance` breaks the strict schema, or None.
+
+        A float where an integer is asked for is a type error even when the validator first
+        finds another fault at that place (2.0 against multipleOf 5 is told "integer").
+        """
+        first = None
+        for count, error in enumerate(self._exact.iter_errors(instance)):
+            if first is None:
+                first = error
+                if type(first.kind).__name__ == "Custom":
+                    break
+            elif (
+                type(error.kind).__name__ == "Custom" and error.instance_path == first.instance_path
+            ):
+                first = error
+                break
+            if count >= _ERRORS_SEARCHED:
+                break
+        return None if first is None else _describe(first, self.strict)
 
 
 def _without_key(schema: JSONValue, name: str) -> JSONValue:
