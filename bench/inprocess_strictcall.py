@@ -47,7 +47,8 @@ def _short(out: bytes | str) -> str:
     return text[:200]
 
 
-def in_memory_target() -> Target:
+def in_memory_gateway() -> Any:
+    """A Gateway with one read_note Tool over the in-memory notes (the seed's schemas)."""
     from strictcall import Gateway, Tool, ToolContext
 
     try:  # the seed's declared schemas, so the bench checks what the product checks
@@ -79,7 +80,7 @@ def in_memory_target() -> Target:
     def same_note(arguments: dict[str, Any], result: Any) -> bool:
         return bool(result["note_id"] == arguments["note_id"])
 
-    gateway = Gateway(
+    return Gateway(
         [
             Tool(
                 name="read_note",
@@ -92,7 +93,10 @@ def in_memory_target() -> Target:
             )
         ]
     )
-    call_text = gateway.call_text
+
+
+def in_memory_target() -> Target:
+    call_text = in_memory_gateway().call_text
     calls = {
         label: (lambda raw=raw, ident=ident: call_text(raw, ident, CALL_ID))
         for label, raw, ident in harness.CASES

@@ -442,6 +442,7 @@ RERUN = """\
     make bench                                   # or: .venv/bin/python bench/run.py
     .venv/bin/python bench/run.py --quick        # a smoke run, about a minute
     .venv/bin/python bench/run.py --help         # rounds, wrk duration and counts, skips
+    .venv/bin/python bench/profile_gateway.py    # the gateway's call, step by step, in µs
 
 The peers (mcp, fastmcp, uvicorn: `bench/requirements-peers.txt`) are installed by the command
 into `bench/.venv-peers`; they are not dependencies of the package. wrk is Debian's package,
