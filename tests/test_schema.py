@@ -1,0 +1,574 @@
+"""schema: strictness applied to declared schemas, assembly kept working, located violations."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+
+from strictcall.errors import JSONValue
+from strictcall.schema import (
+    CompiledSchema,
+    SchemaDefinitionError,
+    Violation,
+    make_strict,
+    to_pointer,
+)
+
+EXACT = "x-strictcall-exact-integer"
+SENTINEL = "SENTINEL-VALUE-123"
+
+
+def accepts(schema: JSONValue, instance: JSONValue) -> bool:
+    """Whether the compiled strict schema accepts `instance`, asked as the gateway asks."""
+    compiled = CompiledSchema(schema)
+    has_float = _has_float(instance)
+    valid = compiled.is_valid(instance, has_float=has_float)
+    if not has_float:  # both validators must agree where no float is involved
+        assert compiled.is_valid(instance, has_float=True) is valid
+    assert (compiled.first_violation(instance) is None) is valid
+    return valid
+
+
+def _has_float(value: JSONValue) -> bool:
+    if isinstance(value, float):
+        return True
+    if isinstance(value, dict):
+        return any(_has_float(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_float(v) for v in value)
+    return False
+
+
+def violation(schema: JSONValue, instance: JSONValue) -> Violation:
+    found = CompiledSchema(schema).first_violation(instance)
+    assert found is not None
+    return found
+
+
+# --- make_strict: what is added where -------------------------------------------------------
+
+
+def test_make_strict_leaves_the_declared_schema_untouched() -> None:
+    declared = {"type": "object", "properties": {"n": {"type": "integer"}}}
+    before = copy.deepcopy(declared)
+    strict = make_strict(declared)
+    assert declared == before
+    assert strict["additionalProperties"] is False
+    assert strict["properties"]["n"][EXACT] is True
+
+
+@pytest.mark.parametrize(
+    ("schema", "where"),
+    [
+        ({"type": "object"}, ()),
+        ({"properties": {}}, ()),
+        ({"patternProperties": {"^x": {}}}, ()),
+        ({"type": ["object", "null"]}, ()),
+        ({"type": "object", "properties": {"a": {"type": "object"}}}, ("properties", "a")),
+        ({"type": "array", "items": {"type": "object"}}, ("items",)),
+        ({"type": "array", "prefixItems": [{"type": "object"}]}, ("prefixItems", 0)),
+        ({"additionalProperties": {"type": "object"}, "type": "object"}, ("additionalProperties",)),
+        (
+            {"type": "object", "patternProperties": {"^x": {"type": "object"}}},
+            ("patternProperties", "^x"),
+        ),
+        ({"anyOf": [{"type": "object"}, {"type": "null"}]}, ("anyOf", 0)),
+        ({"oneOf": [{"type": "string"}, {"type": "object"}]}, ("oneOf", 1)),
+    ],
+    ids=[
+        "type-object",
+        "properties",
+        "pattern-properties",
+        "type-list",
+        "member",
+        "items",
+        "prefix-items",
+        "extras-schema",
+        "pattern-member",
+        "bare-anyof-branch",
+        "bare-oneof-branch",
+    ],
+)
+def test_object_schemas_without_their_own_word_are_closed_with_additional_properties(
+    schema: JSONValue, where: tuple[str | int, ...]
+) -> None:
+    node = make_strict(schema)
+    for step in where:
+        node = node[step]
+    assert node["additionalProperties"] is False
+    assert "unevaluatedProperties" not in node
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "additionalProperties": True},
+        {"type": "object", "additionalProperties": {"type": "string"}},
+        {"type": "object", "unevaluatedProperties": True},
+        {"type": "object", "unevaluatedProperties": False},
+        {"type": "object", "additionalProperties": False},
+    ],
+    ids=["open", "extras-schema", "unevaluated-open", "unevaluated-closed", "closed"],
+)
+def test_a_schema_that_says_how_to_treat_extras_keeps_its_word(schema: JSONValue) -> None:
+    strict = make_strict(schema)
+    for key in ("additionalProperties", "unevaluatedProperties"):
+        assert strict.get(key) == schema.get(key)
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "string"},
+        {"type": "array"},
+        {"required": ["a"]},
+        {"minProperties": 1},
+        {"enum": [{"a": 1}]},
+        True,
+        False,
+    ],
+    ids=["string", "array", "required-alone", "min-properties", "enum", "true", "false"],
+)
+def test_schemas_that_declare_no_members_are_not_closed(schema: JSONValue) -> None:
+    strict = make_strict(schema)
+    assert strict == schema
+
+
+def test_an_assembling_schema_is_closed_where_used_and_its_parts_stay_open() -> None:
+    strict = make_strict(
+        {
+            "$defs": {"base": {"type": "object", "properties": {"a": {"type": "object"}}}},
+            "allOf": [{"$ref": "#/$defs/base"}, {"properties": {"b": {}}}],
+        }
+    )
+    assert strict["unevaluatedProperties"] is False
+    assert "additionalProperties" not in strict
+    base = strict["$defs"]["base"]
+    assert "additionalProperties" not in base and "unevaluatedProperties" not in base
+    assert base["properties"]["a"]["additionalProperties"] is False  # standalone inside a part
+    assert "additionalProperties" not in strict["allOf"][1]
+
+
+def test_a_reference_used_as_a_value_is_closed_at_the_reference() -> None:
+    strict = make_strict(
+        {
+            "type": "object",
+            "$defs": {
+                "item": {"type": "object", "properties": {"x": {}}},
+                "colour": {"type": "string", "enum": ["red"]},
+            },
+            "properties": {
+                "items": {"type": "array", "items": {"$ref": "#/$defs/item"}},
+                "colour": {"$ref": "#/$defs/colour"},
+            },
+        }
+    )
+    assert strict["properties"]["items"]["items"]["unevaluatedProperties"] is False
+    assert "unevaluatedProperties" not in strict["properties"]["colour"]  # a string: no noise
+
+
+def test_alternatives_beside_an_objects_own_members_are_parts_of_it() -> None:
+    strict = make_strict(
+        {
+            "type": "object",
+            "properties": {"kind": {"type": "string"}},
+            "oneOf": [{"properties": {"a": {}}}, {"properties": {"b": {}}}],
+        }
+    )
+    assert strict["unevaluatedProperties"] is False
+    assert "additionalProperties" not in strict
+    for branch in strict["oneOf"]:
+        assert "additionalProperties" not in branch
+
+
+@pytest.mark.parametrize("keyword", ["not", "if"])
+def test_conditions_are_never_closed_at_any_depth(keyword: str) -> None:
+    condition = {
+        "type": "object",
+        "properties": {"inner": {"type": "object", "properties": {"n": {"type": "integer"}}}},
+    }
+    strict = make_strict({keyword: condition})
+    kept = strict[keyword]
+    assert "additionalProperties" not in kept
+    assert "additionalProperties" not in kept["properties"]["inner"]
+    assert kept["properties"]["inner"]["properties"]["n"][EXACT] is True
+
+
+@pytest.mark.parametrize(
+    ("schema", "exact"),
+    [
+        ({"type": "integer"}, True),
+        ({"type": ["integer", "null"]}, True),
+        ({"type": ["integer", "number"]}, False),
+        ({"type": "number"}, False),
+        ({"type": "string"}, False),
+        ({"enum": [1, 2]}, True),
+        ({"enum": [1, "a", None]}, True),
+        ({"enum": [1, 2.5]}, False),
+        ({"enum": [True, False]}, False),
+        ({"enum": ["a"]}, False),
+        ({"const": 3}, True),
+        ({"const": 3.0}, False),
+        ({"const": True}, False),
+        ({"type": "number", "enum": [1, 2]}, False),
+    ],
+    ids=[
+        "integer",
+        "integer-or-null",
+        "integer-or-number",
+        "number",
+        "string",
+        "enum-of-ints",
+        "enum-mixed",
+        "enum-with-float",
+        "enum-of-bools",
+        "enum-of-strings",
+        "const-int",
+        "const-float",
+        "const-bool",
+        "number-with-int-enum",
+    ],
+)
+def test_floats_are_refused_exactly_where_only_integers_are_asked_for(
+    schema: JSONValue, exact: bool
+) -> None:
+    assert (EXACT in make_strict(schema)) is exact
+
+
+def test_the_advertised_schema_never_holds_the_internal_keyword() -> None:
+    compiled = CompiledSchema(
+        {
+            "type": "object",
+            "properties": {"n": {"type": "integer"}, "l": {"items": {"const": 1}}},
+            "$defs": {"d": {"enum": [1]}},
+        }
+    )
+    assert EXACT in json.dumps(compiled.strict)
+    assert EXACT not in json.dumps(compiled.advertised)
+    assert compiled.advertised["additionalProperties"] is False
+
+
+# --- the strict schema's behaviour ------------------------------------------------------------
+
+PROFILE = {
+    "$defs": {
+        "named": {
+            "type": "object",
+            "properties": {"name": {"type": "string"}},
+            "required": ["name"],
+        }
+    },
+    "allOf": [{"$ref": "#/$defs/named"}, {"properties": {"age": {"type": "integer"}}}],
+}
+REF_BESIDE = {
+    "$defs": {"named": {"type": "object", "properties": {"name": {"type": "string"}}}},
+    "$ref": "#/$defs/named",
+    "properties": {"age": {"type": "integer"}},
+}
+VARIANTS = {
+    "type": "object",
+    "properties": {"kind": {"enum": ["circle", "square"]}},
+    "required": ["kind"],
+    "oneOf": [
+        {"properties": {"kind": {"const": "circle"}, "r": {"type": "number"}}, "required": ["r"]},
+        {"properties": {"kind": {"const": "square"}, "side": {"type": "number"}}},
+    ],
+}
+ONE_OF_REQUIRED = {
+    "type": "object",
+    "properties": {"email": {"type": "string"}, "phone": {"type": "string"}},
+    "anyOf": [{"required": ["email"]}, {"required": ["phone"]}],
+}
+BARE_UNION = {
+    "anyOf": [
+        {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+        {"type": "object", "properties": {"b": {"type": "integer"}}, "required": ["b"]},
+    ]
+}
+CONDITIONAL = {
+    "type": "object",
+    "properties": {"kind": {"enum": ["a", "b"]}},
+    "if": {"properties": {"kind": {"const": "a"}}},
+    "then": {"properties": {"x": {"type": "integer"}}, "required": ["x"]},
+    "else": {"properties": {"y": {"type": "string"}}},
+}
+DEPENDENT = {
+    "type": "object",
+    "properties": {"card": {"type": "string"}},
+    "dependentSchemas": {"card": {"properties": {"cvv": {"type": "string"}}, "required": ["cvv"]}},
+}
+NOT_BOTH = {
+    "type": "object",
+    "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+    "not": {"required": ["a", "b"]},
+}
+TREE = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "children": {"type": "array", "items": {"$ref": "#"}},
+    },
+}
+PATTERNED = {"type": "object", "patternProperties": {"^x-": {"type": "integer"}}}
+
+BEHAVIOUR = [
+    pytest.param(PROFILE, {"name": "a", "age": 1}, True, id="allof-ref-assembled"),
+    pytest.param(PROFILE, {"name": "a"}, True, id="allof-ref-minimal"),
+    pytest.param(PROFILE, {"name": "a", "admin": True}, False, id="allof-ref-unknown"),
+    pytest.param(PROFILE, {"age": 1}, False, id="allof-ref-missing"),
+    pytest.param(REF_BESIDE, {"name": "a", "age": 1}, True, id="ref-beside-members"),
+    pytest.param(REF_BESIDE, {"name": "a", "x": 1}, False, id="ref-beside-unknown"),
+    pytest.param(VARIANTS, {"kind": "circle", "r": 1.5}, True, id="variant-circle"),
+    pytest.param(VARIANTS, {"kind": "square", "side": 2}, True, id="variant-square"),
+    pytest.param(VARIANTS, {"kind": "square", "side": 2, "r": 1}, False, id="variant-other-member"),
+    pytest.param(VARIANTS, {"kind": "circle", "r": 1, "x": 1}, False, id="variant-unknown"),
+    pytest.param(ONE_OF_REQUIRED, {"email": "e"}, True, id="require-either-email"),
+    pytest.param(ONE_OF_REQUIRED, {"phone": "p"}, True, id="require-either-phone"),
+    pytest.param(ONE_OF_REQUIRED, {}, False, id="require-either-none"),
+    pytest.param(ONE_OF_REQUIRED, {"email": "e", "fax": "f"}, False, id="require-either-unknown"),
+    pytest.param(BARE_UNION, {"a": 1}, True, id="union-a"),
+    pytest.param(BARE_UNION, {"b": 1}, True, id="union-b"),
+    pytest.param(BARE_UNION, {"a": 1, "c": 1}, False, id="union-unknown"),
+    pytest.param(CONDITIONAL, {"kind": "a", "x": 1}, True, id="if-then"),
+    pytest.param(CONDITIONAL, {"kind": "b", "y": "s"}, True, id="if-else"),
+    pytest.param(CONDITIONAL, {"kind": "a", "y": "s", "x": 1}, False, id="if-else-member-in-then"),
+    pytest.param(CONDITIONAL, {"kind": "b", "x": 1}, False, id="if-then-member-in-else"),
+    pytest.param(DEPENDENT, {"card": "c", "cvv": "1"}, True, id="dependent-present"),
+    pytest.param(DEPENDENT, {"cvv": "1"}, False, id="dependent-member-alone"),
+    pytest.param(DEPENDENT, {"card": "c"}, False, id="dependent-missing"),
+    pytest.param(NOT_BOTH, {"a": 1}, True, id="not-one"),
+    pytest.param(NOT_BOTH, {"a": 1, "b": 2}, False, id="not-both"),
+    pytest.param(TREE, {"name": "r", "children": [{"name": "c", "children": []}]}, True, id="tree"),
+    pytest.param(TREE, {"name": "r", "children": [{"name": "c", "x": 1}]}, False, id="tree-deep"),
+    pytest.param(PATTERNED, {"x-a": 1}, True, id="pattern-member"),
+    pytest.param(PATTERNED, {"y": 1}, False, id="pattern-unknown"),
+    pytest.param({"type": "integer"}, 1, True, id="integer"),
+    pytest.param({"type": "integer"}, 1.0, False, id="integer-1.0"),
+    pytest.param({"type": "integer"}, True, False, id="integer-true"),
+    pytest.param({"type": "number"}, 1.0, True, id="number-1.0"),
+    pytest.param({"type": "number"}, True, False, id="number-true"),
+    pytest.param({"enum": [1, 2]}, 1.0, False, id="enum-1.0"),
+    pytest.param({"enum": [1, 2]}, True, False, id="enum-true"),
+    pytest.param({"const": 0}, False, False, id="const-0-false"),
+    pytest.param({"const": False}, 0, False, id="const-false-0"),
+    pytest.param({"not": {"type": "integer"}}, 1.0, True, id="not-integer-1.0"),
+    pytest.param({"type": "object"}, {}, True, id="empty-object"),
+    pytest.param({"type": "object"}, {"a": 1}, False, id="closed-empty-object"),
+    pytest.param({"type": "object", "additionalProperties": True}, {"a": 1}, True, id="open"),
+]
+
+
+@pytest.mark.parametrize(("schema", "instance", "valid"), BEHAVIOUR)
+def test_the_strict_schema_accepts_what_the_declaration_means_and_nothing_unknown(
+    schema: JSONValue, instance: JSONValue, valid: bool
+) -> None:
+    assert accepts(schema, instance) is valid
+
+
+def test_a_boolean_schema_is_compiled_as_is() -> None:
+    assert accepts(True, {"anything": [1.5]}) is True
+    assert accepts(False, None) is False
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [[], "object", 1, None, {"type": "nope"}, {"minimum": "zero"}, {"$ref": "#/$defs/missing"}],
+    ids=["list", "str", "int", "null", "bad-type", "bad-minimum", "dangling-ref"],
+)
+def test_a_schema_that_is_not_json_schema_is_refused_at_definition(schema: Any) -> None:
+    with pytest.raises(SchemaDefinitionError):
+        CompiledSchema(schema)
+
+
+# --- violations: where, why, what was expected -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("schema", "instance", "expected"),
+    [
+        ({"type": "integer"}, "1", Violation((), "type", "integer", True)),
+        ({"type": "integer"}, 1.0, Violation((), "type", "integer", True)),
+        ({"type": "integer", "multipleOf": 5}, 2.0, Violation((), "type", "integer", True)),
+        ({"type": "integer", "minimum": 3}, 2.0, Violation((), "type", "integer", True)),
+        ({"type": ["string", "null"]}, 1, Violation((), "type", ["null", "string"], True)),
+        ({"enum": [1, 2]}, 1.0, Violation((), "enum", [1, 2], True)),
+        ({"const": 3}, 3.0, Violation((), "const", 3, True)),
+        (
+            {"type": "object", "properties": {"a": {}}, "required": ["a"]},
+            {},
+            Violation((), "missing_member", "a", True),
+        ),
+        (
+            {"type": "object", "properties": {"a": {}, "b": {}}, "dependentRequired": {"a": ["b"]}},
+            {"a": 1},
+            Violation((), "missing_member", "b", True),
+        ),
+        (
+            {"type": "object", "properties": {"b": {}, "a": {}}},
+            {"c": 1},
+            Violation(("c",), "unexpected_member", ["a", "b"], True),
+        ),
+        (PATTERNED, {"y": 1}, Violation(("y",), "unexpected_member", None, False)),
+        (
+            PROFILE,
+            {"name": "a", "z": 1},
+            Violation(("z",), "unexpected_member", ["age", "name"], True),
+        ),
+        (
+            VARIANTS,
+            {"kind": "square", "zz": 1},
+            Violation(("zz",), "unexpected_member", ["kind", "r", "side"], True),
+        ),
+        ({"type": "string", "minLength": 2}, "a", Violation((), "min_length", 2, True)),
+        ({"type": "string", "maxLength": 2}, "abc", Violation((), "max_length", 2, True)),
+        ({"type": "string", "pattern": "^a+$"}, "b", Violation((), "pattern", "^a+$", True)),
+        ({"type": "string", "format": "email"}, "b", Violation((), "format", "email", True)),
+        ({"enum": ["a", "b"]}, "c", Violation((), "enum", ["a", "b"], True)),
+        ({"const": "a"}, "c", Violation((), "const", "a", True)),
+        ({"type": "number", "minimum": 1}, 0, Violation((), "minimum", 1, True)),
+        ({"type": "number", "maximum": 1}, 2, Violation((), "maximum", 1, True)),
+        ({"type": "number", "exclusiveMinimum": 1}, 1, Violation((), "exclusive_minimum", 1, True)),
+        ({"type": "number", "exclusiveMaximum": 1}, 1, Violation((), "exclusive_maximum", 1, True)),
+        ({"type": "number", "multipleOf": 0.5}, 0.3, Violation((), "multiple_of", 0.5, True)),
+        ({"type": "array", "minItems": 1}, [], Violation((), "min_items", 1, True)),
+        ({"type": "array", "maxItems": 1}, [1, 2], Violation((), "max_items", 1, True)),
+        (
+            {"type": "array", "uniqueItems": True},
+            [1, 1],
+            Violation((), "unique_items", None, False),
+        ),
+        (
+            {"type": "object", "minProperties": 1, "additionalProperties": True},
+            {},
+            Violation((), "min_properties", 1, True),
+        ),
+        (
+            {"anyOf": [{"type": "string"}, {"type": "null"}]},
+            1,
+            Violation((), "any_of", None, False),
+        ),
+        (
+            {"oneOf": [{"type": "number"}, {"type": "integer"}]},
+            1,
+            Violation((), "one_of", None, False),
+        ),
+        ({"not": {"type": "string"}}, "a", Violation((), "not", None, False)),
+        (
+            {"type": "object", "properties": {"x": False}},
+            {"x": 1},
+            Violation(("x",), "not_allowed", None, False),
+        ),
+        (
+            {"type": "array", "items": {"type": "object", "properties": {"k": {"type": "string"}}}},
+            [{"k": "a"}, {"k": 1}],
+            Violation((1, "k"), "type", "string", True),
+        ),
+    ],
+    ids=[
+        "type",
+        "float-for-integer",
+        "float-for-integer-before-multiple-of",
+        "float-for-integer-before-minimum",
+        "type-list",
+        "float-in-int-enum",
+        "float-for-int-const",
+        "required",
+        "dependent-required",
+        "unexpected-member-sorted",
+        "unexpected-member-no-properties",
+        "unexpected-member-through-allof",
+        "unexpected-member-through-oneof",
+        "min-length",
+        "max-length",
+        "pattern",
+        "format",
+        "enum",
+        "const",
+        "minimum",
+        "maximum",
+        "exclusive-minimum",
+        "exclusive-maximum",
+        "multiple-of",
+        "min-items",
+        "max-items",
+        "unique-items",
+        "min-properties",
+        "any-of",
+        "one-of",
+        "not",
+        "false-schema",
+        "nested-path",
+    ],
+)
+def test_the_first_violation_says_where_why_and_what_was_expected(
+    schema: JSONValue, instance: JSONValue, expected: Violation
+) -> None:
+    assert violation(schema, instance) == expected
+
+
+@pytest.mark.parametrize(
+    ("schema", "instance"),
+    [
+        ({"type": "integer"}, SENTINEL),
+        ({"enum": ["a"]}, SENTINEL),
+        ({"const": "a"}, SENTINEL),
+        ({"type": "string", "maxLength": 3}, SENTINEL),
+        ({"type": "string", "pattern": "^a$"}, SENTINEL),
+        ({"type": "string", "format": "email"}, SENTINEL),
+        ({"type": "array", "uniqueItems": True}, [SENTINEL, SENTINEL]),
+        ({"type": "array", "contains": {"type": "integer"}}, [SENTINEL]),
+        ({"type": "object", "properties": {"a": {}}}, {"a": SENTINEL, "b": SENTINEL}),
+        ({"anyOf": [{"type": "integer"}, {"const": 1}]}, SENTINEL),
+        ({"oneOf": [{"type": "integer"}, {"const": 1}]}, SENTINEL),
+        ({"not": {"type": "string"}}, SENTINEL),
+        (
+            {"type": "object", "propertyNames": {"maxLength": 2}, "additionalProperties": True},
+            {SENTINEL: 1},
+        ),
+        ({"type": "object", "maxProperties": 1, "additionalProperties": True}, {"a": 1, "b": 2}),
+    ],
+    ids=[
+        "type",
+        "enum",
+        "const",
+        "max-length",
+        "pattern",
+        "format",
+        "unique-items",
+        "contains",
+        "unexpected-member",
+        "any-of",
+        "one-of",
+        "not",
+        "property-names",
+        "max-properties",
+    ],
+)
+def test_a_violation_never_holds_the_instances_values(schema: JSONValue, instance: Any) -> None:
+    found = violation(schema, instance)
+    assert SENTINEL not in json.dumps(found.expected)
+    assert SENTINEL not in found.reason
+
+
+def test_a_valid_instance_has_no_violation() -> None:
+    assert CompiledSchema(PROFILE).first_violation({"name": "a"}) is None
+
+
+@pytest.mark.parametrize(
+    ("path", "pointer"),
+    [
+        ((), ""),
+        (("a",), "/a"),
+        (("a", 0, "b"), "/a/0/b"),
+        (("a/b",), "/a~1b"),
+        (("m~n",), "/m~0n"),
+        (("~1",), "/~01"),
+        (("",), "/"),
+    ],
+    ids=["root", "member", "nested", "slash", "tilde", "tilde-one", "empty-name"],
+)
+def test_to_pointer_writes_rfc6901_pointers(path: tuple[str | int, ...], pointer: str) -> None:
+    assert to_pointer(path) == pointer
