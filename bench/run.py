@@ -444,9 +444,10 @@ RERUN = """\
     .venv/bin/python bench/run.py --help         # rounds, wrk duration and counts, skips
     .venv/bin/python bench/profile_gateway.py    # the gateway's call, step by step, in µs
 
-The peers (mcp, fastmcp, uvicorn: `bench/requirements-peers.txt`) are installed by the command
-into `bench/.venv-peers`; they are not dependencies of the package. wrk is Debian's package,
-installed with apt-get when missing. Raw figures: `bench/results.json`."""
+The peers (mcp, fastmcp, and uvicorn with uvloop and httptools, the stack strictcall serve
+uses: `bench/requirements-peers.txt`) are installed by the command into `bench/.venv-peers`;
+they are not dependencies of the package. wrk is Debian's package, installed with apt-get
+when missing. Raw figures: `bench/results.json`."""
 
 
 def render(report: dict[str, Any], args: argparse.Namespace) -> str:
