@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import io
 import json
 import os
 import subprocess
@@ -12,6 +14,7 @@ from typing import Any
 import pytest
 
 from strictcall import errors, handle
+from strictcall.cli import main
 from strictcall.errors import ErrorKind
 from strictcall.jsontext import MAX_SIZE
 
@@ -219,3 +222,62 @@ def test_closed_stdout_exits_nonzero_without_a_traceback(args: list[str]) -> Non
     )
     assert b"Traceback" not in done.stderr
     assert done.returncode != 0
+
+
+# --- in process: the same entry point, with its streams passed in --------------------------------
+
+
+class Unreadable(io.BytesIO):
+    def read(self, size: int | None = -1, /) -> bytes:
+        raise OSError(errno.EBADF, "Bad file descriptor")
+
+
+class ClosedPipe(io.BytesIO):
+    def write(self, data: Any, /) -> int:
+        raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+
+
+def main_in_process(args: list[str], stdin: bytes = b"") -> tuple[int, bytes]:
+    out = io.BytesIO()
+    status = main(args, stdin=io.BytesIO(stdin), stdout=out)
+    return status, out.getvalue()
+
+
+def test_main_demo_writes_the_seeds_lines() -> None:
+    assert main_in_process(["demo"]) == (0, DEMO_OUTPUT)
+
+
+def test_main_call_answers_and_sets_the_exit_status() -> None:
+    status, out = main_in_process(["call", "--identity", "u1", VALID])
+    assert (status, json.loads(out)) == (0, handle(VALID, "u1"))
+    status, out = main_in_process(["call", "--identity", "u1", "--call-id", "c", "-"], b"\xff")
+    assert (status, json.loads(out)) == (1, refused(errors.INVALID_JSON, "c"))
+
+
+def test_main_usage_error_returns_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main_in_process(["call"]) == (2, b"")
+    assert "usage:" in capsys.readouterr().err
+    # an argument that was not valid UTF-8 reaches Python as lone surrogates
+    assert main_in_process(["call", "--identity", "u\udcff", VALID]) == (2, b"")
+    assert "usage:" in capsys.readouterr().err
+
+
+def test_main_unreadable_stdin_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    out = io.BytesIO()
+    assert main(["call", "--identity", "u1", "-"], stdin=Unreadable(), stdout=out) == 2
+    assert out.getvalue() == b""
+    assert "standard input" in capsys.readouterr().err
+
+
+def test_main_broken_pipe_exits_1_quietly() -> None:
+    assert main(["demo"], stdout=ClosedPipe()) == 1
+    assert main(["call", "--identity", "u1", VALID], stdout=ClosedPipe()) == 1
+
+
+def test_main_with_closed_standard_streams(monkeypatch: pytest.MonkeyPatch) -> None:
+    out = io.BytesIO()
+    monkeypatch.setattr(sys, "stdin", None)
+    assert main(["call", "--identity", "u1", "-"], stdout=out) == 1
+    assert json.loads(out.getvalue()) == refused(errors.INVALID_JSON)
+    monkeypatch.setattr(sys, "stdout", None)
+    assert main(["demo"]) == 1

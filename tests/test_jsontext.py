@@ -373,3 +373,18 @@ def test_duplicate_names_are_found_exactly_when_an_object_repeats_one(
         return
     assert dumped(loads_strict(text)) == dumped(expected)
     assert dumped(loads_strict(text.encode())) == dumped(expected)
+
+
+def test_deep_text_under_a_large_max_depth_never_raises_recursion_error() -> None:
+    # orjson allows 1024 levels; the exact re-parse (escapes) may hit Python's recursion limit
+    # first, and that too is a refusal, never an exception of another kind.
+    for depth in (900, 1000, 1024):
+        text = "[" * depth + '"\\n"' + "]" * depth
+        try:
+            value = loads_strict(text, max_depth=2000)
+        except JSONTextError as error:
+            assert error.fault is TextFault.TOO_DEEP
+        else:
+            for _ in range(depth):
+                value = value[0]
+            assert value == "\n"
