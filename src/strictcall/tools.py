@@ -90,8 +90,9 @@ def tool(
 
     The function's first parameter, if annotated `ToolContext`, receives the context; the others
     are the tool's arguments (a parameter with a default is optional). Use JSON-shaped types:
-    str, int, float, bool, None, list, dict, Literal, TypedDict and unions of them. The derived
-    schemas are what the gateway enforces, made strict like any declared schema.
+    str, int, float, bool, None, list, dict, Literal, TypedDict and unions of them (before
+    Python 3.12, pydantic needs `typing_extensions.TypedDict`). The derived schemas are what the
+    gateway enforces, made strict like any declared schema.
     """
 
     def make(func: Callable[..., Any]) -> Tool:
