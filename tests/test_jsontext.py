@@ -237,6 +237,8 @@ def test_str_and_bytes_subclasses_are_read_as_the_text_they_hold() -> None:
     assert loads_strict(Text('{"a":[1,"\\n"]}')) == {"a": [1, "\n"]}
     assert loads_strict(Raw(b'{"a":[1]}')) == {"a": [1]}
     assert fault_of(Text('{"a":1,"a":2}')) is TextFault.DUPLICATE_MEMBER
+    assert fault_of(Text("[1]"), max_size=2) is TextFault.TOO_LARGE
+    assert fault_of(Raw(b"[1]"), max_size=2) is TextFault.TOO_LARGE
 
 
 def test_raw_lone_surrogate_in_a_str_is_refused() -> None:

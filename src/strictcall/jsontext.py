@@ -97,16 +97,12 @@ def parse_document(
     Raises:
         JSONTextError: the text is not strict JSON, or is too large or too deep.
     """
-    if isinstance(raw, str):
-        if type(raw) is not str:  # orjson reads exact str only
-            raw = str.__str__(raw)
-    elif isinstance(raw, bytes):
-        if type(raw) is not bytes:
-            raw = bytes.__bytes__(raw)
-    else:
+    if not isinstance(raw, str | bytes):
         raise JSONTextError(TextFault.NOT_TEXT)
     if len(raw) > max_size:
         raise JSONTextError(TextFault.TOO_LARGE)
+    if type(raw) is not str and type(raw) is not bytes:  # orjson reads the exact types only
+        raw = str.__str__(raw) if isinstance(raw, str) else bytes.__bytes__(raw)
     try:
         value = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
