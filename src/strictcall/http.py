@@ -2,18 +2,20 @@
 
     POST /rpc      JSON-RPC 2.0 (see `strictcall.jsonrpc`), identity from the bearer token
     GET  /healthz  {"status": "ok"}
+    /mcp, ...      mounted apps (MCP streamable HTTP), behind the same token check
 
 The identity comes from `Authorization: Bearer <token>` and from nothing else. A missing or
-unknown token is HTTP 401 with a JSON-RPC error body (stage auth) and never reaches a tool; a
-body longer than the limit is refused unread (request_too_large, -32700). A request that is
-answered with nothing (notifications only) is HTTP 204.
+unknown token is HTTP 401 with a JSON-RPC error body (stage auth) and never reaches a tool or a
+mounted app, which finds the identity in its scope under `IDENTITY_KEY`; a body longer than the
+limit is refused unread (request_too_large, -32700). A request that is answered with nothing
+(notifications only) is HTTP 204.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
-from contextlib import suppress
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, suppress
 from typing import Any, Final
 
 import orjson
@@ -38,9 +40,17 @@ _JSON_HEADERS: Final = [(b"content-type", b"application/json")]
 _HEALTHY: Final = b'{"status":"ok"}'
 _RETRY_AFTER_MS: Final = 250
 
+IDENTITY_KEY: Final = "strictcall.identity"
+"""The scope key under which a mounted app finds the caller's identity (a str)."""
+
 
 class RpcApp:
-    """The ASGI app: /rpc, /healthz, and any extra apps mounted at their own paths."""
+    """The ASGI app: /rpc, /healthz, and any extra apps mounted at their own paths, each
+    reached only with a valid token.
+
+    `lifespans` are entered, in order, when the server starts and left when it stops (e.g. the
+    MCP session manager's run).
+    """
 
     def __init__(
         self,
@@ -49,15 +59,17 @@ class RpcApp:
         *,
         max_body: int,
         mounts: dict[str, ASGIApp] | None = None,
+        lifespans: Sequence[Callable[[], AbstractAsyncContextManager[None]]] = (),
     ) -> None:
         self.service: Final = service
         self.store: Final = store
         self.max_body: Final = max_body
         self.mounts: Final = dict(mounts) if mounts is not None else {}
+        self.lifespans: Final = tuple(lifespans)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
-            await _lifespan(receive, send)
+            await _lifespan(self.lifespans, receive, send)
             return
         if scope["type"] != "http":
             return
@@ -72,22 +84,31 @@ class RpcApp:
         else:
             for prefix, app in self.mounts.items():
                 if path == prefix or path.startswith(prefix + "/"):
-                    await app(scope, receive, send)
+                    identity = await self._authenticate(scope, send)
+                    if identity is not None:
+                        await app({**scope, IDENTITY_KEY: identity}, receive, send)
                     return
             await _respond(send, 404, _error_body(404))
 
-    async def _rpc(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["method"] != "POST":
-            await _respond(send, 405, _error_body(405), allow=b"POST")
-            return
+    async def _authenticate(self, scope: Scope, send: Send) -> str | None:
+        """The caller's identity from the bearer token; None once refused (401, or 503 when
+        the token store is down)."""
         token = bearer_token(scope)
         try:
             identity = None if token is None else self.store.identity_for_token(token)
         except StoreUnavailable:
             await self._refuse(send, 503, AUTH_UNAVAILABLE, {"retry_after_ms": _RETRY_AFTER_MS})
-            return
+            return None
         if identity is None:
             await self._refuse(send, 401, UNAUTHENTICATED, {})
+        return identity
+
+    async def _rpc(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["method"] != "POST":
+            await _respond(send, 405, _error_body(405), allow=b"POST")
+            return
+        identity = await self._authenticate(scope, send)
+        if identity is None:
             return
         body = await read_body(receive, self.max_body)
         if body is None:
@@ -168,11 +189,30 @@ async def _respond(
     await send({"type": "http.response.body", "body": body})
 
 
-async def _lifespan(receive: Receive, send: Send) -> None:
+async def _lifespan(
+    lifespans: Sequence[Callable[[], AbstractAsyncContextManager[None]]],
+    receive: Receive,
+    send: Send,
+) -> None:
+    """Enter `lifespans` at startup and leave them at shutdown, in this one task (a task group
+    inside one must be left by the task that entered it)."""
+    stack = AsyncExitStack()
     while True:
         message = await receive()
         if message["type"] == "lifespan.startup":
+            try:
+                for lifespan in lifespans:
+                    await stack.enter_async_context(lifespan())
+            except Exception as exc:
+                await stack.aclose()
+                await send({"type": "lifespan.startup.failed", "message": repr(exc)})
+                return
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
+            try:
+                await stack.aclose()
+            except Exception as exc:
+                await send({"type": "lifespan.shutdown.failed", "message": repr(exc)})
+                return
             await send({"type": "lifespan.shutdown.complete"})
             return
