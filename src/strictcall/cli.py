@@ -3,6 +3,7 @@
     strictcall demo                                  seed 002's demo, byte for byte
     strictcall call --identity ID [--call-id ID] RAW handle() one call; RAW "-" reads stdin
     strictcall serve [--host H] [--port P] [--db PATH] [--demo]
+    strictcall serve --mcp-stdio --identity ID [--db PATH]
     strictcall tokens create --identity ID [--db PATH]
     strictcall notes add --owner ID --text TEXT [--db PATH]
     strictcall notes list --owner ID [--db PATH]
@@ -51,12 +52,22 @@ def build_parser() -> argparse.ArgumentParser:
     call.add_argument("raw", metavar="RAW", help='the call as JSON text, or "-" for stdin')
 
     db_help = "the SQLite file (default: $STRICTCALL_DB, else ./strictcall.sqlite3)"
-    serve = commands.add_parser("serve", help="serve the notes tools over HTTP (JSON-RPC 2.0)")
+    serve = commands.add_parser(
+        "serve", help="serve the notes tools over HTTP (JSON-RPC 2.0 at /rpc, MCP at /mcp)"
+    )
     serve.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1")
     serve.add_argument("--port", type=int, default=8765, help="default 8765; 0 picks a free one")
     serve.add_argument("--db", type=_utf8_text, help=db_help)
     serve.add_argument(
         "--demo", action="store_true", help="give u1 and u2 demo notes and print their tokens"
+    )
+    serve.add_argument(
+        "--mcp-stdio",
+        action="store_true",
+        help="serve MCP on stdin/stdout instead of HTTP, as --identity (for MCP hosts)",
+    )
+    serve.add_argument(
+        "--identity", type=_utf8_text, help="with --mcp-stdio: the caller every call runs as"
     )
 
     tokens = commands.add_parser("tokens", help="API tokens").add_subparsers(
@@ -136,6 +147,11 @@ def _operate(args: argparse.Namespace, out: TextIO) -> int:
 
     db = args.db if args.db is not None else default_db_path()
     err = sys.stderr
+    if args.command == "serve" and (args.mcp_stdio or args.identity is not None):
+        if not (args.mcp_stdio and args.identity and not args.demo):
+            err.write("strictcall serve: --mcp-stdio takes --identity ID (and no --demo)\n")
+            return EXIT_USAGE
+        return commands.run_serve_mcp_stdio(db, args.identity, err=err)
     if args.command == "serve":
         return commands.run_serve(db, args.host, args.port, demo=args.demo, out=out, err=err)
     if args.command == "tokens":

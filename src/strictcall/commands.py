@@ -1,4 +1,5 @@
-"""The operator's commands behind the command line: serve, tokens, notes, audit.
+"""The operator's commands behind the command line: serve (HTTP or MCP on stdio), tokens,
+notes, audit.
 
 Each takes its streams as arguments and returns an exit status; only the command line parses.
 """
@@ -38,6 +39,30 @@ def run_serve(db: str, host: str, port: int, *, demo: bool, out: TextIO, err: Te
             out.flush()
 
         serve(build_app(store), host, port, ready)
+    finally:
+        store.close()
+    return EXIT_OK
+
+
+def run_serve_mcp_stdio(db: str, identity: str, *, err: TextIO) -> int:
+    """Serve the notes tools as MCP on stdin and stdout, as `identity`, until stdin ends.
+
+    Standard output carries MCP alone; the one line about the store goes to `err`.
+    """
+    from strictcall.mcp import serve_stdio  # the MCP SDK loads only here
+    from strictcall.notes import notes_gateway
+    from strictcall.server import audit_recorder
+
+    try:
+        store = SQLiteStore(db)
+    except StoreUnavailable:
+        err.write(f"strictcall: cannot open the store at {db}\n")
+        return EXIT_FAILED
+    try:
+        err.write(f"strictcall: MCP on stdio for {identity} (store: {db})\n")
+        err.flush()
+        with notes_gateway(store) as gateway:
+            serve_stdio(gateway, identity, record=audit_recorder(store))
     finally:
         store.close()
     return EXIT_OK

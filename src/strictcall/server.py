@@ -1,4 +1,4 @@
-"""Running the service: the notes gateway behind JSON-RPC on uvicorn.
+"""Running the service: the notes gateway behind JSON-RPC and MCP on uvicorn.
 
 uvicorn (with uvloop and httptools where installed) is the ASGI server; on SIGTERM or SIGINT it
 stops accepting, finishes the requests in flight, and only then does the store close. Every write
@@ -17,7 +17,7 @@ from typing import Final
 import uvicorn
 
 from strictcall.http import RpcApp
-from strictcall.jsonrpc import RpcService
+from strictcall.jsonrpc import Recorder, RpcService
 from strictcall.notes import notes_gateway
 from strictcall.pipeline import Limits
 from strictcall.store import DEFAULT_DB_PATH, AuditRecord, Store, StoreUnavailable
@@ -35,9 +35,8 @@ def default_db_path() -> str:
     return os.environ.get("STRICTCALL_DB") or DEFAULT_DB_PATH
 
 
-def build_app(store: Store, *, limits: Limits | None = None) -> RpcApp:
-    """The ASGI app serving the notes tools from `store`."""
-    gateway = notes_gateway(store, limits=limits)
+def audit_recorder(store: Store) -> Recorder:
+    """Record calls in `store`'s audit log; a record the store cannot take is logged as lost."""
 
     def record(entry: AuditRecord) -> None:
         try:
@@ -45,7 +44,23 @@ def build_app(store: Store, *, limits: Limits | None = None) -> RpcApp:
         except StoreUnavailable:
             log.warning("audit record lost: the store is unavailable")
 
-    return RpcApp(RpcService(gateway, record), store, max_body=gateway.limits.max_size)
+    return record
+
+
+def build_app(store: Store, *, limits: Limits | None = None) -> RpcApp:
+    """The ASGI app serving the notes tools from `store`: JSON-RPC at /rpc, MCP at /mcp."""
+    from strictcall.mcp import McpHttpApp  # the MCP SDK loads only for a server
+
+    gateway = notes_gateway(store, limits=limits)
+    record = audit_recorder(store)
+    mcp = McpHttpApp(gateway, record=record)
+    return RpcApp(
+        RpcService(gateway, record),
+        store,
+        max_body=gateway.limits.max_size,
+        mounts={"/mcp": mcp},
+        lifespans=[mcp.lifespan],
+    )
 
 
 class _Server(uvicorn.Server):
