@@ -471,6 +471,7 @@ def render(report: dict[str, Any], args: argparse.Namespace) -> str:
         f"- {m['nproc']} cores: {m['cpu']}; kernel {m['kernel']}",
         f"- load average (1, 5, 15 min): {m['loadavg_start']} at the start, "
         f"{report['loadavg_end']} at the end (a shared machine: expect ±5-20 %)",
+        *_busy_warning(m["loadavg_start"], report["loadavg_end"], m["nproc"]),
         "",
         "## Versions",
         "",
@@ -507,6 +508,21 @@ def render(report: dict[str, Any], args: argparse.Namespace) -> str:
         "",
     ]
     return "\n".join(out)
+
+
+def _busy_warning(start: str, end: str, cores: int | None) -> list[str]:
+    """A warning when other work shared the cores: absolute figures are then inflated, while
+    the in-process ratios (same rounds) and the HTTP ratios hold up better."""
+    try:
+        peak = max(float(start.split()[0]), float(end.split()[0]))
+    except (ValueError, IndexError):
+        return []
+    if cores is None or peak <= cores / 2:
+        return []
+    return [
+        f"- **busy machine**: a 1-minute load of {peak:.1f} on {cores} cores means other work "
+        "shared the cores; trust the ratios more than the absolute figures, or rerun when idle"
+    ]
 
 
 def _skipped_http(why: str) -> list[dict[str, Any]]:
