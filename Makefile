@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run demo test lint typecheck unit bench clean
+.PHONY: install run demo test lint typecheck unit bench fuzz load clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,15 @@ unit: $(STAMP)
 ## bench: the side-by-side benchmark (peers installed into bench/.venv-peers)
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
+
+## fuzz: the long fuzzing harness; N inputs per target (make fuzz N=100000)
+N ?= 20000
+fuzz: $(STAMP)
+	$(BIN)/python reliability/fuzz.py --inputs $(N)
+
+## load: 64 connections for 60 s against a real server, with a mix of calls
+load: $(STAMP)
+	$(BIN)/python reliability/load.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .coverage
