@@ -35,6 +35,7 @@ import sys
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import IO, Any, Final, Protocol, cast
@@ -376,7 +377,8 @@ async def _serve_stdio(
         BlockingPortal() as portal,
     ):
         await unused.aclose()
-        intake = StdioIntake(read_send, write_stream, gateway.limits, identity, record)
+        answers = Answers(write_stream)
+        intake = StdioIntake(read_send, answers, gateway.limits, identity, record)
         reader = threading.Thread(
             target=read_lines,
             args=(stdin, gateway.limits.max_size, intake, portal),
@@ -384,7 +386,7 @@ async def _serve_stdio(
             daemon=True,  # a read blocked on a silent host must not hold up the exit
         )
         reader.start()
-        await server.run(read_receive, write_stream, server.create_initialization_options())
+        await server.run(read_receive, answers, server.create_initialization_options())
 
 
 class _NoInput:
@@ -397,10 +399,71 @@ class _NoInput:
         raise StopAsyncIteration
 
 
-class ReplySink(Protocol):
-    """Where refusals are written: the SDK transport's write stream."""
+DRAIN_S: Final = 10.0
+"""How long the end of stdin waits for the answers to requests still running: the SDK cancels
+them, unanswered, as soon as its read side ends."""
+
+
+class WriteSide(Protocol):
+    """The SDK stdio transport's write stream."""
 
     async def send(self, item: SessionMessage, /) -> None: ...
+
+    async def aclose(self) -> None: ...
+
+
+class Answers:
+    """The write side of a stdio session, watched for the answers to the requests stdin passed
+    on, so that the end of stdin can wait for them."""
+
+    def __init__(self, inner: WriteSide) -> None:
+        self._inner = inner
+        self._waiting: Counter[str] = Counter()
+        self._settled = anyio.Event()
+        self._settled.set()
+
+    def expect(self, request_id: types.RequestId) -> None:
+        """A request was passed on: its answer is awaited."""
+        if not self._waiting:
+            self._settled = anyio.Event()
+        self._waiting[_key(request_id)] += 1
+
+    def forget(self, request_id: types.RequestId) -> None:
+        """A request was answered (or cancelled, and will never be)."""
+        key = _key(request_id)
+        if key in self._waiting:
+            self._waiting[key] -= 1
+            if self._waiting[key] <= 0:
+                del self._waiting[key]
+        if not self._waiting:
+            self._settled.set()
+
+    async def settled(self) -> None:
+        """Return once every request passed on has its answer."""
+        await self._settled.wait()
+
+    async def send(self, item: SessionMessage, /) -> None:
+        await self._inner.send(item)
+        message = item.message
+        if (
+            isinstance(message, types.JSONRPCResponse | types.JSONRPCError)
+            and message.id is not None
+        ):
+            self.forget(message.id)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> Answers:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
+def _key(request_id: types.RequestId) -> str:
+    """A request id with its JSON type, so that 7 and "7" stay two ids."""
+    return f"{type(request_id).__name__}:{request_id}"
 
 
 class StdioIntake:
@@ -410,13 +473,13 @@ class StdioIntake:
     def __init__(
         self,
         messages: MemoryObjectSendStream[SessionMessage | Exception],
-        replies: ReplySink,
+        answers: Answers,
         limits: Limits,
         identity: str,
         record: Recorder | None,
     ) -> None:
         self._messages = messages
-        self._replies = replies
+        self._answers = answers
         self._limits = limits
         self._identity = identity
         self._record = record
@@ -428,8 +491,14 @@ class StdioIntake:
         message = read_message(line, self._limits)
         if isinstance(message, Refused):
             await self._answer(message)
-        else:
-            await self._messages.send(SessionMessage(message))
+            return
+        if isinstance(message, types.JSONRPCRequest):
+            self._answers.expect(message.id)
+        elif isinstance(message, types.JSONRPCNotification):
+            cancelled = valid_id({"id": (message.params or {}).get("requestId")})
+            if message.method == "notifications/cancelled" and cancelled is not None:
+                self._answers.forget(cancelled)  # the SDK never answers a cancelled request
+        await self._messages.send(SessionMessage(message))
 
     async def take_too_long(self) -> None:
         """Answer a line that was longer than the limit (and skipped unread)."""
@@ -438,10 +507,13 @@ class StdioIntake:
     async def _answer(self, refused: Refused) -> None:
         if self._record is not None:
             self._record(_audit_record(None, self._identity, None, refused.error, 0))
-        await self._replies.send(SessionMessage(refused.message()))
+        await self._answers.send(SessionMessage(refused.message()))
 
     async def end(self) -> None:
-        """Stdin has ended: so does the session."""
+        """Stdin has ended: so does the session, once the requests still running are answered
+        (within `DRAIN_S`)."""
+        with anyio.move_on_after(DRAIN_S):
+            await self._answers.settled()
         await self._messages.aclose()
 
 
