@@ -197,22 +197,25 @@ async def _lifespan(
     """Enter `lifespans` at startup and leave them at shutdown, in this one task (a task group
     inside one must be left by the task that entered it)."""
     stack = AsyncExitStack()
-    while True:
-        message = await receive()
-        if message["type"] == "lifespan.startup":
-            try:
-                for lifespan in lifespans:
-                    await stack.enter_async_context(lifespan())
-            except Exception as exc:
-                await stack.aclose()
-                await send({"type": "lifespan.startup.failed", "message": repr(exc)})
+    try:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                try:
+                    for lifespan in lifespans:
+                        await stack.enter_async_context(lifespan())
+                except Exception as exc:
+                    await stack.aclose()
+                    await send({"type": "lifespan.startup.failed", "message": repr(exc)})
+                    return
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                try:
+                    await stack.aclose()
+                except Exception as exc:
+                    await send({"type": "lifespan.shutdown.failed", "message": repr(exc)})
+                    return
+                await send({"type": "lifespan.shutdown.complete"})
                 return
-            await send({"type": "lifespan.startup.complete"})
-        elif message["type"] == "lifespan.shutdown":
-            try:
-                await stack.aclose()
-            except Exception as exc:
-                await send({"type": "lifespan.shutdown.failed", "message": repr(exc)})
-                return
-            await send({"type": "lifespan.shutdown.complete"})
-            return
+    finally:  # cancelled before shutdown: still leave them here, in the task that entered them
+        await stack.aclose()
