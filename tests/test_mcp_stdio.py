@@ -11,6 +11,7 @@ import itertools
 import json
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -383,6 +384,18 @@ def test_requests_sent_just_before_stdin_closes_are_all_answered(
     assert set(answers) == set(range(6))
     assert answers[0]["result"]["structuredContent"] == {"result": 0}
     assert answers[5]["result"]["structuredContent"] == {"result": []}
+
+
+def test_an_interrupt_ends_the_process_cleanly_while_it_waits_for_stdin(
+    db: Path, tmp_path: Path
+) -> None:
+    with (tmp_path / "err.log").open("wb") as log:
+        process = StdioServer(db, "u1", log)
+        process.initialize()  # serving, its reader blocked on an open stdin
+        process.process.send_signal(signal.SIGINT)
+        assert process.process.wait(timeout=DEADLINE_S) == 130
+        process.close()
+    assert "Fatal" not in (tmp_path / "err.log").read_text("utf-8")
 
 
 def test_the_process_says_where_its_store_is_on_stderr_only(db: Path, tmp_path: Path) -> None:

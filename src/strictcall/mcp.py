@@ -29,7 +29,9 @@ process, one per HTTP request (stateless HTTP has no connection to tie two reque
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import secrets
 import sys
 import threading
@@ -359,8 +361,19 @@ def serve_stdio(
     stdin: IO[bytes] | None = None,
 ) -> None:
     """Serve MCP on this process's stdin and stdout as `identity` until stdin ends."""
-    source = stdin if stdin is not None else sys.stdin.buffer
+    source = stdin if stdin is not None else _private_stdin()
     anyio.run(_serve_stdio, gateway, identity, record, source)
+    if stdin is None:  # stdin has ended, so its reader has returned
+        source.close()
+
+
+def _private_stdin() -> IO[bytes]:
+    """A reader of fd 0 of its own: the reading thread may still block on it when the process
+    ends (on SIGINT), and sys.stdin's buffer would then be locked while Python finalizes it."""
+    try:
+        return os.fdopen(os.dup(sys.stdin.fileno()), "rb")
+    except (AttributeError, OSError, ValueError):  # started with stdin closed: it has ended
+        return io.BytesIO()
 
 
 async def _serve_stdio(
@@ -517,6 +530,10 @@ class StdioIntake:
         await self._messages.aclose()
 
 
+_SESSION_OVER: Final = (RuntimeError, anyio.ClosedResourceError, anyio.BrokenResourceError)
+"""What handing a line over raises once the server has stopped (the portal, or the streams)."""
+
+
 def read_lines(stream: IO[bytes], limit: int, intake: StdioIntake, portal: BlockingPortal) -> None:
     """Read `stream` line by line (each at most `limit` bytes, the newline aside; longer ones
     are skipped unread) and hand each line to `intake` on the portal's event loop."""
@@ -535,11 +552,11 @@ def read_lines(stream: IO[bytes], limit: int, intake: StdioIntake, portal: Block
                 portal.call(intake.take_too_long)
     except (OSError, ValueError):  # stdin unreadable or closed under us: the same as its end
         pass
-    except RuntimeError:  # the portal has stopped: the server is gone
+    except _SESSION_OVER:
         return
     try:
         portal.call(intake.end)
-    except RuntimeError:
+    except _SESSION_OVER:
         return
 
 
