@@ -159,6 +159,12 @@ def test_hostile_bodies_get_a_json_rpc_error_before_the_sdk_reads_them(
 ) -> None:
     reply = assert_refused(post(server, body, tokens["u1"]), 400, kind)
     assert reply["id"] == kept_id
+    store = SQLiteStore(str(server.db))
+    try:
+        latest = store.recent_calls(1)[0]
+    finally:
+        store.close()
+    assert (latest.identity, latest.code, latest.tool) == ("u1", kind.code, None)
 
 
 def test_a_body_over_the_limit_is_413_unread(server: RunningServer, tokens: dict[str, str]) -> None:

@@ -579,6 +579,7 @@ class McpHttpApp:
 
     def __init__(self, gateway: Gateway, *, record: Recorder | None = None) -> None:
         self.limits: Final = gateway.limits
+        self._record = record
         tools = McpTools(gateway, identity_in_scope, lambda: f"http-{uuid.uuid4().hex}", record)
         self.manager: Final = StreamableHTTPSessionManager(
             tools.server(),
@@ -595,21 +596,23 @@ class McpHttpApp:
         if scope["method"] == "POST":
             body = await read_body(receive, self.limits.max_size)
             if body is None:
-                await _refuse(refuse_too_large(self.limits), 413, scope, receive, send)
+                await self._refuse(refuse_too_large(self.limits), 413, scope, receive, send)
                 return
             message = read_message(body, self.limits)
             if isinstance(message, Refused):
-                await _refuse(message, 400, scope, receive, send)
+                await self._refuse(message, 400, scope, receive, send)
                 return
             receive = _replay(body, receive)
         await self.manager.handle_request(scope, receive, send)
 
-
-async def _refuse(
-    refused: Refused, status: int, scope: Scope, receive: Receive, send: Send
-) -> None:
-    response = Response(refused.body(), status_code=status, media_type="application/json")
-    await response(scope, receive, send)
+    async def _refuse(
+        self, refused: Refused, status: int, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        if self._record is not None:
+            identity = scope.get(IDENTITY_KEY)
+            self._record(_audit_record(None, identity, None, refused.error, 0))
+        response = Response(refused.body(), status_code=status, media_type="application/json")
+        await response(scope, receive, send)
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:
