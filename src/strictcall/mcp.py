@@ -19,7 +19,8 @@ sessions; strictcall decides everything about a call:
   it: on stdio, a line that is not strict JSON gets -32700 with id null, one that is not a
   JSON-RPC 2.0 message -32600, one longer than the limit request_too_large; on HTTP the same
   refusals are the body of a 400 (413 when too large). Blank stdio lines carry no message and
-  are skipped.
+  are skipped. When stdin ends, the requests still running are answered (within `DRAIN_S`)
+  before the session ends: the SDK alone would cancel them unanswered.
 
 A call id names one call to the gateway (writes are idempotent per identity and call id). An
 MCP request id is only unique within one connection, and hosts restart their ids at every
@@ -628,13 +629,19 @@ def _replay(body: bytes, receive: Receive) -> Receive:
 
 
 __all__ = [
+    "DRAIN_S",
     "MCP_PARAMS",
     "RESULT_MEMBER",
+    "Answers",
     "McpHttpApp",
     "McpTools",
     "Refused",
+    "StdioIntake",
     "describe_tools",
+    "identity_in_scope",
+    "read_lines",
     "read_message",
+    "refuse_too_large",
     "result_is_wrapped",
     "serve_stdio",
     "tool_result",
