@@ -345,10 +345,15 @@ def check_result(
 def json_kind(value: JSONValue, max_depth: int = MAX_RESULT_DEPTH) -> bool | None:
     """None if `value` is not a JSON value nested at most `max_depth` deep; else whether it
     holds a float."""
+    # Exact types first (the common case), then subclasses, which JSON writers accept.
     kind = type(value)
-    if kind is str or kind is int or kind is bool or value is None:
+    stack: list[tuple[JSONValue, int]]
+    if kind is dict or kind is list:
+        stack = [(value, 1)]
+    elif kind is str or kind is int or kind is bool or value is None:
         return False
-    stack: list[tuple[JSONValue, int]] = [([value], 0)]
+    else:
+        stack = [([value], 0)]
     has_float = False
     while stack:
         node, depth = stack.pop()
@@ -359,11 +364,10 @@ def json_kind(value: JSONValue, max_depth: int = MAX_RESULT_DEPTH) -> bool | Non
             items = node
         else:
             for key in node:
-                if not isinstance(key, str):
+                if type(key) is not str and not isinstance(key, str):
                     return None
             items = node.values()
         for item in items:
-            # Exact types first (the common case), then subclasses, which JSON writers accept.
             kind = type(item)
             if kind is str or kind is int or kind is bool or item is None:
                 continue
