@@ -15,7 +15,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, get_type_hints
+from typing import Any, NotRequired, Required, get_type_hints
 
 from strictcall.errors import ErrorKind, JSONValue, Stage
 
@@ -139,7 +139,7 @@ def _schemas_from_hints(
     # Only the decorator needs pydantic; it refuses typing.TypedDict before Python 3.12, so the
     # arguments' TypedDict comes from typing_extensions (a dependency of pydantic).
     from pydantic import TypeAdapter
-    from typing_extensions import NotRequired, Required, TypedDict
+    from typing_extensions import TypedDict
 
     hints = get_type_hints(func, include_extras=True)
     params = list(inspect.signature(func).parameters.values())
