@@ -152,7 +152,7 @@ def test_an_assembling_schema_is_closed_where_used_and_its_parts_stay_open() -> 
     assert "additionalProperties" not in strict["allOf"][1]
 
 
-def test_a_reference_used_as_a_value_is_closed_at_the_reference() -> None:
+def test_a_def_only_ever_used_as_a_whole_value_is_closed_in_place() -> None:
     strict = make_strict(
         {
             "type": "object",
@@ -162,12 +162,81 @@ def test_a_reference_used_as_a_value_is_closed_at_the_reference() -> None:
             },
             "properties": {
                 "items": {"type": "array", "items": {"$ref": "#/$defs/item"}},
+                "maybe": {
+                    "anyOf": [{"$ref": "#/$defs/item", "description": "d"}, {"type": "null"}]
+                },
                 "colour": {"$ref": "#/$defs/colour"},
             },
         }
     )
-    assert strict["properties"]["items"]["items"]["unevaluatedProperties"] is False
-    assert "unevaluatedProperties" not in strict["properties"]["colour"]  # a string: no noise
+    assert strict["$defs"]["item"]["additionalProperties"] is False
+    assert strict["properties"]["items"]["items"] == {"$ref": "#/$defs/item"}
+    assert "unevaluatedProperties" not in strict["properties"]["maybe"]["anyOf"][0]
+    assert "unevaluatedProperties" not in strict["properties"]["colour"]
+
+
+@pytest.mark.parametrize(
+    "other_use",
+    [
+        {"allOf": [{"$ref": "#/$defs/item"}, {"properties": {"y": {}}}]},
+        {"$ref": "#/$defs/item", "properties": {"y": {}}},
+        {"not": {"$ref": "#/$defs/item"}},
+        {"type": "object", "properties": {"z": {}}, "anyOf": [{"$ref": "#/$defs/item"}]},
+    ],
+    ids=["allof-part", "beside-members", "condition", "alternative-of-object"],
+)
+def test_a_def_also_used_as_a_part_stays_open_and_each_whole_use_is_closed(
+    other_use: JSONValue,
+) -> None:
+    strict = make_strict(
+        {
+            "type": "object",
+            "$defs": {"item": {"type": "object", "properties": {"x": {}}}},
+            "properties": {"whole": {"$ref": "#/$defs/item"}, "other": other_use},
+        }
+    )
+    assert "additionalProperties" not in strict["$defs"]["item"]
+    assert strict["properties"]["whole"]["unevaluatedProperties"] is False
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {
+            "$defs": {"item": {"type": "object", "properties": {"x": {}}}},
+            "type": "object",
+            "properties": {"a": {"$ref": "#/$defs/item"}, "b": {"$dynamicRef": "#meta"}},
+        },
+        {
+            "$defs": {"item": {"type": "object", "properties": {"x": {}}}},
+            "type": "object",
+            "properties": {"a": {"$ref": "#/$defs/item"}, "b": {"$id": "other", "type": "string"}},
+        },
+        {
+            "$defs": {"item": {"$anchor": "it", "type": "object", "properties": {"x": {}}}},
+            "type": "object",
+            "properties": {"a": {"$ref": "#/$defs/item"}, "b": {"$ref": "#it"}},
+        },
+    ],
+    ids=["dynamic-ref", "nested-id", "anchor-ref"],
+)
+def test_defs_stay_open_when_some_reference_is_not_a_local_pointer(schema: JSONValue) -> None:
+    strict = make_strict(schema)
+    assert "additionalProperties" not in strict["$defs"]["item"]
+    assert strict["properties"]["a"]["unevaluatedProperties"] is False
+
+
+def test_a_root_that_is_a_bare_reference_closes_its_def_in_place() -> None:
+    strict = make_strict(
+        {
+            "$defs": {"main": {"type": "object", "properties": {"x": {"$ref": "#/$defs/main"}}}},
+            "$ref": "#/$defs/main",
+        }
+    )
+    assert strict["$defs"]["main"]["additionalProperties"] is False
+    assert "unevaluatedProperties" not in strict
+    assert accepts(strict, {"x": {"x": {}}}) is True
+    assert accepts(strict, {"x": {"y": {}}}) is False
 
 
 def test_alternatives_beside_an_objects_own_members_are_parts_of_it() -> None:
@@ -313,6 +382,29 @@ TREE = {
     },
 }
 PATTERNED = {"type": "object", "patternProperties": {"^x-": {"type": "integer"}}}
+SHARED_DEF = {
+    "type": "object",
+    "$defs": {"named": {"type": "object", "properties": {"name": {"type": "string"}}}},
+    "properties": {
+        "whole": {"$ref": "#/$defs/named"},
+        "list": {"type": "array", "items": {"$ref": "#/$defs/named"}},
+        "extended": {"allOf": [{"$ref": "#/$defs/named"}, {"properties": {"age": {}}}]},
+    },
+}
+NESTED_MODELS = {
+    "type": "object",
+    "$defs": {
+        "Inner": {"type": "object", "properties": {"v": {"type": "integer"}}, "required": ["v"]},
+        "Outer": {
+            "type": "object",
+            "properties": {
+                "inner": {"$ref": "#/$defs/Inner"},
+                "maybe": {"anyOf": [{"$ref": "#/$defs/Inner"}, {"type": "null"}]},
+            },
+        },
+    },
+    "properties": {"outer": {"$ref": "#/$defs/Outer"}},
+}
 
 BEHAVIOUR = [
     pytest.param(PROFILE, {"name": "a", "age": 1}, True, id="allof-ref-assembled"),
@@ -345,6 +437,18 @@ BEHAVIOUR = [
     pytest.param(TREE, {"name": "r", "children": [{"name": "c", "x": 1}]}, False, id="tree-deep"),
     pytest.param(PATTERNED, {"x-a": 1}, True, id="pattern-member"),
     pytest.param(PATTERNED, {"y": 1}, False, id="pattern-unknown"),
+    pytest.param(SHARED_DEF, {"whole": {"name": "a"}}, True, id="shared-def-whole"),
+    pytest.param(SHARED_DEF, {"whole": {"name": "a", "age": 1}}, False, id="shared-def-whole-x"),
+    pytest.param(SHARED_DEF, {"list": [{"name": "a"}, {"x": 1}]}, False, id="shared-def-list-x"),
+    pytest.param(SHARED_DEF, {"extended": {"name": "a", "age": 1}}, True, id="shared-def-part"),
+    pytest.param(SHARED_DEF, {"extended": {"name": "a", "x": 1}}, False, id="shared-def-part-x"),
+    pytest.param(NESTED_MODELS, {"outer": {"inner": {"v": 1}}}, True, id="nested-models"),
+    pytest.param(NESTED_MODELS, {"outer": {"maybe": None}}, True, id="nested-models-null"),
+    pytest.param(
+        NESTED_MODELS, {"outer": {"maybe": {"v": 1, "w": 2}}}, False, id="nested-models-deep-x"
+    ),
+    pytest.param(NESTED_MODELS, {"outer": {"inner": {"v": 1.0}}}, False, id="nested-models-1.0"),
+    pytest.param(NESTED_MODELS, {"outer": {"x": 1}}, False, id="nested-models-outer-x"),
     pytest.param({"type": "integer"}, 1, True, id="integer"),
     pytest.param({"type": "integer"}, 1.0, False, id="integer-1.0"),
     pytest.param({"type": "integer"}, True, False, id="integer-true"),

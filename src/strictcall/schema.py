@@ -21,7 +21,7 @@ expected, all taken from the schema and the instance's location, never from the 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import unquote
@@ -86,37 +86,116 @@ class _ExactInteger:
 def make_strict(schema: JSONValue) -> JSONValue:
     """A deep copy of `schema` with the strictness rules of this module applied."""
     strict = copy.deepcopy(schema)
-    _tighten(strict, strict, close=True, condition=False)
+    closed = _closable_defs(strict)
+    for node, close, condition in _positions(strict, closed):
+        if (
+            close
+            and not condition
+            and not any(key in node for key in _OPEN_KEYWORDS)
+            and _may_be_object(node, strict)
+        ):
+            is_object = _describes_object(node)
+            if _assembles(node) or (is_object and any(key in node for key in _ALTERNATIVES)):
+                if not _refers_to_closed(node, strict, closed):
+                    node["unevaluatedProperties"] = False
+            elif is_object:
+                node["additionalProperties"] = False
+        if _asks_integer(node):
+            node[_EXACT_INTEGER] = True
     return strict
 
 
-def _tighten(schema: JSONValue, root: JSONValue, *, close: bool, condition: bool) -> None:
-    if not isinstance(schema, dict):
-        return
-    is_object = _describes_object(schema)
-    assembles = any(key in schema for key in _ASSEMBLING)
-    if (
-        close
-        and not condition
-        and not any(key in schema for key in _OPEN_KEYWORDS)
-        and _may_be_object(schema, root)
-    ):
-        if assembles or (is_object and any(key in schema for key in _ALTERNATIVES)):
-            schema["unevaluatedProperties"] = False
-        elif is_object:
-            schema["additionalProperties"] = False
-    if _asks_integer(schema):
-        schema[_EXACT_INTEGER] = True
-    for sub in _subschemas(schema, _STANDALONE_ONE, _STANDALONE_LIST, _STANDALONE_MAP):
-        _tighten(sub, root, close=True, condition=condition)
-    for sub in _subschemas(schema, _PART_ONE, _PART_LIST, _PART_MAP):
-        _tighten(sub, root, close=False, condition=condition)
-    # Alternatives under an object schema are parts of it; a bare union's are standalone.
-    alternatives_close = close and not (is_object or assembles)
-    for sub in _subschemas(schema, (), _ALTERNATIVES, ()):
-        _tighten(sub, root, close=alternatives_close, condition=condition)
-    for sub in _subschemas(schema, _CONDITIONS, (), ()):
-        _tighten(sub, root, close=False, condition=True)
+_Position = tuple[dict[str, Any], bool, bool]
+
+
+def _positions(root: JSONValue, closed_defs: set[int]) -> Iterator[_Position]:
+    """Every subschema of `root`, parents first, with whether it is closed where it stands
+    (standalone, or a $def in `closed_defs`) and whether it sits inside a condition."""
+    stack: list[tuple[JSONValue, bool, bool]] = [(root, True, False)]
+    while stack:
+        node, close, condition = stack.pop()
+        if not isinstance(node, dict):
+            continue
+        yield node, close, condition
+        for sub in _subschemas(node, _STANDALONE_ONE, _STANDALONE_LIST, _STANDALONE_MAP):
+            stack.append((sub, True, condition))
+        for sub in _subschemas(node, _PART_ONE, _PART_LIST, _PART_MAP):
+            stack.append((sub, id(sub) in closed_defs, condition))
+        # Alternatives under an object schema are parts of it; a bare union's are standalone.
+        alternatives_close = close and not (_describes_object(node) or _assembles(node))
+        for sub in _subschemas(node, (), _ALTERNATIVES, ()):
+            stack.append((sub, alternatives_close, condition))
+        for sub in _subschemas(node, _CONDITIONS, (), ()):
+            stack.append((sub, False, True))
+
+
+def _closable_defs(root: JSONValue) -> set[int]:
+    """The root's $defs that are only ever referenced as whole values (`{"$ref": ...}` where a
+    standalone subschema stands): those are closed in place, which validates faster than
+    `unevaluatedProperties` at every reference. A $def that is assembled with anything, or
+    referenced from a condition, stays open."""
+    if not isinstance(root, dict):
+        return set()
+    closable = {
+        id(sub)
+        for key in ("$defs", "definitions")
+        if isinstance(root.get(key), dict)
+        for sub in root[key].values()
+        if isinstance(sub, dict)
+    }
+    while closable:
+        blocked: set[int] = set()
+        for node, close, condition in _positions(root, closable):
+            if "$dynamicRef" in node or ("$id" in node and node is not root):
+                return set()  # references this module does not resolve: keep every $def open
+            ref = node.get("$ref")
+            if not isinstance(ref, str):
+                continue
+            if not (ref.startswith("#/") or ref == "#"):
+                return set()
+            target = id(_resolve_local(root, ref))
+            if target in closable and not (close and not condition and _is_bare_ref(node)):
+                blocked.add(target)
+        if not blocked:
+            break
+        closable -= blocked
+    return closable
+
+
+def _is_bare_ref(node: dict[str, Any]) -> bool:
+    """The subschema is a reference and nothing else that validates."""
+    return all(key in _BESIDE_BARE_REF for key in node)
+
+
+_BESIDE_BARE_REF: Final = frozenset(
+    {
+        "$ref",
+        "$defs",
+        "definitions",
+        "$comment",
+        "description",
+        "title",
+        "default",
+        "examples",
+        "deprecated",
+        "readOnly",
+        "writeOnly",
+        _EXACT_INTEGER,
+    }
+)
+
+
+def _refers_to_closed(node: dict[str, Any], root: JSONValue, closed_defs: set[int]) -> bool:
+    """A bare reference to a schema that is closed where it stands (the root, or a $def
+    closed in place) needs no closing of its own."""
+    if not _is_bare_ref(node):
+        return False
+    target = _resolve_local(root, node["$ref"])
+    return target is root or id(target) in closed_defs
+
+
+def _assembles(schema: dict[str, Any]) -> bool:
+    return any(key in schema for key in _ASSEMBLING)
 
 
 def _subschemas(
@@ -177,8 +256,10 @@ def _asks_integer(schema: dict[str, Any]) -> bool:
     return has_int and not any(type(value) is float for value in values)
 
 
-def _resolve_local(root: JSONValue, ref: str) -> JSONValue:
+def _resolve_local(root: JSONValue, ref: JSONValue) -> JSONValue:
     """The subschema a local reference ("#" or "#/a/b") names, or None."""
+    if not isinstance(ref, str):
+        return None
     if ref == "#":
         return root
     if not ref.startswith("#/"):
@@ -208,12 +289,15 @@ class CompiledSchema:
     def __init__(self, schema: JSONValue) -> None:
         if not isinstance(schema, dict | bool):
             raise SchemaDefinitionError("a schema is an object or a boolean")
+        try:
+            jsonschema_rs.meta.validate(schema)
+        except (jsonschema_rs.ValidationError, ValueError) as exc:
+            raise SchemaDefinitionError(str(exc)) from None
         self.declared: Final = copy.deepcopy(schema)
         self.strict: Final = make_strict(schema)
         plain = _without_key(self.strict, _EXACT_INTEGER)
         self.advertised: Final = plain
         try:
-            jsonschema_rs.meta.validate(schema)
             self._fast = jsonschema_rs.Draft202012Validator(plain, validate_formats=True)
             self._exact = jsonschema_rs.Draft202012Validator(
                 self.strict, validate_formats=True, keywords={_EXACT_INTEGER: _ExactInteger}
