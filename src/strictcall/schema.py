@@ -5,9 +5,10 @@ Every schema a tool declares is made strict before it is compiled, unless it say
 - an object schema that does not itself say `additionalProperties` or `unevaluatedProperties`
   refuses unknown members, at every depth (`additionalProperties: false`, or
   `unevaluatedProperties: false` where the object is assembled from parts with allOf, $ref,
-  anyOf/oneOf beside its own members, if/then/else or dependentSchemas; the parts, and the
-  $defs they come from, are left open at their own level so that the assembly works, and
-  conditions (`if`, `not`) are never closed, since that would change what they test);
+  anyOf/oneOf beside its own members, if/then/else or dependentSchemas; the parts are left
+  open at their own level so that the assembly works, a $def is closed in place only when it
+  is never used as a part, and conditions (`if`, `not`) are never closed, since that would
+  change what they test);
 - "integer" means an integer written as one: 1.0 is refused where an integer is asked for
   (JSON Schema alone would accept it), and by an enum or const of integers; say
   `"type": "number"` to accept it;
