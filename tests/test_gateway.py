@@ -1565,3 +1565,36 @@ def test_generated_invalid_arguments_are_refused_at_shape_pointing_at_a_real_pla
     resolve_pointer({"name": name, "arguments": bad}, pointer)  # names a real place
     assert pointer == "/arguments" + _pointer_to(pointer_path)
     assert error["reason"] == mutation[3]
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments"),
+    [
+        ("create_event", with_member(VALID_EVENT, ("priority",), "urgent")),
+        ("create_event", {**VALID_EVENT, "admin": 1}),
+        ("create_event", without_member(VALID_EVENT, ("room",))),
+        ("convert", {**VALID_CONVERT, "currency": "USD"}),
+        ("nope", {}),
+    ],
+    ids=["enum", "unexpected-member", "missing-member", "const", "route"],
+)
+def test_changing_an_answer_never_changes_the_next_answer(
+    gateway: Gateway, name: str, arguments: Args
+) -> None:
+    first = ask(gateway, name, arguments)
+    pristine = json.loads(json.dumps(first))
+    for value in error_of(first).values():
+        if isinstance(value, list):
+            value.clear()
+    assert ask(gateway, name, arguments) == pristine
+
+
+def test_an_enum_of_integers_refuses_a_float_with_fresh_options_each_time() -> None:
+    enum_tool = Tool(
+        "pick", "", {"type": "object", "properties": {"n": {"enum": [1, 2]}}}, True, lambda c, a: 1
+    )
+    with only_tool(enum_tool) as gw:
+        first = ask(gw, "pick", {"n": 1.0})
+        assert_located(first, "/arguments/n", "enum", [1, 2])
+        error_of(first)["expected"].append(3)
+        assert_located(ask(gw, "pick", {"n": 1.0}), "/arguments/n", "enum", [1, 2])

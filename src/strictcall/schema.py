@@ -388,9 +388,9 @@ def _describe(error: Any, schema: JSONValue) -> Violation:
     if kind_name == "Custom":  # only our exact-integer keyword is registered
         node = _schema_at(schema, tuple(error.schema_path)[:-1])
         if isinstance(node, dict) and "const" in node and "type" not in node:
-            return Violation(path, "const", node["const"], True)
+            return Violation(path, "const", copy.deepcopy(node["const"]), True)
         if isinstance(node, dict) and "enum" in node and "type" not in node:
-            return Violation(path, "enum", node["enum"], True)
+            return Violation(path, "enum", copy.deepcopy(node["enum"]), True)
         return Violation(path, "type", "integer", True)
     reason, member = _REASONS.get(kind_name, (_snake(kind_name), None))
     details = _kind_details(error)
