@@ -10,9 +10,12 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
+
+from strictcall.store import AuditRecord, SQLiteStore
 
 START_DEADLINE_S = 20.0
 STOP_DEADLINE_S = 20.0
@@ -105,3 +108,23 @@ def _lines_of(stream: IO[str]) -> queue.Queue[str | None]:
 
     threading.Thread(target=pump, daemon=True).start()
     return lines
+
+
+AUDIT_DEADLINE_S = 10.0
+
+
+def recent_audit(
+    db: Path, count: int, until: Callable[[list[AuditRecord]], bool]
+) -> list[AuditRecord]:
+    """The `count` newest audit records, once `until` holds for them: a server writes its audit
+    log in batches, a moment after the calls (polled with a deadline)."""
+    deadline = time.monotonic() + AUDIT_DEADLINE_S
+    while True:
+        store = SQLiteStore(db)
+        try:
+            recent = store.recent_calls(count)
+        finally:
+            store.close()
+        if until(recent) or time.monotonic() > deadline:
+            return recent
+        time.sleep(0.02)

@@ -17,7 +17,7 @@ from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from servers import RunningServer, create_token, start_server
+from servers import RunningServer, create_token, recent_audit, start_server
 from strictcall import Client as RpcClient
 from strictcall.errors import (
     INVALID_JSON,
@@ -28,7 +28,6 @@ from strictcall.errors import (
 )
 from strictcall.jsonrpc import ERROR_CODES
 from strictcall.jsontext import MAX_SIZE
-from strictcall.store import SQLiteStore
 
 DEADLINE_S = 30
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
@@ -159,12 +158,11 @@ def test_hostile_bodies_get_a_json_rpc_error_before_the_sdk_reads_them(
 ) -> None:
     reply = assert_refused(post(server, body, tokens["u1"]), 400, kind)
     assert reply["id"] == kept_id
-    store = SQLiteStore(str(server.db))
-    try:
-        latest = store.recent_calls(1)[0]
-    finally:
-        store.close()
-    assert (latest.identity, latest.code, latest.tool) == ("u1", kind.code, None)
+    expected = ("u1", kind.code, None)
+    recent = recent_audit(
+        server.db, 1, lambda rs: bool(rs) and (rs[0].identity, rs[0].code, rs[0].tool) == expected
+    )
+    assert (recent[0].identity, recent[0].code, recent[0].tool) == expected
 
 
 def test_a_body_over_the_limit_is_413_unread(server: RunningServer, tokens: dict[str, str]) -> None:
@@ -199,11 +197,9 @@ def test_mcp_and_json_rpc_serve_one_identity_the_same_notes(
     by_name = {tool["name"]: tool for tool in tools["result"]["tools"]}
     for tool in listed:
         assert by_name[tool["name"]]["inputSchema"] == tool["inputSchema"]
-    store = SQLiteStore(str(db))
-    try:
-        recent = store.recent_calls(20)
-    finally:
-        store.close()
+    recent = recent_audit(
+        db, 20, lambda rs: any(r.tool == "read_note" and r.identity == "u1" for r in rs)
+    )
     read = [r for r in recent if r.tool == "read_note" and r.identity == "u1"]
     assert read and read[0].outcome == "ok" and read[0].call_id is not None
     assert read[0].call_id.startswith("mcp-http-") and read[0].call_id.endswith(":7")

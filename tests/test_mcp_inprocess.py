@@ -210,7 +210,13 @@ def test_a_lifespan_that_fails_is_reported_to_the_server(
 ) -> None:
     store = SQLiteStore(str(tmp_path / "app.sqlite3"))
     plain = build_app(store)
-    app = RpcApp(plain.service, store, max_body=plain.max_body, lifespans=[lifespan])
+    app = RpcApp(
+        plain.service,
+        store,
+        max_body=plain.max_body,
+        record=store.record_call,
+        lifespans=[lifespan],
+    )
     received: list[str] = []
 
     async def scenario() -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
-from contextlib import AbstractAsyncContextManager, AsyncExitStack, suppress
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from typing import Any, Final
 
 import orjson
@@ -27,7 +27,7 @@ from strictcall.errors import (
     ErrorKind,
     JSONValue,
 )
-from strictcall.jsonrpc import RpcService, error_reply
+from strictcall.jsonrpc import Recorder, RpcService, error_reply
 from strictcall.store import AuditRecord, Store, StoreUnavailable
 
 Scope = MutableMapping[str, Any]
@@ -58,12 +58,14 @@ class RpcApp:
         store: Store,
         *,
         max_body: int,
+        record: Recorder,
         mounts: dict[str, ASGIApp] | None = None,
         lifespans: Sequence[Callable[[], AbstractAsyncContextManager[None]]] = (),
     ) -> None:
         self.service: Final = service
         self.store: Final = store
         self.max_body: Final = max_body
+        self._record = record
         self.mounts: Final = dict(mounts) if mounts is not None else {}
         self.lifespans: Final = tuple(lifespans)
 
@@ -112,6 +114,7 @@ class RpcApp:
             return
         body = await read_body(receive, self.max_body)
         if body is None:
+            self._audit(REQUEST_TOO_LARGE, identity)
             error = REQUEST_TOO_LARGE.as_error()
             error.update({"reason": "too_large", "limit": self.max_body})
             await _respond(send, 200, orjson.dumps(error_reply(None, error)))
@@ -127,12 +130,16 @@ class RpcApp:
     ) -> None:
         error = kind.as_error()
         error.update(details)
-        with suppress(StoreUnavailable):
-            self.store.record_call(
-                AuditRecord(time.time(), None, None, None, "error", kind.code, kind.stage.value, 0)
-            )
+        self._audit(kind, None)
         extra = b'Bearer realm="strictcall"' if status == 401 else None
         await _respond(send, status, orjson.dumps(error_reply(None, error)), authenticate=extra)
+
+    def _audit(self, kind: ErrorKind, identity: str | None) -> None:
+        """Record a request refused before it reached the JSON-RPC service."""
+        record = AuditRecord(
+            time.time(), None, identity, None, "error", kind.code, kind.stage.value, 0
+        )
+        self._record(record)
 
 
 def bearer_token(scope: Scope) -> str | None:

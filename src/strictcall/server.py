@@ -16,6 +16,7 @@ from typing import Final
 
 import uvicorn
 
+from strictcall.audit import AuditLog
 from strictcall.http import RpcApp
 from strictcall.jsonrpc import Recorder, RpcService
 from strictcall.notes import notes_gateway
@@ -52,14 +53,15 @@ def build_app(store: Store, *, limits: Limits | None = None) -> RpcApp:
     from strictcall.mcp import McpHttpApp  # the MCP SDK loads only for a server
 
     gateway = notes_gateway(store, limits=limits)
-    record = audit_recorder(store)
-    mcp = McpHttpApp(gateway, record=record)
+    audit = AuditLog(store)
+    mcp = McpHttpApp(gateway, record=audit.record)
     return RpcApp(
-        RpcService(gateway, record),
+        RpcService(gateway, audit.record),
         store,
         max_body=gateway.limits.max_size,
+        record=audit.record,
         mounts={"/mcp": mcp},
-        lifespans=[mcp.lifespan],
+        lifespans=[audit.running, mcp.lifespan],
     )
 
 

@@ -18,11 +18,11 @@ import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, Protocol
+from typing import Any, Final, NamedTuple, Protocol
 
 SCHEMA_VERSION: Final = 1
 
@@ -31,6 +31,10 @@ DEFAULT_DB_PATH: Final = "strictcall.sqlite3"
 
 BUSY_TIMEOUT_MS: Final = 2000
 _READ_CHECK_S: Final = 0.5
+_TOKEN_CACHE_SIZE: Final = 4096
+
+TOKEN_CACHE_S: Final = 30.0
+"""How long a known token is remembered without a query."""
 
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -78,16 +82,14 @@ class IdempotencyConflict(Exception):
     """The call id was already used by this identity for a different call."""
 
 
-@dataclass(frozen=True, slots=True)
-class Note:
+class Note(NamedTuple):
     """One note, as its owner sees it."""
 
     note_id: str
     text: str
 
 
-@dataclass(frozen=True, slots=True)
-class AuditRecord:
+class AuditRecord(NamedTuple):
     """One call, as the operator sees it: never argument values or note text."""
 
     at: float
@@ -120,6 +122,7 @@ class Store(Protocol):
     def create_token(self, identity: str) -> str: ...
     def identity_for_token(self, token: str) -> str | None: ...
     def record_call(self, record: AuditRecord) -> None: ...
+    def record_calls(self, records: Sequence[AuditRecord]) -> None: ...
     def recent_calls(self, limit: int) -> list[AuditRecord]: ...
     def call_counts(self) -> list[tuple[str, str | None, str | None, int]]: ...
     def close(self) -> None: ...
@@ -143,6 +146,7 @@ class SQLiteStore:
         self._lock = threading.Lock()
         self._conn, self._inode = self._connect()
         self._checked_at = time.monotonic()
+        self._tokens: dict[str, tuple[str, float]] = {}
 
     def _connect(self) -> tuple[sqlite3.Connection, tuple[int, int]]:
         try:
@@ -193,10 +197,20 @@ class SQLiteStore:
             except sqlite3.Error as exc:
                 raise StoreUnavailable(type(exc).__name__) from None
 
+    def _fetch(self, sql: str, params: tuple[object, ...], *, many: bool = False) -> Any:
+        """One read query's first row (or all rows), without a context manager on the path."""
+        with self._lock:
+            self._check_file(now=False)
+            try:
+                cursor = self._conn.execute(sql, params)
+                return cursor.fetchall() if many else cursor.fetchone()
+            except sqlite3.Error as exc:
+                raise StoreUnavailable(type(exc).__name__) from None
+
     @contextmanager
-    def _writing(self) -> Iterator[sqlite3.Connection]:
+    def _writing(self, *, check_file: bool = True) -> Iterator[sqlite3.Connection]:
         """One write transaction: committed whole, or rolled back whole."""
-        with self._using(write=True) as conn:
+        with self._using(write=check_file) as conn:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield conn
@@ -217,24 +231,19 @@ class SQLiteStore:
 
     def read_note(self, owner: str, note_id: str) -> Note | None:
         """The owner's note of that id, or None (missing and not-yours are the same)."""
-        with self._using() as conn:
-            row = conn.execute(
-                "SELECT text FROM notes WHERE id = ? AND owner = ?", (note_id, owner)
-            ).fetchone()
+        row = self._fetch("SELECT text FROM notes WHERE id = ? AND owner = ?", (note_id, owner))
         return None if row is None else Note(note_id, row[0])
 
     def list_notes(self, owner: str) -> list[Note]:
         """The owner's notes, oldest first."""
-        with self._using() as conn:
-            rows = conn.execute(
-                "SELECT id, text FROM notes WHERE owner = ? ORDER BY seq", (owner,)
-            ).fetchall()
+        rows = self._fetch(
+            "SELECT id, text FROM notes WHERE owner = ? ORDER BY seq", (owner,), many=True
+        )
         return [Note(note_id, text) for note_id, text in rows]
 
     def count_notes(self, owner: str) -> int:
         """How many notes the owner has."""
-        with self._using() as conn:
-            row = conn.execute("SELECT count(*) FROM notes WHERE owner = ?", (owner,)).fetchone()
+        row = self._fetch("SELECT count(*) FROM notes WHERE owner = ?", (owner,))
         return int(row[0])
 
     def add_note(self, owner: str, text: str) -> Note:
@@ -322,34 +331,38 @@ class SQLiteStore:
         return token
 
     def identity_for_token(self, token: str) -> str | None:
-        """Whose token this is, or None for an unknown token."""
+        """Whose token this is, or None for an unknown token.
+
+        A known token is remembered for `TOKEN_CACHE_S` seconds, so that a busy caller costs one
+        hash and no query per call; an unknown one is looked up every time.
+        """
         digest = hash_token(token)
-        with self._using() as conn:
-            row = conn.execute(
-                "SELECT hash, identity FROM tokens WHERE hash = ?", (digest,)
-            ).fetchone()
+        cached = self._tokens.get(digest)
+        now = time.monotonic()
+        if cached is not None and cached[1] > now:
+            return cached[0]
+        row = self._fetch("SELECT hash, identity FROM tokens WHERE hash = ?", (digest,))
         if row is None or not hmac.compare_digest(row[0], digest):
             return None
-        return str(row[1])
+        identity = str(row[1])
+        if len(self._tokens) >= _TOKEN_CACHE_SIZE:
+            self._tokens.clear()
+        self._tokens[digest] = (identity, now + TOKEN_CACHE_S)
+        return identity
 
     # --- audit --------------------------------------------------------------------------------
 
     def record_call(self, record: AuditRecord) -> None:
         """Append one call to the audit log."""
-        with self._using() as conn:
-            conn.execute(
+        self.record_calls((record,))
+
+    def record_calls(self, records: Sequence[AuditRecord]) -> None:
+        """Append calls to the audit log, in one transaction."""
+        with self._writing(check_file=False) as conn:
+            conn.executemany(
                 "INSERT INTO audit (at, call_id, identity, tool, outcome, code, stage, latency_us)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    record.at,
-                    record.call_id,
-                    record.identity,
-                    record.tool,
-                    record.outcome,
-                    record.code,
-                    record.stage,
-                    record.latency_us,
-                ),
+                records,
             )
 
     def recent_calls(self, limit: int) -> list[AuditRecord]:
