@@ -1,0 +1,775 @@
+"""The fuzzing harness: `python reliability/fuzz.py --inputs N` (`make fuzz`, N=20000).
+
+Feeds N inputs (see `reliability.mutate`: valid calls, schema-derived argument mutations,
+grammar-aware JSON mutations, random bytes) to each target and checks every answer against the
+invariants of `reliability.oracle`:
+
+    handle   strictcall.handle(), the seed's read_note over its two demo notes, as u1 and u2
+    gateway  a Gateway with the notes tools on a temporary SQLite store
+    http     POST /rpc of a real `strictcall serve` on 127.0.0.1 (httpx, a connection pool,
+             one worker per pooled connection, each its own identity and valid token; a few
+             inputs with a bad token)
+    mcp      a real `strictcall serve --mcp-stdio` process after the MCP handshake, one line at
+             a time, each followed by a ping to tell "no answer" from "not yet"
+
+Another owner ("victim") holds notes with distinctive texts; no answer may hold one of those
+texts or ids, and an input naming one of its notes gets, byte for byte, the answer that the
+same input naming a missing note gets (its twin, sent alongside). Afterwards the victim's notes
+are checked unchanged, the servers still alive (and exiting 0), their stderr free of tracebacks.
+
+Prints inputs per target, answers by code and every kind of failure with an example; exits 1
+on any broken invariant. A run is reproducible from its --seed (the store's own random note ids
+aside).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import random
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: make the repository root importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import httpx
+
+from reliability import mutate, oracle, procs
+from strictcall.errors import UNAUTHENTICATED
+from strictcall.gateway import Gateway, encode_answer
+from strictcall.notes import notes_gateway
+from strictcall.seed import NOTES as SEED_NOTES
+from strictcall.seed import READ_NOTE_INPUT, handle
+from strictcall.store import IdempotencyKey, SQLiteStore
+
+TARGETS = ("handle", "gateway", "http", "mcp")
+VICTIM = "victim"
+STATEFUL_TOOLS = ("create_note", "list_notes", "count_notes")
+HOUSEKEEPING_EVERY = 200
+OWN_NOTES = 8
+MAX_OWN_NOTES = 100
+EXAMPLES_PER_PROBLEM = 3
+MCP_EXTRA_WAIT_S = 5.0
+
+
+@dataclass
+class Tally:
+    """What one target saw: inputs by family, answers by outcome, failures by kind."""
+
+    target: str
+    inputs: int = 0
+    twins: int = 0
+    seconds: float = 0.0
+    families: Counter[str] = field(default_factory=Counter)
+    outcomes: Counter[str] = field(default_factory=Counter)
+    failures: Counter[str] = field(default_factory=Counter)
+    examples: list[dict[str, str]] = field(default_factory=list)
+
+    def record(
+        self,
+        family: str,
+        data: bytes | str,
+        outcome: str,
+        problems: Sequence[str],
+        call_id: str | int | None = None,
+    ) -> None:
+        self.inputs += 1
+        self.families[family] += 1
+        self.outcomes[outcome] += 1
+        self.fail(problems, family, data, call_id)
+
+    def fail(
+        self,
+        problems: Sequence[str],
+        family: str = "-",
+        data: bytes | str = b"",
+        call_id: str | int | None = None,
+    ) -> None:
+        for problem in dict.fromkeys(problems):
+            self.failures[problem] += 1
+            if self.failures[problem] <= EXAMPLES_PER_PROBLEM:
+                example = {"problem": problem, "family": family, "input": repr(data[:400])}
+                if call_id is not None:
+                    example["call_id"] = repr(call_id)
+                self.examples.append(example)
+
+    @property
+    def failed(self) -> int:
+        return sum(self.failures.values())
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "inputs": self.inputs,
+            "twins": self.twins,
+            "seconds": round(self.seconds, 1),
+            "families": dict(self.families.most_common()),
+            "outcomes": dict(self.outcomes.most_common()),
+            "failures": dict(self.failures.most_common()),
+            "examples": self.examples,
+        }
+
+
+# --- the world: another owner's notes, the fuzzing identities' own ------------------------------
+
+
+@dataclass
+class World:
+    """The seeded store: the victim's notes, and pools of note ids per fuzzing identity."""
+
+    db: Path
+    secrets: oracle.Secrets
+    victim_notes: dict[str, str]
+    pools: dict[str, mutate.Pools]
+
+
+def fresh_note_id(rng: random.Random) -> str:
+    """A note id in the server's own format that no note has."""
+    return "n" + rng.randbytes(8).hex()
+
+
+def build_world(db: Path, identities: Sequence[str], rng: random.Random) -> World:
+    """Seed `db`: twelve victim notes with distinctive texts, eight notes per identity."""
+    store = SQLiteStore(db)
+    try:
+        victim: dict[str, str] = {}
+        for index in range(12):
+            mark = rng.randbytes(6).hex()
+            text = rng.choice(
+                (
+                    f"VICTIM-SECRET-{mark}",
+                    f"victim secret 秘密 {mark} 😀",
+                    f"the victim's card 4111-{mark}",
+                )
+            )
+            # An empty text is a note too (the first one), though not a text to search for.
+            text = text if index else ""
+            victim[store.add_note(VICTIM, text).note_id] = text
+        pools = {}
+        for identity in identities:
+            own = [store.add_note(identity, f"own note {i}").note_id for i in range(OWN_NOTES)]
+            missing = [fresh_note_id(rng) for _ in range(10)]
+            pools[identity] = mutate.Pools(own, list(victim), missing)
+    finally:
+        store.close()
+    secrets = oracle.Secrets(
+        texts=tuple(text for text in victim.values() if text),
+        ids=tuple(victim),
+        twin_of={note_id: fresh_note_id(rng) for note_id in victim},
+    )
+    return World(db, secrets, victim, pools)
+
+
+def housekeep(store: SQLiteStore, identity: str, pools: mutate.Pools) -> None:
+    """Keep an identity's notes few (list_notes answers stay small) and its pool of own ids
+    current: the oldest notes stay, the newest go."""
+    notes = store.list_notes(identity)
+    if len(notes) > MAX_OWN_NOTES:
+        for note in notes[OWN_NOTES:]:
+            key = IdempotencyKey(f"housekeeping-{uuid.uuid4()}", "housekeeping")
+            store.delete_note(identity, note.note_id, key)
+    while len(notes) < 3:
+        notes.append(store.add_note(identity, "replenished"))
+    pools.own_ids[:] = [note.note_id for note in notes[:OWN_NOTES]]
+
+
+def victim_problems(db: Path, world: World) -> list[str]:
+    """The victim's notes must be exactly as seeded: nothing written or deleted across owners."""
+    store = SQLiteStore(db)
+    try:
+        now = {note.note_id: note.text for note in store.list_notes(VICTIM)}
+    finally:
+        store.close()
+    return [] if now == world.victim_notes else ["another owner's notes changed"]
+
+
+def twin_eligible(data: bytes | str, secrets: oracle.Secrets) -> bool:
+    """An input naming another owner's note that reads no state another call may change."""
+    if not secrets.named_in(data):
+        return False
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    if any(name.encode() in raw for name in STATEFUL_TOOLS):
+        return False
+    # An escaped tool name would hide from the byte search: look in the parsed strings too.
+    value, problems = oracle.wire_problems(raw)
+    return problems != [] or not any(
+        name in s for s in oracle.strings_in(value) for name in STATEFUL_TOOLS
+    )
+
+
+def pick_call_id(rng: random.Random, index: int) -> str | int:
+    """A call id as transports make them: str or int, int beyond 64 bits included."""
+    roll = rng.random()
+    if roll < 0.5:
+        return f"call-{index}"
+    if roll < 0.8:
+        return index
+    if roll < 0.9:
+        return f"调用-{index}-😀"
+    if roll < 0.95:
+        return -index - 1
+    return 2**64 + index
+
+
+# --- handle() ----------------------------------------------------------------------------------
+
+
+def run_handle(inputs: int, seed: int) -> Tally:
+    """strictcall.handle as u1 and u2 (the seed's read_note, its two demo notes)."""
+    tally = Tally("handle")
+    rng = random.Random(seed)
+    started = time.monotonic()
+    schemas = {"read_note": READ_NOTE_INPUT}
+    sides = {}
+    for me, other, missing in (("u1", "u2", "n7"), ("u2", "u1", "n8")):
+        ((other_id, other_text),) = SEED_NOTES[other].items()
+        ((own_id, _),) = SEED_NOTES[me].items()
+        secrets = oracle.Secrets((other_text,), (other_id,), {other_id: missing})
+        pools = mutate.Pools([own_id], [other_id], ["n0", "n3", "nx", "N1"])
+        sides[me] = (mutate.Generator(rng, schemas, pools), secrets)
+    for index in range(inputs):
+        identity = "u1" if index % 2 == 0 else "u2"
+        generator, secrets = sides[identity]
+        inp = generator.gateway_input()
+        raw: str | bytes = inp.data
+        if rng.random() < 0.25:
+            raw = inp.data.decode("utf-8", "surrogateescape")
+        call_id = f"call-{index}"
+        answer, wire, problems = _handle_answer(raw, identity, call_id, secrets)
+        tally.record(inp.family, raw, oracle.outcome_of(answer), problems)
+        if twin_eligible(raw, secrets):
+            tally.twins += 1
+            _, twin_wire, _ = _handle_answer(secrets.twin(raw), identity, call_id, secrets)
+            if secrets.untwin(twin_wire) != wire:
+                tally.fail(
+                    ["twin: another owner's note answered unlike a missing one"], "twin", raw
+                )
+    tally.seconds = time.monotonic() - started
+    return tally
+
+
+def _handle_answer(
+    raw: str | bytes, identity: str, call_id: str, secrets: oracle.Secrets
+) -> tuple[Any, bytes, list[str]]:
+    try:
+        answer = handle(raw, identity, call_id)
+    except Exception as exc:
+        return None, b"", [f"handle raised {type(exc).__name__}"]
+    problems = oracle.answer_problems(answer, call_id, exact=True)
+    wire = encode_answer(answer)
+    value, wire_problems = oracle.wire_problems(wire)
+    return answer, wire, problems + wire_problems + oracle.leak_problems(wire, value, secrets)
+
+
+# --- the gateway -------------------------------------------------------------------------------
+
+
+def tool_schemas(gateway: Gateway) -> dict[str, Any]:
+    """Each tool's input schema, as the gateway enforces and lists it."""
+    return {tool["name"]: tool["inputSchema"] for tool in gateway.list_tools("mcp")}
+
+
+def notes_schemas(workdir: Path) -> dict[str, Any]:
+    """The notes tools' input schemas (from a gateway on a scratch store)."""
+    store = SQLiteStore(workdir / "schemas.sqlite3")
+    try:
+        with notes_gateway(store) as gateway:
+            return tool_schemas(gateway)
+    finally:
+        store.close()
+
+
+def run_gateway(inputs: int, seed: int, workdir: Path) -> Tally:
+    """A Gateway with the notes tools on a SQLite store, as identity "fuzzer"."""
+    tally = Tally("gateway")
+    rng = random.Random(seed + 1)
+    started = time.monotonic()
+    identity = "fuzzer"
+    db = workdir / "gateway.sqlite3"
+    world = build_world(db, [identity], rng)
+    store = SQLiteStore(db)
+    gateway = notes_gateway(store)
+    pools = world.pools[identity]
+    generator = mutate.Generator(rng, tool_schemas(gateway), pools)
+    try:
+        for index in range(inputs):
+            if index % HOUSEKEEPING_EVERY == 0:
+                housekeep(store, identity, pools)
+            inp = generator.gateway_input()
+            raw: str | bytes = inp.data
+            if rng.random() < 0.25:
+                raw = inp.data.decode("utf-8", "surrogateescape")
+            call_id = pick_call_id(rng, index)
+            answer, wire, problems = _gateway_answer(gateway, raw, identity, call_id, world)
+            tally.record(inp.family, raw, oracle.outcome_of(answer), problems, call_id)
+            if twin_eligible(raw, world.secrets):
+                tally.twins += 1
+                twin = world.secrets.twin(raw)
+                _, twin_wire, _ = _gateway_answer(gateway, twin, identity, call_id, world)
+                if world.secrets.untwin(twin_wire) != wire:
+                    tally.fail(
+                        ["twin: another owner's note answered unlike a missing one"], "twin", raw
+                    )
+    finally:
+        gateway.close()
+        store.close()
+    tally.fail(victim_problems(db, world))
+    tally.seconds = time.monotonic() - started
+    return tally
+
+
+def _gateway_answer(
+    gateway: Gateway, raw: str | bytes, identity: str, call_id: str | int, world: World
+) -> tuple[Any, bytes, list[str]]:
+    try:
+        answer = gateway.call(raw, identity, call_id)
+    except Exception as exc:
+        return None, b"", [f"gateway raised {type(exc).__name__}"]
+    problems = oracle.answer_problems(answer, call_id)
+    wire = encode_answer(answer)
+    value, wire_problems = oracle.wire_problems(wire)
+    return answer, wire, problems + wire_problems + oracle.leak_problems(wire, value, world.secrets)
+
+
+# --- HTTP --------------------------------------------------------------------------------------
+
+
+def run_http(inputs: int, seed: int, workdir: Path, workers: int = 4) -> Tally:
+    """POST /rpc on a real server, `workers` connections at once, each its own identity."""
+    tally = Tally("http")
+    rng = random.Random(seed + 2)
+    started = time.monotonic()
+    db = workdir / "http.sqlite3"
+    identities = [f"fuzzer-{k}" for k in range(workers)]
+    world = build_world(db, identities, rng)
+    tokens = {identity: procs.create_token(db, identity) for identity in identities}
+    schemas = notes_schemas(workdir)
+    server = procs.HttpServer(db, workdir / "http-stderr.log")
+    try:
+        asyncio.run(_http_run(server, world, tokens, schemas, inputs, rng, tally))
+        if not server.alive():
+            tally.fail(["the server died"])
+        elif httpx.get(server.base_url + "/healthz", timeout=30).status_code != 200:
+            tally.fail(["/healthz failed after the run"])
+    finally:
+        status = server.stop()
+    if status != 0:
+        tally.fail([f"the server exited {status} on SIGTERM"])
+    tally.fail(_traceback_problems(server.stderr_text()))
+    tally.fail(victim_problems(db, world))
+    tally.seconds = time.monotonic() - started
+    return tally
+
+
+async def _http_run(
+    server: procs.HttpServer,
+    world: World,
+    tokens: dict[str, str],
+    schemas: dict[str, Any],
+    inputs: int,
+    rng: random.Random,
+    tally: Tally,
+) -> None:
+    limits = httpx.Limits(max_connections=len(tokens), max_keepalive_connections=len(tokens))
+    store = SQLiteStore(world.db)
+    try:
+        async with httpx.AsyncClient(
+            base_url=server.base_url, limits=limits, timeout=60.0
+        ) as client:
+            shares = [
+                inputs // len(tokens) + (k < inputs % len(tokens)) for k in range(len(tokens))
+            ]
+            await asyncio.gather(
+                *(
+                    _http_worker(
+                        k,
+                        client,
+                        store,
+                        world,
+                        identity,
+                        token,
+                        schemas,
+                        share,
+                        random.Random(rng.random()),
+                        tally,
+                    )
+                    for k, ((identity, token), share) in enumerate(
+                        zip(tokens.items(), shares, strict=True)
+                    )
+                )
+            )
+    finally:
+        store.close()
+
+
+def _bad_authorization(rng: random.Random, token: str) -> str | None:
+    flipped = token[:-1] + ("A" if token[-1] != "A" else "B")
+    return rng.choice(
+        (
+            None,
+            "Bearer " + flipped,
+            "Bearer " + token + "x",
+            "Bearer sc_" + rng.randbytes(32).hex(),
+            "Basic dTE6cA==",
+            "Bearer",
+            token,
+        )
+    )
+
+
+async def _http_worker(
+    k: int,
+    client: httpx.AsyncClient,
+    store: SQLiteStore,
+    world: World,
+    identity: str,
+    token: str,
+    schemas: dict[str, Any],
+    share: int,
+    rng: random.Random,
+    tally: Tally,
+) -> None:
+    counter = iter(range(10**9))
+
+    def next_id() -> str | int:
+        n = next(counter)
+        return f"w{k}-{n}" if n % 2 else k * 10**9 + n
+
+    pools = world.pools[identity]
+    generator = mutate.Generator(rng, schemas, pools, rpc_ids=next_id)
+    good = {"Content-Type": "application/json", "Authorization": "Bearer " + token}
+    for index in range(share):
+        if index % HOUSEKEEPING_EVERY == 0:
+            housekeep(store, identity, pools)
+        inp = generator.rpc_input()
+        if rng.random() < 0.03:
+            authorization = _bad_authorization(rng, token)
+            headers = {"Content-Type": "application/json"}
+            if authorization is not None:
+                headers["Authorization"] = authorization
+            status, content, problems = await _post(client, inp.data, headers)
+            if not problems:
+                problems = _refused_problems(status, content, world.secrets)
+            tally.record("bad-token", inp.data, f"HTTP {status}", problems)
+            continue
+        status, content, problems = await _post(client, inp.data, good)
+        outcome = f"HTTP {status}"
+        if not problems:
+            replies, problems = oracle.rpc_body_problems(inp.data, status, content)
+            value, _ = oracle.wire_problems(content) if content else (None, [])
+            problems += oracle.leak_problems(content, value, world.secrets)
+            outcome = _rpc_outcome(status, replies)
+        tally.record(inp.family, inp.data, outcome, problems)
+        if twin_eligible(inp.data, world.secrets):
+            tally.twins += 1
+            twin_status, twin_content, _ = await _post(client, world.secrets.twin(inp.data), good)
+            if (twin_status, world.secrets.untwin(twin_content)) != (status, content):
+                tally.fail(
+                    ["twin: another owner's note answered unlike a missing one"], "twin", inp.data
+                )
+
+
+async def _post(
+    client: httpx.AsyncClient, body: bytes, headers: dict[str, str]
+) -> tuple[int, bytes, list[str]]:
+    try:
+        response = await client.post("/rpc", content=body, headers=headers)
+    except httpx.HTTPError as exc:
+        return 0, b"", [f"transport error: {type(exc).__name__}"]
+    return response.status_code, response.content, []
+
+
+def _refused_problems(status: int, content: bytes, secrets: oracle.Secrets) -> list[str]:
+    if status != 401:
+        return [f"bad token: HTTP {status}, expected 401"]
+    value, problems = oracle.wire_problems(content)
+    if problems:
+        return problems
+    problems = oracle.reply_problems(value)
+    if not problems and (
+        value["id"] is not None or value["error"]["data"]["code"] != UNAUTHENTICATED.code
+    ):
+        problems = ["bad token: not an unauthenticated error with id null"]
+    return problems + oracle.leak_problems(content, value, secrets)
+
+
+def _rpc_outcome(status: int, replies: list[Any]) -> str:
+    if status != 200 or not replies:
+        return f"HTTP {status}"
+    if len(replies) > 1:
+        return "batch"
+    reply = replies[0]
+    if type(reply) is dict and type(reply.get("error")) is dict:
+        data = reply["error"].get("data")
+        return str(data.get("code")) if type(data) is dict else "error"
+    return "ok"
+
+
+def _traceback_problems(stderr: str) -> list[str]:
+    """One problem per distinct exception a server logged (the last line of a traceback)."""
+    problems = []
+    lines = stderr.splitlines()
+    for index, line in enumerate(lines):
+        if line.startswith("Traceback"):
+            end = index + 1
+            while end < len(lines) and (lines[end].startswith(" ") or not lines[end]):
+                end += 1
+            last = lines[end] if end < len(lines) else "?"
+            problems.append(f"the server logged an exception: {last[:120]}")
+    return list(dict.fromkeys(problems))
+
+
+# --- MCP on stdio ------------------------------------------------------------------------------
+
+
+def mcp_available() -> bool:
+    """Whether strictcall has its MCP server (strictcall.mcp and the SDK)."""
+    try:
+        import strictcall.mcp  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def sdk_acceptor() -> Callable[[Any], bool]:
+    """Whether the MCP SDK's message model takes a message."""
+    import mcp_types
+    from pydantic import ValidationError
+
+    def accepts(message: Any) -> bool:
+        try:
+            mcp_types.jsonrpc_message_adapter.validate_python(message, by_name=False)
+        except ValidationError:
+            return False
+        return True
+
+    return accepts
+
+
+def run_mcp(inputs: int, seed: int, workdir: Path) -> Tally:
+    """A real `strictcall serve --mcp-stdio` process, one line at a time."""
+    tally = Tally("mcp")
+    rng = random.Random(seed + 3)
+    started = time.monotonic()
+    identity = "fuzzer-mcp"
+    db = workdir / "mcp.sqlite3"
+    world = build_world(db, [identity], rng)
+    schemas = notes_schemas(workdir)
+    accepts = sdk_acceptor()
+    counter = iter(range(10**9))
+
+    def next_id() -> str | int:
+        n = next(counter)
+        return f"m-{n}" if n % 2 else n
+
+    pools = world.pools[identity]
+    generator = mutate.Generator(rng, schemas, pools, rpc_ids=next_id)
+    server = procs.McpStdioServer(db, identity, workdir / "mcp-stderr.log")
+    store = SQLiteStore(db)
+    status = None
+    try:
+        server.initialize()
+        for index in range(inputs):
+            if index % HOUSEKEEPING_EVERY == 0:
+                housekeep(store, identity, pools)
+            inp = generator.rpc_input(batches=False)
+            line = inp.data.replace(b"\n", b"\r")
+            answers, problems = _mcp_exchange(server, line, f"probe-{index}", accepts)
+            problems += [
+                p
+                for wire, value in answers
+                for p in oracle.leak_problems(wire, value, world.secrets)
+            ]
+            tally.record(inp.family, line, _mcp_outcome(answers), problems)
+            if not server.alive():
+                tally.fail(["the MCP server died"], inp.family, line)
+                break
+            if twin_eligible(line, world.secrets):
+                tally.twins += 1
+                twin = world.secrets.twin(line)
+                twin_answers, _ = _mcp_exchange(server, twin, f"probe-{index}-twin", accepts)
+                if [world.secrets.untwin(w) for w, _ in twin_answers] != [w for w, _ in answers]:
+                    tally.fail(
+                        ["twin: another owner's note answered unlike a missing one"], "twin", line
+                    )
+        if server.alive():
+            final = server.request("tools/call", {"name": "count_notes", "arguments": {}})
+            if final.get("result", {}).get("isError") is not False:
+                tally.fail(["the MCP server stopped serving"])
+    except (TimeoutError, RuntimeError) as exc:
+        tally.fail([f"the MCP server stopped answering: {exc}"])
+    finally:
+        store.close()
+        status = server.close()
+    if status != 0:
+        tally.fail([f"the MCP server exited {status} when its stdin closed"])
+    tally.fail(_traceback_problems((workdir / "mcp-stderr.log").read_text("utf-8", "replace")))
+    tally.fail(victim_problems(db, world))
+    tally.seconds = time.monotonic() - started
+    return tally
+
+
+def _mcp_exchange(
+    server: procs.McpStdioServer, line: bytes, probe: str, accepts: Callable[[Any], bool]
+) -> tuple[list[tuple[bytes, Any]], list[str]]:
+    """Send `line` then a ping; collect the answers to `line` (those before the ping's, and the
+    one expected if it comes after)."""
+    expected = oracle.mcp_expectation(line, accepts)
+    server.send(line)
+    server.send(b'{"jsonrpc":"2.0","id":"' + probe.encode() + b'","method":"ping"}')
+    answers: list[tuple[bytes, Any]] = []
+    problems: list[str] = []
+    deadline = time.monotonic() + procs.REPLY_DEADLINE_S
+    probe_seen = False
+    while not (probe_seen and len(answers) >= expected.answers):
+        try:
+            out = server.next_line(deadline)
+        except TimeoutError:
+            problems.append("MCP: no answer before the deadline")
+            break
+        if out is None:
+            problems.append("MCP: stdout closed")
+            break
+        wire = out.rstrip(b"\n")
+        value, wire_problems = oracle.wire_problems(wire)
+        if wire_problems:
+            problems += wire_problems
+            continue
+        if type(value) is dict and value.get("id") == probe:
+            probe_seen = True
+            deadline = min(deadline, time.monotonic() + MCP_EXTRA_WAIT_S)
+            continue
+        answers.append((wire, value))
+    if len(answers) != expected.answers:
+        problems.append(f"MCP: {len(answers)} answers to a line that must get {expected.answers}")
+    for _, value in answers:
+        problems += oracle.mcp_reply_problems(value)
+        if expected.answers == 1 and not oracle.same_id(
+            value.get("id") if type(value) is dict else ..., expected.request_id
+        ):
+            problems.append("MCP: the answer's id is not the request's")
+    return answers, problems
+
+
+def _mcp_outcome(answers: list[tuple[bytes, Any]]) -> str:
+    if not answers:
+        return "no answer"
+    value = answers[0][1]
+    if type(value) is not dict:
+        return "?"
+    if type(value.get("error")) is dict:
+        data = value["error"].get("data")
+        return str(data.get("code")) if type(data) is dict else f"sdk {value['error'].get('code')}"
+    result = value.get("result")
+    if type(result) is dict and result.get("isError") is True:
+        content = result.get("structuredContent")
+        return str(content.get("code")) if type(content) is dict else "tool error"
+    return "ok"
+
+
+# --- the command -------------------------------------------------------------------------------
+
+
+class _CountingHandler(logging.Handler):
+    """Counts the in-process tools' failure logs instead of printing them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.count += 1
+
+
+def run(targets: Sequence[str], inputs: int, seed: int, workdir: Path, workers: int) -> list[Tally]:
+    """Fuzz each target with `inputs` inputs."""
+    tallies = []
+    logger = logging.getLogger("strictcall")
+    handler = _CountingHandler()
+    logger.addHandler(handler)
+    propagate, logger.propagate = logger.propagate, False
+    for target in targets:
+        if target == "handle":
+            tallies.append(run_handle(inputs, seed))
+        elif target == "gateway":
+            tallies.append(run_gateway(inputs, seed, workdir))
+        elif target == "http":
+            tallies.append(run_http(inputs, seed, workdir, workers))
+        elif target == "mcp":
+            if mcp_available():
+                tallies.append(run_mcp(inputs, seed, workdir))
+            else:
+                print("mcp: strictcall.mcp is not available; the MCP target was skipped")
+        if tallies and tallies[-1].target == target:
+            print(summary_line(tallies[-1]), flush=True)
+    logger.removeHandler(handler)
+    logger.propagate = propagate
+    if handler.count:
+        print(f"(the in-process tools logged {handler.count} failures, not shown)")
+    return tallies
+
+
+def summary_line(tally: Tally) -> str:
+    return (
+        f"{tally.target:8} {tally.inputs:>8} inputs  {tally.twins:>6} twins  "
+        f"{tally.failed:>5} invariant failures  {tally.seconds:7.1f} s"
+    )
+
+
+def print_summary(tallies: Sequence[Tally]) -> None:
+    print("\n== fuzz summary ==")
+    for tally in tallies:
+        print(summary_line(tally))
+        print("   families: " + ", ".join(f"{k} {v}" for k, v in tally.families.most_common()))
+        print("   answers:  " + ", ".join(f"{k} {v}" for k, v in tally.outcomes.most_common()))
+        for problem, count in tally.failures.most_common():
+            print(f"   FAILURE x{count}: {problem}")
+        for example in tally.examples:
+            where = f" call_id={example['call_id']}" if "call_id" in example else ""
+            print(
+                f"     e.g. [{example['family']}]{where} {example['problem']}: {example['input']}"
+            )
+    total = sum(t.failed for t in tallies)
+    print(f"total: {sum(t.inputs for t in tallies)} inputs, {total} invariant failures")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--inputs", type=int, default=20_000, help="inputs per target")
+    parser.add_argument("--seed", type=int, default=7, help="the run's seed (default 7)")
+    parser.add_argument(
+        "--targets", default=",".join(TARGETS), help="comma-separated: " + ",".join(TARGETS)
+    )
+    parser.add_argument("--workers", type=int, default=4, help="HTTP connections (default 4)")
+    parser.add_argument("--json", type=Path, help="also write the summary as JSON here")
+    args = parser.parse_args(argv)
+    targets = [t for t in args.targets.split(",") if t]
+    unknown = set(targets) - set(TARGETS)
+    if unknown or args.inputs < 0 or args.workers < 1:
+        parser.error(f"unknown targets {sorted(unknown)}" if unknown else "bad --inputs/--workers")
+    print(f"fuzzing {','.join(targets)} with {args.inputs} inputs each, seed {args.seed}")
+    with tempfile.TemporaryDirectory(prefix="strictcall-fuzz-") as tmp:
+        tallies = run(targets, args.inputs, args.seed, Path(tmp), args.workers)
+    print_summary(tallies)
+    if args.json is not None:
+        report = {
+            "seed": args.seed,
+            "inputs": args.inputs,
+            "targets": [t.as_dict() for t in tallies],
+        }
+        args.json.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    return 1 if any(t.failed for t in tallies) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
