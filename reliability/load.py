@@ -1,0 +1,384 @@
+"""The load harness: `python reliability/load.py` (`make load`).
+
+Starts a real `strictcall serve` on 127.0.0.1 and holds `--connections` (64) concurrent
+connections for `--seconds` (60) with a mix of calls, each one JSON-RPC request:
+
+    read     read_note of one's own note, count_notes, list_notes         -> ok
+    invalid  unparsable text, wrong argument types, an unknown tool, a JSON-RPC 1.0 envelope,
+             an unknown token                                              -> their codes
+    cross    read_note / delete_note of another identity's note           -> forbidden_or_missing
+    write    create_note, then delete_note of the note it made            -> ok
+
+Every answer is checked (status, code); transport errors, 5xx and wrong answers are errors. The
+server's RSS (/proc/PID/status) is read at the start, the middle and the end. After a graceful
+stop the audit log must hold exactly one record per call sent, every identity's seeded notes must
+still be there, and the server's stderr must be free of tracebacks and lost audit records.
+
+Prints a summary; exits 1 on any error or when RSS grew by more than --max-rss-growth-mib.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import random
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: make the repository root importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import httpx
+import orjson
+
+from reliability import procs
+from strictcall.errors import (
+    FORBIDDEN_OR_MISSING,
+    INVALID_ARGUMENTS,
+    INVALID_JSON,
+    INVALID_REQUEST,
+    UNAUTHENTICATED,
+    UNKNOWN_TOOL,
+)
+from strictcall.store import SQLiteStore
+
+IDENTITIES = 4
+NOTES_EACH = 20
+WARMUP_REQUESTS = 200
+
+# (operation, weight); a write is two calls (create, then delete).
+MIX = (("read", 40), ("invalid", 20), ("cross", 20), ("write", 20))
+
+
+@dataclass
+class Report:
+    """What a load run measured."""
+
+    seconds: float = 0.0
+    connections: int = 0
+    calls: int = 0
+    by_answer: Counter[str] = field(default_factory=Counter)
+    by_operation: Counter[str] = field(default_factory=Counter)
+    latencies_ms: list[float] = field(default_factory=list)
+    transport_errors: int = 0
+    server_errors: int = 0
+    wrong_answers: int = 0
+    examples: list[str] = field(default_factory=list)
+    rss_kib: dict[str, int] = field(default_factory=dict)
+    warmup_calls: int = 0
+    audit_records: int = -1
+    audit_before: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    def percentile(self, q: float) -> float:
+        if not self.latencies_ms:
+            return 0.0
+        ordered = sorted(self.latencies_ms)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+    @property
+    def rate(self) -> float:
+        """Calls per second during the timed run (the warm-up left out)."""
+        return (self.calls - self.warmup_calls) / self.seconds if self.seconds else 0.0
+
+    @property
+    def rss_growth_kib(self) -> int:
+        return self.rss_kib.get("end", 0) - self.rss_kib.get("start", 0)
+
+    @property
+    def errors(self) -> int:
+        return self.transport_errors + self.server_errors + self.wrong_answers + len(self.problems)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "seconds": round(self.seconds, 1),
+            "connections": self.connections,
+            "calls": self.calls,
+            "warmup_calls": self.warmup_calls,
+            "calls_per_second": round(self.rate, 1),
+            "latency_ms": {
+                "p50": round(self.percentile(0.50), 2),
+                "p90": round(self.percentile(0.90), 2),
+                "p99": round(self.percentile(0.99), 2),
+                "max": round(max(self.latencies_ms, default=0.0), 2),
+            },
+            "by_operation": dict(self.by_operation.most_common()),
+            "by_answer": dict(self.by_answer.most_common()),
+            "transport_errors": self.transport_errors,
+            "server_errors": self.server_errors,
+            "wrong_answers": self.wrong_answers,
+            "rss_kib": self.rss_kib,
+            "rss_growth_kib": self.rss_growth_kib,
+            "audit_records": self.audit_records - self.audit_before,
+            "problems": self.problems,
+        }
+
+
+@dataclass
+class Caller:
+    """One identity as the load sees it: its token and its seeded notes."""
+
+    identity: str
+    token: str
+    notes: list[str]
+
+
+def seed(db: Path) -> list[Caller]:
+    """Identities load-0..3, each with NOTES_EACH notes and a token."""
+    store = SQLiteStore(db)
+    try:
+        callers = []
+        for k in range(IDENTITIES):
+            identity = f"load-{k}"
+            notes = [
+                store.add_note(identity, f"note {i} of {identity}").note_id
+                for i in range(NOTES_EACH)
+            ]
+            callers.append(Caller(identity, store.create_token(identity), notes))
+    finally:
+        store.close()
+    return callers
+
+
+def request(request_id: str, tool: str, arguments: dict[str, Any]) -> bytes:
+    return orjson.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments},
+        }
+    )
+
+
+class Load:
+    """The workers' shared state: callers, the report, and the ids of calls."""
+
+    def __init__(self, client: httpx.AsyncClient, callers: list[Caller], report: Report) -> None:
+        self.client = client
+        self.callers = callers
+        self.report = report
+        self._ids = itertools.count()
+
+    def next_id(self) -> str:
+        return f"load-{next(self._ids)}"
+
+    async def call(
+        self, operation: str, token: str, body: bytes, status: int, code: str | None
+    ) -> Any:
+        """Send one call and check its answer: HTTP `status`, and `code` (None: a result)."""
+        report = self.report
+        headers = {"Content-Type": "application/json", "Authorization": "Bearer " + token}
+        started = time.perf_counter()
+        try:
+            response = await self.client.post("/rpc", content=body, headers=headers)
+        except httpx.HTTPError as exc:
+            report.calls += 1
+            report.transport_errors += 1
+            self._example(f"{operation}: transport error {type(exc).__name__}")
+            return None
+        report.latencies_ms.append((time.perf_counter() - started) * 1000)
+        report.calls += 1
+        report.by_operation[operation] += 1
+        if response.status_code >= 500:
+            report.server_errors += 1
+            self._example(f"{operation}: HTTP {response.status_code}")
+            return None
+        try:
+            reply = orjson.loads(response.content)
+        except orjson.JSONDecodeError:
+            reply = None
+        got = _code_of(reply)
+        report.by_answer[got or "ok"] += 1
+        if response.status_code != status or got != code:
+            report.wrong_answers += 1
+            self._example(
+                f"{operation}: HTTP {response.status_code} {got}, expected {status} {code}"
+            )
+            return None
+        return reply.get("result") if isinstance(reply, dict) else None
+
+    def _example(self, text: str) -> None:
+        if len(self.report.examples) < 10:
+            self.report.examples.append(text)
+
+    async def one(self, rng: random.Random, caller: Caller) -> None:
+        """One operation of the mix."""
+        operation = rng.choices([m[0] for m in MIX], [m[1] for m in MIX])[0]
+        token = caller.token
+        if operation == "read":
+            kind = rng.randrange(3)
+            if kind == 0:
+                body = request(self.next_id(), "read_note", {"note_id": rng.choice(caller.notes)})
+            else:
+                body = request(self.next_id(), ("count_notes", "list_notes")[kind - 1], {})
+            await self.call(operation, token, body, 200, None)
+        elif operation == "invalid":
+            kind = rng.randrange(5)
+            if kind == 0:
+                await self.call(operation, token, b'{"jsonrpc":"2.0","id":', 200, INVALID_JSON.code)
+            elif kind == 1:
+                body = request(self.next_id(), "read_note", {"note_id": 5})
+                await self.call(operation, token, body, 200, INVALID_ARGUMENTS.code)
+            elif kind == 2:
+                body = request(self.next_id(), "drop_notes", {})
+                await self.call(operation, token, body, 200, UNKNOWN_TOOL.code)
+            elif kind == 3:
+                body = b'{"jsonrpc":"1.0","id":1,"method":"tools/call"}'
+                await self.call(operation, token, body, 200, INVALID_REQUEST.code)
+            else:
+                body = request(self.next_id(), "count_notes", {})
+                await self.call(operation, "sc_unknown", body, 401, UNAUTHENTICATED.code)
+        elif operation == "cross":
+            other = rng.choice([c for c in self.callers if c is not caller])
+            tool = rng.choice(("read_note", "delete_note"))
+            body = request(self.next_id(), tool, {"note_id": rng.choice(other.notes)})
+            await self.call(operation, token, body, 200, FORBIDDEN_OR_MISSING.code)
+        else:
+            text = f"load write {rng.random()}"
+            body = request(self.next_id(), "create_note", {"text": text})
+            note = await self.call(operation, token, body, 200, None)
+            if isinstance(note, dict) and note.get("text") == text:
+                body = request(self.next_id(), "delete_note", {"note_id": note["note_id"]})
+                await self.call(operation, token, body, 200, None)
+            elif note is not None:
+                self.report.wrong_answers += 1
+
+
+def _code_of(reply: Any) -> str | None:
+    if isinstance(reply, dict) and isinstance(reply.get("error"), dict):
+        data = reply["error"].get("data")
+        return str(data.get("code")) if isinstance(data, dict) else "error"
+    if isinstance(reply, dict) and "result" in reply:
+        return None
+    return "not a reply"
+
+
+async def drive(
+    server: procs.HttpServer,
+    callers: list[Caller],
+    seconds: float,
+    connections: int,
+    report: Report,
+) -> None:
+    """The warm-up, then `connections` workers for `seconds`, with RSS read along the way."""
+    limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
+    async with httpx.AsyncClient(base_url=server.base_url, limits=limits, timeout=60.0) as client:
+        load = Load(client, callers, report)
+        rng = random.Random(1)
+        for index in range(WARMUP_REQUESTS):
+            await load.one(rng, callers[index % len(callers)])
+        report.warmup_calls = report.calls
+        report.latencies_ms.clear()
+        report.rss_kib["start"] = server.rss_kib()
+        started = time.monotonic()
+        deadline = started + seconds
+
+        async def worker(k: int) -> None:
+            worker_rng = random.Random(k)
+            caller = callers[k % len(callers)]
+            while time.monotonic() < deadline:
+                await load.one(worker_rng, caller)
+
+        async def middle() -> None:
+            await asyncio.sleep(seconds / 2)  # a measurement point, not a readiness wait
+            report.rss_kib["middle"] = server.rss_kib()
+
+        await asyncio.gather(middle(), *(worker(k) for k in range(connections)))
+        report.seconds = time.monotonic() - started
+        report.rss_kib["end"] = server.rss_kib()
+
+
+def run(seconds: float, connections: int, workdir: Path) -> Report:
+    """One load run against a fresh server and store in `workdir`."""
+    report = Report(connections=connections)
+    db = workdir / "load.sqlite3"
+    callers = seed(db)
+    server = procs.HttpServer(db, workdir / "load-stderr.log")
+    try:
+        asyncio.run(drive(server, callers, seconds, connections, report))
+        if not server.alive():
+            report.problems.append("the server died")
+    finally:
+        status = server.stop()
+    if status != 0:
+        report.problems.append(f"the server exited {status} on SIGTERM")
+    stderr = server.stderr_text()
+    if "Traceback" in stderr:
+        report.problems.append("the server logged an exception")
+    if "lost" in stderr:
+        report.problems.append("the server lost audit records")
+    store = SQLiteStore(db)
+    try:
+        report.audit_records = store.audit_size()
+        for caller in callers:
+            kept = {note.note_id for note in store.list_notes(caller.identity)}
+            if not set(caller.notes) <= kept:
+                report.problems.append(f"{caller.identity} lost seeded notes")
+    finally:
+        store.close()
+    # Warm-up calls are audited too: count every call this run sent.
+    sent = report.calls
+    if report.audit_records != sent:
+        report.problems.append(f"audit holds {report.audit_records} records for {sent} calls")
+    return report
+
+
+def print_report(report: Report, max_growth_mib: float) -> None:
+    summary = report.as_dict()
+    latency = summary["latency_ms"]
+    print("== load summary ==")
+    print(
+        f"{summary['seconds']} s, {report.connections} connections:"
+        f" {report.calls - report.warmup_calls} calls ({summary['calls_per_second']}/s),"
+        f" after a warm-up of {report.warmup_calls} calls"
+    )
+    print("operations: " + ", ".join(f"{k} {v}" for k, v in report.by_operation.most_common()))
+    print("answers:    " + ", ".join(f"{k} {v}" for k, v in report.by_answer.most_common()))
+    print(
+        f"latency ms: p50 {latency['p50']}  p90 {latency['p90']}  p99 {latency['p99']}"
+        f"  max {latency['max']}"
+    )
+    print(
+        f"errors: transport {report.transport_errors}, HTTP 5xx {report.server_errors},"
+        f" wrong answers {report.wrong_answers}"
+    )
+    rss = report.rss_kib
+    print(
+        f"server RSS (KiB): start {rss.get('start')}, middle {rss.get('middle')},"
+        f" end {rss.get('end')}; growth {report.rss_growth_kib:+d} KiB (limit {max_growth_mib} MiB)"
+    )
+    print(f"audit: {report.audit_records} records for {report.calls} calls")
+    for example in report.examples:
+        print(f"  e.g. {example}")
+    for problem in report.problems:
+        print(f"PROBLEM: {problem}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seconds", type=float, default=60.0, help="how long (default 60)")
+    parser.add_argument("--connections", type=int, default=64, help="concurrent connections")
+    parser.add_argument(
+        "--max-rss-growth-mib", type=float, default=64.0, help="RSS growth that fails the run"
+    )
+    args = parser.parse_args(argv)
+    if args.seconds <= 0 or args.connections < 1:
+        parser.error("--seconds and --connections must be positive")
+    with tempfile.TemporaryDirectory(prefix="strictcall-load-") as tmp:
+        report = run(args.seconds, args.connections, Path(tmp))
+    if report.rss_growth_kib > args.max_rss_growth_mib * 1024:
+        report.problems.append(f"RSS grew by {report.rss_growth_kib} KiB")
+    print_report(report, args.max_rss_growth_mib)
+    return 1 if report.errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
