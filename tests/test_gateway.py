@@ -1598,3 +1598,38 @@ def test_an_enum_of_integers_refuses_a_float_with_fresh_options_each_time() -> N
         assert_located(first, "/arguments/n", "enum", [1, 2])
         error_of(first)["expected"].append(3)
         assert_located(ask(gw, "pick", {"n": 1.0}), "/arguments/n", "enum", [1, 2])
+
+
+_any_arguments = st.dictionaries(
+    st.sampled_from(["title", "when", "day", "amount", "query", "name", "id", "a/b", "~"])
+    | st.text(max_size=4),
+    json_values,
+    max_size=5,
+)
+
+
+@given(
+    st.sampled_from(["create_event", "convert", "search", "update_profile", "tag_bag", "whoami"]),
+    _any_arguments | json_values,
+)
+def test_any_arguments_get_an_answer_and_a_shape_refusal_points_at_a_real_place(
+    name: str, arguments: JSONValue
+) -> None:
+    with make_gateway() as gw:
+        answer = ask(gw, name, arguments)
+    if answer["ok"]:
+        return
+    error = error_of(answer)
+    assert error["code"] == errors.INVALID_ARGUMENTS.code
+    assert error["stage"] == errors.Stage.SHAPE.value
+    resolve_pointer({"name": name, "arguments": arguments}, error["pointer"])
+
+
+def test_an_integer_too_large_for_any_machine_type_is_still_checked_against_its_bounds(
+    gateway: Gateway,
+) -> None:
+    huge = 10**300
+    arguments = with_member(VALID_EVENT, ("when", "day"), huge)
+    assert_located(ask(gateway, "create_event", arguments), "/arguments/when/day", "maximum", 31)
+    arguments = with_member(VALID_EVENT, ("when", "day"), -huge)
+    assert_located(ask(gateway, "create_event", arguments), "/arguments/when/day", "minimum", 1)
