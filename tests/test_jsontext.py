@@ -266,12 +266,29 @@ def test_json_text_error_is_a_value_error_carrying_its_fault() -> None:
     assert (error.line, error.column) == (None, None)
 
 
-def test_parse_document_says_whether_a_float_is_present() -> None:
+def test_parse_document_never_misses_a_float() -> None:
     assert parse_document('{"a":[1,2]}').has_float is False
     assert parse_document('{"a":[1,2.0]}').has_float is True
+    assert parse_document('{"a":[1,2E3]}').has_float is True
     assert parse_document("18446744073709551616").has_float is False
     assert parse_document('["\\n", 1e2]').has_float is True
-    assert parse_document('"1.5"').has_float is False
+    assert parse_document('"no digits. e E"').has_float is False
+    # conservative: text that only looks like a float may say so (the exact validator then runs)
+    assert parse_document('"1.5"').has_float is True
+
+
+@given(json_values)
+def test_a_value_with_a_float_is_always_flagged(value: Any) -> None:
+    if "float" in _types_in(value):
+        assert parse_document(json.dumps(value)).has_float is True
+
+
+def _types_in(value: Any) -> set[str]:
+    if isinstance(value, dict):
+        return {"dict"}.union(*(_types_in(v) for v in value.values()))
+    if isinstance(value, list):
+        return {"list"}.union(*(_types_in(v) for v in value))
+    return {type(value).__name__}
 
 
 # --- properties --------------------------------------------------------------------------------

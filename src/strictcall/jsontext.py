@@ -15,22 +15,29 @@ everything a lenient parser lets through:
 A str or bytes subclass is read as the plain str or bytes it holds.
 
 No library does all of that alone (shared research: jsonrpc-and-parsing). orjson does the syntax,
-UTF-8, surrogates and NaN, and refuses nesting beyond 1024, so the walk that follows is bounded;
-the walk measures depth and counts object members. A duplicate name is detected by counting:
-every member of every object is written with exactly one ':' outside strings, so the number of
-':' in the text, less those inside strings, is the number of members written; if the parsed
-objects hold fewer, a name was repeated. When the text has escapes (a ':' may hide in one) or
-orjson may have rounded a large integer to a float, the text is parsed again by the stdlib,
-exactly, with a hook that sees every member.
+UTF-8, surrogates and NaN, and refuses nesting beyond 1024. The rest is decided by counting, so
+that the common call pays no walk over its value:
+
+- depth: a text with no more '{' and '[' than the limit cannot nest deeper; only a text with
+  more is walked (bounded by orjson's 1024);
+- duplicates: every member is written with exactly one ':' outside strings, and a text without
+  backslashes writes each string exactly as orjson writes it back. So the ':' in the text equal
+  the ':' in orjson's own rendering of the value unless a repeated name was dropped, which
+  removes its ':' and everything in its member;
+- numbers: a float is always written with a digit followed by '.', 'e' or 'E', which tells
+  whether the value may hold one.
+
+When the text has escapes (a ':' may hide in one) or a run of 19 digits (orjson rounds integers
+beyond 64 bits to floats), it is parsed again by the stdlib, exactly, with a hook that sees every
+member.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from enum import StrEnum
-from typing import Final, NoReturn
+from typing import Any, Final, NamedTuple, NoReturn
 
 import orjson
 
@@ -45,8 +52,22 @@ MAX_DEPTH: Final = 64
 # orjson reads an integer outside [-2**63, 2**64) as a float. Every integer of 18 digits or fewer
 # is inside; -9223372036854775809 has 19 digits and is not, so a run of 19 digits calls for the
 # exact parse.
-_LONG_DIGIT_RUN: Final = re.compile(r"\d{19}")
-_LONG_DIGIT_RUN_BYTES: Final = re.compile(rb"\d{19}")
+_STR_NEEDLES: Final[tuple[Any, ...]] = (
+    ":",
+    "\\",
+    "{",
+    "[",
+    re.compile(r"\d[.eE]"),
+    re.compile(r"\d{19}"),
+)
+_BYTES_NEEDLES: Final[tuple[Any, ...]] = (
+    b":",
+    b"\\",
+    b"{",
+    b"[",
+    re.compile(rb"\d[.eE]"),
+    re.compile(rb"\d{19}"),
+)
 
 
 class TextFault(StrEnum):
@@ -70,9 +91,8 @@ class JSONTextError(ValueError):
         self.column = column
 
 
-@dataclass(frozen=True, slots=True)
-class Document:
-    """A parsed JSON text and whether any number in it is a float."""
+class Document(NamedTuple):
+    """A parsed JSON text and whether any number in it may be a float."""
 
     value: JSONValue
     has_float: bool
@@ -97,29 +117,31 @@ def parse_document(
     Raises:
         JSONTextError: the text is not strict JSON, or is too large or too deep.
     """
-    if not isinstance(raw, str | bytes):
-        raise JSONTextError(TextFault.NOT_TEXT)
-    if len(raw) > max_size:
-        raise JSONTextError(TextFault.TOO_LARGE)
-    if type(raw) is not str and type(raw) is not bytes:  # orjson reads the exact types only
+    kind = type(raw)
+    if kind is not str and kind is not bytes:
+        if not isinstance(raw, str | bytes):
+            raise JSONTextError(TextFault.NOT_TEXT)
+        if len(raw) > max_size:
+            raise JSONTextError(TextFault.TOO_LARGE)
+        # orjson reads the exact types only
         raw = str.__str__(raw) if isinstance(raw, str) else bytes.__bytes__(raw)
+        kind = type(raw)
+    elif len(raw) > max_size:
+        raise JSONTextError(TextFault.TOO_LARGE)
     try:
         value = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise JSONTextError(_fault_of(exc), exc.lineno, exc.colno) from None
-    members, string_colons, has_float = _census(value, max_depth)
-    if isinstance(raw, str):
-        escaped = "\\" in raw
-        exact_again = escaped or (has_float and _LONG_DIGIT_RUN.search(raw) is not None)
-        written = raw.count(":")
-    else:
-        escaped = b"\\" in raw
-        exact_again = escaped or (has_float and _LONG_DIGIT_RUN_BYTES.search(raw) is not None)
-        written = raw.count(b":")
-    if exact_again:
-        value = _parse_exactly(raw)
-        return Document(value, _has_float(value))
-    if written - string_colons != members:
+    text: Any = raw  # str or bytes: the needles below are of the same type
+    colon, backslash, brace, bracket, floatish, long_digits = (
+        _STR_NEEDLES if kind is str else _BYTES_NEEDLES
+    )
+    if text.count(brace) + text.count(bracket) > max_depth:
+        _check_depth(value, max_depth)
+    has_float = floatish.search(text) is not None
+    if backslash in text or long_digits.search(text) is not None:
+        return Document(_parse_exactly(raw), has_float)
+    if text.count(colon) != orjson.dumps(value).count(b":"):
         raise JSONTextError(TextFault.DUPLICATE_MEMBER)
     return Document(value, has_float)
 
@@ -139,42 +161,22 @@ def _fault_of(exc: orjson.JSONDecodeError) -> TextFault:
     return TextFault.SYNTAX
 
 
-def _census(value: JSONValue, max_depth: int) -> tuple[int, int, bool]:
-    """Count object members and ':' inside strings, note floats, and enforce the depth limit.
+def _check_depth(value: JSONValue, max_depth: int) -> None:
+    """Walk a text with many containers (orjson bounds it at 1024 levels) for its depth.
 
     Raises:
         JSONTextError: nesting is deeper than `max_depth`.
     """
-    members = 0
-    colons = 0
-    has_float = False
-    if type(value) is str:
-        return 0, value.count(":"), False
-    if type(value) is float:
-        return 0, 0, True
-    if type(value) is not dict and type(value) is not list:
-        return 0, 0, False
     stack: list[tuple[JSONValue, int]] = [(value, 1)]
     while stack:
         node, depth = stack.pop()
+        kind = type(node)
+        if kind is not dict and kind is not list:
+            continue
         if depth > max_depth:
             raise JSONTextError(TextFault.TOO_DEEP)
-        if type(node) is dict:
-            members += len(node)
-            for key in node:
-                colons += key.count(":")
-            items = node.values()
-        else:
-            items = node
-        for item in items:
-            kind = type(item)
-            if kind is str:
-                colons += item.count(":")
-            elif kind is dict or kind is list:
-                stack.append((item, depth + 1))
-            elif kind is float:
-                has_float = True
-    return members, colons, has_float
+        for item in node.values() if kind is dict else node:
+            stack.append((item, depth + 1))
 
 
 def _refuse_constant(name: str) -> NoReturn:
@@ -209,17 +211,3 @@ def _parse_exactly(raw: str | bytes) -> JSONValue:
     except ValueError:  # the int digit limit
         raise JSONTextError(TextFault.NUMBER_OUT_OF_RANGE) from None
     return value
-
-
-def _has_float(value: JSONValue) -> bool:
-    stack = [value]
-    while stack:
-        node = stack.pop()
-        kind = type(node)
-        if kind is float:
-            return True
-        if kind is dict:
-            stack.extend(node.values())
-        elif kind is list:
-            stack.extend(node)
-    return False
