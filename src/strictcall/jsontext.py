@@ -52,11 +52,14 @@ MAX_DEPTH: Final = 64
 # orjson reads an integer outside [-2**63, 2**64) as a float. Every integer of 18 digits or fewer
 # is inside; -9223372036854775809 has 19 digits and is not, so a run of 19 digits calls for the
 # exact parse.
+# A digit followed by '.', 'e' or 'E' (a float may be there), or by 18 more digits (an integer
+# orjson may have rounded): one scan, and the two are told apart only when it finds something.
 _STR_NEEDLES: Final[tuple[Any, ...]] = (
     ":",
     "\\",
     "{",
     "[",
+    re.compile(r"\d(?:[.eE]|\d{18})"),
     re.compile(r"\d[.eE]"),
     re.compile(r"\d{19}"),
 )
@@ -65,6 +68,7 @@ _BYTES_NEEDLES: Final[tuple[Any, ...]] = (
     b"\\",
     b"{",
     b"[",
+    re.compile(rb"\d(?:[.eE]|\d{18})"),
     re.compile(rb"\d[.eE]"),
     re.compile(rb"\d{19}"),
 )
@@ -133,13 +137,16 @@ def parse_document(
     except orjson.JSONDecodeError as exc:
         raise JSONTextError(_fault_of(exc), exc.lineno, exc.colno) from None
     text: Any = raw  # str or bytes: the needles below are of the same type
-    colon, backslash, brace, bracket, floatish, long_digits = (
+    colon, backslash, brace, bracket, numeric, floatish, long_digits = (
         _STR_NEEDLES if kind is str else _BYTES_NEEDLES
     )
     if text.count(brace) + text.count(bracket) > max_depth:
         _check_depth(value, max_depth)
-    has_float = floatish.search(text) is not None
-    if backslash in text or long_digits.search(text) is not None:
+    has_float = long_number = False
+    if numeric.search(text) is not None:
+        has_float = floatish.search(text) is not None
+        long_number = long_digits.search(text) is not None
+    if long_number or backslash in text:
         return Document(_parse_exactly(raw), has_float)
     if text.count(colon) != orjson.dumps(value).count(b":"):
         raise JSONTextError(TextFault.DUPLICATE_MEMBER)
