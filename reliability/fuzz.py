@@ -47,6 +47,7 @@ import httpx
 from reliability import mutate, oracle, procs
 from strictcall.errors import UNAUTHENTICATED
 from strictcall.gateway import Gateway, encode_answer
+from strictcall.jsonrpc import RpcService
 from strictcall.notes import notes_gateway
 from strictcall.seed import NOTES as SEED_NOTES
 from strictcall.seed import READ_NOTE_INPUT, handle
@@ -224,38 +225,28 @@ def pick_call_id(rng: random.Random, index: int) -> str | int:
 # --- handle() ----------------------------------------------------------------------------------
 
 
-def run_handle(inputs: int, seed: int) -> Tally:
-    """strictcall.handle as u1 and u2 (the seed's read_note, its two demo notes)."""
-    tally = Tally("handle")
-    rng = random.Random(seed)
-    started = time.monotonic()
-    schemas = {"read_note": READ_NOTE_INPUT}
-    sides = {}
-    for me, other, missing in (("u1", "u2", "n7"), ("u2", "u1", "n8")):
-        ((other_id, other_text),) = SEED_NOTES[other].items()
-        ((own_id, _),) = SEED_NOTES[me].items()
-        secrets = oracle.Secrets((other_text,), (other_id,), {other_id: missing})
-        pools = mutate.Pools([own_id], [other_id], ["n0", "n3", "nx", "N1"])
-        sides[me] = (mutate.Generator(rng, schemas, pools), secrets)
-    for index in range(inputs):
-        identity = "u1" if index % 2 == 0 else "u2"
-        generator, secrets = sides[identity]
-        inp = generator.gateway_input()
-        raw: str | bytes = inp.data
-        if rng.random() < 0.25:
-            raw = inp.data.decode("utf-8", "surrogateescape")
-        call_id = f"call-{index}"
-        answer, wire, problems = _handle_answer(raw, identity, call_id, secrets)
-        tally.record(inp.family, raw, oracle.outcome_of(answer), problems)
-        if twin_eligible(raw, secrets):
-            tally.twins += 1
-            _, twin_wire, _ = _handle_answer(secrets.twin(raw), identity, call_id, secrets)
-            if secrets.untwin(twin_wire) != wire:
-                tally.fail(
-                    ["twin: another owner's note answered unlike a missing one"], "twin", raw
-                )
-    tally.seconds = time.monotonic() - started
-    return tally
+TWIN_PROBLEM = "twin: another owner's note answered unlike a missing one"
+
+
+@dataclass(frozen=True)
+class Checked:
+    """One input's verdict: its outcome, what was wrong, and whether a twin was compared."""
+
+    outcome: str
+    problems: list[str]
+    twinned: bool = False
+
+
+def check_handle(raw: str | bytes, identity: str, call_id: str, secrets: oracle.Secrets) -> Checked:
+    """handle() on one input: a structured answer of exactly the seed's members, no leak, and
+    the twin's answer byte-identical."""
+    answer, wire, problems = _handle_answer(raw, identity, call_id, secrets)
+    twinned = twin_eligible(raw, secrets)
+    if twinned:
+        _, twin_wire, _ = _handle_answer(secrets.twin(raw), identity, call_id, secrets)
+        if secrets.untwin(twin_wire) != wire:
+            problems.append(TWIN_PROBLEM)
+    return Checked(oracle.outcome_of(answer), problems, twinned)
 
 
 def _handle_answer(
@@ -269,6 +260,39 @@ def _handle_answer(
     wire = encode_answer(answer)
     value, wire_problems = oracle.wire_problems(wire)
     return answer, wire, problems + wire_problems + oracle.leak_problems(wire, value, secrets)
+
+
+def handle_sides(rng: random.Random) -> dict[str, tuple[mutate.Generator, oracle.Secrets]]:
+    """For u1 and u2 of the seed: a generator of read_note inputs and the other one's note."""
+    schemas = {"read_note": READ_NOTE_INPUT}
+    sides = {}
+    for me, other, missing in (("u1", "u2", "n7"), ("u2", "u1", "n8")):
+        ((other_id, other_text),) = SEED_NOTES[other].items()
+        ((own_id, _),) = SEED_NOTES[me].items()
+        secrets = oracle.Secrets((other_text,), (other_id,), {other_id: missing})
+        pools = mutate.Pools([own_id], [other_id], ["n0", "n3", "nx", "N1"])
+        sides[me] = (mutate.Generator(rng, schemas, pools), secrets)
+    return sides
+
+
+def run_handle(inputs: int, seed: int) -> Tally:
+    """strictcall.handle as u1 and u2 (the seed's read_note, its two demo notes)."""
+    tally = Tally("handle")
+    rng = random.Random(seed)
+    started = time.monotonic()
+    sides = handle_sides(rng)
+    for index in range(inputs):
+        identity = "u1" if index % 2 == 0 else "u2"
+        generator, secrets = sides[identity]
+        inp = generator.gateway_input()
+        raw: str | bytes = inp.data
+        if rng.random() < 0.25:
+            raw = inp.data.decode("utf-8", "surrogateescape")
+        checked = check_handle(raw, identity, f"call-{index}", secrets)
+        tally.record(inp.family, raw, checked.outcome, checked.problems)
+        tally.twins += checked.twinned
+    tally.seconds = time.monotonic() - started
+    return tally
 
 
 # --- the gateway -------------------------------------------------------------------------------
@@ -287,6 +311,34 @@ def notes_schemas(workdir: Path) -> dict[str, Any]:
             return tool_schemas(gateway)
     finally:
         store.close()
+
+
+def check_gateway(
+    gateway: Gateway, raw: str | bytes, identity: str, call_id: str | int, secrets: oracle.Secrets
+) -> Checked:
+    """A gateway on one input: a structured answer carrying the call id, no undeclared
+    failure, valid UTF-8 JSON when written, no leak, and the twin's answer byte-identical."""
+    answer, wire, problems = _gateway_answer(gateway, raw, identity, call_id, secrets)
+    twinned = twin_eligible(raw, secrets)
+    if twinned:
+        twin = secrets.twin(raw)
+        _, twin_wire, _ = _gateway_answer(gateway, twin, identity, call_id, secrets)
+        if secrets.untwin(twin_wire) != wire:
+            problems.append(TWIN_PROBLEM)
+    return Checked(oracle.outcome_of(answer), problems, twinned)
+
+
+def _gateway_answer(
+    gateway: Gateway, raw: str | bytes, identity: str, call_id: str | int, secrets: oracle.Secrets
+) -> tuple[Any, bytes, list[str]]:
+    try:
+        answer = gateway.call(raw, identity, call_id)
+    except Exception as exc:
+        return None, b"", [f"gateway raised {type(exc).__name__}"]
+    problems = oracle.answer_problems(answer, call_id)
+    wire = encode_answer(answer)
+    value, wire_problems = oracle.wire_problems(wire)
+    return answer, wire, problems + wire_problems + oracle.leak_problems(wire, value, secrets)
 
 
 def run_gateway(inputs: int, seed: int, workdir: Path) -> Tally:
@@ -310,16 +362,9 @@ def run_gateway(inputs: int, seed: int, workdir: Path) -> Tally:
             if rng.random() < 0.25:
                 raw = inp.data.decode("utf-8", "surrogateescape")
             call_id = pick_call_id(rng, index)
-            answer, wire, problems = _gateway_answer(gateway, raw, identity, call_id, world)
-            tally.record(inp.family, raw, oracle.outcome_of(answer), problems, call_id)
-            if twin_eligible(raw, world.secrets):
-                tally.twins += 1
-                twin = world.secrets.twin(raw)
-                _, twin_wire, _ = _gateway_answer(gateway, twin, identity, call_id, world)
-                if world.secrets.untwin(twin_wire) != wire:
-                    tally.fail(
-                        ["twin: another owner's note answered unlike a missing one"], "twin", raw
-                    )
+            checked = check_gateway(gateway, raw, identity, call_id, world.secrets)
+            tally.record(inp.family, raw, checked.outcome, checked.problems, call_id)
+            tally.twins += checked.twinned
     finally:
         gateway.close()
         store.close()
@@ -328,17 +373,36 @@ def run_gateway(inputs: int, seed: int, workdir: Path) -> Tally:
     return tally
 
 
-def _gateway_answer(
-    gateway: Gateway, raw: str | bytes, identity: str, call_id: str | int, world: World
-) -> tuple[Any, bytes, list[str]]:
+# --- JSON-RPC, in process ----------------------------------------------------------------------
+
+
+async def check_rpc_service(
+    service: RpcService, body: bytes, identity: str, secrets: oracle.Secrets
+) -> Checked:
+    """strictcall's JSON-RPC service on one body, in process (what POST /rpc answers with a
+    valid token, without the HTTP server around it)."""
+    status, content, problems = await _service_answer(service, body, identity)
+    if problems:
+        return Checked("raised", problems)
+    replies, problems = oracle.rpc_body_problems(body, status, content)
+    value, _ = oracle.wire_problems(content) if content else (None, [])
+    problems += oracle.leak_problems(content, value, secrets)
+    twinned = twin_eligible(body, secrets)
+    if twinned:
+        twin_status, twin_content, _ = await _service_answer(service, secrets.twin(body), identity)
+        if (twin_status, secrets.untwin(twin_content)) != (status, content):
+            problems.append(TWIN_PROBLEM)
+    return Checked(_rpc_outcome(status, replies), problems, twinned)
+
+
+async def _service_answer(
+    service: RpcService, body: bytes, identity: str
+) -> tuple[int, bytes, list[str]]:
     try:
-        answer = gateway.call(raw, identity, call_id)
+        reply = await service.answer(body, identity)
     except Exception as exc:
-        return None, b"", [f"gateway raised {type(exc).__name__}"]
-    problems = oracle.answer_problems(answer, call_id)
-    wire = encode_answer(answer)
-    value, wire_problems = oracle.wire_problems(wire)
-    return answer, wire, problems + wire_problems + oracle.leak_problems(wire, value, world.secrets)
+        return 500, b"", [f"the JSON-RPC service raised {type(exc).__name__}"]
+    return (204, b"", []) if reply is None else (200, reply, [])
 
 
 # --- HTTP --------------------------------------------------------------------------------------
@@ -474,9 +538,7 @@ async def _http_worker(
             tally.twins += 1
             twin_status, twin_content, _ = await _post(client, world.secrets.twin(inp.data), good)
             if (twin_status, world.secrets.untwin(twin_content)) != (status, content):
-                tally.fail(
-                    ["twin: another owner's note answered unlike a missing one"], "twin", inp.data
-                )
+                tally.fail([TWIN_PROBLEM], "twin", inp.data)
 
 
 async def _post(
@@ -599,9 +661,7 @@ def run_mcp(inputs: int, seed: int, workdir: Path) -> Tally:
                 twin = world.secrets.twin(line)
                 twin_answers, _ = _mcp_exchange(server, twin, f"probe-{index}-twin", accepts)
                 if [world.secrets.untwin(w) for w, _ in twin_answers] != [w for w, _ in answers]:
-                    tally.fail(
-                        ["twin: another owner's note answered unlike a missing one"], "twin", line
-                    )
+                    tally.fail([TWIN_PROBLEM], "twin", line)
         if server.alive():
             final = server.request("tools/call", {"name": "count_notes", "arguments": {}})
             if final.get("result", {}).get("isError") is not False:
