@@ -1,0 +1,413 @@
+"""Store faults under a real server: `python reliability/faults.py`.
+
+Each fault is injected under a running `strictcall serve`, calls are made while it lasts, then it
+is cleared and the same write is retried with the same call id:
+
+    locked     another connection holds BEGIN EXCLUSIVE on the database
+    read-only  the database and its WAL made immutable (chattr +i: as root, file modes do not
+               bind, the immutable flag does); skipped where chattr +i does not work
+    disk full  the database on a 2 MiB tmpfs, filled to the last byte by another file;
+               skipped where a tmpfs cannot be mounted (mount needs root)
+    deleted    the database, its WAL and shared memory unlinked under the server, later put
+               back from a backup taken just before
+
+During a fault every answer must be structured and retryable: store_unavailable at stage
+execute, or (when the token itself cannot be checked) HTTP 503 auth_unavailable at stage auth;
+/healthz must answer 200. Once the fault clears, the retried write must succeed, exactly once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: make the repository root importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import httpx
+import orjson
+
+from reliability import procs
+from strictcall.errors import AUTH_UNAVAILABLE, STORE_UNAVAILABLE
+from strictcall.store import SQLiteStore
+
+RECOVERY_DEADLINE_S = 20.0
+READ_RECHECK_S = 0.6
+"""Longer than the store's interval between checks that its file is still there (for reads)."""
+TMPFS_SIZE = "2m"
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One call's answer as the fault report shows it."""
+
+    tool: str
+    status: int
+    code: str | None  # None: a success
+    stage: str | None
+    retryable: bool | None
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return self.status == 200 and self.code is None
+
+    @property
+    def retryable_fault(self) -> bool:
+        """store_unavailable at execute, or 503 auth_unavailable at auth, retryable."""
+        kinds = {
+            (200, STORE_UNAVAILABLE.code, STORE_UNAVAILABLE.stage.value),
+            (503, AUTH_UNAVAILABLE.code, AUTH_UNAVAILABLE.stage.value),
+        }
+        return (self.status, self.code, self.stage) in kinds and self.retryable is True
+
+    def __str__(self) -> str:
+        what = (
+            "ok" if self.code is None else f"{self.code} ({self.stage}, retryable={self.retryable})"
+        )
+        return f"{self.tool}: HTTP {self.status} {what} in {self.seconds * 1000:.0f} ms"
+
+
+@dataclass
+class FaultResult:
+    """What a fault did to the calls made while it lasted, and after."""
+
+    fault: str
+    skipped: str | None = None
+    during: list[Answer] = field(default_factory=list)
+    healthz_during: tuple[int, float] = (0, 0.0)
+    recovered: Answer | None = None
+    recovery_tries: int = 0
+    copies: int = -1
+    alive: bool = True
+
+    @property
+    def problems(self) -> list[str]:
+        if self.skipped is not None:
+            return []
+        problems = [f"during: {a}" for a in self.during if not (a.ok or a.retryable_fault)]
+        if not self.alive:
+            problems.append("the server died")
+        if not any(a.retryable_fault for a in self.during if a.tool == "create_note"):
+            problems.append("the write during the fault was not refused as retryable")
+        if self.healthz_during[0] != 200:
+            problems.append(f"/healthz answered {self.healthz_during[0]} during the fault")
+        if self.recovered is None or not self.recovered.ok:
+            problems.append(f"no recovery: {self.recovered}")
+        if self.copies != 1:
+            problems.append(f"the retried write is there {self.copies} times")
+        return problems
+
+
+class Rpc:
+    """JSON-RPC calls to a server as one identity."""
+
+    def __init__(self, base_url: str, token: str) -> None:
+        self.client = httpx.Client(
+            base_url=base_url,
+            headers={"Authorization": "Bearer " + token, "Content-Type": "application/json"},
+            timeout=60.0,
+        )
+
+    def call(self, tool: str, arguments: dict[str, Any], call_id: str) -> tuple[Answer, Any]:
+        body = {
+            "jsonrpc": "2.0",
+            "id": call_id,
+            "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments},
+        }
+        started = time.monotonic()
+        response = self.client.post("/rpc", content=orjson.dumps(body))
+        seconds = time.monotonic() - started
+        try:
+            reply = orjson.loads(response.content)
+        except orjson.JSONDecodeError:
+            return Answer(tool, response.status_code, "not JSON", None, None, seconds), None
+        error = reply.get("error") if isinstance(reply, dict) else None
+        if isinstance(error, dict):
+            data = error.get("data", {})
+            answer = Answer(
+                tool,
+                response.status_code,
+                data.get("code"),
+                data.get("stage"),
+                data.get("retryable"),
+                seconds,
+            )
+            return answer, None
+        return Answer(tool, response.status_code, None, None, None, seconds), reply.get("result")
+
+    def healthz(self) -> tuple[int, float]:
+        started = time.monotonic()
+        status = self.client.get("/healthz").status_code
+        return status, time.monotonic() - started
+
+    def close(self) -> None:
+        self.client.close()
+
+
+# --- the faults --------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def locked(db: Path) -> Iterator[None]:
+    """Another connection holds the database's write lock (BEGIN EXCLUSIVE)."""
+    conn = sqlite3.connect(db, timeout=10, isolation_level=None)
+    try:
+        conn.execute("BEGIN EXCLUSIVE")
+        yield
+        conn.execute("ROLLBACK")
+    finally:
+        conn.close()
+
+
+def chattr_unavailable(directory: Path) -> str | None:
+    """Why `chattr +i` cannot make a file in `directory` unwritable here, or None if it can."""
+    if shutil.which("chattr") is None:
+        return "chattr is not installed (Debian's e2fsprogs)"
+    probe = directory / "chattr-probe"
+    probe.write_bytes(b"x")
+    try:
+        done = subprocess.run(["chattr", "+i", str(probe)], capture_output=True, check=False)
+        if done.returncode != 0:
+            return f"chattr +i failed here: {done.stderr.decode(errors='replace').strip()}"
+        try:
+            with probe.open("ab") as f:
+                f.write(b"y")
+        except PermissionError:
+            return None
+        return "chattr +i did not stop a write here"
+    finally:
+        subprocess.run(["chattr", "-i", str(probe)], capture_output=True, check=False)
+        probe.unlink()
+
+
+@contextlib.contextmanager
+def read_only(db: Path) -> Iterator[None]:
+    """The database and its WAL immutable (chattr +i), then writable again."""
+    files = [str(path) for path in (db, Path(f"{db}-wal")) if path.exists()]
+    subprocess.run(["chattr", "+i", *files], check=True)
+    try:
+        yield
+    finally:
+        subprocess.run(["chattr", "-i", *files], check=True)
+
+
+def tmpfs_unavailable(mountpoint: Path) -> str | None:
+    """Why a tmpfs cannot be mounted at `mountpoint`, or None once it is mounted there."""
+    if os.geteuid() != 0:
+        return "mounting a tmpfs needs root"
+    if shutil.which("mount") is None:
+        return "mount is not installed"
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={TMPFS_SIZE}", "tmpfs", str(mountpoint)],
+        capture_output=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        return f"mount -t tmpfs failed: {done.stderr.decode(errors='replace').strip()}"
+    return None
+
+
+def unmount(mountpoint: Path) -> None:
+    subprocess.run(["umount", "-l", str(mountpoint)], capture_output=True, check=False)
+
+
+@contextlib.contextmanager
+def disk_full(directory: Path) -> Iterator[None]:
+    """The file system of `directory` filled to the last byte by another file."""
+    filler = directory / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        for chunk in (1 << 16, 1 << 10, 1):
+            with contextlib.suppress(OSError):
+                for _ in range((64 << 20) // chunk):  # bounded: far more than the tmpfs holds
+                    os.write(fd, b"\0" * chunk)
+        try:
+            os.write(fd, b"\0")
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC:
+                raise
+        else:
+            raise RuntimeError("the file system did not fill up")
+    finally:
+        os.close(fd)
+    try:
+        yield
+    finally:
+        filler.unlink()
+
+
+@contextlib.contextmanager
+def deleted(db: Path) -> Iterator[None]:
+    """The database, its WAL and shared memory unlinked; then put back from a backup."""
+    backup = db.with_name(db.name + ".backup")
+    source = sqlite3.connect(db)
+    target = sqlite3.connect(backup)
+    try:
+        source.backup(target)
+    finally:
+        target.close()
+        source.close()
+    for path in (db, Path(f"{db}-wal"), Path(f"{db}-shm")):
+        path.unlink(missing_ok=True)
+    try:
+        yield
+    finally:
+        shutil.copyfile(backup, db)  # a new file (inode): the store reopens it
+        backup.unlink()
+
+
+# --- exercising one fault ----------------------------------------------------------------------
+
+
+def exercise(
+    rpc: Rpc,
+    server: procs.HttpServer,
+    name: str,
+    fault: contextlib.AbstractContextManager[None],
+    own_note: str,
+    *,
+    lasting_s: float = 0.0,
+) -> FaultResult:
+    """Inject `fault`, call through it, clear it, retry the write until it succeeds.
+
+    With `lasting_s`, the fault lasts that long before a last read (how long a fault lasts is
+    part of the fault, not a wait for readiness).
+    """
+    result = FaultResult(name)
+    tag = name.replace(" ", "-")
+    text = f"written through the {name} fault"
+    with fault:
+        answer, _ = rpc.call("create_note", {"text": text}, f"{tag}-write")
+        result.during.append(answer)
+        answer, _ = rpc.call("read_note", {"note_id": own_note}, f"{tag}-read")
+        result.during.append(answer)
+        if lasting_s:
+            time.sleep(lasting_s)
+            answer, _ = rpc.call("read_note", {"note_id": own_note}, f"{tag}-read-later")
+            result.during.append(answer)
+        result.healthz_during = rpc.healthz()
+    deadline = time.monotonic() + RECOVERY_DEADLINE_S
+    while time.monotonic() < deadline:
+        result.recovery_tries += 1
+        answer, _ = rpc.call("create_note", {"text": text}, f"{tag}-write")
+        result.recovered = answer
+        if answer.ok or not answer.retryable_fault:
+            break
+        time.sleep(0.05)  # bounded poll for the recovery
+    _, listed = rpc.call("list_notes", {}, f"{tag}-list")
+    result.copies = sum(1 for note in listed or [] if note["text"] == text)
+    result.alive = server.alive()
+    return result
+
+
+def setup_store(directory: Path, identity: str) -> tuple[Path, str, str]:
+    db = directory / "faults.sqlite3"
+    store = SQLiteStore(db)
+    try:
+        note = store.add_note(identity, "a note to read").note_id
+        token = store.create_token(identity)
+    finally:
+        store.close()
+    return db, token, note
+
+
+def run_on_disk(workdir: Path, faults: Sequence[str]) -> list[FaultResult]:
+    """The locked, read-only and deleted faults, one after the other, on one server."""
+    results = []
+    db, token, note = setup_store(workdir, "faulty")
+    server = procs.HttpServer(db, workdir / "faults-stderr.log")
+    rpc = Rpc(server.base_url, token)
+    try:
+        for name in faults:
+            if name == "locked":
+                results.append(exercise(rpc, server, name, locked(db), note))
+            elif name == "read-only":
+                reason = chattr_unavailable(workdir)
+                if reason is not None:
+                    results.append(FaultResult(name, skipped=reason))
+                else:
+                    results.append(exercise(rpc, server, name, read_only(db), note))
+            elif name == "deleted":
+                results.append(
+                    exercise(rpc, server, name, deleted(db), note, lasting_s=READ_RECHECK_S)
+                )
+    finally:
+        rpc.close()
+        server.stop()
+    return results
+
+
+def run_disk_full(workdir: Path) -> FaultResult:
+    """The full-disk fault, on a server whose database lives on a small tmpfs."""
+    mountpoint = workdir / "tmpfs"
+    mountpoint.mkdir(exist_ok=True)
+    reason = tmpfs_unavailable(mountpoint)
+    if reason is not None:
+        return FaultResult("disk full", skipped=reason)
+    try:
+        db, token, note = setup_store(mountpoint, "faulty")
+        server = procs.HttpServer(db, workdir / "full-stderr.log")
+        rpc = Rpc(server.base_url, token)
+        try:
+            return exercise(rpc, server, "disk full", disk_full(mountpoint), note)
+        finally:
+            rpc.close()
+            server.stop()
+    finally:
+        unmount(mountpoint)
+
+
+def run(
+    workdir: Path, faults: Sequence[str] = ("locked", "read-only", "deleted", "disk full")
+) -> list[FaultResult]:
+    """Every fault named in `faults`."""
+    results = run_on_disk(workdir, [f for f in faults if f != "disk full"])
+    if "disk full" in faults:
+        results.append(run_disk_full(workdir))
+    return results
+
+
+def print_results(results: Sequence[FaultResult]) -> None:
+    print("== store faults ==")
+    for result in results:
+        if result.skipped is not None:
+            print(f"{result.fault}: SKIPPED ({result.skipped})")
+            continue
+        print(f"{result.fault}:")
+        for answer in result.during:
+            print(f"   during  {answer}")
+        status, seconds = result.healthz_during
+        print(f"   during  /healthz: HTTP {status} in {seconds * 1000:.0f} ms")
+        print(f"   after   {result.recovered} (retry {result.recovery_tries} of the same call id)")
+        print(f"   after   the retried write is there {result.copies} time(s)")
+        for problem in result.problems:
+            print(f"   PROBLEM {problem}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    del argv
+    with tempfile.TemporaryDirectory(prefix="strictcall-faults-") as tmp:
+        results = run(Path(tmp))
+        logs = "".join(p.read_text("utf-8", "replace") for p in Path(tmp).glob("*stderr.log"))
+    print_results(results)
+    logged = "Traceback" in logs
+    if logged:
+        print("PROBLEM the server logged an exception:\n" + logs)
+    return 1 if logged or any(r.problems for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

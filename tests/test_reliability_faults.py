@@ -1,0 +1,124 @@
+"""Store faults under a real server (reliability/faults.py): the database locked, read-only
+(immutable: as root, file modes do not bind), on a full disk (a small tmpfs) and deleted. While
+a fault lasts every answer is structured and retryable, store_unavailable at stage execute (or
+auth_unavailable, HTTP 503, when the token cannot be checked), /healthz answers; once it clears
+the same write, retried with the same call id, succeeds exactly once."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from reliability import faults, procs
+
+from strictcall.errors import AUTH_UNAVAILABLE, STORE_UNAVAILABLE
+
+
+@dataclass
+class Faulty:
+    """A running server, a caller and what it owns."""
+
+    server: procs.HttpServer
+    rpc: faults.Rpc
+    db: Path
+    note: str
+    workdir: Path
+
+
+@pytest.fixture(scope="module")
+def faulty(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Faulty]:
+    workdir = tmp_path_factory.mktemp("faults")
+    db, token, note = faults.setup_store(workdir, "faulty")
+    server = procs.HttpServer(db, workdir / "stderr.log")
+    rpc = faults.Rpc(server.base_url, token)
+    yield Faulty(server, rpc, db, note, workdir)
+    rpc.close()
+    assert server.stop() == 0
+    assert "Traceback" not in server.stderr_text()
+
+
+def assert_survived(result: faults.FaultResult) -> None:
+    assert result.problems == []
+    write = result.during[0]
+    assert write.tool == "create_note"
+    refusals = {
+        (200, STORE_UNAVAILABLE.code, STORE_UNAVAILABLE.stage.value, STORE_UNAVAILABLE.retryable),
+        (503, AUTH_UNAVAILABLE.code, AUTH_UNAVAILABLE.stage.value, AUTH_UNAVAILABLE.retryable),
+    }
+    assert (write.status, write.code, write.stage, write.retryable) in refusals
+    for answer in result.during[1:]:
+        assert answer.ok or (answer.status, answer.code, answer.stage, answer.retryable) in (
+            refusals
+        )
+    assert result.healthz_during[0] == 200
+    assert result.recovered is not None and result.recovered.ok
+    assert result.copies == 1
+    assert result.alive
+
+
+def test_a_locked_database_refuses_writes_as_retryable_and_recovers(faulty: Faulty) -> None:
+    result = faults.exercise(
+        faulty.rpc, faulty.server, "locked", faults.locked(faulty.db), faulty.note
+    )
+    assert_survived(result)
+    # WAL: a writer's lock does not stop readers
+    assert result.during[1].ok
+
+
+def test_a_read_only_database_refuses_writes_as_retryable_and_recovers(faulty: Faulty) -> None:
+    reason = faults.chattr_unavailable(faulty.workdir)
+    if reason is not None:
+        pytest.skip(f"read-only fault not injected: {reason}")
+    fault = faults.read_only(faulty.db)
+    assert_survived(faults.exercise(faulty.rpc, faulty.server, "read-only", fault, faulty.note))
+
+
+def test_a_deleted_database_refuses_calls_as_retryable_and_recovers_when_put_back(
+    faulty: Faulty,
+) -> None:
+    fault = faults.deleted(faulty.db)
+    result = faults.exercise(
+        faulty.rpc, faulty.server, "deleted", fault, faulty.note, lasting_s=faults.READ_RECHECK_S
+    )
+    assert_survived(result)
+    # reads notice too, once the store checks its file again
+    later = result.during[2]
+    assert (later.code, later.stage, later.retryable) == (
+        STORE_UNAVAILABLE.code,
+        STORE_UNAVAILABLE.stage.value,
+        True,
+    )
+
+
+def test_a_token_that_cannot_be_checked_is_503_auth_unavailable(faulty: Faulty) -> None:
+    token = procs.create_token(faulty.db, "newcomer")
+    newcomer = faults.Rpc(faulty.server.base_url, token)
+    try:
+        with faults.deleted(faulty.db):
+            time.sleep(faults.READ_RECHECK_S)  # the fault lasts past the store's next file check
+            answer, _ = newcomer.call("count_notes", {}, "newcomer-1")
+            assert (answer.status, answer.code, answer.stage, answer.retryable) == (
+                503,
+                AUTH_UNAVAILABLE.code,
+                AUTH_UNAVAILABLE.stage.value,
+                True,
+            )
+            assert faulty.rpc.healthz()[0] == 200
+        answer, result = newcomer.call("count_notes", {}, "newcomer-2")
+        assert answer.ok and result == 0
+    finally:
+        newcomer.close()
+
+
+def test_a_full_disk_refuses_writes_as_retryable_and_recovers(tmp_path: Path) -> None:
+    result = faults.run_disk_full(tmp_path)
+    if result.skipped is not None:
+        pytest.skip(f"full-disk fault not injected: {result.skipped}")
+    assert_survived(result)
