@@ -1,0 +1,22 @@
+"""A short load run (reliability/load.py, `make load` holds 64 connections for 60 s): concurrent
+connections with valid, invalid, cross-owner and write calls; no transport error, no 5xx, every
+answer the expected one, and exactly one audit record per call once the server has stopped."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from reliability import load
+
+
+def test_a_short_load_holds_with_one_audit_record_per_call(tmp_path: Path) -> None:
+    report = load.run(seconds=2.0, connections=16, workdir=tmp_path)
+    assert report.problems == []
+    assert (report.transport_errors, report.server_errors, report.wrong_answers) == (0, 0, 0)
+    assert report.calls > report.warmup_calls > 0
+    assert report.audit_records == report.calls
+    assert set(report.by_operation) == {"read", "invalid", "cross", "write"}
+    assert set(report.rss_kib) == {"start", "middle", "end"}
