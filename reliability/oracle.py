@@ -177,8 +177,13 @@ def wire_problems(body: bytes) -> tuple[Any, list[str]]:
 
 
 def _valid_id(message: dict[str, Any]) -> RequestId:
+    """strictcall's documented id policy: a non-empty str, or an int that fits 64 bits."""
     request_id = message.get("id")
-    return request_id if type(request_id) is str or type(request_id) is int else None
+    if type(request_id) is str:
+        return request_id if request_id else None
+    if type(request_id) is int and -(2**63) <= request_id < 2**63:
+        return request_id
+    return None
 
 
 def is_request_shape(message: Any) -> bool:

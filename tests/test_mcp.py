@@ -306,8 +306,17 @@ def test_a_json_rpc_message_passes_unchanged(message: dict[str, Any], model: typ
 def test_a_request_id_keeps_its_json_type() -> None:
     read = read_message(b'{"jsonrpc":"2.0","id":"7","method":"tools/list"}', LIMITS)
     assert isinstance(read, types.JSONRPCRequest) and read.id == "7"
-    big = read_message(b'{"jsonrpc":"2.0","id":' + str(2**70).encode() + b',"method":"x"}', LIMITS)
-    assert isinstance(big, types.JSONRPCRequest) and big.id == 2**70
+    edge = read_message(
+        b'{"jsonrpc":"2.0","id":' + str(2**63 - 1).encode() + b',"method":"x"}', LIMITS
+    )
+    assert isinstance(edge, types.JSONRPCRequest) and edge.id == 2**63 - 1
+    for beyond in (2**63, -(2**63) - 1, 2**70):
+        raw = b'{"jsonrpc":"2.0","id":' + str(beyond).encode() + b',"method":"x"}'
+        refused = read_message(raw, LIMITS)
+        assert isinstance(refused, Refused)
+        assert refused.error["code"] == INVALID_REQUEST.code
+    empty = read_message(b'{"jsonrpc":"2.0","id":"","method":"x"}', LIMITS)
+    assert isinstance(empty, Refused) and empty.error["code"] == INVALID_REQUEST.code
 
 
 @given(st.binary(max_size=200))

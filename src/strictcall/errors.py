@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, TypeAlias, final
 
 JSONValue: TypeAlias = Any
 """A value that JSON text can hold: None, bool, int, float, str, list or dict with str keys."""
@@ -59,6 +59,7 @@ class ErrorKind:
 _NO_DETAILS: Final[Mapping[str, JSONValue]] = MappingProxyType({})
 
 
+@final
 @dataclass(frozen=True, slots=True)
 class Rejection:
     """One call's failure: its kind and the details that locate it."""

@@ -11,7 +11,6 @@ operator's flag): nothing in the call's text can change it.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
@@ -20,6 +19,7 @@ from typing import Final
 import orjson
 
 from strictcall.errors import JSONValue, Rejection
+from strictcall.jsontext import dump_text
 from strictcall.listing import ToolFormat, describe_tool
 from strictcall.pipeline import (
     WITHHELD,
@@ -88,11 +88,15 @@ class Gateway:
             RuntimeError: the call reached an async tool from inside a running event loop
                 (use `call_async` there).
         """
-        climbed = self._climb(raw, identity, call_id)
-        if isinstance(climbed, Rejection):
+        check_caller(identity, call_id)
+        document = read_call(raw, self.limits)  # 1. parse
+        if type(document) is Rejection:
+            return fail(call_id, document)
+        climbed = self._climb(document.value, document.has_float, identity, call_id)  # 2-4
+        if type(climbed) is Rejection:
             return fail(call_id, climbed)
         compiled, ctx, arguments = climbed
-        result, rejection = execute_call(compiled, ctx, arguments, self._workers())
+        result, rejection = execute_call(compiled, ctx, arguments, self._workers())  # 5
         if rejection is None:
             rejection = check_result(compiled, arguments, result, ctx)
         if rejection is not None:
@@ -107,7 +111,12 @@ class Gateway:
         Raises:
             TypeError, ValueError: `identity` is not a str, or `call_id` not a request id.
         """
-        return await self._finish_async(self._climb(raw, identity, call_id), call_id)
+        check_caller(identity, call_id)
+        document = read_call(raw, self.limits)
+        if type(document) is Rejection:
+            return fail(call_id, document)
+        climbed = self._climb(document.value, document.has_float, identity, call_id)
+        return await self._finish_async(climbed, call_id)
 
     async def call_parsed_async(
         self, call: JSONValue, identity: str, call_id: str | int, *, has_float: bool
@@ -118,17 +127,14 @@ class Gateway:
         Raises:
             TypeError, ValueError: `identity` is not a str, or `call_id` not a request id.
         """
-        if type(identity) is not str:
-            raise TypeError("identity is a str")
-        check_request_id(call_id)
-        climbed = self._climb_parsed(call, has_float, identity, call_id)
-        return await self._finish_async(climbed, call_id)
+        check_caller(identity, call_id)
+        return await self._finish_async(self._climb(call, has_float, identity, call_id), call_id)
 
     async def _finish_async(
         self, climbed: _Climbed | Rejection, call_id: str | int
     ) -> dict[str, JSONValue]:
         """Rungs 5 and 6: execute, output."""
-        if isinstance(climbed, Rejection):
+        if type(climbed) is Rejection:
             return fail(call_id, climbed)
         compiled, ctx, arguments = climbed
         result, rejection = await execute_call_async(compiled, ctx, arguments)
@@ -142,28 +148,18 @@ class Gateway:
         """`call`, answered as UTF-8 JSON text."""
         return encode_answer(self.call(raw, identity, call_id))
 
-    def _climb(self, raw: str | bytes, identity: str, call_id: str | int) -> _Climbed | Rejection:
-        """Rung 1, parse, then the rungs after it."""
-        if type(identity) is not str:
-            raise TypeError("identity is a str")
-        check_request_id(call_id)
-        document = read_call(raw, self.limits)
-        if isinstance(document, Rejection):
-            return document
-        return self._climb_parsed(document.value, document.has_float, identity, call_id)
-
-    def _climb_parsed(
+    def _climb(
         self, call: JSONValue, has_float: bool, identity: str, call_id: str | int
     ) -> _Climbed | Rejection:
         """Rungs 2 to 4: route, shape, resource."""
         compiled = route_call(call, self._tools)
-        if isinstance(compiled, Rejection):
+        if type(compiled) is Rejection:
             return compiled
         rejection = check_envelope(call)
         if rejection is not None:
             return rejection
         arguments = check_arguments(call, compiled, has_float)
-        if isinstance(arguments, Rejection):
+        if type(arguments) is Rejection:
             return arguments
         ctx = ToolContext(identity, call_id, compiled.tool.name)
         rejection = authorize_call(compiled, ctx, arguments)
@@ -194,17 +190,22 @@ class Gateway:
         self.close()
 
 
+def check_caller(identity: object, call_id: object) -> None:
+    """Refuse a caller's programming error: an identity that is not a str, a bad call id.
+
+    Raises:
+        TypeError, ValueError: as `check_request_id` says, or a non-str identity.
+    """
+    if type(identity) is not str:
+        raise TypeError("identity is a str")
+    if not ((type(call_id) is str and call_id) or type(call_id) is int):
+        check_request_id(call_id)  # subclasses pass there; anything else raises
+
+
 def encode_answer(answer: dict[str, JSONValue]) -> bytes:
     """An answer as UTF-8 JSON; a result that cannot be written (e.g. a lone surrogate in a
     string) is withheld as invalid_tool_result rather than sent broken."""
-    try:
-        return orjson.dumps(answer)
-    except orjson.JSONEncodeError:
-        pass
-    # orjson stops at 64-bit integers, which JSON and the output schema may allow: write those
-    # exactly with the stdlib (slower, and only ever on this path).
-    try:
-        text = json.dumps(answer, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-        return text.encode("utf-8")
-    except (TypeError, ValueError, RecursionError):  # UnicodeEncodeError is a ValueError
+    text = dump_text(answer)
+    if text is None:
         return orjson.dumps(fail(answer["call_id"], WITHHELD))
+    return text

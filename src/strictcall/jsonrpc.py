@@ -36,6 +36,7 @@ from strictcall.errors import (
     Stage,
 )
 from strictcall.gateway import Gateway
+from strictcall.jsontext import dump_text
 from strictcall.pipeline import read_call
 from strictcall.store import AuditRecord
 
@@ -78,10 +79,10 @@ def encode_replies(replies: list[dict[str, JSONValue]], *, batch: bool) -> bytes
     replaced by an invalid_tool_result error, so the wire never carries broken text."""
     parts = []
     for reply in replies:
-        try:
-            parts.append(orjson.dumps(reply))
-        except orjson.JSONEncodeError:
-            parts.append(orjson.dumps(kind_reply(reply["id"], INVALID_TOOL_RESULT)))
+        text = dump_text(reply)
+        if text is None:
+            text = orjson.dumps(kind_reply(reply["id"], INVALID_TOOL_RESULT))
+        parts.append(text)
     return b"[" + b",".join(parts) + b"]" if batch else parts[0]
 
 
@@ -155,7 +156,7 @@ class RpcService:
         )
         latency_us = (time.perf_counter_ns() - started) // 1000
         name = request.params.get("name") if type(request.params) is dict else None
-        tool = name if name in self._tool_names else None
+        tool = name if type(name) is str and name in self._tool_names else None
         if answer["ok"] is True:
             self._audit(call_id, identity, tool, None, latency_us)
             if request_id is None:
@@ -204,13 +205,18 @@ def read_request(message: JSONValue) -> _Request | Rejection:
 
 
 def valid_id(message: JSONValue) -> str | int | None:
-    """The message's id if it is one a strict server answers to (a str or an int), else None."""
+    """The message's id if it is one a strict server answers to, else None: a non-empty str,
+    or an int that fits 64 bits (what every JSON-RPC peer can hold without loss)."""
     if type(message) is not dict:
         return None
     request_id = message.get("id")
-    if type(request_id) is str or type(request_id) is int:
+    if type(request_id) is str:
+        return request_id if request_id else None
+    if type(request_id) is int and _MIN_ID <= request_id <= _MAX_ID:
         return request_id
     return None
 
 
 _INVALID: Final = Rejection(INVALID_REQUEST)
+_MIN_ID: Final = -(2**63)
+_MAX_ID: Final = 2**63 - 1

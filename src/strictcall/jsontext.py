@@ -218,3 +218,19 @@ def _parse_exactly(raw: str | bytes) -> JSONValue:
     except ValueError:  # the int digit limit
         raise JSONTextError(TextFault.NUMBER_OUT_OF_RANGE) from None
     return value
+
+
+def dump_text(value: JSONValue) -> bytes | None:
+    """A JSON value as compact UTF-8 JSON text, or None when it cannot be written so (a lone
+    surrogate, a type JSON has not). Integers beyond 64 bits are written exactly (orjson stops
+    there; the stdlib takes over on that path only). NaN must be refused before: see
+    `pipeline.json_kind`."""
+    try:
+        return orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        pass
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        return text.encode("utf-8")
+    except (TypeError, ValueError, RecursionError):  # UnicodeEncodeError is a ValueError
+        return None

@@ -31,7 +31,6 @@ process, one per HTTP request (stateless HTTP has no connection to tie two reque
 from __future__ import annotations
 
 import io
-import json
 import os
 import secrets
 import sys
@@ -68,6 +67,7 @@ from strictcall.errors import (
 from strictcall.gateway import Gateway
 from strictcall.http import IDENTITY_KEY, Message, Receive, Scope, Send, read_body
 from strictcall.jsonrpc import Recorder, error_reply, read_request, valid_id
+from strictcall.jsontext import dump_text
 from strictcall.pipeline import Limits, json_kind, read_call
 from strictcall.store import AuditRecord
 
@@ -169,17 +169,8 @@ def tool_result(answer: dict[str, JSONValue], *, wrapped: bool) -> types.CallToo
 
 def json_text(value: JSONValue) -> str | None:
     """`value` as compact JSON text, or None when it cannot be written as UTF-8 JSON."""
-    try:
-        return orjson.dumps(value).decode("utf-8")
-    except orjson.JSONEncodeError:
-        pass
-    # orjson stops at 64-bit integers, which JSON and an output schema may allow.
-    try:
-        text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-        text.encode("utf-8")  # a lone surrogate cannot be sent
-    except (TypeError, ValueError, RecursionError):
-        return None
-    return text
+    text = dump_text(value)
+    return None if text is None else text.decode("utf-8")
 
 
 class McpTools:

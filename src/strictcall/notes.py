@@ -69,7 +69,9 @@ def _store_faults() -> Iterator[None]:
 def idempotency_key(ctx: ToolContext, arguments: Arguments) -> IdempotencyKey:
     """The key of a write: its call id (type-exact: 7 and "7" differ) and a fingerprint of
     the tool and its arguments."""
-    call_id = orjson.dumps(ctx.call_id).decode("utf-8")
+    raw_id = ctx.call_id
+    # str(int) for any integer (orjson stops at 64 bits); a str as its JSON text, quoted
+    call_id = str(int(raw_id)) if isinstance(raw_id, int) else orjson.dumps(raw_id).decode("utf-8")
     canonical = orjson.dumps([ctx.tool, arguments], option=orjson.OPT_SORT_KEYS)
     return IdempotencyKey(call_id, hashlib.sha256(canonical).hexdigest())
 

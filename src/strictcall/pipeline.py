@@ -347,6 +347,8 @@ def json_kind(value: JSONValue, max_depth: int = MAX_RESULT_DEPTH) -> bool | Non
     holds a float."""
     # Exact types first (the common case), then subclasses, which JSON writers accept.
     kind = type(value)
+    if kind is dict and _flat_object(value):
+        return False
     stack: list[tuple[JSONValue, int]]
     if kind is dict or kind is list:
         stack = [(value, 1)]
@@ -388,6 +390,18 @@ def json_kind(value: JSONValue, max_depth: int = MAX_RESULT_DEPTH) -> bool | Non
             else:
                 return None
     return has_float
+
+
+def _flat_object(value: dict[JSONValue, JSONValue]) -> bool:
+    """True for the most common result: one object of str keys and str, int, bool or null
+    values (no float, nothing nested)."""
+    for key, item in value.items():
+        if type(key) is not str:
+            return False
+        kind = type(item)
+        if kind is not str and kind is not int and kind is not bool and item is not None:
+            return False
+    return True
 
 
 # --- answers -----------------------------------------------------------------------------------

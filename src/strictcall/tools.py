@@ -15,7 +15,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, NotRequired, Required, get_type_hints
+from typing import Any, NamedTuple, NotRequired, Required, get_type_hints
 
 from strictcall.errors import ErrorKind, JSONValue, Stage
 
@@ -25,9 +25,9 @@ Authorizer = Callable[["ToolContext", Arguments], bool]
 ResultCheck = Callable[[Arguments, JSONValue], bool]
 
 
-@dataclass(frozen=True, slots=True)
-class ToolContext:
-    """Who is calling, with which call id, and which tool."""
+class ToolContext(NamedTuple):
+    """Who is calling, with which call id, and which tool (immutable: a tool cannot change
+    whom it acts for)."""
 
     identity: str
     call_id: str | int
