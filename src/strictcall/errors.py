@@ -50,10 +50,15 @@ class ErrorKind:
     stage: Stage
     retryable: bool
     advice: str
+    _stage_name: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # the plain str, once: an enum's .value is a slow property on the error path
+        object.__setattr__(self, "_stage_name", self.stage.value)
 
     def as_error(self) -> dict[str, JSONValue]:
         """The structured error {code, stage, retryable}, as a fresh dict."""
-        return {"code": self.code, "stage": self.stage.value, "retryable": self.retryable}
+        return {"code": self.code, "stage": self._stage_name, "retryable": self.retryable}
 
 
 _NO_DETAILS: Final[Mapping[str, JSONValue]] = MappingProxyType({})
@@ -69,10 +74,15 @@ class Rejection:
 
     def as_error(self, *, located: bool = True) -> dict[str, JSONValue]:
         """The structured error, with the locating details unless `located` is false."""
-        error = self.kind.as_error()
+        kind = self.kind
         if located and self.details:
-            error.update(self.details)
-        return error
+            return {
+                "code": kind.code,
+                "stage": kind._stage_name,
+                "retryable": kind.retryable,
+                **self.details,
+            }
+        return {"code": kind.code, "stage": kind._stage_name, "retryable": kind.retryable}
 
 
 # --- parse -------------------------------------------------------------------------------------

@@ -285,7 +285,7 @@ error's place."""
 class CompiledSchema:
     """A strict schema compiled twice: a fast validator, and an exact-integer one for floats."""
 
-    __slots__ = ("_exact", "_fast", "advertised", "declared", "strict")
+    __slots__ = ("_exact", "_fast", "_flat", "advertised", "declared", "strict")
 
     def __init__(self, schema: JSONValue) -> None:
         if not isinstance(schema, dict | bool):
@@ -305,6 +305,7 @@ class CompiledSchema:
             )
         except (jsonschema_rs.ValidationError, ValueError) as exc:
             raise SchemaDefinitionError(str(exc)) from None
+        self._flat = FlatObject.of(self.strict)
 
     def is_valid(self, instance: JSONValue, *, has_float: bool) -> bool:
         """True when `instance` (a JSON value) satisfies the strict schema."""
@@ -318,6 +319,10 @@ class CompiledSchema:
         A float where an integer is asked for is a type error even when the validator first
         finds another fault at that place (2.0 against multipleOf 5 is told "integer").
         """
+        if self._flat is not None:
+            quick = self._flat.first_violation(instance)
+            if quick is not None:
+                return quick
         first = None
         for count, error in enumerate(self._exact.iter_errors(instance)):
             if first is None:
@@ -332,6 +337,128 @@ class CompiledSchema:
             if count >= _ERRORS_SEARCHED:
                 break
         return None if first is None else _describe(first, self.strict)
+
+
+_FLAT_OBJECT_KEYWORDS: Final = frozenset(
+    {"type", "properties", "required", "additionalProperties", "title", "description", "$schema"}
+)
+_FLAT_MEMBER_KEYWORDS: Final = frozenset(
+    {
+        "type",
+        "minLength",
+        "maxLength",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "title",
+        "description",
+        "default",
+        "examples",
+        _EXACT_INTEGER,
+    }
+)
+_JSON_TYPES: Final[Mapping[str, Any]] = {
+    "string": lambda v: isinstance(v, str),
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+    "boolean": lambda v: isinstance(v, bool),
+    "null": lambda v: v is None,
+    "object": lambda v: isinstance(v, dict),
+    "array": lambda v: isinstance(v, list),
+}
+_LENGTH_BOUNDS: Final = (
+    ("minLength", "min_length", lambda v, n: len(v) < n),
+    ("maxLength", "max_length", lambda v, n: len(v) > n),
+)
+_NUMBER_BOUNDS: Final = (
+    ("minimum", "minimum", lambda v, n: v < n),
+    ("maximum", "maximum", lambda v, n: v > n),
+    ("exclusiveMinimum", "exclusive_minimum", lambda v, n: v <= n),
+    ("exclusiveMaximum", "exclusive_maximum", lambda v, n: v >= n),
+)
+# Bounds apply to their own kind of value only, as in JSON Schema.
+_BOUNDS_OF: Final[Mapping[str, tuple[tuple[str, str, Any], ...]]] = {
+    "string": _LENGTH_BOUNDS,
+    "integer": _NUMBER_BOUNDS,
+    "number": _NUMBER_BOUNDS,
+}
+
+
+class FlatObject:
+    """The error path's quick describer for the most common input schema: one closed object of
+    members with a single type and, at most, length or numeric bounds.
+
+    It runs only after the validator said "invalid", and only reports what is certainly a
+    violation (an unknown member, a missing one, a wrong type, a bound broken); when it finds
+    none of those, the validator's own error iterator describes the fault. It saves that
+    iterator's cost (~2-4 µs) on the mistakes models make most.
+    """
+
+    __slots__ = ("members", "names", "required")
+
+    def __init__(
+        self,
+        members: dict[str, tuple[str, tuple[tuple[str, str, Any, JSONValue], ...]]],
+        required: tuple[str, ...],
+    ) -> None:
+        self.members = members
+        self.names = sorted(members)
+        self.required = required
+
+    @classmethod
+    def of(cls, schema: JSONValue) -> FlatObject | None:
+        """A describer for `schema` if it is a flat closed object, else None."""
+        if not isinstance(schema, dict) or not _FLAT_OBJECT_KEYWORDS.issuperset(schema):
+            return None
+        properties = schema.get("properties", {})
+        required = schema.get("required", [])
+        if (
+            schema.get("type") != "object"
+            or schema.get("additionalProperties") is not False
+            or not isinstance(properties, dict)
+            or not isinstance(required, list)
+            or not all(isinstance(name, str) and name in properties for name in required)
+        ):
+            return None
+        members = {}
+        for name, member in properties.items():
+            if not isinstance(member, dict) or not _FLAT_MEMBER_KEYWORDS.issuperset(member):
+                return None
+            kind = member.get("type")
+            if not isinstance(kind, str) or kind not in _JSON_TYPES:
+                return None
+            bounds = tuple(
+                (keyword, reason, check, member[keyword])
+                for keyword, reason, check in _BOUNDS_OF.get(kind, ())
+                if keyword in member
+            )
+            if not all(
+                isinstance(limit, int | float) and not isinstance(limit, bool)
+                for _, _, _, limit in bounds
+            ):
+                return None
+            members[name] = (kind, bounds)
+        return cls(members, tuple(required))
+
+    def first_violation(self, instance: JSONValue) -> Violation | None:
+        """A certain violation in `instance`, or None when the fault lies elsewhere."""
+        if not isinstance(instance, dict):
+            return Violation((), "type", "object", True)
+        for name in instance:
+            if name not in self.members:
+                return Violation((name,), "unexpected_member", list(self.names), True)
+        for name in self.required:
+            if name not in instance:
+                return Violation((), "missing_member", name, True)
+        for name, value in instance.items():
+            kind, bounds = self.members[name]
+            if not _JSON_TYPES[kind](value):
+                return Violation((name,), "type", kind, True)
+            for _, reason, broken, limit in bounds:
+                if broken(value, limit):
+                    return Violation((name,), reason, limit, True)
+        return None
 
 
 def _without_key(schema: JSONValue, name: str) -> JSONValue:

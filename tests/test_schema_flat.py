@@ -1,0 +1,68 @@
+"""The quick describer of flat object schemas never reports what the validator does not see."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jsonschema_rs
+from hypothesis import given
+from hypothesis import strategies as st
+
+from strictcall.schema import CompiledSchema, FlatObject, make_strict
+
+FLAT = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "minLength": 2, "maxLength": 5},
+        "count": {"type": "integer", "minimum": 0, "exclusiveMaximum": 10},
+        "ratio": {"type": "number", "maximum": 1.5, "exclusiveMinimum": -1},
+        "flag": {"type": "boolean"},
+        "nothing": {"type": "null"},
+        "odd": {"type": "integer", "minLength": 3},  # minLength does not apply to integers
+    },
+    "required": ["name", "count"],
+}
+
+values = st.none() | st.booleans() | st.integers(-20, 20) | st.floats(-3, 3) | st.text(max_size=7)
+instances = st.dictionaries(
+    st.sampled_from(["name", "count", "ratio", "flag", "nothing", "odd", "extra"]),
+    values | st.lists(values, max_size=2),
+)
+
+
+def test_flat_object_is_recognised_and_others_are_not() -> None:
+    assert FlatObject.of(make_strict(FLAT)) is not None
+    nested = {"type": "object", "properties": {"a": {"type": "object", "properties": {}}}}
+    assert FlatObject.of(make_strict(nested)) is None  # a member with members of its own
+    assert (
+        FlatObject.of(make_strict({"type": "object", "properties": {"a": {"enum": [1]}}})) is None
+    )
+    assert FlatObject.of(make_strict({"type": "object", "anyOf": [{"required": ["a"]}]})) is None
+    assert FlatObject.of({"type": "object", "properties": {}}) is None  # not closed
+
+
+@given(instances)
+def test_a_quick_violation_is_always_a_real_one(instance: dict[str, Any]) -> None:
+    compiled = CompiledSchema(FLAT)
+    flat = FlatObject.of(compiled.strict)
+    assert flat is not None
+    quick = flat.first_violation(instance)
+    valid = compiled.is_valid(instance, has_float=True)
+    if quick is None:
+        return
+    assert not valid
+    validator = jsonschema_rs.Draft202012Validator(make_strict(FLAT), validate_formats=True)
+    paths = {tuple(error.instance_path) for error in validator.iter_errors(instance)}
+    if quick.reason == "unexpected_member":
+        assert () in paths
+    elif quick.reason == "missing_member":
+        assert () in paths and quick.expected not in instance
+    else:  # a type error on a float for an integer is the exact-integer rule's own
+        assert quick.path in paths or type(instance[str(quick.path[0])]) is float
+
+
+@given(instances)
+def test_invalid_instances_always_get_a_violation(instance: dict[str, Any]) -> None:
+    compiled = CompiledSchema(FLAT)
+    if not compiled.is_valid(instance, has_float=True):
+        assert compiled.first_violation(instance) is not None
