@@ -12,9 +12,11 @@ operator's flag): nothing in the call's text can change it.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
-from typing import Final
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 import orjson
 
@@ -96,7 +98,8 @@ class Gateway:
         if type(climbed) is Rejection:
             return fail(call_id, climbed)
         compiled, ctx, arguments = climbed
-        result, rejection = execute_call(compiled, ctx, arguments, self._workers())  # 5
+        pool = None if compiled.tool.timeout is None else self._workers()
+        result, rejection = execute_call(compiled, ctx, arguments, pool)  # 5
         if rejection is None:
             rejection = check_result(compiled, arguments, result, ctx)
         if rejection is not None:
@@ -169,6 +172,8 @@ class Gateway:
 
     def _workers(self) -> ThreadPoolExecutor:
         if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
             self._pool = ThreadPoolExecutor(_WORKERS, thread_name_prefix="strictcall-tool")
         return self._pool
 

@@ -16,17 +16,17 @@ itself. `Gateway` and the seed's `handle` are both built from these rungs.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import logging
 import math
 import traceback
 from collections.abc import Awaitable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Final
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 from strictcall.errors import (
     FORBIDDEN_OR_MISSING,
@@ -221,11 +221,15 @@ def execute_call(
         _refuse_inside_loop()
     try:
         if compiled.is_async:
+            import asyncio  # loaded by the first async tool, not by `import strictcall`
+
             coroutine = tool.handler(ctx, arguments)
             assert isinstance(coroutine, Awaitable)
             return asyncio.run(_awaited(coroutine, tool.timeout)), None
         if tool.timeout is None or pool is None:
             return tool.handler(ctx, arguments), None
+        from concurrent.futures import TimeoutError as FutureTimeout
+
         future = pool.submit(tool.handler, ctx, arguments)
         try:
             return future.result(timeout=tool.timeout), None
@@ -256,6 +260,8 @@ async def execute_call_async(
             return await _awaited(coroutine, tool.timeout), None
         if tool.timeout is None:
             return tool.handler(ctx, arguments), None
+        import asyncio
+
         return await _awaited(asyncio.to_thread(tool.handler, ctx, arguments), tool.timeout), None
     except _TimeLimit:
         return None, TIMED_OUT
@@ -271,6 +277,8 @@ async def _awaited(work: Awaitable[JSONValue], timeout: float | None) -> JSONVal
     """
     if timeout is None:
         return await work
+    import asyncio
+
     scope = asyncio.timeout(timeout)
     try:
         async with scope:
@@ -282,6 +290,8 @@ async def _awaited(work: Awaitable[JSONValue], timeout: float | None) -> JSONVal
 
 
 def _refuse_inside_loop() -> None:
+    import asyncio
+
     try:
         asyncio.get_running_loop()
     except RuntimeError:
