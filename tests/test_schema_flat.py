@@ -19,13 +19,14 @@ FLAT = {
         "flag": {"type": "boolean"},
         "nothing": {"type": "null"},
         "odd": {"type": "integer", "minLength": 3},  # minLength does not apply to integers
+        "code": {"type": "string", "pattern": "^[a-z]+\\d?$", "maxLength": 4},
     },
     "required": ["name", "count"],
 }
 
 values = st.none() | st.booleans() | st.integers(-20, 20) | st.floats(-3, 3) | st.text(max_size=7)
 instances = st.dictionaries(
-    st.sampled_from(["name", "count", "ratio", "flag", "nothing", "odd", "extra"]),
+    st.sampled_from(["name", "count", "ratio", "flag", "nothing", "odd", "code", "extra"]),
     values | st.lists(values, max_size=2),
 )
 

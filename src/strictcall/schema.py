@@ -22,6 +22,7 @@ expected, all taken from the schema and the instance's location, never from the 
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -351,6 +352,7 @@ _FLAT_MEMBER_KEYWORDS: Final = frozenset(
         "maximum",
         "exclusiveMinimum",
         "exclusiveMaximum",
+        "pattern",
         "title",
         "description",
         "default",
@@ -387,7 +389,7 @@ _BOUNDS_OF: Final[Mapping[str, tuple[tuple[str, str, Any], ...]]] = {
 
 class FlatObject:
     """The error path's quick describer for the most common input schema: one closed object of
-    members with a single type and, at most, length or numeric bounds.
+    members with a single type and, at most, length, pattern or numeric bounds.
 
     It runs only after the validator said "invalid", and only reports what is certainly a
     violation (an unknown member, a missing one, a wrong type, a bound broken); when it finds
@@ -399,7 +401,7 @@ class FlatObject:
 
     def __init__(
         self,
-        members: dict[str, tuple[str, tuple[tuple[str, str, Any, JSONValue], ...]]],
+        members: dict[str, tuple[str, tuple[tuple[str, Any, JSONValue], ...]]],
         required: tuple[str, ...],
     ) -> None:
         self.members = members
@@ -428,17 +430,21 @@ class FlatObject:
             kind = member.get("type")
             if not isinstance(kind, str) or kind not in _JSON_TYPES:
                 return None
-            bounds = tuple(
-                (keyword, reason, check, member[keyword])
+            bounds = [
+                (reason, functools.partial(check, n=member[keyword]), member[keyword])
                 for keyword, reason, check in _BOUNDS_OF.get(kind, ())
                 if keyword in member
-            )
+            ]
             if not all(
                 isinstance(limit, int | float) and not isinstance(limit, bool)
-                for _, _, _, limit in bounds
+                for _, _, limit in bounds
             ):
                 return None
-            members[name] = (kind, bounds)
+            if "pattern" in member and kind == "string":
+                # ECMA-262 semantics, exactly: the validator's own regex engine decides
+                pattern = jsonschema_rs.Draft202012Validator({"pattern": member["pattern"]})
+                bounds.append(("pattern", _not_valid(pattern), member["pattern"]))
+            members[name] = (kind, tuple(bounds))
         return cls(members, tuple(required))
 
     def first_violation(self, instance: JSONValue) -> Violation | None:
@@ -455,10 +461,14 @@ class FlatObject:
             kind, bounds = self.members[name]
             if not _JSON_TYPES[kind](value):
                 return Violation((name,), "type", kind, True)
-            for _, reason, broken, limit in bounds:
-                if broken(value, limit):
-                    return Violation((name,), reason, limit, True)
+            for reason, broken, expected in bounds:
+                if broken(value):
+                    return Violation((name,), reason, expected, True)
         return None
+
+
+def _not_valid(validator: Any) -> Any:
+    return lambda value: not validator.is_valid(value)
 
 
 def _without_key(schema: JSONValue, name: str) -> JSONValue:
