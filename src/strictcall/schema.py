@@ -24,8 +24,7 @@ from __future__ import annotations
 import copy
 import functools
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 from urllib.parse import unquote
 
 import jsonschema_rs
@@ -64,8 +63,7 @@ class SchemaDefinitionError(ValueError):
     """A tool declared a schema that is not a valid JSON Schema 2020-12 document."""
 
 
-@dataclass(frozen=True, slots=True)
-class Violation:
+class Violation(NamedTuple):
     """Where an instance broke its schema, why, and what was expected there."""
 
     path: tuple[str | int, ...]
@@ -597,4 +595,10 @@ def _snake(name: str) -> str:
 
 def to_pointer(path: Iterable[str | int]) -> str:
     """A JSON Pointer (RFC 6901) for a path of member names and array indexes."""
-    return "".join("/" + str(step).replace("~", "~0").replace("/", "~1") for step in path)
+    pointer = ""
+    for step in path:
+        text = str(step)
+        if "~" in text or "/" in text:
+            text = text.replace("~", "~0").replace("/", "~1")
+        pointer += "/" + text
+    return pointer
