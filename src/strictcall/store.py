@@ -133,9 +133,15 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
+_ID_ALPHABET: Final = "23456789abcdfghjkmnpqrstuvwxyz"
+
+
 def new_note_id() -> str:
-    """A fresh note id: random, so no id says anything about other owners' notes."""
-    return "n" + secrets.token_hex(8)
+    """A fresh note id: "n" and 16 random characters (78 bits), so no id says anything about
+    other owners' notes. The alphabet has no "e", "0", "1", "l" or "o": an id is never misread
+    by a person, and never holds a digit followed by "e", which the strict intake would take
+    for a possible float exponent and check more slowly."""
+    return "n" + "".join(secrets.choice(_ID_ALPHABET) for _ in range(16))
 
 
 class SQLiteStore:
