@@ -95,6 +95,7 @@ def serve(app: RpcApp, host: str, port: int, on_ready: Callable[[str, int], None
         http="httptools" if importlib.util.find_spec("httptools") else "h11",
         lifespan="on",
         access_log=False,
+        proxy_headers=False,  # nothing here reads the client's address
         log_level="warning",
         server_header=False,
         date_header=False,
