@@ -21,13 +21,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import itertools
+import json
 import random
 import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,6 +65,7 @@ class Report:
 
     seconds: float = 0.0
     connections: int = 0
+    client: str = "httpx"
     calls: int = 0
     by_answer: Counter[str] = field(default_factory=Counter)
     by_operation: Counter[str] = field(default_factory=Counter)
@@ -100,6 +103,7 @@ class Report:
         return {
             "seconds": round(self.seconds, 1),
             "connections": self.connections,
+            "client": self.client,
             "calls": self.calls,
             "warmup_calls": self.warmup_calls,
             "calls_per_second": round(self.rate, 1),
@@ -158,11 +162,74 @@ def request(request_id: str, tool: str, arguments: dict[str, Any]) -> bytes:
     )
 
 
+class TransportError(Exception):
+    """The request got no HTTP answer (connection refused, reset, or closed mid-answer)."""
+
+
+Post = Callable[[bytes, dict[str, str]], Awaitable[tuple[int, bytes]]]
+"""POST /rpc with a body and headers: (status, body), or TransportError."""
+
+
+def httpx_poster(client: httpx.AsyncClient) -> Post:
+    """POST /rpc through httpx's connection pool."""
+
+    async def post(body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+        try:
+            response = await client.post("/rpc", content=body, headers=headers)
+        except httpx.HTTPError as exc:
+            raise TransportError(type(exc).__name__) from None
+        return response.status_code, response.content
+
+    return post
+
+
+class RawConnection:
+    """One keep-alive HTTP/1.1 connection to the server, for a client light enough that the
+    server, not the client, sets the pace: requests with Content-Length, answers read by their
+    Content-Length (which strictcall serve always sends)."""
+
+    def __init__(self, base_url: str) -> None:
+        host, port = base_url.removeprefix("http://").rsplit(":", 1)
+        self.host, self.port = host, int(port)
+        self._streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+
+    async def post(self, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+        try:
+            if self._streams is None:
+                self._streams = await asyncio.open_connection(self.host, self.port)
+            reader, writer = self._streams
+            head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+            writer.write(
+                f"POST /rpc HTTP/1.1\r\nHost: {self.host}\r\n{head}"
+                f"Content-Length: {len(body)}\r\n\r\n".encode("latin-1")
+                + body
+            )
+            await writer.drain()
+            status_line, *lines = (await reader.readuntil(b"\r\n\r\n")).split(b"\r\n")
+            status = int(status_line.split()[1])
+            length = 0
+            for line in lines:
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    length = int(value)
+            return status, await reader.readexactly(length)
+        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError) as exc:
+            await self.close()
+            raise TransportError(type(exc).__name__) from None
+
+    async def close(self) -> None:
+        if self._streams is not None:
+            writer = self._streams[1]
+            self._streams = None
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+
+
 class Load:
     """The workers' shared state: callers, the report, and the ids of calls."""
 
-    def __init__(self, client: httpx.AsyncClient, callers: list[Caller], report: Report) -> None:
-        self.client = client
+    def __init__(self, callers: list[Caller], report: Report) -> None:
         self.callers = callers
         self.report = report
         self._ids = itertools.count()
@@ -171,37 +238,35 @@ class Load:
         return f"load-{next(self._ids)}"
 
     async def call(
-        self, operation: str, token: str, body: bytes, status: int, code: str | None
+        self, post: Post, operation: str, token: str, body: bytes, status: int, code: str | None
     ) -> Any:
         """Send one call and check its answer: HTTP `status`, and `code` (None: a result)."""
         report = self.report
         headers = {"Content-Type": "application/json", "Authorization": "Bearer " + token}
         started = time.perf_counter()
         try:
-            response = await self.client.post("/rpc", content=body, headers=headers)
-        except httpx.HTTPError as exc:
+            got_status, content = await post(body, headers)
+        except TransportError as exc:
             report.calls += 1
             report.transport_errors += 1
-            self._example(f"{operation}: transport error {type(exc).__name__}")
+            self._example(f"{operation}: transport error {exc}")
             return None
         report.latencies_ms.append((time.perf_counter() - started) * 1000)
         report.calls += 1
         report.by_operation[operation] += 1
-        if response.status_code >= 500:
+        if got_status >= 500:
             report.server_errors += 1
-            self._example(f"{operation}: HTTP {response.status_code}")
+            self._example(f"{operation}: HTTP {got_status}")
             return None
         try:
-            reply = orjson.loads(response.content)
+            reply = orjson.loads(content)
         except orjson.JSONDecodeError:
             reply = None
         got = _code_of(reply)
         report.by_answer[got or "ok"] += 1
-        if response.status_code != status or got != code:
+        if got_status != status or got != code:
             report.wrong_answers += 1
-            self._example(
-                f"{operation}: HTTP {response.status_code} {got}, expected {status} {code}"
-            )
+            self._example(f"{operation}: HTTP {got_status} {got}, expected {status} {code}")
             return None
         return reply.get("result") if isinstance(reply, dict) else None
 
@@ -209,7 +274,7 @@ class Load:
         if len(self.report.examples) < 10:
             self.report.examples.append(text)
 
-    async def one(self, rng: random.Random, caller: Caller) -> None:
+    async def one(self, rng: random.Random, caller: Caller, post: Post) -> None:
         """One operation of the mix."""
         operation = rng.choices([m[0] for m in MIX], [m[1] for m in MIX])[0]
         token = caller.token
@@ -219,35 +284,37 @@ class Load:
                 body = request(self.next_id(), "read_note", {"note_id": rng.choice(caller.notes)})
             else:
                 body = request(self.next_id(), ("count_notes", "list_notes")[kind - 1], {})
-            await self.call(operation, token, body, 200, None)
+            await self.call(post, operation, token, body, 200, None)
         elif operation == "invalid":
             kind = rng.randrange(5)
             if kind == 0:
-                await self.call(operation, token, b'{"jsonrpc":"2.0","id":', 200, INVALID_JSON.code)
+                await self.call(
+                    post, operation, token, b'{"jsonrpc":"2.0","id":', 200, INVALID_JSON.code
+                )
             elif kind == 1:
                 body = request(self.next_id(), "read_note", {"note_id": 5})
-                await self.call(operation, token, body, 200, INVALID_ARGUMENTS.code)
+                await self.call(post, operation, token, body, 200, INVALID_ARGUMENTS.code)
             elif kind == 2:
                 body = request(self.next_id(), "drop_notes", {})
-                await self.call(operation, token, body, 200, UNKNOWN_TOOL.code)
+                await self.call(post, operation, token, body, 200, UNKNOWN_TOOL.code)
             elif kind == 3:
                 body = b'{"jsonrpc":"1.0","id":1,"method":"tools/call"}'
-                await self.call(operation, token, body, 200, INVALID_REQUEST.code)
+                await self.call(post, operation, token, body, 200, INVALID_REQUEST.code)
             else:
                 body = request(self.next_id(), "count_notes", {})
-                await self.call(operation, "sc_unknown", body, 401, UNAUTHENTICATED.code)
+                await self.call(post, operation, "sc_unknown", body, 401, UNAUTHENTICATED.code)
         elif operation == "cross":
             other = rng.choice([c for c in self.callers if c is not caller])
             tool = rng.choice(("read_note", "delete_note"))
             body = request(self.next_id(), tool, {"note_id": rng.choice(other.notes)})
-            await self.call(operation, token, body, 200, FORBIDDEN_OR_MISSING.code)
+            await self.call(post, operation, token, body, 200, FORBIDDEN_OR_MISSING.code)
         else:
             text = f"load write {rng.random()}"
             body = request(self.next_id(), "create_note", {"text": text})
-            note = await self.call(operation, token, body, 200, None)
+            note = await self.call(post, operation, token, body, 200, None)
             if isinstance(note, dict) and note.get("text") == text:
                 body = request(self.next_id(), "delete_note", {"note_id": note["note_id"]})
-                await self.call(operation, token, body, 200, None)
+                await self.call(post, operation, token, body, 200, None)
             elif note is not None:
                 self.report.wrong_answers += 1
 
@@ -267,14 +334,17 @@ async def drive(
     seconds: float,
     connections: int,
     report: Report,
+    client: str = "httpx",
 ) -> None:
     """The warm-up, then `connections` workers for `seconds`, with RSS read along the way."""
     limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
-    async with httpx.AsyncClient(base_url=server.base_url, limits=limits, timeout=60.0) as client:
-        load = Load(client, callers, report)
+    raw = [RawConnection(server.base_url) for _ in range(connections)]
+    async with httpx.AsyncClient(base_url=server.base_url, limits=limits, timeout=60.0) as pool:
+        posters = [httpx_poster(pool)] * connections if client == "httpx" else [c.post for c in raw]
+        load = Load(callers, report)
         rng = random.Random(1)
         for index in range(WARMUP_REQUESTS):
-            await load.one(rng, callers[index % len(callers)])
+            await load.one(rng, callers[index % len(callers)], posters[0])
         report.warmup_calls = report.calls
         report.latencies_ms.clear()
         report.rss_kib["start"] = server.rss_kib()
@@ -285,7 +355,7 @@ async def drive(
             worker_rng = random.Random(k)
             caller = callers[k % len(callers)]
             while time.monotonic() < deadline:
-                await load.one(worker_rng, caller)
+                await load.one(worker_rng, caller, posters[k])
 
         async def middle() -> None:
             await asyncio.sleep(seconds / 2)  # a measurement point, not a readiness wait
@@ -294,16 +364,19 @@ async def drive(
         await asyncio.gather(middle(), *(worker(k) for k in range(connections)))
         report.seconds = time.monotonic() - started
         report.rss_kib["end"] = server.rss_kib()
+    for connection in raw:
+        await connection.close()
 
 
-def run(seconds: float, connections: int, workdir: Path) -> Report:
-    """One load run against a fresh server and store in `workdir`."""
-    report = Report(connections=connections)
+def run(seconds: float, connections: int, workdir: Path, client: str = "httpx") -> Report:
+    """One load run against a fresh server and store in `workdir`; `client` is "httpx" (its
+    async pool) or "raw" (one light keep-alive connection per worker)."""
+    report = Report(connections=connections, client=client)
     db = workdir / "load.sqlite3"
     callers = seed(db)
     server = procs.HttpServer(db, workdir / "load-stderr.log")
     try:
-        asyncio.run(drive(server, callers, seconds, connections, report))
+        asyncio.run(drive(server, callers, seconds, connections, report, client))
         if not server.alive():
             report.problems.append("the server died")
     finally:
@@ -336,7 +409,7 @@ def print_report(report: Report, max_growth_mib: float) -> None:
     latency = summary["latency_ms"]
     print("== load summary ==")
     print(
-        f"{summary['seconds']} s, {report.connections} connections:"
+        f"{summary['seconds']} s, {report.connections} connections ({report.client} client):"
         f" {report.calls - report.warmup_calls} calls ({summary['calls_per_second']}/s),"
         f" after a warm-up of {report.warmup_calls} calls"
     )
@@ -369,14 +442,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--max-rss-growth-mib", type=float, default=64.0, help="RSS growth that fails the run"
     )
+    parser.add_argument(
+        "--client",
+        choices=("raw", "httpx"),
+        default="raw",
+        help="one light keep-alive connection per worker (default: the server sets the pace),"
+        " or httpx's async pool (the client's CPU sets it)",
+    )
+    parser.add_argument("--json", type=Path, help="also write the summary as JSON here")
     args = parser.parse_args(argv)
     if args.seconds <= 0 or args.connections < 1:
         parser.error("--seconds and --connections must be positive")
     with tempfile.TemporaryDirectory(prefix="strictcall-load-") as tmp:
-        report = run(args.seconds, args.connections, Path(tmp))
+        report = run(args.seconds, args.connections, Path(tmp), args.client)
     if report.rss_growth_kib > args.max_rss_growth_mib * 1024:
         report.problems.append(f"RSS grew by {report.rss_growth_kib} KiB")
     print_report(report, args.max_rss_growth_mib)
+    if args.json is not None:
+        args.json.write_text(json.dumps(report.as_dict(), indent=2) + "\n")
     return 1 if report.errors else 0
 
 

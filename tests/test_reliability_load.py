@@ -7,13 +7,16 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from reliability import load
 
 
-def test_a_short_load_holds_with_one_audit_record_per_call(tmp_path: Path) -> None:
-    report = load.run(seconds=2.0, connections=16, workdir=tmp_path)
+@pytest.mark.parametrize("client", ["raw", "httpx"])
+def test_a_short_load_holds_with_one_audit_record_per_call(tmp_path: Path, client: str) -> None:
+    report = load.run(seconds=1.5, connections=16, workdir=tmp_path, client=client)
     assert report.problems == []
     assert (report.transport_errors, report.server_errors, report.wrong_answers) == (0, 0, 0)
     assert report.calls > report.warmup_calls > 0
