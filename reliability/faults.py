@@ -26,6 +26,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -313,6 +314,65 @@ def exercise(
     return result
 
 
+@dataclass
+class Stall:
+    """How long /healthz took while another process held the database's write lock."""
+
+    healthz_while_write_waits_s: float = 0.0
+    healthz_s: list[float] = field(default_factory=list)
+    probing_s: float = 0.0
+
+    @property
+    def stalled(self) -> int:
+        """Probes that waited more than a second."""
+        return sum(1 for seconds in self.healthz_s if seconds > 1.0)
+
+    def __str__(self) -> str:
+        ordered = sorted(self.healthz_s) or [0.0]
+        return (
+            f"database write-locked for {LOCK_STALL_S:.0f} s by another process: /healthz took"
+            f" {self.healthz_while_write_waits_s * 1000:.0f} ms while a create_note waited on the"
+            f" lock; probed every {PROBE_EVERY_S * 1000:.0f} ms after that, /healthz took"
+            f" p50 {ordered[len(ordered) // 2] * 1000:.0f} ms, max {ordered[-1] * 1000:.0f} ms,"
+            f" {self.stalled} of {len(self.healthz_s)} over 1 s: the server was stalled"
+            f" {self.stalled_fraction:.0%} of the {self.probing_s:.1f} s probed"
+        )
+
+    @property
+    def stalled_fraction(self) -> float:
+        """The part of the probing time spent in probes that waited more than a second."""
+        waited = sum(seconds for seconds in self.healthz_s if seconds > 1.0)
+        return waited / self.probing_s if self.probing_s else 0.0
+
+
+LOCK_STALL_S = 5.0
+PROBE_EVERY_S = 0.1
+
+
+def measure_lock_stall(rpc: Rpc, db: Path, own_note: str) -> Stall:
+    """While another connection holds the write lock: time /healthz during a write that waits
+    on the lock, then probe /healthz on a fixed schedule for `LOCK_STALL_S` (a read first, so
+    that an audit record waits to be written)."""
+    stall = Stall()
+    writer = Rpc(str(rpc.client.base_url), rpc.client.headers["Authorization"].split()[1])
+    with locked(db):
+        thread = threading.Thread(
+            target=writer.call, args=("create_note", {"text": "stalled"}, "stall-write")
+        )
+        thread.start()
+        time.sleep(0.2)  # the write is now waiting on the lock, inside the server
+        stall.healthz_while_write_waits_s = rpc.healthz()[1]
+        thread.join(timeout=procs.STOP_DEADLINE_S)
+        rpc.call("read_note", {"note_id": own_note}, "stall-read")
+        started = time.monotonic()
+        for k in range(int(LOCK_STALL_S / PROBE_EVERY_S)):
+            time.sleep(max(0.0, started + k * PROBE_EVERY_S - time.monotonic()))
+            stall.healthz_s.append(rpc.healthz()[1])
+        stall.probing_s = time.monotonic() - started
+    writer.close()
+    return stall
+
+
 def setup_store(directory: Path, identity: str) -> tuple[Path, str, str]:
     db = directory / "faults.sqlite3"
     store = SQLiteStore(db)
@@ -401,8 +461,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     del argv
     with tempfile.TemporaryDirectory(prefix="strictcall-faults-") as tmp:
         results = run(Path(tmp))
+        stall_dir = Path(tmp) / "stall"
+        stall_dir.mkdir()
+        db, token, note = setup_store(stall_dir, "stalled")
+        server = procs.HttpServer(db, Path(tmp) / "stall-stderr.log")
+        rpc = Rpc(server.base_url, token)
+        try:
+            rpc.call("read_note", {"note_id": note}, "warm")  # an audit record to flush
+            stall = measure_lock_stall(rpc, db, note)
+        finally:
+            rpc.close()
+            server.stop()
         logs = "".join(p.read_text("utf-8", "replace") for p in Path(tmp).glob("*stderr.log"))
     print_results(results)
+    print(f"stall: {stall}")
     logged = "Traceback" in logs
     if logged:
         print("PROBLEM the server logged an exception:\n" + logs)
