@@ -51,7 +51,7 @@ from strictcall.jsonrpc import RpcService
 from strictcall.notes import notes_gateway
 from strictcall.seed import NOTES as SEED_NOTES
 from strictcall.seed import READ_NOTE_INPUT, handle
-from strictcall.store import IdempotencyKey, SQLiteStore
+from strictcall.store import IdempotencyKey, SQLiteStore, new_note_id
 
 TARGETS = ("handle", "gateway", "http", "mcp")
 VICTIM = "victim"
@@ -134,9 +134,10 @@ class World:
     pools: dict[str, mutate.Pools]
 
 
-def fresh_note_id(rng: random.Random) -> str:
-    """A note id in the server's own format that no note has."""
-    return "n" + rng.randbytes(8).hex()
+def fresh_note_id() -> str:
+    """A note id in the server's own format (its own generator: same length and alphabet, so
+    the same parse path) that no note has."""
+    return new_note_id()
 
 
 def build_world(db: Path, identities: Sequence[str], rng: random.Random) -> World:
@@ -159,14 +160,14 @@ def build_world(db: Path, identities: Sequence[str], rng: random.Random) -> Worl
         pools = {}
         for identity in identities:
             own = [store.add_note(identity, f"own note {i}").note_id for i in range(OWN_NOTES)]
-            missing = [fresh_note_id(rng) for _ in range(10)]
+            missing = [fresh_note_id() for _ in range(10)]
             pools[identity] = mutate.Pools(own, list(victim), missing)
     finally:
         store.close()
     secrets = oracle.Secrets(
         texts=tuple(text for text in victim.values() if text),
         ids=tuple(victim),
-        twin_of={note_id: fresh_note_id(rng) for note_id in victim},
+        twin_of={note_id: fresh_note_id() for note_id in victim},
     )
     return World(db, secrets, victim, pools)
 

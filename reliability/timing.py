@@ -25,7 +25,7 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
 import orjson
 
 from strictcall.gateway import Gateway
-from strictcall.store import SQLiteStore
+from strictcall.store import SQLiteStore, new_note_id
 
 RELATIVE = 0.15
 ABSOLUTE_NS = 3_000
@@ -78,9 +78,10 @@ def seed_notes(db: Path, notes_each: int = 1000) -> dict[str, list[str]]:
         store.close()
 
 
-def missing_ids(rng: random.Random, count: int) -> list[str]:
-    """Ids in the server's own format that no note has (64 random bits each)."""
-    return ["n" + rng.randbytes(8).hex() for _ in range(count)]
+def missing_ids(count: int) -> list[str]:
+    """Ids that no note has, from the server's own generator: the same length and alphabet as
+    real ids, so that both take the same path through the intake."""
+    return [new_note_id() for _ in range(count)]
 
 
 def call_text(tool: str, arguments: dict[str, str]) -> bytes:
@@ -125,7 +126,7 @@ def run_rounds(
     results = []
     for _ in range(rounds):
         refused = [call_text(tool, {"note_id": n}) for n in rng.sample(others, 200)]
-        missing = [call_text(tool, {"note_id": n}) for n in missing_ids(rng, 200)]
+        missing = [call_text(tool, {"note_id": n}) for n in missing_ids(200)]
         label = f"{tool}: another owner's note vs a missing one"
         results.append(compare(gateway, OWNERS[0], label, refused, missing, samples, rng))
     return results
@@ -156,7 +157,7 @@ def main() -> int:
                         print(result)
                     failed |= not majority_indistinguishable(results)
                 listing = [call_text("list_notes", {})]
-                missing = [call_text("read_note", {"note_id": n}) for n in missing_ids(rng, 200)]
+                missing = [call_text("read_note", {"note_id": n}) for n in missing_ids(200)]
                 control = compare(
                     gateway,
                     OWNERS[0],

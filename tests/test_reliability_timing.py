@@ -55,7 +55,7 @@ def test_refused_and_missing_notes_get_the_same_answer_by_the_same_queries(
 ) -> None:
     statements: list[str] = []
     answers = []
-    missing = timing.missing_ids(random.Random(1), 1)[0]
+    missing = timing.missing_ids(1)[0]
     # The store's connection, traced: the statements each call runs, with their values.
     connection = timed.store._conn
     for note_id in (other_note(timed), missing):
@@ -83,7 +83,7 @@ def test_refused_and_missing_notes_take_indistinguishable_time(timed: Timed, too
 
 def test_the_comparison_tells_a_slower_call_apart(timed: Timed) -> None:
     rng = random.Random(7)
-    missing = [timing.call_text("read_note", {"note_id": n}) for n in timing.missing_ids(rng, 50)]
+    missing = [timing.call_text("read_note", {"note_id": n}) for n in timing.missing_ids(50)]
     listing = [timing.call_text("list_notes", {})]
     results = [
         timing.compare(timed.gateway, "reader", "control", listing, missing, 40, rng)
