@@ -11,6 +11,7 @@ invariants of `reliability.oracle`:
              inputs with a bad token)
     mcp      a real `strictcall serve --mcp-stdio` process after the MCP handshake, one line at
              a time, each followed by a ping to tell "no answer" from "not yet"
+    mcp-http POST /mcp of a real `strictcall serve` (MCP streamable HTTP, stateless)
 
 Another owner ("victim") holds notes with distinctive texts; no answer may hold one of those
 texts or ids, and an input naming one of its notes gets, byte for byte, the answer that the
@@ -53,7 +54,7 @@ from strictcall.seed import NOTES as SEED_NOTES
 from strictcall.seed import READ_NOTE_INPUT, handle
 from strictcall.store import IdempotencyKey, SQLiteStore, new_note_id
 
-TARGETS = ("handle", "gateway", "http", "mcp")
+TARGETS = ("handle", "gateway", "http", "mcp", "mcp-http")
 VICTIM = "victim"
 STATEFUL_TOOLS = ("create_note", "list_notes", "count_notes")
 HOUSEKEEPING_EVERY = 200
@@ -722,6 +723,89 @@ def _mcp_exchange(
     return answers, problems
 
 
+def run_mcp_http(inputs: int, seed: int, workdir: Path) -> Tally:
+    """MCP over streamable HTTP (POST /mcp of a real `strictcall serve`, stateless, JSON
+    answers): one JSON-RPC answer per request, 202 and no body for a notification or a
+    response, never a 5xx, every body strict JSON and UTF-8, no leak."""
+    tally = Tally("mcp-http")
+    rng = random.Random(seed + 4)
+    started = time.monotonic()
+    identity = "fuzzer-mcp-http"
+    db = workdir / "mcp-http.sqlite3"
+    world = build_world(db, [identity], rng)
+    token = procs.create_token(db, identity)
+    accepts = sdk_acceptor()
+    counter = iter(range(10**9))
+
+    def next_id() -> str | int:
+        n = next(counter)
+        return f"h-{n}" if n % 2 else n
+
+    pools = world.pools[identity]
+    generator = mutate.Generator(rng, notes_schemas(workdir), pools, rpc_ids=next_id)
+    headers = {
+        "Authorization": "Bearer " + token,
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": procs.MCP_PROTOCOL_VERSION,
+    }
+    server = procs.HttpServer(db, workdir / "mcp-http-stderr.log")
+    store = SQLiteStore(db)
+    try:
+        with httpx.Client(base_url=server.base_url, headers=headers, timeout=60.0) as client:
+            for index in range(inputs):
+                if index % HOUSEKEEPING_EVERY == 0:
+                    housekeep(store, identity, pools)
+                inp = generator.rpc_input(batches=False)
+                status, content, problems = _mcp_post(client, inp.data, accepts, world.secrets)
+                tally.record(inp.family, inp.data, f"HTTP {status}", problems)
+                if twin_eligible(inp.data, world.secrets):
+                    tally.twins += 1
+                    twin_status, twin_content, _ = _mcp_post(
+                        client, world.secrets.twin(inp.data), accepts, world.secrets
+                    )
+                    if (twin_status, world.secrets.untwin(twin_content)) != (status, content):
+                        tally.fail([TWIN_PROBLEM], "twin", inp.data)
+        if not server.alive():
+            tally.fail(["the server died"])
+    finally:
+        store.close()
+        status = server.stop()
+    if status != 0:
+        tally.fail([f"the server exited {status} on SIGTERM"])
+    tally.fail(_traceback_problems(server.stderr_text()))
+    tally.fail(victim_problems(db, world))
+    tally.seconds = time.monotonic() - started
+    return tally
+
+
+def _mcp_post(
+    client: httpx.Client, body: bytes, accepts: Callable[[Any], bool], secrets: oracle.Secrets
+) -> tuple[int, bytes, list[str]]:
+    """POST /mcp with one message, and what is wrong with the answer."""
+    try:
+        response = client.post("/mcp", content=body)
+    except httpx.HTTPError as exc:
+        return 0, b"", [f"transport error: {type(exc).__name__}"]
+    status, content = response.status_code, response.content
+    if status >= 500:
+        return status, content, [f"HTTP {status}"]
+    expected = oracle.mcp_expectation(body, accepts)
+    if not body.strip(b" \t\r"):  # a blank line is no message on stdio; a blank body is one
+        expected = oracle.McpExpectation(1, None)
+    if expected.answers == 0:
+        if status != 202 or content:
+            return status, content, [f"nothing to answer, got HTTP {status}"]
+        return status, content, []
+    value, problems = oracle.wire_problems(content)
+    if problems:
+        return status, content, problems
+    problems = oracle.mcp_reply_problems(value) + oracle.leak_problems(content, value, secrets)
+    if not oracle.same_id(value.get("id") if type(value) is dict else ..., expected.request_id):
+        problems.append("MCP: the answer's id is not the request's")
+    return status, content, problems
+
+
 def _mcp_outcome(answers: list[tuple[bytes, Any]]) -> str:
     if not answers:
         return "no answer"
@@ -766,11 +850,13 @@ def run(targets: Sequence[str], inputs: int, seed: int, workdir: Path, workers: 
             tallies.append(run_gateway(inputs, seed, workdir))
         elif target == "http":
             tallies.append(run_http(inputs, seed, workdir, workers))
-        elif target == "mcp":
-            if mcp_available():
+        elif target in ("mcp", "mcp-http"):
+            if not mcp_available():
+                print(f"{target}: strictcall.mcp is not available; the target was skipped")
+            elif target == "mcp":
                 tallies.append(run_mcp(inputs, seed, workdir))
             else:
-                print("mcp: strictcall.mcp is not available; the MCP target was skipped")
+                tallies.append(run_mcp_http(inputs, seed, workdir))
         if tallies and tallies[-1].target == target:
             print(summary_line(tallies[-1]), flush=True)
     logger.removeHandler(handler)

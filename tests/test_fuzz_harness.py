@@ -1,5 +1,6 @@
 """The fuzzing harness (reliability/fuzz.py) run short on every target: handle(), a gateway on a
-SQLite file, a real `strictcall serve` over HTTP and a real `strictcall serve --mcp-stdio`. Every
+SQLite file, a real `strictcall serve` over HTTP (/rpc and MCP at /mcp) and a real
+`strictcall serve --mcp-stdio`. Every
 invariant must hold for every input; `make fuzz` runs the same with 20,000 inputs per target."""
 
 from __future__ import annotations
@@ -43,4 +44,10 @@ def test_http_endpoint_holds_every_invariant(tmp_path: Path) -> None:
 @pytest.mark.skipif(not fuzz.mcp_available(), reason="strictcall.mcp is not available")
 def test_mcp_stdio_server_holds_every_invariant(tmp_path: Path) -> None:
     tally = fuzz.run_mcp(150, SEED, tmp_path)
+    assert_clean(tally, 150)
+
+
+@pytest.mark.skipif(not fuzz.mcp_available(), reason="strictcall.mcp is not available")
+def test_mcp_streamable_http_endpoint_holds_every_invariant(tmp_path: Path) -> None:
+    tally = fuzz.run_mcp_http(150, SEED, tmp_path)
     assert_clean(tally, 150)
