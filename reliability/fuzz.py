@@ -758,7 +758,9 @@ def run_mcp_http(inputs: int, seed: int, workdir: Path) -> Tally:
                     housekeep(store, identity, pools)
                 inp = generator.rpc_input(batches=False)
                 status, content, problems = _mcp_post(client, inp.data, accepts, world.secrets)
-                tally.record(inp.family, inp.data, f"HTTP {status}", problems)
+                value = oracle.wire_problems(content)[0] if content else None
+                outcome = _mcp_outcome([(content, value)]) if value is not None else "no answer"
+                tally.record(inp.family, inp.data, f"HTTP {status} {outcome}", problems)
                 if twin_eligible(inp.data, world.secrets):
                     tally.twins += 1
                     twin_status, twin_content, _ = _mcp_post(
