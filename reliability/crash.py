@@ -40,6 +40,7 @@ import httpx
 import orjson
 
 from reliability import procs
+from strictcall.store import SQLiteStore
 
 BURST_DEADLINE_S = 60.0
 MAX_CALLS_PER_WORKER = 2_000
@@ -61,6 +62,7 @@ class CrashRound:
     committed_unacked: int = 0
     notes_after: int = -1
     duplicate_texts: int = 0
+    audit_missing: int = -1  # acknowledged calls without an audit record (reported, not failed)
     seconds: float = 0.0
 
     @property
@@ -215,6 +217,12 @@ def run_round(db: Path, workdir: Path, index: int, *, workers: int, kill_after: 
     finally:
         server.kill()
     crash.integrity = integrity_of(db)
+    store = SQLiteStore(db)
+    try:
+        audited = {record.call_id for record in store.recent_calls(1_000_000)}
+    finally:
+        store.close()
+    crash.audit_missing = sum(1 for call_id in crash.acked if call_id not in audited)
     restarted = procs.HttpServer(db, workdir / f"crash-{index}-b.log")
     try:
         _verify(restarted, token, crash)
@@ -229,7 +237,8 @@ def round_line(crash: CrashRound) -> str:
     return (
         f"{crash.identity}: {len(crash.sent)} sent, {len(crash.acked)} acknowledged,"
         f" {crash.in_flight_at_kill} in flight at the kill,"
-        f" {crash.committed_unacked} committed but unacknowledged;"
+        f" {crash.committed_unacked} committed but unacknowledged,"
+        f" {crash.audit_missing} acknowledged without an audit record;"
         f" after restart and retries {crash.notes_after} notes: {verdict} ({crash.seconds:.1f} s)"
     )
 
@@ -256,6 +265,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{len(rounds)} kill -9 rounds: {sum(len(c.sent) for c in rounds)} create_note calls sent,"
         f" {sum(len(c.acked) for c in rounds)} acknowledged,"
         f" {sum(c.committed_unacked for c in rounds)} committed but unacknowledged;"
+        f" {sum(c.audit_missing for c in rounds)} acknowledged calls without an audit record;"
         f" acknowledged writes lost: {sum(len(c.lost) for c in rounds)};"
         f" rounds with a problem: {len(failed)}"
     )
