@@ -56,17 +56,20 @@ def test_refused_and_missing_notes_get_the_same_answer_by_the_same_queries(
     statements: list[str] = []
     answers = []
     missing = timing.missing_ids(1)[0]
-    # The store's connection, traced: the statements each call runs, with their values.
-    connection = timed.store._conn
+    # The store's connections (writes, reads), traced: the statements each call runs, with
+    # their values.
+    connections = (timed.store._conn, timed.store._reader)
     for note_id in (other_note(timed), missing):
         trace: list[str] = []
-        connection.set_trace_callback(trace.append)
+        for connection in connections:
+            connection.set_trace_callback(trace.append)
         try:
             answers.append(
                 timed.gateway.call(timing.call_text(tool, {"note_id": note_id}), "reader", "same")
             )
         finally:
-            connection.set_trace_callback(None)
+            for connection in connections:
+                connection.set_trace_callback(None)
         statements.append("\n".join(trace).replace(note_id, "<id>"))
     assert answers[0] == answers[1]
     assert answers[0]["error"]["code"] == FORBIDDEN_OR_MISSING.code

@@ -1,10 +1,10 @@
 """The server's audit log: one record per call, kept in memory and written in batches.
 
 A commit per call would cost more than the call itself (~25 µs against ~4 µs for a read), so the
-HTTP server appends records here and a background task writes them every `FLUSH_INTERVAL_S`, or
-as soon as `MAX_BATCH` are waiting, in one transaction; the rest are written when the server
-stops. What a kill -9 can lose is the last interval's audit records, never a note: writes to notes
-commit before their answer is sent. While the store cannot take records they are kept (at most
+HTTP server appends records here and a background task writes them every `FLUSH_INTERVAL_S`, in
+one transaction, on a worker thread; the rest are written when the server stops. What a kill -9
+can lose is the last interval's audit records, never a note: writes to notes commit before their
+answer is sent. While the store cannot take records they are kept (at most
 `MAX_KEPT`, the oldest dropped first, and the loss logged) and written once it recovers.
 """
 
@@ -19,7 +19,6 @@ from typing import Final
 from strictcall.store import AuditRecord, Store, StoreUnavailable
 
 FLUSH_INTERVAL_S: Final = 0.05
-MAX_BATCH: Final = 1024
 MAX_KEPT: Final = 100_000
 
 log = logging.getLogger("strictcall")
@@ -38,26 +37,33 @@ class AuditLog:
         return len(self._pending)
 
     def record(self, entry: AuditRecord) -> None:
-        """Keep one call's record; write the batch now if it is full."""
+        """Keep one call's record until the next write."""
         self._pending.append(entry)
-        if len(self._pending) >= MAX_BATCH:
-            self.flush()
+        if len(self._pending) > MAX_KEPT:
+            del self._pending[: len(self._pending) - MAX_KEPT]
+            log.warning("audit: records lost while the store could not take them")
 
     def flush(self) -> None:
-        """Write every waiting record; keep them if the store cannot take them now."""
-        if not self._pending:
-            return
+        """Write every waiting record now, in this thread; keep them if the store cannot."""
+        self._keep(self._write(self._take()))
+
+    def _take(self) -> list[AuditRecord]:
         batch, self._pending = self._pending, []
+        return batch
+
+    def _write(self, batch: list[AuditRecord]) -> list[AuditRecord]:
+        """Write `batch`; what could not be written."""
+        if not batch:
+            return []
         try:
             self._store.record_calls(batch)
         except StoreUnavailable:
-            kept = batch + self._pending
-            if len(kept) > MAX_KEPT:
-                log.warning(
-                    "audit: %d records lost while the store is unavailable", len(kept) - MAX_KEPT
-                )
-                kept = kept[-MAX_KEPT:]
-            self._pending = kept
+            return batch
+        return []
+
+    def _keep(self, unwritten: list[AuditRecord]) -> None:
+        if unwritten:
+            self._pending[:0] = unwritten
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -72,6 +78,10 @@ class AuditLog:
             self.flush()
 
     async def _flush_every_interval(self) -> None:
+        """Take the waiting records on the loop, write them on a worker thread: a write that
+        waits on a database lock must not stall the loop."""
         while True:
             await asyncio.sleep(FLUSH_INTERVAL_S)
-            self.flush()
+            batch = self._take()
+            if batch:
+                self._keep(await asyncio.to_thread(self._write, batch))

@@ -35,6 +35,11 @@ MAX_NOTE_ID_LENGTH: Final = 64
 RETRY_AFTER_MS: Final = 250
 """What a store_unavailable answer suggests waiting before the retry."""
 
+WRITE_TIMEOUT_S: Final = 5.0
+"""The time limit of create_note and delete_note. Having one also runs them on a worker thread
+when the gateway is called from an event loop (the server), so a write waiting on a database
+lock held elsewhere never stalls the loop: reads and other callers go on meanwhile."""
+
 _NOTE: Final = {
     "type": "object",
     "properties": {"note_id": {"type": "string"}, "text": {"type": "string"}},
@@ -169,6 +174,7 @@ def notes_tools(store: Store) -> list[Tool]:
             output_schema=_NOTE,
             handler=create_note,
             failures=_WRITE_FAILURES,
+            timeout=WRITE_TIMEOUT_S,
         ),
         Tool(
             name="delete_note",
@@ -177,6 +183,7 @@ def notes_tools(store: Store) -> list[Tool]:
             output_schema={"type": "null"},
             handler=delete_note,
             failures=_WRITE_FAILURES,
+            timeout=WRITE_TIMEOUT_S,
         ),
     ]
 

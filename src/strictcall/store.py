@@ -29,7 +29,7 @@ SCHEMA_VERSION: Final = 1
 DEFAULT_DB_PATH: Final = "strictcall.sqlite3"
 """Where the service keeps its data unless --db or $STRICTCALL_DB says otherwise."""
 
-BUSY_TIMEOUT_MS: Final = 2000
+BUSY_TIMEOUT_MS: Final = 1000
 _READ_CHECK_S: Final = 0.5
 _TOKEN_CACHE_SIZE: Final = 4096
 
@@ -145,12 +145,16 @@ def new_note_id() -> str:
 
 
 class SQLiteStore:
-    """The embedded store: one SQLite file in WAL mode, one connection behind a lock."""
+    """The embedded store: one SQLite file in WAL mode, with two connections, each behind its
+    own lock: one for writes, one for reads. In WAL mode readers never wait for a writer, so a
+    write waiting on a lock held elsewhere (up to `BUSY_TIMEOUT_MS`) never holds up a read."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path: Final = Path(path)
         self._lock = threading.Lock()
         self._conn, self._inode = self._connect()
+        self._read_lock = threading.Lock()
+        self._reader, self._reader_inode = self._open_reader()
         self._checked_at = time.monotonic()
         self._tokens: dict[str, tuple[str, float]] = {}
 
@@ -174,30 +178,53 @@ class SQLiteStore:
             raise StoreUnavailable(type(exc).__name__) from None
         return conn, (stat.st_dev, stat.st_ino)
 
-    def _check_file(self, *, now: bool) -> None:
-        """Refuse to serve from a file that was deleted or replaced under us; reopen a
-        replaced one. Writes check every time; reads at most every `_READ_CHECK_S`.
+    def _open_reader(self) -> tuple[sqlite3.Connection, tuple[int, int]]:
+        try:
+            conn = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=0
+            )
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            conn.execute("PRAGMA query_only = ON")
+            stat = os.stat(self.path)
+        except (sqlite3.Error, OSError) as exc:
+            raise StoreUnavailable(type(exc).__name__) from None
+        return conn, (stat.st_dev, stat.st_ino)
+
+    def _file_now(self) -> tuple[int, int]:
+        """The file's identity now.
 
         Raises:
-            StoreUnavailable: the file is gone.
+            StoreUnavailable: the file is gone (deleted under us): serve nothing from it.
         """
-        moment = time.monotonic()
-        if not now and moment - self._checked_at < _READ_CHECK_S:
-            return
         try:
             stat = os.stat(self.path)
         except OSError:
             raise StoreUnavailable("file missing") from None
-        self._checked_at = moment
-        if (stat.st_dev, stat.st_ino) != self._inode:
+        return stat.st_dev, stat.st_ino
+
+    def _check_writer(self) -> None:
+        """Before a write: refuse a deleted file, reopen a replaced one (under the write lock)."""
+        if self._file_now() != self._inode:
             self._conn.close()
             self._conn, self._inode = self._connect()
+
+    def _check_reader(self) -> None:
+        """Before a read, at most every `_READ_CHECK_S`: the same (under the read lock)."""
+        moment = time.monotonic()
+        if moment - self._checked_at < _READ_CHECK_S:
+            return
+        inode = self._file_now()
+        self._checked_at = moment
+        if inode != self._reader_inode:
+            self._reader.close()
+            self._reader, self._reader_inode = self._open_reader()
 
     @contextmanager
     def _using(self, *, write: bool = False) -> Iterator[sqlite3.Connection]:
         """The connection, under the lock, with database faults raised as StoreUnavailable."""
         with self._lock:
-            self._check_file(now=write)
+            if write:
+                self._check_writer()
             try:
                 yield self._conn
             except sqlite3.Error as exc:
@@ -205,13 +232,21 @@ class SQLiteStore:
 
     def _fetch(self, sql: str, params: tuple[object, ...], *, many: bool = False) -> Any:
         """One read query's first row (or all rows), without a context manager on the path."""
-        with self._lock:
-            self._check_file(now=False)
+        with self._read_lock:
+            self._check_reader()
             try:
-                cursor = self._conn.execute(sql, params)
+                cursor = self._reader.execute(sql, params)
                 return cursor.fetchall() if many else cursor.fetchone()
             except sqlite3.Error as exc:
-                raise StoreUnavailable(type(exc).__name__) from None
+                fault = type(exc).__name__
+            # the file may have been replaced since the last check: look now, and retry once
+            self._checked_at = 0.0
+            self._check_reader()
+            try:
+                cursor = self._reader.execute(sql, params)
+                return cursor.fetchall() if many else cursor.fetchone()
+            except sqlite3.Error:
+                raise StoreUnavailable(fault) from None
 
     @contextmanager
     def _writing(self, *, check_file: bool = True) -> Iterator[sqlite3.Connection]:
@@ -396,6 +431,8 @@ class SQLiteStore:
             return int(conn.execute("SELECT count(*) FROM audit").fetchone()[0])
 
     def close(self) -> None:
-        """Close the database (a WAL checkpoint happens on close)."""
+        """Close the database (a WAL checkpoint happens when the last connection closes)."""
+        with self._read_lock:
+            self._reader.close()
         with self._lock:
             self._conn.close()
