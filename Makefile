@@ -24,8 +24,8 @@ demo: $(STAMP)
 test: lint typecheck unit
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests
-	$(BIN)/ruff format --check src tests
+	$(BIN)/ruff check src tests examples bench reliability
+	$(BIN)/ruff format --check src tests examples bench reliability
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
