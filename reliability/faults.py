@@ -314,10 +314,15 @@ def exercise(
     return result
 
 
+LOCK_STALL_S = 5.0
+PROBE_EVERY_S = 0.1
+
+
 @dataclass
 class Stall:
     """How long /healthz took while another process held the database's write lock."""
 
+    seconds: float = LOCK_STALL_S
     healthz_while_write_waits_s: float = 0.0
     healthz_s: list[float] = field(default_factory=list)
     probing_s: float = 0.0
@@ -330,7 +335,7 @@ class Stall:
     def __str__(self) -> str:
         ordered = sorted(self.healthz_s) or [0.0]
         return (
-            f"database write-locked for {LOCK_STALL_S:.0f} s by another process: /healthz took"
+            f"database write-locked for {self.seconds:.0f} s by another process: /healthz took"
             f" {self.healthz_while_write_waits_s * 1000:.0f} ms while a create_note waited on the"
             f" lock; probed every {PROBE_EVERY_S * 1000:.0f} ms after that, /healthz took"
             f" p50 {ordered[len(ordered) // 2] * 1000:.0f} ms, max {ordered[-1] * 1000:.0f} ms,"
@@ -345,15 +350,11 @@ class Stall:
         return waited / self.probing_s if self.probing_s else 0.0
 
 
-LOCK_STALL_S = 5.0
-PROBE_EVERY_S = 0.1
-
-
-def measure_lock_stall(rpc: Rpc, db: Path, own_note: str) -> Stall:
+def measure_lock_stall(rpc: Rpc, db: Path, own_note: str, seconds: float = LOCK_STALL_S) -> Stall:
     """While another connection holds the write lock: time /healthz during a write that waits
-    on the lock, then probe /healthz on a fixed schedule for `LOCK_STALL_S` (a read first, so
-    that an audit record waits to be written)."""
-    stall = Stall()
+    on the lock, then probe /healthz on a fixed schedule for `seconds` (a read first, so that
+    an audit record waits to be written)."""
+    stall = Stall(seconds=seconds)
     writer = Rpc(str(rpc.client.base_url), rpc.client.headers["Authorization"].split()[1])
     with locked(db):
         thread = threading.Thread(
@@ -365,7 +366,7 @@ def measure_lock_stall(rpc: Rpc, db: Path, own_note: str) -> Stall:
         thread.join(timeout=procs.STOP_DEADLINE_S)
         rpc.call("read_note", {"note_id": own_note}, "stall-read")
         started = time.monotonic()
-        for k in range(int(LOCK_STALL_S / PROBE_EVERY_S)):
+        for k in range(int(seconds / PROBE_EVERY_S)):
             time.sleep(max(0.0, started + k * PROBE_EVERY_S - time.monotonic()))
             stall.healthz_s.append(rpc.healthz()[1])
         stall.probing_s = time.monotonic() - started

@@ -72,6 +72,15 @@ def test_a_locked_database_refuses_writes_as_retryable_and_recovers(faulty: Faul
     assert result.during[1].ok
 
 
+def test_a_write_waiting_on_a_lock_held_elsewhere_stalls_no_other_request(
+    faulty: Faulty,
+) -> None:
+    stall = faults.measure_lock_stall(faulty.rpc, faulty.db, faulty.note, seconds=1.5)
+    assert stall.healthz_while_write_waits_s < 0.5, stall
+    assert stall.stalled == 0, stall
+    assert len(stall.healthz_s) >= 10
+
+
 def test_a_read_only_database_refuses_writes_as_retryable_and_recovers(faulty: Faulty) -> None:
     reason = faults.chattr_unavailable(faulty.workdir)
     if reason is not None:
