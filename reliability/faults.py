@@ -44,6 +44,7 @@ from strictcall.errors import AUTH_UNAVAILABLE, STORE_UNAVAILABLE
 from strictcall.store import SQLiteStore
 
 RECOVERY_DEADLINE_S = 20.0
+AUDIT_DEADLINE_S = 5.0
 READ_RECHECK_S = 0.6
 """Longer than the store's interval between checks that its file is still there (for reads)."""
 TMPFS_SIZE = "2m"
@@ -92,6 +93,7 @@ class FaultResult:
     recovery_tries: int = 0
     copies: int = -1
     alive: bool = True
+    unaudited: list[str] = field(default_factory=list)
 
     @property
     def problems(self) -> list[str]:
@@ -108,6 +110,8 @@ class FaultResult:
             problems.append(f"no recovery: {self.recovered}")
         if self.copies != 1:
             problems.append(f"the retried write is there {self.copies} times")
+        if self.unaudited:
+            problems.append(f"calls made during the fault never audited: {self.unaudited}")
         return problems
 
 
@@ -282,7 +286,8 @@ def exercise(
     *,
     lasting_s: float = 0.0,
 ) -> FaultResult:
-    """Inject `fault`, call through it, clear it, retry the write until it succeeds.
+    """Inject `fault`, call through it, clear it, retry the write until it succeeds; then wait
+    (with a deadline) for the calls made during the fault to reach the audit log.
 
     With `lasting_s`, the fault lasts that long before a last read (how long a fault lasts is
     part of the fault, not a wait for readiness).
@@ -311,7 +316,27 @@ def exercise(
     _, listed = rpc.call("list_notes", {}, f"{tag}-list")
     result.copies = sum(1 for note in listed or [] if note["text"] == text)
     result.alive = server.alive()
+    during = [f"{tag}-write", f"{tag}-read"] + ([f"{tag}-read-later"] if lasting_s else [])
+    result.unaudited = wait_audited(server.db, [*during, f"{tag}-list"], during)
     return result
+
+
+def wait_audited(db: Path, sentinel: Sequence[str], wanted: Sequence[str]) -> list[str]:
+    """Poll the audit log (with a deadline) until the calls in `sentinel` are all there, then
+    say which of `wanted` are not: the audit is written in batches, in order."""
+    deadline = time.monotonic() + AUDIT_DEADLINE_S
+    missing = list(wanted)
+    while time.monotonic() < deadline:
+        store = SQLiteStore(db)
+        try:
+            audited = {record.call_id for record in store.recent_calls(10_000)}
+        finally:
+            store.close()
+        missing = [call_id for call_id in wanted if call_id not in audited]
+        if all(call_id in audited for call_id in sentinel) or not missing:
+            break
+        time.sleep(0.05)  # bounded poll: the audit log is written every 50 ms
+    return missing
 
 
 LOCK_STALL_S = 5.0

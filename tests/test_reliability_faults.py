@@ -18,7 +18,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from reliability import faults, procs
 
+from strictcall.audit import AuditLog
 from strictcall.errors import AUTH_UNAVAILABLE, STORE_UNAVAILABLE
+from strictcall.store import AuditRecord, IdempotencyKey, SQLiteStore
 
 
 @dataclass
@@ -104,6 +106,32 @@ def test_a_deleted_database_refuses_calls_as_retryable_and_recovers_when_put_bac
         STORE_UNAVAILABLE.stage.value,
         True,
     )
+
+
+def test_audit_records_taken_while_the_database_is_deleted_are_written_once_it_is_back(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "audit.sqlite3"
+    store = SQLiteStore(db)
+    audit = AuditLog(store)
+    try:
+
+        def record(call_id: str) -> None:
+            audit.record(AuditRecord(time.time(), call_id, "u1", None, "ok", None, None, 1))
+
+        record("before")
+        audit.flush()
+        with faults.deleted(db):
+            record("while-deleted")
+            audit.flush()  # the store cannot take it: kept, to be written once it is back
+        record("after")
+        audit.flush()  # before any other write has reopened the file
+        store.create_note("u1", "a note", IdempotencyKey("k", "f"))
+        audit.flush()
+        audited = {entry.call_id for entry in store.recent_calls(100)}
+    finally:
+        store.close()
+    assert audited == {"before", "while-deleted", "after"}
 
 
 def test_a_token_that_cannot_be_checked_is_503_auth_unavailable(faulty: Faulty) -> None:
