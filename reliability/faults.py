@@ -44,7 +44,7 @@ from strictcall.errors import AUTH_UNAVAILABLE, STORE_UNAVAILABLE
 from strictcall.store import SQLiteStore
 
 RECOVERY_DEADLINE_S = 20.0
-AUDIT_DEADLINE_S = 5.0
+AUDIT_DEADLINE_S = 3.0
 READ_RECHECK_S = 0.6
 """Longer than the store's interval between checks that its file is still there (for reads)."""
 TMPFS_SIZE = "2m"

@@ -36,7 +36,7 @@ from strictcall.seed import handle
 from strictcall.store import AuditRecord, SQLiteStore
 
 IDENTITY = "fuzzer"
-FAST = settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow])
 
 
 @dataclass(repr=False)
@@ -89,7 +89,7 @@ def test_handle_answers_generated_calls_and_never_reveals_the_other_seed_note(
     sides = fuzz.handle_sides(rng)
     for identity in ("u1", "u2"):
         generator, secrets = sides[identity]
-        for _ in range(3):
+        for _ in range(2):
             inp = generator.gateway_input()
             assert fuzz.check_handle(inp.data, identity, "c", secrets).problems == [], inp
 

@@ -16,7 +16,7 @@ from reliability import load
 
 @pytest.mark.parametrize("client", ["raw", "httpx"])
 def test_a_short_load_holds_with_one_audit_record_per_call(tmp_path: Path, client: str) -> None:
-    report = load.run(seconds=1.5, connections=16, workdir=tmp_path, client=client)
+    report = load.run(seconds=1.0, connections=16, workdir=tmp_path, client=client)
     assert report.problems == []
     assert (report.transport_errors, report.server_errors, report.wrong_answers) == (0, 0, 0)
     assert report.calls > report.warmup_calls > 0
