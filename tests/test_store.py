@@ -163,3 +163,32 @@ def test_a_locked_database_answers_unavailable_then_recovers(tmp_path: Path) -> 
 def test_a_store_that_cannot_be_opened_is_unavailable(tmp_path: Path) -> None:
     with pytest.raises(StoreUnavailable):
         SQLiteStore(tmp_path / "missing-dir" / "db.sqlite3")
+
+
+def test_a_version_1_file_is_migrated_and_keeps_its_notes(tmp_path: Path) -> None:
+    path = tmp_path / "v1.sqlite3"
+    store = SQLiteStore(path)
+    note = store.add_note("u1", "old")
+    store.close()
+    conn = sqlite3.connect(path)
+    conn.execute("DROP INDEX notes_by_owner_id")
+    conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+    reopened = SQLiteStore(path)
+    try:
+        assert reopened.schema_version() == SCHEMA_VERSION
+        assert reopened.read_note("u1", note.note_id) == note
+    finally:
+        reopened.close()
+
+
+def test_a_file_from_a_newer_strictcall_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "future.sqlite3"
+    SQLiteStore(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (SCHEMA_VERSION + 1,))
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreUnavailable):
+        SQLiteStore(path)

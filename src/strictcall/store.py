@@ -18,13 +18,14 @@ import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, NamedTuple, Protocol
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
+"""The schema this code writes; an older file is migrated when opened, a newer one refused."""
 
 DEFAULT_DB_PATH: Final = "strictcall.sqlite3"
 """Where the service keeps its data unless --db or $STRICTCALL_DB says otherwise."""
@@ -72,6 +73,37 @@ CREATE TABLE IF NOT EXISTS idempotency (
     PRIMARY KEY (identity, call_id)
 );
 """
+
+
+# Version -> the statements that bring a file from the version before to it, in one transaction.
+_MIGRATIONS: Final[Mapping[int, tuple[str, ...]]] = {
+    # A note is found by (owner, id) in one index: another owner's note and a missing one stop
+    # at the same place, so neither the answer nor its time tells them apart.
+    2: ("CREATE UNIQUE INDEX IF NOT EXISTS notes_by_owner_id ON notes (owner, id)",),
+}
+_READ_NOTE: Final = "SELECT text FROM notes INDEXED BY notes_by_owner_id WHERE owner = ? AND id = ?"
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    """Bring the file's schema up to SCHEMA_VERSION, one version per transaction.
+
+    Raises:
+        sqlite3.Error: the file's schema is newer than this code knows (or the database fails).
+    """
+    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    version = int(row[0])
+    if version > SCHEMA_VERSION:
+        raise sqlite3.DatabaseError("schema newer than this strictcall")
+    for target in range(version + 1, SCHEMA_VERSION + 1):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in _MIGRATIONS[target]:
+                conn.execute(statement)
+            conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(target),))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
 
 
 class StoreUnavailable(Exception):
@@ -169,10 +201,8 @@ class SQLiteStore:
             # the machine may lose the last commits.
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.executescript(_SCHEMA)
-            conn.execute(
-                "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
-                (str(SCHEMA_VERSION),),
-            )
+            conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '1')")
+            _migrate(conn)
             stat = os.stat(self.path)
         except (sqlite3.Error, OSError) as exc:
             raise StoreUnavailable(type(exc).__name__) from None
@@ -249,9 +279,9 @@ class SQLiteStore:
                 raise StoreUnavailable(fault) from None
 
     @contextmanager
-    def _writing(self, *, check_file: bool = True) -> Iterator[sqlite3.Connection]:
+    def _writing(self) -> Iterator[sqlite3.Connection]:
         """One write transaction: committed whole, or rolled back whole."""
-        with self._using(write=check_file) as conn:
+        with self._using(write=True) as conn:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield conn
@@ -272,7 +302,7 @@ class SQLiteStore:
 
     def read_note(self, owner: str, note_id: str) -> Note | None:
         """The owner's note of that id, or None (missing and not-yours are the same)."""
-        row = self._fetch("SELECT text FROM notes WHERE id = ? AND owner = ?", (note_id, owner))
+        row = self._fetch(_READ_NOTE, (owner, note_id))
         return None if row is None else Note(note_id, row[0])
 
     def list_notes(self, owner: str) -> list[Note]:
@@ -318,7 +348,8 @@ class SQLiteStore:
             if self._recorded(conn, owner, key) is not None:
                 return True
             deleted = conn.execute(
-                "DELETE FROM notes WHERE id = ? AND owner = ?", (note_id, owner)
+                "DELETE FROM notes INDEXED BY notes_by_owner_id WHERE owner = ? AND id = ?",
+                (owner, note_id),
             ).rowcount
             if deleted:
                 self._record(conn, owner, key, note_id)
@@ -398,8 +429,9 @@ class SQLiteStore:
         self.record_calls((record,))
 
     def record_calls(self, records: Sequence[AuditRecord]) -> None:
-        """Append calls to the audit log, in one transaction."""
-        with self._writing(check_file=False) as conn:
+        """Append calls to the audit log, in one transaction (never into a deleted file: the
+        caller keeps what could not be written)."""
+        with self._writing() as conn:
             conn.executemany(
                 "INSERT INTO audit (at, call_id, identity, tool, outcome, code, stage, latency_us)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
