@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ from strictcall.errors import (
     INVALID_ARGUMENTS,
     INVALID_JSON,
     INVALID_REQUEST,
+    REQUEST_TOO_LARGE,
     UNAUTHENTICATED,
     UNKNOWN_METHOD,
     UNKNOWN_TOOL,
@@ -368,3 +370,33 @@ def test_server_refuses_a_store_it_cannot_open(tmp_path: Path) -> None:
     )
     assert done.returncode != 0
     assert "Traceback" not in done.stderr
+
+
+def test_a_body_declared_too_long_is_refused_before_it_is_sent(
+    server: RunningServer, tokens: dict[str, str]
+) -> None:
+    host, port = server.base_url.removeprefix("http://").split(":")
+    request = (
+        "POST /rpc HTTP/1.1\r\n"
+        f"Host: {host}\r\nAuthorization: Bearer {tokens['u1']}\r\n"
+        "Content-Type: application/json\r\nContent-Length: 1000000000\r\n\r\n"
+    )
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(request.encode())
+        answer = b""  # answered although not one byte of the body was sent
+        while b"\r\n\r\n" not in answer or not _complete(answer):
+            chunk = sock.recv(65536)
+            assert chunk, answer
+            answer += chunk
+    head, body = answer.split(b"\r\n\r\n", 1)
+    assert head.startswith(b"HTTP/1.1 200 ")
+    assert orjson.loads(body)["error"]["data"]["code"] == REQUEST_TOO_LARGE.code
+
+
+def _complete(answer: bytes) -> bool:
+    head, body = answer.split(b"\r\n\r\n", 1)
+    for line in head.split(b"\r\n"):
+        name, _, value = line.partition(b":")
+        if name.lower() == b"content-length":
+            return len(body) >= int(value)
+    return False

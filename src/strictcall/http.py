@@ -112,7 +112,8 @@ class RpcApp:
         identity = await self._authenticate(scope, send)
         if identity is None:
             return
-        body = await read_body(receive, self.max_body)
+        too_long = declared_length(scope) > self.max_body  # refused before a byte is read
+        body = None if too_long else await read_body(receive, self.max_body)
         if body is None:
             self._audit(REQUEST_TOO_LARGE, identity)
             error = REQUEST_TOO_LARGE.as_error()
@@ -154,6 +155,18 @@ def bearer_token(scope: Scope) -> str | None:
             except UnicodeDecodeError:
                 return None
     return None
+
+
+def declared_length(scope: Scope) -> int:
+    """The body length a request's Content-Length declares; 0 when it declares none (a
+    malformed one is refused by the HTTP parser before the app sees it)."""
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return 0
+    return 0
 
 
 async def read_body(receive: Receive, limit: int) -> bytes | None:
