@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from enum import StrEnum
 from typing import Any, Final, NamedTuple, NoReturn
 
@@ -59,19 +60,24 @@ _STR_NEEDLES: Final[tuple[Any, ...]] = (
     "\\",
     "{",
     "[",
-    re.compile(r"\d(?:[.eE]|\d{18})"),
-    re.compile(r"\d[.eE]"),
-    re.compile(r"\d{19}"),
+    re.compile(r"[0-9](?:[.eE]|[0-9]{18})"),
+    re.compile(r"[0-9][.eE]"),
+    re.compile(r"[0-9]{19}"),
 )
 _BYTES_NEEDLES: Final[tuple[Any, ...]] = (
     b":",
     b"\\",
     b"{",
     b"[",
-    re.compile(rb"\d(?:[.eE]|\d{18})"),
-    re.compile(rb"\d[.eE]"),
-    re.compile(rb"\d{19}"),
+    re.compile(rb"[0-9](?:[.eE]|[0-9]{18})"),
+    re.compile(rb"[0-9][.eE]"),
+    re.compile(rb"[0-9]{19}"),
 )
+
+
+# A NamedTuple's own constructor is a Python function; tuple.__new__ builds the same in C.
+_DocumentMaker = Callable[[type["Document"], tuple[JSONValue, bool]], "Document"]
+_new_document: Final[_DocumentMaker] = tuple.__new__
 
 
 class TextFault(StrEnum):
@@ -140,17 +146,18 @@ def parse_document(
     colon, backslash, brace, bracket, numeric, floatish, long_digits = (
         _STR_NEEDLES if kind is str else _BYTES_NEEDLES
     )
-    if text.count(brace) + text.count(bracket) > max_depth:
+    # each level takes two characters, so a short text cannot nest too deep
+    if len(text) > 2 * max_depth and text.count(brace) + text.count(bracket) > max_depth:
         _check_depth(value, max_depth)
     has_float = long_number = False
     if numeric.search(text) is not None:
         has_float = floatish.search(text) is not None
         long_number = long_digits.search(text) is not None
     if long_number or backslash in text:
-        return Document(_parse_exactly(raw), has_float)
+        return _new_document(Document, (_parse_exactly(raw), has_float))
     if text.count(colon) != orjson.dumps(value).count(b":"):
         raise JSONTextError(TextFault.DUPLICATE_MEMBER)
-    return Document(value, has_float)
+    return _new_document(Document, (value, has_float))
 
 
 # orjson's messages for the two refusals that are not about syntax: nesting beyond its own limit

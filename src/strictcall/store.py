@@ -187,6 +187,7 @@ class SQLiteStore:
         self._conn, self._inode = self._connect()
         self._read_lock = threading.Lock()
         self._reader, self._reader_inode = self._open_reader()
+        self._read_cursor = self._reader.cursor()  # reused: one cursor less per read
         self._checked_at = time.monotonic()
         self._tokens: dict[str, tuple[str, float]] = {}
 
@@ -240,14 +241,12 @@ class SQLiteStore:
 
     def _check_reader(self) -> None:
         """Before a read, at most every `_READ_CHECK_S`: the same (under the read lock)."""
-        moment = time.monotonic()
-        if moment - self._checked_at < _READ_CHECK_S:
-            return
         inode = self._file_now()
-        self._checked_at = moment
+        self._checked_at = time.monotonic()
         if inode != self._reader_inode:
             self._reader.close()
             self._reader, self._reader_inode = self._open_reader()
+            self._read_cursor = self._reader.cursor()
 
     @contextmanager
     def _using(self, *, write: bool = False) -> Iterator[sqlite3.Connection]:
@@ -263,9 +262,10 @@ class SQLiteStore:
     def _fetch(self, sql: str, params: tuple[object, ...], *, many: bool = False) -> Any:
         """One read query's first row (or all rows), without a context manager on the path."""
         with self._read_lock:
-            self._check_reader()
+            if time.monotonic() - self._checked_at >= _READ_CHECK_S:
+                self._check_reader()
             try:
-                cursor = self._reader.execute(sql, params)
+                cursor = self._read_cursor.execute(sql, params)
                 return cursor.fetchall() if many else cursor.fetchone()
             except sqlite3.Error as exc:
                 fault = type(exc).__name__
@@ -273,7 +273,7 @@ class SQLiteStore:
             self._checked_at = 0.0
             self._check_reader()
             try:
-                cursor = self._reader.execute(sql, params)
+                cursor = self._read_cursor.execute(sql, params)
                 return cursor.fetchall() if many else cursor.fetchone()
             except sqlite3.Error:
                 raise StoreUnavailable(fault) from None
