@@ -90,7 +90,10 @@ class Gateway:
             RuntimeError: the call reached an async tool from inside a running event loop
                 (use `call_async` there).
         """
-        check_caller(identity, call_id)
+        if type(identity) is not str or not (
+            (type(call_id) is str and call_id) or type(call_id) is int
+        ):
+            check_caller(identity, call_id)
         document = read_call(raw, self.limits)  # 1. parse
         if type(document) is Rejection:
             return fail(call_id, document)
@@ -149,7 +152,11 @@ class Gateway:
 
     def call_text(self, raw: str | bytes, identity: str, call_id: str | int) -> bytes:
         """`call`, answered as UTF-8 JSON text."""
-        return encode_answer(self.call(raw, identity, call_id))
+        answer = self.call(raw, identity, call_id)
+        try:
+            return orjson.dumps(answer)
+        except orjson.JSONEncodeError:
+            return encode_answer(answer)
 
     def _climb(
         self, call: JSONValue, has_float: bool, identity: str, call_id: str | int

@@ -155,7 +155,8 @@ def check_arguments(
     arguments = call["arguments"]
     if type(arguments) is not dict:
         return _located("/arguments", "type", "object")
-    if compiled.arguments.is_valid(arguments, has_float=has_float):
+    schema = compiled.arguments
+    if (schema.exact_is_valid if has_float else schema.fast_is_valid)(arguments):
         return arguments
     violation = compiled.arguments.first_violation(arguments)
     if violation is None:  # the two validators disagree: refuse without a location
@@ -337,7 +338,8 @@ def check_result(
     if has_float is None:
         return WITHHELD
     try:
-        if not compiled.result.is_valid(result, has_float=has_float):
+        schema = compiled.result
+        if not (schema.exact_is_valid if has_float else schema.fast_is_valid)(result):
             return WITHHELD
     except ValueError:  # a str the validator cannot read as UTF-8 (a lone surrogate)
         return WITHHELD
