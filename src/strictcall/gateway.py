@@ -90,10 +90,7 @@ class Gateway:
             RuntimeError: the call reached an async tool from inside a running event loop
                 (use `call_async` there).
         """
-        if type(identity) is not str or not (
-            (type(call_id) is str and call_id) or type(call_id) is int
-        ):
-            check_caller(identity, call_id)
+        check_caller(identity, call_id)
         document = read_call(raw, self.limits)  # 1. parse
         if type(document) is Rejection:
             return fail(call_id, document)
