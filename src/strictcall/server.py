@@ -7,6 +7,7 @@ is committed before its answer is sent, so no acknowledged write is lost.
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import logging
 import os
@@ -80,6 +81,9 @@ class _Server(uvicorn.Server):
 
     async def startup(self, sockets: list[object] | None = None) -> None:  # type: ignore[override]
         await super().startup(sockets)  # type: ignore[arg-type]
+        # Everything loaded so far lives as long as the server: keep it out of the collector's
+        # generations, so that collections triggered by calls look at calls' objects only.
+        gc.freeze()
         if self.started and self.servers:
             host, port = self.servers[0].sockets[0].getsockname()[:2]
             self._on_ready(str(host), int(port))
