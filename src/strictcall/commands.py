@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import shlex
 import time
+from collections.abc import Callable
 from contextlib import closing
-from typing import Final, TextIO
+from typing import Final, TextIO, TypeVar
 
 from strictcall.seed import NOTES as SEED_NOTES
 from strictcall.store import SQLiteStore, StoreUnavailable
+
+T = TypeVar("T")
 
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
@@ -93,13 +96,20 @@ def _print_demo(out: TextIO, base: str, tokens: dict[str, str], store: SQLiteSto
         )
 
 
-def run_tokens_create(db: str, identity: str, *, out: TextIO, err: TextIO) -> int:
-    """Create an API token; the token is printed alone on the last line."""
+def _with_store(db: str, err: TextIO, action: Callable[[SQLiteStore], T]) -> T | None:
+    """`action` on the store at `db`, closed after; None (and a message) when it is unavailable."""
     try:
         with closing(SQLiteStore(db)) as store:
-            token = store.create_token(identity)
+            return action(store)
     except StoreUnavailable:
         err.write(f"strictcall: the store at {db} is unavailable\n")
+        return None
+
+
+def run_tokens_create(db: str, identity: str, *, out: TextIO, err: TextIO) -> int:
+    """Create an API token; the token is printed alone on the last line."""
+    token = _with_store(db, err, lambda store: store.create_token(identity))
+    if token is None:
         return EXIT_FAILED
     out.write(f"token for {identity} (shown once, stored only as a hash):\n{token}\n")
     return EXIT_OK
@@ -107,11 +117,8 @@ def run_tokens_create(db: str, identity: str, *, out: TextIO, err: TextIO) -> in
 
 def run_notes_add(db: str, owner: str, text: str, *, out: TextIO, err: TextIO) -> int:
     """Add a note; its id is printed."""
-    try:
-        with closing(SQLiteStore(db)) as store:
-            note = store.add_note(owner, text)
-    except StoreUnavailable:
-        err.write(f"strictcall: the store at {db} is unavailable\n")
+    note = _with_store(db, err, lambda store: store.add_note(owner, text))
+    if note is None:
         return EXIT_FAILED
     out.write(note.note_id + "\n")
     return EXIT_OK
@@ -121,11 +128,8 @@ def run_notes_list(db: str, owner: str, *, out: TextIO, err: TextIO) -> int:
     """List an owner's notes, oldest first: id, a tab, the text (as JSON, one line)."""
     import json
 
-    try:
-        with closing(SQLiteStore(db)) as store:
-            notes = store.list_notes(owner)
-    except StoreUnavailable:
-        err.write(f"strictcall: the store at {db} is unavailable\n")
+    notes = _with_store(db, err, lambda store: store.list_notes(owner))
+    if notes is None:  # [] is an owner without notes, not a failure
         return EXIT_FAILED
     for note in notes:
         out.write(f"{note.note_id}\t{json.dumps(note.text, ensure_ascii=False)}\n")
@@ -134,22 +138,24 @@ def run_notes_list(db: str, owner: str, *, out: TextIO, err: TextIO) -> int:
 
 def run_audit(db: str, limit: int, *, out: TextIO, err: TextIO) -> int:
     """Print recent calls and the counts by outcome, stage and code."""
-    try:
-        with closing(SQLiteStore(db)) as store:
-            recent = store.recent_calls(limit)
-            counts = store.call_counts()
-    except StoreUnavailable:
-        err.write(f"strictcall: the store at {db} is unavailable\n")
+    read = _with_store(db, err, lambda store: (store.recent_calls(limit), store.call_counts()))
+    if read is None:
         return EXIT_FAILED
+    recent, counts = read
     out.write(f"recent calls (newest first, at most {limit}):\n")
     for r in recent:
         at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(r.at))
         out.write(
-            f"  {at}  {r.outcome:5}  {r.stage or '-':8}  {r.code or '-':22}"
-            f"  {r.tool or '-':12}  {r.identity or '-':10}  {r.latency_us:>7} us"
-            f"  call {r.call_id or '-'}\n"
+            f"  {at}  {r.outcome:5}  {_shown(r.stage):8}  {_shown(r.code):22}"
+            f"  {_shown(r.tool):12}  {_shown(r.identity):10}  {r.latency_us:>7} us"
+            f"  call {_shown(r.call_id)}\n"
         )
     out.write("counts by outcome, stage and code:\n")
     for outcome, stage, code, n in counts:
-        out.write(f"  {n:>8}  {outcome:5}  {stage or '-':8}  {code or '-'}\n")
+        out.write(f"  {n:>8}  {outcome:5}  {_shown(stage):8}  {_shown(code)}\n")
     return EXIT_OK
+
+
+def _shown(value: str | None) -> str:
+    """An audit column as printed: "-" where the record has none (an empty str stays "")."""
+    return "-" if value is None else value
