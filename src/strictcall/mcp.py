@@ -160,8 +160,9 @@ def tool_result(answer: dict[str, JSONValue], *, wrapped: bool) -> types.CallToo
         error = Rejection(INVALID_TOOL_RESULT).as_error()
     else:
         error = answer["error"]
+    error_text = json_text(error)  # the catalogue's errors always write; None never reaches here
     return types.CallToolResult(
-        content=[types.TextContent(text=json_text(error) or "")],
+        content=[types.TextContent(text="" if error_text is None else error_text)],
         structured_content=error,
         is_error=True,
     )
@@ -500,7 +501,8 @@ class StdioIntake:
         if isinstance(message, types.JSONRPCRequest):
             self._answers.expect(message.id)
         elif isinstance(message, types.JSONRPCNotification):
-            cancelled = valid_id({"id": (message.params or {}).get("requestId")})
+            params = {} if message.params is None else message.params
+            cancelled = valid_id({"id": params.get("requestId")})
             if message.method == "notifications/cancelled" and cancelled is not None:
                 self._answers.forget(cancelled)  # the SDK never answers a cancelled request
         await self._messages.send(SessionMessage(message))
