@@ -435,3 +435,26 @@ def test_params_members_other_than_mcp_ones_reach_the_gateway_and_are_refused() 
             assert missing.structured_content["expected"] == "n"
 
     run(session)
+
+
+@pytest.mark.parametrize(
+    ("params", "kind", "pointer"),
+    [
+        ({"arguments": {}}, UNKNOWN_TOOL, None),
+        ({"name": 5, "arguments": {}}, UNKNOWN_TOOL, None),
+        ({"name": "read_note", "arguments": "oops"}, INVALID_ARGUMENTS, "/arguments"),
+        ({"name": "read_note", "arguments": [1]}, INVALID_ARGUMENTS, "/arguments"),
+    ],
+    ids=["no-name", "int-name", "string-arguments", "array-arguments"],
+)
+def test_call_params_the_sdk_would_refuse_bare_get_a_tool_error(
+    params: dict[str, Any], kind: ErrorKind, pointer: str | None
+) -> None:
+    raw = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": params})
+    refused = read_message(raw.encode(), LIMITS)
+    assert isinstance(refused, Refused) and refused.status == 200
+    result = refused.reply["result"]
+    assert result["isError"] is True
+    assert result["structuredContent"]["code"] == kind.code
+    assert result["structuredContent"].get("pointer") == pointer
+    assert json.loads(result["content"][0]["text"]) == result["structuredContent"]

@@ -231,7 +231,7 @@ PROBES: list[tuple[str, bytes, Refusal | ToolError]] = [
     (
         "15-arguments-string",
         read_note(17, "oops"),
-        Refusal(None, 17, sdk_code=types.INVALID_PARAMS),
+        ToolError(INVALID_ARGUMENTS, 17, "/arguments", "type"),
     ),
     (
         "16-16-mib-line",

@@ -57,10 +57,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from strictcall.errors import (
+    INVALID_ARGUMENTS,
     INVALID_REQUEST,
     INVALID_TOOL_RESULT,
     REQUEST_TOO_LARGE,
     UNAUTHENTICATED,
+    UNKNOWN_TOOL,
     JSONValue,
     Rejection,
 )
@@ -273,22 +275,27 @@ def _version() -> str:
 
 
 class Refused:
-    """A message refused before the SDK saw it: the JSON-RPC error reply it gets."""
+    """A message refused before the SDK saw it, and the reply it gets: a JSON-RPC error (HTTP
+    400), or, for a tools/call the SDK would refuse without detail, the tool result with
+    isError that any other argument error gets (HTTP 200), so the model can read it."""
 
-    __slots__ = ("reply",)
+    __slots__ = ("error", "reply", "status")
 
-    def __init__(self, request_id: str | int | None, error: dict[str, JSONValue]) -> None:
-        self.reply: Final = error_reply(request_id, error)
-
-    @property
-    def error(self) -> dict[str, JSONValue]:
+    def __init__(
+        self, request_id: str | int | None, error: dict[str, JSONValue], *, as_tool: bool = False
+    ) -> None:
+        self.error: Final = error
         """The structured error {code, stage, retryable, ...}."""
-        data: dict[str, JSONValue] = self.reply["error"]["data"]
-        return data
+        self.reply: Final[dict[str, Any]] = (
+            {"jsonrpc": "2.0", "id": request_id, "result": _tool_error(error)}
+            if as_tool
+            else error_reply(request_id, error)
+        )
+        self.status: Final = 200 if as_tool else 400
 
-    def message(self) -> types.JSONRPCError:
+    def message(self) -> types.JSONRPCMessage:
         """The reply as the SDK's message model."""
-        return types.JSONRPCError.model_validate(self.reply)
+        return types.jsonrpc_message_adapter.validate_python(self.reply, by_name=False)
 
     def body(self) -> bytes:
         """The reply as UTF-8 JSON."""
@@ -309,12 +316,43 @@ def read_message(raw: bytes, limits: Limits) -> types.JSONRPCMessage | Refused:
         acceptable = _is_response(message)
     else:
         acceptable = not isinstance(read_request(message), Rejection)
+    if acceptable and message.get("method") == "tools/call" and "id" in message:
+        refused = _refuse_call_params(message)
+        if refused is not None:
+            return refused
     if acceptable:
         try:
             return types.jsonrpc_message_adapter.validate_python(message, by_name=False)
         except ValidationError:
             pass
     return Refused(valid_id(message), INVALID_REQUEST.as_error())
+
+
+def _tool_error(error: dict[str, JSONValue]) -> dict[str, JSONValue]:
+    """A tools/call result with isError, as the SDK would write it for `error`."""
+    text = json_text(error)
+    return {
+        "content": [{"type": "text", "text": "" if text is None else text}],
+        "structuredContent": error,
+        "isError": True,
+    }
+
+
+def _refuse_call_params(message: dict[str, JSONValue]) -> Refused | None:
+    """A tools/call whose params the SDK would refuse with a bare -32602 (no tool name, or
+    arguments that are not an object), refused here with the gateway's structured error."""
+    params = message.get("params", {})  # absent params are read_request's "no params"
+    if type(params.get("name")) is not str:
+        return Refused(valid_id(message), UNKNOWN_TOOL.as_error(), as_tool=True)
+    if (
+        "arguments" in params
+        and params["arguments"] is not None
+        and type(params["arguments"]) is not dict
+    ):
+        located = {"pointer": "/arguments", "reason": "type", "expected": "object"}
+        error = {**INVALID_ARGUMENTS.as_error(), **located}
+        return Refused(valid_id(message), error, as_tool=True)
+    return None
 
 
 def refuse_too_large(limits: Limits) -> Refused:
@@ -594,7 +632,7 @@ class McpHttpApp:
                 return
             message = read_message(body, self.limits)
             if isinstance(message, Refused):
-                await self._refuse(message, 400, scope, receive, send)
+                await self._refuse(message, message.status, scope, receive, send)
                 return
             receive = _replay(body, receive)
         await self.manager.handle_request(scope, receive, send)
