@@ -13,7 +13,6 @@ limit is refused unread (request_too_large, -32700). A request that is answered 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from typing import Any, Final
@@ -137,10 +136,7 @@ class RpcApp:
 
     def _audit(self, kind: ErrorKind, identity: str | None) -> None:
         """Record a request refused before it reached the JSON-RPC service."""
-        record = AuditRecord(
-            time.time(), None, identity, None, "error", kind.code, kind.stage.value, 0
-        )
-        self._record(record)
+        self._record(AuditRecord.of_call(None, identity, None, kind.as_error(), 0))
 
 
 def bearer_token(scope: Scope) -> str | None:

@@ -175,18 +175,7 @@ class RpcService:
         error: dict[str, JSONValue] | None,
         latency_us: int,
     ) -> None:
-        self._record(
-            AuditRecord(
-                at=time.time(),
-                call_id=None if call_id is None else str(call_id),
-                identity=identity,
-                tool=tool,
-                outcome="ok" if error is None else "error",
-                code=None if error is None else error["code"],
-                stage=None if error is None else error["stage"],
-                latency_us=latency_us,
-            )
-        )
+        self._record(AuditRecord.of_call(call_id, identity, tool, error, latency_us))
 
 
 def read_request(message: JSONValue) -> _Request | Rejection:

@@ -239,27 +239,8 @@ class McpTools:
         if self._record is not None:
             error = result.structured_content if result.is_error else None
             latency_us = (time.perf_counter_ns() - started) // 1000
-            self._record(_audit_record(call_id, identity, tool, error, latency_us))
+            self._record(AuditRecord.of_call(call_id, identity, tool, error, latency_us))
         return result
-
-
-def _audit_record(
-    call_id: str | None,
-    identity: str | None,
-    tool: str | None,
-    error: dict[str, JSONValue] | None,
-    latency_us: int,
-) -> AuditRecord:
-    return AuditRecord(
-        at=time.time(),
-        call_id=call_id,
-        identity=identity,
-        tool=tool,
-        outcome="ok" if error is None else "error",
-        code=None if error is None else error["code"],
-        stage=None if error is None else error["stage"],
-        latency_us=latency_us,
-    )
 
 
 def _version() -> str:
@@ -551,7 +532,7 @@ class StdioIntake:
 
     async def _answer(self, refused: Refused) -> None:
         if self._record is not None:
-            self._record(_audit_record(None, self._identity, None, refused.error, 0))
+            self._record(AuditRecord.of_call(None, self._identity, None, refused.error, 0))
         await self._answers.send(SessionMessage(refused.message()))
 
     async def end(self) -> None:
@@ -642,7 +623,7 @@ class McpHttpApp:
     ) -> None:
         if self._record is not None:
             identity = scope.get(IDENTITY_KEY)
-            self._record(_audit_record(None, identity, None, refused.error, 0))
+            self._record(AuditRecord.of_call(None, identity, None, refused.error, 0))
         response = Response(refused.body(), status_code=status, media_type="application/json")
         await response(scope, receive, send)
 

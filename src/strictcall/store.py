@@ -133,6 +133,27 @@ class AuditRecord(NamedTuple):
     stage: str | None
     latency_us: int
 
+    @classmethod
+    def of_call(
+        cls,
+        call_id: str | int | None,
+        identity: str | None,
+        tool: str | None,
+        error: Mapping[str, Any] | None,
+        latency_us: int,
+    ) -> AuditRecord:
+        """The record of one call, now: a success when `error` is None, else its code and stage."""
+        return cls(
+            time.time(),
+            None if call_id is None else str(call_id),
+            identity,
+            tool,
+            "ok" if error is None else "error",
+            None if error is None else error["code"],
+            None if error is None else error["stage"],
+            latency_us,
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class IdempotencyKey:
