@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -400,3 +401,28 @@ def _complete(answer: bytes) -> bool:
         if name.lower() == b"content-length":
             return len(body) >= int(value)
     return False
+
+
+def test_a_server_started_with_stdout_closed_still_serves(tmp_path: Path) -> None:
+    with socket.socket() as probe:  # a free port: with stdout closed, nothing can say which
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [sys.executable, "-m", "strictcall", "serve", "--port", str(port)]
+    command += ["--db", str(tmp_path / "closed.sqlite3")]
+    process = subprocess.Popen(
+        ["sh", "-c", 'exec "$@" >&-', "sh", *command], stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 20
+        answer = None
+        while answer is None and time.monotonic() < deadline and process.poll() is None:
+            try:
+                answer = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
+            except httpx.TransportError:
+                time.sleep(0.05)
+        assert answer is not None and answer.status_code == 200
+    finally:
+        process.terminate()
+        _, stderr = process.communicate(timeout=20)
+    assert process.returncode == 0
+    assert "Traceback" not in stderr

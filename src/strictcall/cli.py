@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import BinaryIO, TextIO
@@ -108,6 +109,10 @@ def main(
     # Started with a standard stream closed, Python sets it to None: read it as empty, and
     # answer with the exit status alone when there is nowhere to write.
     out = stdout if stdout is not None else _buffer_of(sys.stdout)
+    if out is None and args.command == "serve" and not args.mcp_stdio:
+        # A server started with stdout closed still serves (its log setup needs a stream too).
+        sys.stdout = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115
+        out = _buffer_of(sys.stdout)
     if out is None:
         return EXIT_REFUSED
     try:
