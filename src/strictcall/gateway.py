@@ -50,10 +50,20 @@ class Gateway:
     """Tools registered by name, each call checked in stages: parse, route, shape, resource,
     execute, output; first failure wins."""
 
-    def __init__(self, tools: Iterable[Tool] = (), *, limits: Limits | None = None) -> None:
+    def __init__(
+        self,
+        tools: Iterable[Tool] = (),
+        *,
+        limits: Limits | None = None,
+        workers: int = _WORKERS,
+    ) -> None:
+        """`workers`: the threads that run tools with a timeout (made on first use)."""
+        if workers < 1:
+            raise ValueError("a gateway needs at least one worker thread")
         self.limits: Final = limits if limits is not None else Limits()
         self._tools: dict[str, CompiledTool] = {}
         self._pool: ThreadPoolExecutor | None = None
+        self._pool_size: Final = workers
         for tool in tools:
             self.register(tool)
 
@@ -140,7 +150,8 @@ class Gateway:
         if type(climbed) is Rejection:
             return fail(call_id, climbed)
         compiled, ctx, arguments = climbed
-        result, rejection = await execute_call_async(compiled, ctx, arguments)
+        pool = None if compiled.tool.timeout is None else self._workers()
+        result, rejection = await execute_call_async(compiled, ctx, arguments, pool)
         if rejection is None:
             rejection = check_result(compiled, arguments, result, ctx)
         if rejection is not None:
@@ -178,7 +189,7 @@ class Gateway:
         if self._pool is None:
             from concurrent.futures import ThreadPoolExecutor
 
-            self._pool = ThreadPoolExecutor(_WORKERS, thread_name_prefix="strictcall-tool")
+            self._pool = ThreadPoolExecutor(self._pool_size, thread_name_prefix="strictcall-tool")
         return self._pool
 
     def close(self) -> None:

@@ -189,5 +189,6 @@ def notes_tools(store: Store) -> list[Tool]:
 
 
 def notes_gateway(store: Store, *, limits: Limits | None = None) -> Gateway:
-    """A gateway serving the notes tools from `store`."""
-    return Gateway(notes_tools(store), limits=limits)
+    """A gateway serving the notes tools from `store`. Its one worker thread runs the writes:
+    SQLite takes one writer at a time anyway, and one thread spares them a queue at the lock."""
+    return Gateway(notes_tools(store), limits=limits, workers=1)

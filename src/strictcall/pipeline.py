@@ -247,11 +247,15 @@ def execute_call(
 
 
 async def execute_call_async(
-    compiled: CompiledTool, ctx: ToolContext, arguments: Arguments
+    compiled: CompiledTool,
+    ctx: ToolContext,
+    arguments: Arguments,
+    pool: ThreadPoolExecutor | None = None,
 ) -> tuple[JSONValue, Rejection | None]:
     """Rung 5, from a running event loop: await async handlers, call sync ones in place.
 
-    A sync handler with a timeout runs on a worker thread so that the loop can time it out.
+    A sync handler with a timeout runs on a worker thread of `pool` (asyncio's default
+    executor when None) so that the loop can time it out.
     """
     tool = compiled.tool
     try:
@@ -263,7 +267,8 @@ async def execute_call_async(
             return tool.handler(ctx, arguments), None
         import asyncio
 
-        return await _awaited(asyncio.to_thread(tool.handler, ctx, arguments), tool.timeout), None
+        work = asyncio.get_running_loop().run_in_executor(pool, tool.handler, ctx, arguments)
+        return await _awaited(work, tool.timeout), None
     except _TimeLimit:
         return None, TIMED_OUT
     except Exception as exc:
