@@ -317,8 +317,8 @@ def test_execute_call_async_times_out_an_async_handler() -> None:
 
 def test_check_result_passes_a_result_matching_the_output_schema() -> None:
     tool = CompiledTool.compile(READ_DOC)
-    assert check_result(tool, {"doc_id": "d1"}, {"doc_id": "d1", "text": "t"}) is None
-    assert check_result(tool, {"doc_id": "d1"}, {"doc_id": "d1"}) is WITHHELD
+    assert check_result(tool, {"doc_id": "d1"}, {"doc_id": "d1", "text": "t"}, CTX) is None
+    assert check_result(tool, {"doc_id": "d1"}, {"doc_id": "d1"}, CTX) is WITHHELD
 
 
 def test_check_result_applies_the_tools_consistency_check_after_the_schema() -> None:
@@ -329,9 +329,9 @@ def test_check_result_applies_the_tools_consistency_check_after_the_schema() -> 
         return bool(result == args["n"])
 
     tool = compiled(result_matches=same)
-    assert check_result(tool, {"n": 1}, 1) is None
-    assert check_result(tool, {"n": 1}, 2) is WITHHELD
-    assert check_result(tool, {"n": 1}, (1,)) is WITHHELD
+    assert check_result(tool, {"n": 1}, 1, CTX) is None
+    assert check_result(tool, {"n": 1}, 2, CTX) is WITHHELD
+    assert check_result(tool, {"n": 1}, (1,), CTX) is WITHHELD
     assert calls == [1, 2]  # a value that is not JSON never reaches the check
 
 

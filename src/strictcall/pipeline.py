@@ -335,7 +335,7 @@ def check_result(
     compiled: CompiledTool,
     arguments: Arguments,
     result: JSONValue,
-    ctx: ToolContext | None = None,
+    ctx: ToolContext,
 ) -> Rejection | None:
     """Rung 6: the result is a JSON value that satisfies the output schema (and the tool's
     own consistency check); otherwise it is withheld."""
@@ -354,7 +354,7 @@ def check_result(
     try:
         consistent = matches(arguments, result)
     except Exception as exc:
-        _log_failure(ctx if ctx is not None else ToolContext("", "", compiled.tool.name), exc)
+        _log_failure(ctx, exc)
         return WITHHELD
     return None if consistent is True else WITHHELD
 

@@ -115,7 +115,7 @@ def handle(
         result, rejection = execute_call(compiled, ctx, arguments, None)
         if rejection is not None:
             return fail(call_id, rejection, located=False)
-    rejection = check_result(compiled, arguments, result)
+    rejection = check_result(compiled, arguments, result, ctx)
     if rejection is not None:
         return fail(call_id, rejection, located=False)
     return succeed(call_id, result)
