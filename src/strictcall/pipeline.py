@@ -156,7 +156,7 @@ def check_arguments(
     if type(arguments) is not dict:
         return _located("/arguments", "type", "object")
     schema = compiled.arguments
-    if (schema.exact_is_valid if has_float else schema.fast_is_valid)(arguments):
+    if schema.is_valid_when[has_float](arguments):
         return arguments
     violation = compiled.arguments.first_violation(arguments)
     if violation is None:  # the two validators disagree: refuse without a location
@@ -344,7 +344,7 @@ def check_result(
         return WITHHELD
     try:
         schema = compiled.result
-        if not (schema.exact_is_valid if has_float else schema.fast_is_valid)(result):
+        if not schema.is_valid_when[has_float](result):
             return WITHHELD
     except ValueError:  # a str the validator cannot read as UTF-8 (a lone surrogate)
         return WITHHELD

@@ -290,8 +290,7 @@ class CompiledSchema:
         "_flat",
         "advertised",
         "declared",
-        "exact_is_valid",
-        "fast_is_valid",
+        "is_valid_when",
         "strict",
     )
 
@@ -314,15 +313,16 @@ class CompiledSchema:
         except (jsonschema_rs.ValidationError, ValueError) as exc:
             raise SchemaDefinitionError(str(exc)) from None
         self._flat = FlatObject.of(self.strict)
-        # the validators' own methods, for the hot path (one Python call less than is_valid)
-        self.fast_is_valid: Final[Callable[[JSONValue], bool]] = self._fast.is_valid
-        self.exact_is_valid: Final[Callable[[JSONValue], bool]] = self._exact.is_valid
+        self.is_valid_when: Final[tuple[Callable[[JSONValue], bool], ...]] = (
+            self._fast.is_valid,
+            self._exact.is_valid,
+        )
+        """The validators' own checks, indexed by whether the instance may hold a float:
+        `is_valid_when[has_float](instance)`, the hot path's one Python call less."""
 
     def is_valid(self, instance: JSONValue, *, has_float: bool) -> bool:
         """True when `instance` (a JSON value) satisfies the strict schema."""
-        if has_float:
-            return bool(self._exact.is_valid(instance))
-        return bool(self._fast.is_valid(instance))
+        return bool(self.is_valid_when[has_float](instance))
 
     def first_violation(self, instance: JSONValue) -> Violation | None:
         """The first place where `instance` breaks the strict schema, or None.
