@@ -192,3 +192,21 @@ def test_a_file_from_a_newer_strictcall_is_refused(tmp_path: Path) -> None:
     conn.close()
     with pytest.raises(StoreUnavailable):
         SQLiteStore(path)
+
+
+def test_a_batch_of_audit_records_keeps_every_field_and_type(store: SQLiteStore) -> None:
+    batch = [
+        AuditRecord(1.5, "007", "u1", "read_note", "ok", None, None, 0),
+        AuditRecord(2.0, "1e5", "用户", None, "error", "invalid_json", "parse", 2**40),
+        AuditRecord(3.25, None, None, None, "error", "unauthenticated", "auth", 7),
+        AuditRecord(4.0, "null", 'u"2\\', "create_note", "ok", None, None, 12),
+    ]
+    store.record_calls(batch)
+    assert store.recent_calls(10) == batch[::-1]
+    assert [type(r.at) for r in store.recent_calls(10)] == [float] * 4
+    assert [type(r.latency_us) for r in store.recent_calls(10)] == [int] * 4
+
+
+def test_an_empty_batch_of_audit_records_writes_nothing(store: SQLiteStore) -> None:
+    store.record_calls([])
+    assert store.audit_size() == 0

@@ -5,7 +5,8 @@ HTTP server appends records here and a background task writes them every `FLUSH_
 one transaction, on a worker thread; the rest are written when the server stops. What a kill -9
 can lose is the last interval's audit records, never a note: writes to notes commit before their
 answer is sent. While the store cannot take records they are kept (at most
-`MAX_KEPT`, the oldest dropped first, and the loss logged) and written once it recovers.
+`MAX_KEPT`, the oldest dropped first) and written once it recovers; a loss is logged once when
+it begins and once, with its count, when the store takes records again.
 """
 
 from __future__ import annotations
@@ -30,18 +31,26 @@ class AuditLog:
     def __init__(self, store: Store) -> None:
         self._store = store
         self._pending: list[AuditRecord] = []
+        self._lost = 0
 
     @property
     def pending(self) -> int:
         """How many records wait to be written."""
         return len(self._pending)
 
+    @property
+    def lost(self) -> int:
+        """How many records were dropped since the store last took a batch."""
+        return self._lost
+
     def record(self, entry: AuditRecord) -> None:
         """Keep one call's record until the next write."""
         self._pending.append(entry)
         if len(self._pending) > MAX_KEPT:
+            if not self._lost:  # once, not once per record: an outage must not flood the log
+                log.warning("audit: the store cannot take records; dropping the oldest")
+            self._lost += len(self._pending) - MAX_KEPT
             del self._pending[: len(self._pending) - MAX_KEPT]
-            log.warning("audit: records lost while the store could not take them")
 
     def flush(self) -> None:
         """Write every waiting record now, in this thread; keep them if the store cannot."""
@@ -64,6 +73,9 @@ class AuditLog:
     def _keep(self, unwritten: list[AuditRecord]) -> None:
         if unwritten:
             self._pending[:0] = unwritten
+        elif self._lost:
+            log.warning("audit: %d records lost while the store could not take them", self._lost)
+            self._lost = 0
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:

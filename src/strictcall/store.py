@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, NamedTuple, Protocol
 
+import orjson
+
 SCHEMA_VERSION: Final = 2
 """The schema this code writes; an older file is migrated when opened, a newer one refused."""
 
@@ -82,6 +84,16 @@ _MIGRATIONS: Final[Mapping[int, tuple[str, ...]]] = {
     2: ("CREATE UNIQUE INDEX IF NOT EXISTS notes_by_owner_id ON notes (owner, id)",),
 }
 _READ_NOTE: Final = "SELECT text FROM notes INDEXED BY notes_by_owner_id WHERE owner = ? AND id = ?"
+
+_AUDIT_COLUMNS: Final = "at, call_id, identity, tool, outcome, code, stage, latency_us"
+# A batch as one JSON array of rows, inserted by one statement: the sqlite3 module lets go of the
+# GIL once for the whole batch instead of once per row, and a server's event loop (holding the
+# GIL) is not made to hand it back and forth ~10,000 times a second.
+_INSERT_AUDIT_ROWS: Final = (
+    f"INSERT INTO audit ({_AUDIT_COLUMNS}) SELECT "
+    + ", ".join(f"json_extract(value, '$[{i}]')" for i in range(8))
+    + " FROM json_each(?)"
+)
 
 
 def _migrate(conn: sqlite3.Connection) -> None:
@@ -452,19 +464,18 @@ class SQLiteStore:
     def record_calls(self, records: Sequence[AuditRecord]) -> None:
         """Append calls to the audit log, in one transaction (never into a deleted file: the
         caller keeps what could not be written)."""
+        # Each record is a JSON array of its eight fields. Its strs are the service's own (ids
+        # from strict JSON, identities from the token table, names from the catalogue), so they
+        # encode: a lone surrogate, the one str orjson refuses, sqlite3 would refuse as well.
+        rows = orjson.dumps([tuple(record) for record in records])  # orjson: no NamedTuple
         with self._writing() as conn:
-            conn.executemany(
-                "INSERT INTO audit (at, call_id, identity, tool, outcome, code, stage, latency_us)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                records,
-            )
+            conn.execute(_INSERT_AUDIT_ROWS, (rows,))
 
     def recent_calls(self, limit: int) -> list[AuditRecord]:
         """The last `limit` calls, newest first."""
         with self._using() as conn:
             rows = conn.execute(
-                "SELECT at, call_id, identity, tool, outcome, code, stage, latency_us"
-                " FROM audit ORDER BY seq DESC LIMIT ?",
+                f"SELECT {_AUDIT_COLUMNS} FROM audit ORDER BY seq DESC LIMIT ?",
                 (limit,),
             ).fetchall()
         return [AuditRecord(*row) for row in rows]
