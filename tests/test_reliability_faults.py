@@ -6,6 +6,7 @@ the same write, retried with the same call id, succeeds exactly once."""
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from reliability import faults, procs
 
+from strictcall import audit as audit_module
 from strictcall.audit import AuditLog
 from strictcall.errors import AUTH_UNAVAILABLE, STORE_UNAVAILABLE
 from strictcall.store import AuditRecord, IdempotencyKey, SQLiteStore
@@ -40,6 +42,10 @@ def faulty(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Faulty]:
     db, token, note = faults.setup_store(workdir, "faulty")
     server = procs.HttpServer(db, workdir / "stderr.log")
     rpc = faults.Rpc(server.base_url, token)
+    # a server that has already served this token, as one in use has: every test then sees
+    # the same thing, whatever runs before it (the token cache is warm)
+    warm, _ = rpc.call("read_note", {"note_id": note}, "warm-up")
+    assert warm.ok
     yield Faulty(server, rpc, db, note, workdir)
     rpc.close()
     assert server.stop() == 0
@@ -157,3 +163,28 @@ def test_a_full_disk_refuses_writes_as_retryable_and_recovers(tmp_path: Path) ->
     if result.skipped is not None:
         pytest.skip(f"full-disk fault not injected: {result.skipped}")
     assert_survived(result)
+
+
+def test_records_past_the_cap_are_dropped_oldest_first_and_the_loss_is_logged_twice_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(audit_module, "MAX_KEPT", 3)
+    db = tmp_path / "capped.sqlite3"
+    store = SQLiteStore(db)
+    audit = AuditLog(store)
+    try:
+        with faults.deleted(db), caplog.at_level(logging.WARNING, logger="strictcall"):
+            for n in range(7):
+                audit.record(AuditRecord(time.time(), f"c{n}", "u1", None, "ok", None, None, 1))
+            audit.flush()  # the store cannot take them: kept
+            assert (audit.pending, audit.lost) == (3, 4)
+            assert len(caplog.records) == 1  # when the loss began, not once per record
+        store.create_note("u1", "a note", IdempotencyKey("k", "f"))  # the file is back
+        with caplog.at_level(logging.WARNING, logger="strictcall"):
+            audit.flush()
+        audited = [entry.call_id for entry in store.recent_calls(100)]
+    finally:
+        store.close()
+    assert audited == ["c6", "c5", "c4"]
+    assert (audit.pending, audit.lost) == (0, 0)
+    assert len(caplog.records) == 2  # and once more, with the count, when the store took them
