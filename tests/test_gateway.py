@@ -1633,3 +1633,75 @@ def test_an_integer_too_large_for_any_machine_type_is_still_checked_against_its_
     assert_located(ask(gateway, "create_event", arguments), "/arguments/when/day", "maximum", 31)
     arguments = with_member(VALID_EVENT, ("when", "day"), -huge)
     assert_located(ask(gateway, "create_event", arguments), "/arguments/when/day", "minimum", 1)
+
+
+# --- a gateway whose tools take no numbers does not look for them --------------------------------
+
+
+def _words_tool(*, tags: bool = False) -> Tool:
+    """A tool taking one string; with `tags`, also an array of anything (numbers too)."""
+    properties: dict[str, JSONValue] = {"word": {"type": "string"}}
+    if tags:
+        properties["tags"] = {"type": "array", "items": {}}
+    schema = {"type": "object", "properties": properties, "required": ["word"]}
+    return Tool("words", "", schema, True, lambda ctx, args: args["word"])
+
+
+def _count_tool() -> Tool:
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}}
+    return Tool("count", "", schema, True, lambda ctx, args: args.get("n"))
+
+
+def _words_only() -> Gateway:
+    return Gateway([_words_tool()])
+
+
+def test_a_gateway_reads_numbers_when_some_tool_may_take_one() -> None:
+    with _words_only() as words, Gateway([_words_tool(tags=True)]) as open_items:
+        assert words.reads_numbers is False
+        assert open_items.reads_numbers is True  # "items": {} takes anything, numbers too
+        words.register(_count_tool())
+        assert words.reads_numbers is True
+
+
+_NUMBERS_IN_CALLS = [
+    '{"name":"words","arguments":{"word":123456789012345678901234567890}}',
+    '{"name":"words","arguments":{"word":-18446744073709551617}}',
+    '{"name":"words","arguments":{"word":1.0}}',
+    '{"name":"words","arguments":{"word":"x","more":99999999999999999999}}',
+    '{"name":"words","arguments":{"word":"x"},"extra":1e5}',
+    '{"name":"words","arguments":[1.5,2]}',
+    '{"name":12345678901234567890,"arguments":{"word":"x"}}',
+    '{"name":"words","arguments":{"word":1e400}}',
+    '{"name":"words","arguments":{"word":"1.5e3"}}',
+]
+
+
+@pytest.mark.parametrize("raw", _NUMBERS_IN_CALLS)
+def test_a_call_holding_numbers_gets_the_same_answer_whether_or_not_they_are_read(
+    raw: str,
+) -> None:
+    with _words_only() as numberless, _words_only() as reading:
+        reading.register(_count_tool())
+        assert (numberless.reads_numbers, reading.reads_numbers) == (False, True)
+        assert _listing_aside(numberless.call(raw, "u1", "c")) == _listing_aside(
+            reading.call(raw, "u1", "c")
+        )
+
+
+def _listing_aside(answer: Answer) -> Answer:
+    """The answer without an unknown tool's list of tools (the two gateways' lists differ)."""
+    error = answer.get("error")
+    if isinstance(error, dict) and error.get("code") == errors.UNKNOWN_TOOL.code:
+        return {**answer, "error": {k: v for k, v in error.items() if k != "available"}}
+    return answer
+
+
+@given(st.dictionaries(st.text(max_size=4), json_values, max_size=3))
+def test_any_arguments_get_the_same_answer_whether_or_not_numbers_are_read(
+    arguments: dict[str, JSONValue],
+) -> None:
+    raw = call_text("words", arguments)
+    with _words_only() as numberless, _words_only() as reading:
+        reading.register(_count_tool())
+        assert numberless.call(raw, "u1", "c") == reading.call(raw, "u1", "c")

@@ -13,6 +13,7 @@ from strictcall.schema import (
     CompiledSchema,
     SchemaDefinitionError,
     Violation,
+    admits_numbers,
     make_strict,
     to_pointer,
 )
@@ -676,3 +677,60 @@ def test_a_valid_instance_has_no_violation() -> None:
 )
 def test_to_pointer_writes_rfc6901_pointers(path: tuple[str | int, ...], pointer: str) -> None:
     assert to_pointer(path) == pointer
+
+
+# --- which schemas admit numbers ----------------------------------------------------------------
+
+_STRING = {"type": "string"}
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        False,
+        _STRING,
+        {"type": ["string", "null", "boolean"]},
+        {"enum": ["a", "b", None, True]},
+        {"const": {"a": ["b"]}},
+        {"type": "object", "properties": {"a": _STRING}, "additionalProperties": False},
+        {"type": "object", "properties": {"a": _STRING}, "unevaluatedProperties": False},
+        {"type": "object", "additionalProperties": _STRING},
+        {"type": "array", "items": _STRING, "minItems": 1},
+        {"type": "array", "prefixItems": [_STRING], "items": False},
+    ],
+)
+def test_a_schema_that_refuses_numbers_everywhere_is_known_to(schema: JSONValue) -> None:
+    assert admits_numbers(schema) is False
+    assert admits_numbers(make_strict(schema)) is False
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        True,
+        {},
+        {"type": "integer"},
+        {"type": ["string", "number"]},
+        {"enum": ["a", 1]},
+        {"const": [[1.5]]},
+        {"minLength": 1},  # no type: anything, numbers too
+        {"type": "object"},  # members of any kind
+        {"type": "object", "properties": {"a": {"type": "number"}}},
+        {"type": "object", "additionalProperties": {"type": "integer"}},
+        {"type": "array"},
+        {"type": "array", "prefixItems": [{"type": "integer"}], "items": False},
+        {"type": "string", "$ref": "#/$defs/x", "$defs": {"x": _STRING}},  # unread: assume so
+        {"anyOf": [_STRING]},
+        {"type": "string", "not": {"type": "number"}},
+    ],
+)
+def test_a_schema_that_may_admit_a_number_anywhere_is_taken_to(schema: JSONValue) -> None:
+    assert admits_numbers(schema) is True
+
+
+def test_a_closed_object_schema_admits_numbers_only_through_its_members() -> None:
+    closed = make_strict({"type": "object", "properties": {"a": _STRING}})
+    opened = make_strict({"type": "object", "properties": {"a": {"type": ["string", "integer"]}}})
+    assert (admits_numbers(closed), admits_numbers(opened)) == (False, True)
+    assert CompiledSchema(closed).admits_numbers is False
+    assert CompiledSchema(opened).admits_numbers is True

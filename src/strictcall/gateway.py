@@ -62,6 +62,7 @@ class Gateway:
             raise ValueError("a gateway needs at least one worker thread")
         self.limits: Final = limits if limits is not None else Limits()
         self._tools: dict[str, CompiledTool] = {}
+        self._numbers = False
         self._pool: ThreadPoolExecutor | None = None
         self._pool_size: Final = workers
         for tool in tools:
@@ -76,8 +77,18 @@ class Gateway:
         """
         if tool.name in self._tools:
             raise ValueError(f"a tool named {tool.name!r} is already registered")
-        self._tools[tool.name] = CompiledTool.compile(tool)
+        compiled = CompiledTool.compile(tool)
+        self._tools[tool.name] = compiled
+        self._numbers = self._numbers or compiled.arguments.admits_numbers
         return tool
+
+    @property
+    def reads_numbers(self) -> bool:
+        """Whether some tool's arguments may hold a number. When none may, the parse does not
+        look for floats and long integers: any number in a call is refused at shape anyway, with
+        the same answer however it was read. A transport that parses for the gateway passes
+        this on as `numbers` (see `jsontext.parse_document`)."""
+        return self._numbers
 
     @property
     def tools(self) -> tuple[Tool, ...]:
@@ -101,7 +112,7 @@ class Gateway:
                 (use `call_async` there).
         """
         check_caller(identity, call_id)
-        document = read_call(raw, self.limits)  # 1. parse
+        document = read_call(raw, self.limits, numbers=self._numbers)  # 1. parse
         if type(document) is Rejection:
             return fail(call_id, document)
         climbed = self._climb(document.value, document.has_float, identity, call_id)  # 2-4
@@ -125,7 +136,7 @@ class Gateway:
             TypeError, ValueError: `identity` is not a str, or `call_id` not a request id.
         """
         check_caller(identity, call_id)
-        document = read_call(raw, self.limits)
+        document = read_call(raw, self.limits, numbers=self._numbers)
         if type(document) is Rejection:
             return fail(call_id, document)
         climbed = self._climb(document.value, document.has_float, identity, call_id)

@@ -106,7 +106,7 @@ class RpcService:
 
     async def answer(self, body: bytes, identity: str) -> bytes | None:
         """The reply body for a request body, or None when nothing is to be answered."""
-        document = read_call(body, self.gateway.limits)
+        document = read_call(body, self.gateway.limits, numbers=self.gateway.reads_numbers)
         if isinstance(document, Rejection):
             self._audit(None, identity, None, document.as_error(), 0)
             return encode_replies([error_reply(None, document.as_error())], batch=False)

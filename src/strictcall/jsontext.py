@@ -120,9 +120,14 @@ def loads_strict(
 
 
 def parse_document(
-    raw: str | bytes, *, max_size: int = MAX_SIZE, max_depth: int = MAX_DEPTH
+    raw: str | bytes, *, max_size: int = MAX_SIZE, max_depth: int = MAX_DEPTH, numbers: bool = True
 ) -> Document:
     """Parse strict JSON text into a `Document`.
+
+    `numbers=False` skips the search for floats and long integers, for a caller to whom no
+    number can matter (every schema its values meet refuses numbers everywhere): `has_float` is
+    then False, and an integer beyond 64 bits is read as orjson reads it, as a float. Everything
+    else is checked the same.
 
     Raises:
         JSONTextError: the text is not strict JSON, or is too large or too deep.
@@ -150,7 +155,7 @@ def parse_document(
     if len(text) > 2 * max_depth and text.count(brace) + text.count(bracket) > max_depth:
         _check_depth(value, max_depth)
     has_float = long_number = False
-    if numeric.search(text) is not None:
+    if numbers and numeric.search(text) is not None:
         has_float = floatish.search(text) is not None
         long_number = long_digits.search(text) is not None
     if long_number or backslash in text:

@@ -103,10 +103,12 @@ WITHHELD: Final = Rejection(INVALID_TOOL_RESULT)
 # --- 1. parse ----------------------------------------------------------------------------------
 
 
-def read_call(raw: str | bytes, limits: Limits) -> Document | Rejection:
-    """Rung 1: parse the call's text strictly."""
+def read_call(raw: str | bytes, limits: Limits, *, numbers: bool = True) -> Document | Rejection:
+    """Rung 1: parse the call's text strictly (`numbers`: see `jsontext.parse_document`)."""
     try:
-        return _parse_document(raw, max_size=limits.max_size, max_depth=limits.max_depth)
+        return _parse_document(
+            raw, max_size=limits.max_size, max_depth=limits.max_depth, numbers=numbers
+        )
     except JSONTextError as exc:
         if exc.fault is TextFault.TOO_LARGE:
             return Rejection(

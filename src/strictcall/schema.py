@@ -276,6 +276,64 @@ def _resolve_local(root: JSONValue, ref: JSONValue) -> JSONValue:
     return node
 
 
+# The keywords `admits_numbers` reads. A schema with any other keyword ($ref, allOf, not, ...)
+# is taken to admit numbers: the answer may be a needless "yes", never a wrong "no".
+_READ_FOR_NUMBERS: Final = frozenset(
+    {
+        *("type", "enum", "const", "properties", "required", "additionalProperties"),
+        *("unevaluatedProperties", "items", "prefixItems", "minItems", "maxItems"),
+        *("uniqueItems", "minProperties", "maxProperties", "minLength", "maxLength"),
+        *("pattern", "format", "title", "description", "$schema", "$comment", "default"),
+        *("examples", "deprecated", "readOnly", "writeOnly"),
+    }
+)
+
+
+def admits_numbers(schema: JSONValue) -> bool:
+    """Whether a value that satisfies `schema` may hold a number anywhere in it; True when
+    the schema says anything this does not read."""
+    if schema is False:
+        return False
+    if type(schema) is not dict or not _READ_FOR_NUMBERS.issuperset(schema):
+        return True
+    if "const" in schema:
+        return _holds_number(schema["const"])
+    if "enum" in schema:
+        return _holds_number(schema["enum"])
+    kind = schema.get("type")
+    kinds = {kind} if type(kind) is str else set(kind) if type(kind) is list else None
+    if kinds is None or "number" in kinds or "integer" in kinds:
+        return True
+    members: list[JSONValue] = []
+    if "object" in kinds:
+        properties = schema.get("properties", {})
+        if type(properties) is not dict:
+            return True
+        members += properties.values()
+        # members the schema does not name: additionalProperties decides, else
+        # unevaluatedProperties (no other keyword here can evaluate one), else any
+        members.append(
+            schema.get("additionalProperties", schema.get("unevaluatedProperties", True))
+        )
+    if "array" in kinds:
+        prefix = schema.get("prefixItems", [])
+        if type(prefix) is not list:
+            return True
+        members += prefix
+        members.append(schema.get("items", True))
+    return any(admits_numbers(member) for member in members)
+
+
+def _holds_number(value: JSONValue) -> bool:
+    if type(value) is int or type(value) is float:
+        return True
+    if type(value) is dict:
+        return any(_holds_number(item) for item in value.values())
+    if type(value) is list:
+        return any(_holds_number(item) for item in value)
+    return False
+
+
 _ERRORS_SEARCHED: Final = 64
 """How many errors `first_violation` reads looking for an exact-integer fault at the first
 error's place."""
@@ -288,6 +346,7 @@ class CompiledSchema:
         "_exact",
         "_fast",
         "_flat",
+        "admits_numbers",
         "advertised",
         "declared",
         "is_valid_when",
@@ -313,6 +372,8 @@ class CompiledSchema:
         except (jsonschema_rs.ValidationError, ValueError) as exc:
             raise SchemaDefinitionError(str(exc)) from None
         self._flat = FlatObject.of(self.strict)
+        self.admits_numbers: Final = admits_numbers(self.strict)
+        """Whether a value it accepts may hold a number anywhere (True when in doubt)."""
         self.is_valid_when: Final[tuple[Callable[[JSONValue], bool], ...]] = (
             self._fast.is_valid,
             self._exact.is_valid,
