@@ -19,7 +19,6 @@ envelope that is not a request, never reaches the ladder.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
@@ -61,7 +60,7 @@ class ErrorKind:
         return {"code": self.code, "stage": self._stage_name, "retryable": self.retryable}
 
 
-_NO_DETAILS: Final[Mapping[str, JSONValue]] = MappingProxyType({})
+_NO_DETAILS: Final[MappingProxyType[str, JSONValue]] = MappingProxyType({})
 
 
 @final
@@ -70,7 +69,7 @@ class Rejection:
     """One call's failure: its kind and the details that locate it."""
 
     kind: ErrorKind
-    details: Mapping[str, JSONValue] = field(default_factory=lambda: _NO_DETAILS)
+    details: MappingProxyType[str, JSONValue] = field(default_factory=lambda: _NO_DETAILS)
 
     def as_error(self, *, located: bool = True) -> dict[str, JSONValue]:
         """The structured error, with the locating details unless `located` is false."""
@@ -80,7 +79,7 @@ class Rejection:
                 "code": kind.code,
                 "stage": kind._stage_name,
                 "retryable": kind.retryable,
-                **self.details,
+                **self.details.copy(),  # the dict it wraps, copied in C: half the time of a proxy
             }
         return {"code": kind.code, "stage": kind._stage_name, "retryable": kind.retryable}
 

@@ -11,7 +11,7 @@ operator's flag): nothing in the call's text can change it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Final
 
@@ -44,6 +44,11 @@ from strictcall.tools import Arguments, Tool, ToolContext
 _Climbed = tuple[CompiledTool, ToolContext, Arguments]
 
 _WORKERS: Final = 4
+
+# A NamedTuple's own constructor is a Python function; tuple.__new__ builds the same in C.
+_new_context: Final[Callable[[type[ToolContext], tuple[str, str | int, str]], ToolContext]] = (
+    tuple.__new__
+)
 
 
 class Gateway:
@@ -190,7 +195,7 @@ class Gateway:
         arguments = check_arguments(call, compiled, has_float)
         if type(arguments) is Rejection:
             return arguments
-        ctx = ToolContext(identity, call_id, compiled.tool.name)
+        ctx = _new_context(ToolContext, (identity, call_id, compiled.tool.name))
         rejection = authorize_call(compiled, ctx, arguments)
         if rejection is not None:
             return rejection

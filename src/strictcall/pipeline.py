@@ -90,7 +90,7 @@ class CompiledTool:
         )
 
 
-def _frozen(details: dict[str, JSONValue]) -> Mapping[str, JSONValue]:
+def _frozen(details: dict[str, JSONValue]) -> MappingProxyType[str, JSONValue]:
     return MappingProxyType(details)
 
 
