@@ -1705,3 +1705,50 @@ def test_any_arguments_get_the_same_answer_whether_or_not_numbers_are_read(
     with _words_only() as numberless, _words_only() as reading:
         reading.register(_count_tool())
         assert numberless.call(raw, "u1", "c") == reading.call(raw, "u1", "c")
+
+
+# --- a mistake made again gets the same answer, built once --------------------------------------
+
+
+def _strings_tool() -> Tool:
+    schema = {"type": "object", "additionalProperties": {"type": "string"}}
+    return Tool("strings", "", schema, True, lambda ctx, args: len(args))
+
+
+def test_a_mistake_made_again_gets_an_equal_answer_that_shares_nothing() -> None:
+    with only_tool(_words_tool()) as gw:
+        first = ask(gw, "words", {"word": 1})
+        error_of(first)["pointer"] = "changed by the caller"
+        error_of(first).clear()
+        again = ask(gw, "words", {"word": 2})
+        other = ask(gw, "words", {"word": None})
+    assert error_of(again) == {
+        **errors.INVALID_ARGUMENTS.as_error(),
+        "pointer": "/arguments/word",
+        "reason": "type",
+        "expected": "string",
+    }
+    assert error_of(other) == error_of(again)
+
+
+def test_mistakes_at_ever_new_places_are_answered_right_past_the_kept_refusals() -> None:
+    from strictcall.pipeline import REFUSALS_KEPT
+
+    with only_tool(_strings_tool()) as gw:
+        for n in range(REFUSALS_KEPT + 20):
+            error = error_of(ask(gw, "strings", {f"k{n}": n}))
+            assert (error["code"], error["pointer"]) == (
+                errors.INVALID_ARGUMENTS.code,
+                f"/arguments/k{n}",
+            )
+        kept = gw._tools["strings"].refusals
+        assert len(kept) == REFUSALS_KEPT
+
+
+def test_a_refusal_expecting_a_list_is_built_each_time() -> None:
+    with only_tool(_words_tool()) as gw:
+        first = ask(gw, "words", {"word": "w", "extra": 1})
+        error_of(first)["expected"].append("changed by the caller")  # type: ignore[union-attr]
+        again = ask(gw, "words", {"word": "w", "extra": 1})
+        assert gw._tools["words"].refusals == {}
+    assert error_of(again)["expected"] == ["word"]

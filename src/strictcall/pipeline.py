@@ -21,7 +21,7 @@ import logging
 import math
 import traceback
 from collections.abc import Awaitable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Final
 
@@ -42,7 +42,7 @@ from strictcall.errors import (
 )
 from strictcall.jsontext import MAX_DEPTH, MAX_SIZE, Document, JSONTextError, TextFault
 from strictcall.jsontext import parse_document as _parse_document
-from strictcall.schema import CompiledSchema, to_pointer
+from strictcall.schema import CompiledSchema, Violation, to_pointer
 from strictcall.tools import Arguments, ForbiddenOrMissing, Tool, ToolContext, ToolFailure
 
 log = logging.getLogger("strictcall")
@@ -70,6 +70,9 @@ class CompiledTool:
     arguments: CompiledSchema
     result: CompiledSchema
     is_async: bool
+    refusals: dict[tuple[Violation, type], Rejection] = field(default_factory=dict)
+    """Rejections already built for this tool's argument violations whose expected value is
+    a scalar (so shared answers share nothing mutable); at most `REFUSALS_KEPT`."""
 
     @classmethod
     def compile(cls, tool: Tool) -> CompiledTool:
@@ -163,6 +166,25 @@ def check_arguments(
     violation = compiled.arguments.first_violation(arguments)
     if violation is None:  # the two validators disagree: refuse without a location
         return Rejection(INVALID_ARGUMENTS)
+    # The same mistake is usually made again: its rejection is built once (the key holds the
+    # expected value's type, since 1 == True).
+    kind = type(violation.expected)
+    scalar = kind in _SCALARS
+    if scalar:
+        known = compiled.refusals.get((violation, kind))
+        if known is not None:
+            return known
+    rejection = _refusal(violation)
+    if scalar and len(compiled.refusals) < REFUSALS_KEPT:
+        compiled.refusals[violation, kind] = rejection
+    return rejection
+
+
+REFUSALS_KEPT: Final = 256
+_SCALARS: Final = frozenset({str, int, float, bool, type(None)})
+
+
+def _refusal(violation: Violation) -> Rejection:
     pointer = "/arguments" + to_pointer(violation.path)
     if violation.has_expected:
         return _located(pointer, violation.reason, violation.expected)
