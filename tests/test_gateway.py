@@ -1748,7 +1748,7 @@ def test_mistakes_at_ever_new_places_are_answered_right_past_the_kept_refusals()
 def test_a_refusal_expecting_a_list_is_built_each_time() -> None:
     with only_tool(_words_tool()) as gw:
         first = ask(gw, "words", {"word": "w", "extra": 1})
-        error_of(first)["expected"].append("changed by the caller")  # type: ignore[union-attr]
+        error_of(first)["expected"].append("changed by the caller")
         again = ask(gw, "words", {"word": "w", "extra": 1})
         assert gw._tools["words"].refusals == {}
     assert error_of(again)["expected"] == ["word"]
