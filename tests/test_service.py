@@ -394,6 +394,47 @@ def test_a_body_declared_too_long_is_refused_before_it_is_sent(
     assert orjson.loads(body)["error"]["data"]["code"] == REQUEST_TOO_LARGE.code
 
 
+def test_pipelined_requests_on_one_connection_are_answered_whole_and_in_order(
+    server: RunningServer, tokens: dict[str, str]
+) -> None:
+    """Responses are written one write each (strictcall.coalesce): several requests sent at
+    once on one connection, the last asking to close it, get every answer whole, in order."""
+    host, port = server.base_url.removeprefix("http://").split(":")
+    ids = list(range(1, 6))
+    requests = b""
+    for request_id in ids:
+        body = orjson.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": request_id,
+                "method": "tools/call",
+                "params": {"name": "count_notes", "arguments": {}},
+            }
+        )
+        close = "Connection: close\r\n" if request_id == ids[-1] else ""
+        requests += (
+            f"POST /rpc HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {tokens['u1']}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n{close}\r\n"
+        ).encode() + body
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(requests)
+        received = b""
+        while chunk := sock.recv(65536):  # until the server closes, as the last one asked
+            received += chunk
+    answered = []
+    while received:
+        head, rest = received.split(b"\r\n\r\n", 1)
+        assert head.startswith(b"HTTP/1.1 200 ")
+        length = next(
+            int(line.split(b":", 1)[1])
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length:")
+        )
+        answered.append(orjson.loads(rest[:length])["id"])
+        received = rest[length:]
+    assert answered == ids
+
+
 def _complete(answer: bytes) -> bool:
     head, body = answer.split(b"\r\n\r\n", 1)
     for line in head.split(b"\r\n"):

@@ -1,8 +1,9 @@
 """Running the service: the notes gateway behind JSON-RPC and MCP on uvicorn.
 
-uvicorn (with uvloop and httptools where installed) is the ASGI server; on SIGTERM or SIGINT it
-stops accepting, finishes the requests in flight, and only then does the store close. Every write
-is committed before its answer is sent, so no acknowledged write is lost.
+uvicorn (with httptools, and uvloop where installed) is the ASGI server, its socket writes
+coalesced to one per response (`strictcall.coalesce`). On SIGTERM or SIGINT it stops accepting,
+finishes the requests in flight, and only then does the store close. Every write is committed
+before its answer is sent, so no acknowledged write is lost.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Final
 import uvicorn
 
 from strictcall.audit import AuditLog
+from strictcall.coalesce import CoalescingHttpToolsProtocol
 from strictcall.http import RpcApp
 from strictcall.jsonrpc import Recorder, RpcService
 from strictcall.notes import notes_gateway
@@ -96,7 +98,7 @@ def serve(app: RpcApp, host: str, port: int, on_ready: Callable[[str, int], None
         host=host,
         port=port,
         loop="uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
-        http="httptools" if importlib.util.find_spec("httptools") else "h11",
+        http=CoalescingHttpToolsProtocol,  # httptools, one write per response
         lifespan="on",
         access_log=False,
         proxy_headers=False,  # nothing here reads the client's address
