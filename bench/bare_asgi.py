@@ -70,3 +70,32 @@ async def _send(send: Send, status: int, body: bytes) -> None:
     headers = [*_JSON, (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+def main() -> None:
+    """`python bench/bare_asgi.py --port P --coalesced`: the same app on uvicorn with
+    strictcall's coalesced writes (`strictcall.coalesce`), the protocol `strictcall serve`
+    uses; a reference row, so that the table shows what that protocol alone is worth."""
+    import argparse
+
+    import uvicorn
+
+    from strictcall.coalesce import CoalescingHttpToolsProtocol
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--coalesced", action="store_true", required=True)
+    args = parser.parse_args()
+    uvicorn.run(
+        app,
+        host=args.host,
+        port=args.port,
+        http=CoalescingHttpToolsProtocol,
+        log_level="warning",
+        access_log=False,
+    )
+
+
+if __name__ == "__main__":
+    main()

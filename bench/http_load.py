@@ -310,8 +310,12 @@ def _run(command: list[str]) -> subprocess.CompletedProcess[str]:
     )
 
 
-def bare_target(python: str, bench_dir: Path) -> HttpTarget:
-    """The raw ASGI app (bench/bare_asgi.py) on uvicorn: loads, lookups, dumps, no checks."""
+def bare_target(python: str, bench_dir: Path, *, coalesced: bool = False) -> HttpTarget:
+    """The raw ASGI app (bench/bare_asgi.py) on uvicorn: loads, lookups, dumps, no checks.
+
+    `coalesced`: on strictcall's own protocol (`strictcall.coalesce`, one write per answer)
+    instead of uvicorn's stock one; a reference row (needs strictcall in `python`'s venv).
+    """
 
     def headers(token: str) -> dict[str, str]:
         return {"Content-Type": "application/json", "Authorization": f"Bearer {token}"}
@@ -321,6 +325,16 @@ def bare_target(python: str, bench_dir: Path) -> HttpTarget:
         Call("invalid", rpc_body(123), headers("bench-token-u1"), check_rpc_refusal(None)),
         Call("cross_owner", rpc_body("n1"), headers("bench-token-u2"), check_rpc_refusal(None)),
     ]
+    if coalesced:
+        command = [python, str(bench_dir / "bare_asgi.py"), "--host", HOST, "--port", "{port}"]
+        return HttpTarget(
+            "reference: bare endpoint on strictcall's coalesced writes",
+            f"bench/bare_asgi.py --coalesced ({python})",
+            [*command, "--coalesced"],
+            "/rpc",
+            calls,
+            lambda port: answers(port, "GET", "/healthz"),
+        )
     command = [
         python,
         "-m",

@@ -6,7 +6,7 @@ Times each step of `Gateway.call_text` on its own, on the inputs the real call p
 (timeit, best of 7, less the cost of calling an empty lambda), for the valid, the invalid
 (note_id 123) and the cross-owner call of the in-memory bench; then the whole call, the stdlib
 floor, and the sum of the steps. With --cprofile, also a cProfile of N valid calls (top
-functions by own time). Reaches into the pipeline's rungs and the strict intake's census walk:
+functions by own time). Reaches into the pipeline's rungs and the strict intake's counting:
 a step whose function has changed shape is shown as "n/a", never guessed.
 """
 
@@ -51,15 +51,33 @@ def steps_for(gateway: Any, raw: str, identity: str) -> list[Step]:
     steps.append(("entry: identity type, check_request_id", lambda: check_request_id(CALL_ID)))
     steps.append(("parse: orjson.loads", lambda: orjson.loads(raw)))
     value = orjson.loads(raw)
+    numbers = gateway.reads_numbers
+    scan = jsontext._STR_NEEDLES[4]
     steps.append(
-        ("parse: census walk (_census)", lambda: jsontext._census(value, limits.max_depth))
+        (
+            f"parse: number scan (regex; {'run' if numbers else 'skipped: no tool takes numbers'})",
+            lambda: scan.search(raw),
+        )
     )
-    steps.append(("parse: ':' count and '\\\\' scan", lambda: (raw.count(":"), "\\" in raw)))
     steps.append(
-        ("parse: Document(...), a frozen dataclass", lambda: jsontext.Document(value, False))
+        (
+            "parse: duplicate check (':' counts, orjson re-rendering)",
+            lambda: raw.count(":") != orjson.dumps(value).count(b":"),
+        )
     )
-    steps.append(("parse: read_call, all of rung 1", lambda: pipeline.read_call(raw, limits)))
-    document = pipeline.read_call(raw, limits)
+    steps.append(
+        (
+            "parse: Document via tuple.__new__",
+            lambda: jsontext._new_document(jsontext.Document, (value, False)),
+        )
+    )
+    steps.append(
+        (
+            "parse: read_call, all of rung 1",
+            lambda: pipeline.read_call(raw, limits, numbers=numbers),
+        )
+    )
+    document = pipeline.read_call(raw, limits, numbers=numbers)
     call = document.value
     steps.append(("route: route_call", lambda: pipeline.route_call(call, tools)))
     compiled = pipeline.route_call(call, tools)
@@ -81,11 +99,19 @@ def steps_for(gateway: Any, raw: str, identity: str) -> list[Step]:
     if isinstance(arguments, pipeline.Rejection):
         rejection = arguments
         steps.append(("shape: first_violation, error path", lambda: _first_violation(compiled)))
+        violation = _first_violation(compiled)
+        steps.append(
+            (
+                "shape: building the rejection (first time only; then kept per tool)",
+                lambda: pipeline._refusal(violation),
+            )
+        )
         return [*steps, *_answer_steps(gw, pipeline, rejection=rejection)]
+    context = (identity, CALL_ID, compiled.tool.name)
     steps.append(
-        ("resource: ToolContext(...)", lambda: ToolContext(identity, CALL_ID, compiled.tool.name))
+        ("resource: ToolContext via tuple.__new__", lambda: gw._new_context(ToolContext, context))
     )
-    ctx = ToolContext(identity, CALL_ID, compiled.tool.name)
+    ctx = ToolContext(*context)
     steps.append(
         ("resource: authorize_call", lambda: pipeline.authorize_call(compiled, ctx, arguments))
     )
@@ -150,10 +176,11 @@ def _answer_steps(
 # Steps that are parts of a larger step listed too: not added again in the sum.
 _PARTS = (
     "parse: orjson.loads",
-    "parse: census walk",
-    "parse: ':' count",
+    "parse: number scan",
+    "parse: duplicate check",
     "parse: Document",
     "shape: first_violation",
+    "shape: building the rejection",
     "shape: jsonschema-rs is_valid",
     "execute: the handler itself",
     "output: json_kind",

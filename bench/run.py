@@ -229,6 +229,8 @@ def http_part(
         targets.append(_no_target("FastMCP streamable HTTP", "the peers venv could not be made"))
     if bare_python is not None:
         targets.append(http_load.bare_target(bare_python, BENCH))
+        if bare_python == sys.executable:
+            targets.append(http_load.bare_target(bare_python, BENCH, coalesced=True))
     else:
         targets.append(_no_target("bare JSON endpoint", "no venv with uvicorn"))
     return [
