@@ -6,18 +6,52 @@ dict, the note looked up in a dict, the answer dumped. No checks beyond what a l
 a missed lookup answers a JSON-RPC error. GET /healthz answers {"status":"ok"}.
 
     python -m uvicorn bare_asgi:app --app-dir bench --host 127.0.0.1 --port P
+
+Two reference variants, run by this file itself (`python bench/bare_asgi.py --port P ...`):
+`--sqlite` looks the note up with one indexed sqlite3 SELECT in a file of its own (what the
+database read alone costs over HTTP), and `--coalesced` serves on strictcall's own protocol
+(`strictcall.coalesce`, one write per answer) instead of uvicorn's stock httptools one.
 """
 
 from __future__ import annotations
 
 import json
+import sqlite3
+import tempfile
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 TOKENS = {"bench-token-u1": "u1", "bench-token-u2": "u2"}
 NOTES = {"u1": {"n1": "退款窗口为 7 天。"}, "u2": {"n2": "另一份私人笔记。"}}
 
 _JSON = [(b"content-type", b"application/json")]
+
+
+def _in_dict(identity: str, note_id: Any) -> str | None:
+    return NOTES.get(identity, {}).get(note_id)
+
+
+_lookup: Callable[[str, Any], str | None] = _in_dict
+
+
+def _sqlite_lookup(path: Path) -> Callable[[str, Any], str | None]:
+    """The notes in a SQLite file of their own, read by one indexed SELECT per call."""
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("CREATE TABLE notes (owner TEXT, id TEXT, text TEXT, PRIMARY KEY (owner, id))")
+    for owner, notes in NOTES.items():
+        for note_id, text in notes.items():
+            conn.execute("INSERT INTO notes VALUES (?, ?, ?)", (owner, note_id, text))
+
+    def lookup(identity: str, note_id: Any) -> str | None:
+        row = conn.execute(
+            "SELECT text FROM notes WHERE owner = ? AND id = ?", (identity, note_id)
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    return lookup
+
 
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
@@ -54,7 +88,7 @@ async def app(scope: dict[str, Any], receive: Receive, send: Send) -> None:
     identity = TOKENS.get(token.decode("latin-1"))
     request = json.loads(body)
     note_id = request["params"]["arguments"]["note_id"]
-    text = NOTES.get(identity or "", {}).get(note_id)
+    text = _lookup(identity or "", note_id)
     if text is None:
         answer = {"jsonrpc": "2.0", "id": request["id"], "error": {"code": -32000, "message": "no"}}
     else:
@@ -73,28 +107,29 @@ async def _send(send: Send, status: int, body: bytes) -> None:
 
 
 def main() -> None:
-    """`python bench/bare_asgi.py --port P --coalesced`: the same app on uvicorn with
-    strictcall's coalesced writes (`strictcall.coalesce`), the protocol `strictcall serve`
-    uses; a reference row, so that the table shows what that protocol alone is worth."""
+    """`python bench/bare_asgi.py --port P [--sqlite] [--coalesced]`: a reference variant."""
     import argparse
 
     import uvicorn
 
-    from strictcall.coalesce import CoalescingHttpToolsProtocol
-
+    global _lookup
     parser = argparse.ArgumentParser()
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--coalesced", action="store_true", required=True)
+    parser.add_argument("--sqlite", action="store_true", help="notes in a SQLite file")
+    parser.add_argument("--coalesced", action="store_true", help="strictcall's protocol")
     args = parser.parse_args()
-    uvicorn.run(
-        app,
-        host=args.host,
-        port=args.port,
-        http=CoalescingHttpToolsProtocol,
-        log_level="warning",
-        access_log=False,
-    )
+    http: Any = "httptools"
+    if args.coalesced:
+        from strictcall.coalesce import CoalescingHttpToolsProtocol
+
+        http = CoalescingHttpToolsProtocol
+    with tempfile.TemporaryDirectory(prefix="bare-sqlite-") as workdir:
+        if args.sqlite:
+            _lookup = _sqlite_lookup(Path(workdir) / "notes.sqlite3")
+        uvicorn.run(
+            app, host=args.host, port=args.port, http=http, log_level="warning", access_log=False
+        )
 
 
 if __name__ == "__main__":

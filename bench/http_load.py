@@ -310,11 +310,14 @@ def _run(command: list[str]) -> subprocess.CompletedProcess[str]:
     )
 
 
-def bare_target(python: str, bench_dir: Path, *, coalesced: bool = False) -> HttpTarget:
+def bare_target(
+    python: str, bench_dir: Path, *, sqlite: bool = False, coalesced: bool = False
+) -> HttpTarget:
     """The raw ASGI app (bench/bare_asgi.py) on uvicorn: loads, lookups, dumps, no checks.
 
-    `coalesced`: on strictcall's own protocol (`strictcall.coalesce`, one write per answer)
-    instead of uvicorn's stock one; a reference row (needs strictcall in `python`'s venv).
+    Reference variants: `sqlite`, the note read by one indexed sqlite3 SELECT; `coalesced`, on
+    strictcall's own protocol (`strictcall.coalesce`, one write per answer) instead of
+    uvicorn's stock one (needs strictcall in `python`'s venv).
     """
 
     def headers(token: str) -> dict[str, str]:
@@ -325,12 +328,17 @@ def bare_target(python: str, bench_dir: Path, *, coalesced: bool = False) -> Htt
         Call("invalid", rpc_body(123), headers("bench-token-u1"), check_rpc_refusal(None)),
         Call("cross_owner", rpc_body("n1"), headers("bench-token-u2"), check_rpc_refusal(None)),
     ]
-    if coalesced:
+    if sqlite or coalesced:
         command = [python, str(bench_dir / "bare_asgi.py"), "--host", HOST, "--port", "{port}"]
+        flags = [flag for flag, on in (("--sqlite", sqlite), ("--coalesced", coalesced)) if on]
+        what = {
+            "--sqlite": "+ one sqlite3 SELECT",
+            "--coalesced": "on strictcall's coalesced writes",
+        }
         return HttpTarget(
-            "reference: bare endpoint on strictcall's coalesced writes",
-            f"bench/bare_asgi.py --coalesced ({python})",
-            [*command, "--coalesced"],
+            "reference: bare endpoint " + " ".join(what[flag] for flag in flags),
+            f"bench/bare_asgi.py {' '.join(flags)} ({python})",
+            [*command, *flags],
             "/rpc",
             calls,
             lambda port: answers(port, "GET", "/healthz"),

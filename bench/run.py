@@ -229,6 +229,7 @@ def http_part(
         targets.append(_no_target("FastMCP streamable HTTP", "the peers venv could not be made"))
     if bare_python is not None:
         targets.append(http_load.bare_target(bare_python, BENCH))
+        targets.append(http_load.bare_target(bare_python, BENCH, sqlite=True))
         if bare_python == sys.executable:
             targets.append(http_load.bare_target(bare_python, BENCH, coalesced=True))
     else:
@@ -433,12 +434,17 @@ a warm-up; the valid call only (the invalid and cross-owner answers are checked 
 after the load). Errors: wrk's non-2xx/3xx count and socket errors (connect, read, write,
 timeout), summed over the runs. Server CPU: user+system time of the server's process group
 during a run, per request.
-- strictcall serve: POST /rpc, JSON-RPC 2.0 tools/call, bearer token, SQLite store.
+- strictcall serve: POST /rpc, JSON-RPC 2.0 tools/call, bearer token, SQLite store, every
+  call audited; uvicorn with uvloop and httptools, through strictcall's protocol that writes
+  each answer in one send() (`strictcall.coalesce`).
 - FastMCP: the POST fastmcp.Client 4.x sends (2026-07-28 wire, `Mcp-Method`/`Mcp-Name`
   headers, no session), answer checked.
 - bare: a raw ASGI app on uvicorn (`bench/bare_asgi.py`: loads, token and note lookups, dumps;
   no checks), with the project venv's uvicorn when it has one (else the peers'), uvicorn's
-  default loop and HTTP parser."""
+  default loop and HTTP parser: the row the "x bare" column and the 0.9x target divide by.
+- reference rows (no target): the same bare app with its note read by one indexed sqlite3
+  SELECT (`--sqlite`: what the database read alone costs over HTTP), and on strictcall's
+  coalesced writes (`--coalesced`: what that protocol alone is worth)."""
 
 RERUN = """\
     make bench                                   # or: .venv/bin/python bench/run.py
