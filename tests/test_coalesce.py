@@ -142,3 +142,14 @@ def test_the_write_buffer_size_counts_what_is_held() -> None:
             assert await peer.read_exactly(5) == b"12345"
 
     _run(scenario)
+
+
+def test_write_eof_writes_what_is_held_first() -> None:
+    async def scenario() -> None:
+        async with _connection() as (coalesced, counted, peer):
+            coalesced.write(b"all of it")
+            coalesced.write_eof()
+            assert await peer.read_to_end() == b"all of it"
+            assert counted.writes == [b"all of it"]
+
+    _run(scenario)
