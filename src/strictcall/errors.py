@@ -70,18 +70,16 @@ class Rejection:
 
     kind: ErrorKind
     details: MappingProxyType[str, JSONValue] = field(default_factory=lambda: _NO_DETAILS)
+    _error: dict[str, JSONValue] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Built once; each answer gets a copy of it, made in C.
+        object.__setattr__(self, "_error", {**self.kind.as_error(), **self.details.copy()})
 
     def as_error(self, *, located: bool = True) -> dict[str, JSONValue]:
-        """The structured error, with the locating details unless `located` is false."""
-        kind = self.kind
-        if located and self.details:
-            return {
-                "code": kind.code,
-                "stage": kind._stage_name,
-                "retryable": kind.retryable,
-                **self.details.copy(),  # the dict it wraps, copied in C: half the time of a proxy
-            }
-        return {"code": kind.code, "stage": kind._stage_name, "retryable": kind.retryable}
+        """The structured error, with the locating details unless `located` is false, as a
+        fresh dict."""
+        return self._error.copy() if located else self.kind.as_error()
 
 
 # --- parse -------------------------------------------------------------------------------------
