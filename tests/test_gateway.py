@@ -36,6 +36,7 @@ from strictcall import (
 )
 from strictcall.errors import JSONValue
 from strictcall.schema import SchemaDefinitionError
+from strictcall.tools import WouldWait, running_inline
 
 Args = dict[str, JSONValue]
 Answer = dict[str, JSONValue]
@@ -1752,3 +1753,84 @@ def test_a_refusal_expecting_a_list_is_built_each_time() -> None:
         again = ask(gw, "words", {"word": "w", "extra": 1})
         assert gw._tools["words"].refusals == {}
     assert error_of(again)["expected"] == ["word"]
+
+
+# --- inline_first: a timed tool tried on the caller's thread, then on a worker ------------------
+
+
+class _Runs:
+    """Where and how a handler ran: (thread id, running_inline()) per run."""
+
+    def __init__(self, *, wait_inline: bool) -> None:
+        self.wait_inline = wait_inline  # raise WouldWait when run inline
+        self.runs: list[tuple[int, bool]] = []
+
+    def handler(self, ctx: ToolContext, args: Args) -> JSONValue:
+        inline = running_inline()
+        self.runs.append((threading.get_ident(), inline))
+        if inline and self.wait_inline:
+            raise WouldWait
+        return "done"
+
+
+def _inline_first(runs: _Runs) -> Tool:
+    return Tool("write", "", {"type": "object"}, True, runs.handler, timeout=5, inline_first=True)
+
+
+def test_an_inline_first_tool_runs_on_the_callers_thread_when_it_need_not_wait() -> None:
+    runs = _Runs(wait_inline=False)
+    with only_tool(_inline_first(runs)) as gw:
+        assert ask(gw, "write", {})["ok"] is True
+        assert asyncio.run(gw.call_async(call_text("write", {}), "u1", "c"))["ok"] is True
+    here = threading.get_ident()
+    assert runs.runs == [(here, True), (here, True)]
+    assert running_inline() is False  # only while the handler runs
+
+
+def test_an_inline_first_tool_that_would_wait_runs_again_on_a_worker_thread() -> None:
+    runs = _Runs(wait_inline=True)
+    with only_tool(_inline_first(runs)) as gw:
+        sync = ask(gw, "write", {})
+        in_loop = asyncio.run(gw.call_async(call_text("write", {}), "u1", "c"))
+    assert (sync["result"], in_loop["result"]) == ("done", "done")
+    here = threading.get_ident()
+    assert [inline for _, inline in runs.runs] == [True, False, True, False]
+    assert runs.runs[0][0] == here and runs.runs[1][0] != here
+    assert runs.runs[2][0] == here and runs.runs[3][0] != here
+
+
+def test_would_wait_raised_where_waiting_is_allowed_is_an_internal_error() -> None:
+    def always(ctx: ToolContext, args: Args) -> JSONValue:
+        raise WouldWait
+
+    timed = Tool("write", "", {"type": "object"}, True, always, timeout=5)
+    with only_tool(timed) as gw:
+        error = error_of(ask(gw, "write", {}))
+    assert (error["code"], error["stage"]) == (
+        errors.INTERNAL_ERROR.code,
+        errors.INTERNAL_ERROR.stage.value,
+    )
+
+
+def test_a_declared_failure_raised_inline_is_answered_as_declared() -> None:
+    def busy(ctx: ToolContext, args: Args) -> JSONValue:
+        raise ToolFailure(errors.BUSY, retry_after_ms=5)
+
+    tool = Tool(
+        "write",
+        "",
+        {"type": "object"},
+        True,
+        busy,
+        failures=(errors.BUSY,),
+        timeout=5,
+        inline_first=True,
+    )
+    with only_tool(tool) as gw:
+        error = error_of(asyncio.run(gw.call_async(call_text("write", {}), "u1", "c")))
+    assert (error["code"], error["retryable"]) == (errors.BUSY.code, errors.BUSY.retryable)
+
+
+def test_inline_first_is_for_a_tool_with_a_timeout() -> None:
+    with pytest.raises(ValueError):
+        Tool("write", "", {"type": "object"}, True, lambda c, a: None, inline_first=True)

@@ -5,17 +5,21 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from strictcall.store import (
+    BUSY_TIMEOUT_MS,
     SCHEMA_VERSION,
     AuditRecord,
     IdempotencyConflict,
     IdempotencyKey,
     SQLiteStore,
+    StoreBusy,
     StoreUnavailable,
     hash_token,
 )
@@ -210,3 +214,53 @@ def test_a_batch_of_audit_records_keeps_every_field_and_type(store: SQLiteStore)
 def test_an_empty_batch_of_audit_records_writes_nothing(store: SQLiteStore) -> None:
     store.record_calls([])
     assert store.audit_size() == 0
+
+
+# --- writes that must not wait (run inline on an event loop) ------------------------------------
+
+
+def test_a_write_that_must_not_wait_is_refused_at_once_while_another_connection_writes(
+    store: SQLiteStore,
+) -> None:
+    other = sqlite3.connect(store.path, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")  # the database's write lock, held elsewhere
+        started = time.monotonic()
+        with pytest.raises(StoreBusy):
+            store.create_note("u1", "not now", IdempotencyKey("k1", "f"), wait=False)
+        with pytest.raises(StoreBusy):
+            store.delete_note("u1", "n-none", IdempotencyKey("k2", "f"), wait=False)
+        assert time.monotonic() - started < BUSY_TIMEOUT_MS / 1000 / 2  # did not wait for it
+        other.execute("ROLLBACK")
+    finally:
+        other.close()
+    assert store.list_notes("u1") == []  # nothing written
+    # the connection waits for the lock again as before, and writes
+    assert store._conn.execute("PRAGMA busy_timeout").fetchone()[0] == BUSY_TIMEOUT_MS
+    note = store.create_note("u1", "now", IdempotencyKey("k1", "f"), wait=False)
+    assert store.read_note("u1", note.note_id) == note
+
+
+def test_a_write_that_must_not_wait_gives_up_soon_when_another_write_of_the_store_lasts(
+    store: SQLiteStore,
+) -> None:
+    holding = threading.Event()
+    release = threading.Event()
+
+    def long_write() -> None:
+        with store._writing():
+            holding.set()
+            release.wait(10)
+
+    writer = threading.Thread(target=long_write)
+    writer.start()
+    try:
+        assert holding.wait(10)
+        started = time.monotonic()
+        with pytest.raises(StoreBusy):
+            store.create_note("u1", "not now", IdempotencyKey("k1", "f"), wait=False)
+        assert time.monotonic() - started < BUSY_TIMEOUT_MS / 1000 / 2
+    finally:
+        release.set()
+        writer.join(10)
+    assert store.create_note("u1", "now", IdempotencyKey("k1", "f"), wait=False).text == "now"

@@ -23,8 +23,23 @@ import orjson
 from strictcall.errors import IDEMPOTENCY_CONFLICT, STORE_UNAVAILABLE, JSONValue
 from strictcall.gateway import Gateway
 from strictcall.pipeline import Limits
-from strictcall.store import IdempotencyConflict, IdempotencyKey, Note, Store, StoreUnavailable
-from strictcall.tools import Arguments, ForbiddenOrMissing, Tool, ToolContext, ToolFailure
+from strictcall.store import (
+    IdempotencyConflict,
+    IdempotencyKey,
+    Note,
+    Store,
+    StoreBusy,
+    StoreUnavailable,
+)
+from strictcall.tools import (
+    Arguments,
+    ForbiddenOrMissing,
+    Tool,
+    ToolContext,
+    ToolFailure,
+    WouldWait,
+    running_inline,
+)
 
 MAX_NOTE_LENGTH: Final = 10_000
 """The longest note text create_note accepts, in characters (code points)."""
@@ -36,9 +51,10 @@ RETRY_AFTER_MS: Final = 250
 """What a store_unavailable answer suggests waiting before the retry."""
 
 WRITE_TIMEOUT_S: Final = 5.0
-"""The time limit of create_note and delete_note. Having one also runs them on a worker thread
-when the gateway is called from an event loop (the server), so a write waiting on a database
-lock held elsewhere never stalls the loop: reads and other callers go on meanwhile."""
+"""The time limit of create_note and delete_note. A write first runs inline, where it does not
+wait: when the lock is free it commits at once, without a thread hop. When another write holds
+the lock it runs again on a worker thread, where it waits within this limit, so a lock held
+elsewhere never stalls an event loop (the server's): reads and other callers go on meanwhile."""
 
 _NOTE: Final = {
     "type": "object",
@@ -75,6 +91,8 @@ class _StoreFaults:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        if exc_type is not None and issubclass(exc_type, StoreBusy):
+            raise WouldWait from None  # only asked of a write running inline
         if exc_type is not None and issubclass(exc_type, StoreUnavailable):
             raise ToolFailure(STORE_UNAVAILABLE, retry_after_ms=RETRY_AFTER_MS) from None
         if exc_type is not None and issubclass(exc_type, IdempotencyConflict):
@@ -122,13 +140,15 @@ def notes_tools(store: Store) -> list[Tool]:
 
     def create_note(ctx: ToolContext, arguments: Arguments) -> JSONValue:
         key = idempotency_key(ctx, arguments)
+        wait = not running_inline()
         with _store_faults:
-            return _as_result(store.create_note(ctx.identity, arguments["text"], key))
+            return _as_result(store.create_note(ctx.identity, arguments["text"], key, wait=wait))
 
     def delete_note(ctx: ToolContext, arguments: Arguments) -> JSONValue:
         key = idempotency_key(ctx, arguments)
+        wait = not running_inline()
         with _store_faults:
-            deleted = store.delete_note(ctx.identity, arguments["note_id"], key)
+            deleted = store.delete_note(ctx.identity, arguments["note_id"], key, wait=wait)
         if not deleted:
             raise ForbiddenOrMissing
         return None
@@ -175,6 +195,7 @@ def notes_tools(store: Store) -> list[Tool]:
             handler=create_note,
             failures=_WRITE_FAILURES,
             timeout=WRITE_TIMEOUT_S,
+            inline_first=True,
         ),
         Tool(
             name="delete_note",
@@ -184,11 +205,13 @@ def notes_tools(store: Store) -> list[Tool]:
             handler=delete_note,
             failures=_WRITE_FAILURES,
             timeout=WRITE_TIMEOUT_S,
+            inline_first=True,
         ),
     ]
 
 
 def notes_gateway(store: Store, *, limits: Limits | None = None) -> Gateway:
-    """A gateway serving the notes tools from `store`. Its one worker thread runs the writes:
-    SQLite takes one writer at a time anyway, and one thread spares them a queue at the lock."""
+    """A gateway serving the notes tools from `store`. Its one worker thread runs the writes
+    that have to wait for the lock: SQLite takes one writer at a time anyway, and one thread
+    spares them a queue at the lock."""
     return Gateway(notes_tools(store), limits=limits, workers=1)

@@ -43,7 +43,15 @@ from strictcall.errors import (
 from strictcall.jsontext import MAX_DEPTH, MAX_SIZE, Document, JSONTextError, TextFault
 from strictcall.jsontext import parse_document as _parse_document
 from strictcall.schema import CompiledSchema, Violation, to_pointer
-from strictcall.tools import Arguments, ForbiddenOrMissing, Tool, ToolContext, ToolFailure
+from strictcall.tools import (
+    _INLINE,
+    Arguments,
+    ForbiddenOrMissing,
+    Tool,
+    ToolContext,
+    ToolFailure,
+    WouldWait,
+)
 
 log = logging.getLogger("strictcall")
 
@@ -253,6 +261,10 @@ def execute_call(
             return asyncio.run(_awaited(coroutine, tool.timeout)), None
         if tool.timeout is None or pool is None:
             return tool.handler(ctx, arguments), None
+        if tool.inline_first:
+            done, result = _inline(tool, ctx, arguments)
+            if done:
+                return result, None
         from concurrent.futures import TimeoutError as FutureTimeout
 
         future = pool.submit(tool.handler, ctx, arguments)
@@ -289,6 +301,10 @@ async def execute_call_async(
             return await _awaited(coroutine, tool.timeout), None
         if tool.timeout is None:
             return tool.handler(ctx, arguments), None
+        if tool.inline_first:
+            done, result = _inline(tool, ctx, arguments)
+            if done:
+                return result, None
         import asyncio
 
         work = asyncio.get_running_loop().run_in_executor(pool, tool.handler, ctx, arguments)
@@ -297,6 +313,18 @@ async def execute_call_async(
         return None, TIMED_OUT
     except Exception as exc:
         return None, _failure_of(compiled, ctx, exc)
+
+
+def _inline(tool: Tool, ctx: ToolContext, arguments: Arguments) -> tuple[bool, JSONValue]:
+    """Run a sync handler here, where it must not wait: (True, its result), or (False, None)
+    when it raised WouldWait (and so did nothing). Other exceptions propagate."""
+    inline = _INLINE.set(True)
+    try:
+        return True, tool.handler(ctx, arguments)
+    except WouldWait:
+        return False, None
+    finally:
+        _INLINE.reset(inline)
 
 
 async def _awaited(work: Awaitable[JSONValue], timeout: float | None) -> JSONValue:

@@ -122,6 +122,34 @@ class StoreUnavailable(Exception):
     """The database cannot serve right now (locked, read-only, full, missing); retry later."""
 
 
+def _begin_without_waiting(conn: sqlite3.Connection) -> None:
+    """BEGIN IMMEDIATE, or StoreBusy at once if another connection holds the write lock.
+
+    Raises:
+        StoreBusy: the write lock is held elsewhere.
+    """
+    conn.execute("PRAGMA busy_timeout = 0")
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as exc:
+        if exc.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+            raise StoreBusy from None
+        raise
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+
+
+class StoreBusy(Exception):
+    """A write asked not to wait (`wait=False`) would have had to: another write holds the
+    lock. Nothing was written."""
+
+
+INLINE_LOCK_WAIT_S: Final = 0.002
+"""How long a write with `wait=False` may wait for another write of the same store to finish
+(an audit batch, a write on a worker thread): a few of those take about a millisecond, and
+without this wait writes arriving together would all go to the worker thread."""
+
+
 class IdempotencyConflict(Exception):
     """The call id was already used by this identity for a different call."""
 
@@ -182,8 +210,12 @@ class Store(Protocol):
     def list_notes(self, owner: str) -> list[Note]: ...
     def count_notes(self, owner: str) -> int: ...
     def add_note(self, owner: str, text: str) -> Note: ...
-    def create_note(self, owner: str, text: str, key: IdempotencyKey) -> Note: ...
-    def delete_note(self, owner: str, note_id: str, key: IdempotencyKey) -> bool: ...
+    def create_note(
+        self, owner: str, text: str, key: IdempotencyKey, *, wait: bool = True
+    ) -> Note: ...
+    def delete_note(
+        self, owner: str, note_id: str, key: IdempotencyKey, *, wait: bool = True
+    ) -> bool: ...
     def create_token(self, identity: str) -> str: ...
     def identity_for_token(self, token: str) -> str | None: ...
     def record_call(self, record: AuditRecord) -> None: ...
@@ -282,15 +314,20 @@ class SQLiteStore:
             self._read_cursor = self._reader.cursor()
 
     @contextmanager
-    def _using(self, *, write: bool = False) -> Iterator[sqlite3.Connection]:
-        """The connection, under the lock, with database faults raised as StoreUnavailable."""
-        with self._lock:
+    def _using(self, *, write: bool = False, locked: bool = False) -> Iterator[sqlite3.Connection]:
+        """The connection, under the lock (taken here unless the caller holds it: `locked`),
+        with database faults raised as StoreUnavailable."""
+        if not locked:
+            self._lock.acquire()
+        try:
             if write:
                 self._check_writer()
             try:
                 yield self._conn
             except sqlite3.Error as exc:
                 raise StoreUnavailable(type(exc).__name__) from None
+        finally:
+            self._lock.release()
 
     def _fetch(self, sql: str, params: tuple[object, ...], *, many: bool = False) -> Any:
         """One read query's first row (or all rows), without a context manager on the path."""
@@ -312,10 +349,21 @@ class SQLiteStore:
                 raise StoreUnavailable(fault) from None
 
     @contextmanager
-    def _writing(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction: committed whole, or rolled back whole."""
-        with self._using(write=True) as conn:
-            conn.execute("BEGIN IMMEDIATE")
+    def _writing(self, *, wait: bool = True) -> Iterator[sqlite3.Connection]:
+        """One write transaction: committed whole, or rolled back whole.
+
+        With `wait` false: StoreBusy rather than a wait for the database's write lock, or one
+        longer than `INLINE_LOCK_WAIT_S` for this store's own (another of its writes). Its
+        commit may still checkpoint the WAL, as any commit may: about one write in a few
+        hundred takes a few milliseconds more.
+        """
+        if not wait and not self._lock.acquire(timeout=INLINE_LOCK_WAIT_S):
+            raise StoreBusy
+        with self._using(write=True, locked=not wait) as conn:
+            if wait:
+                conn.execute("BEGIN IMMEDIATE")
+            else:
+                _begin_without_waiting(conn)
             try:
                 yield conn
                 conn.execute("COMMIT")
@@ -355,14 +403,15 @@ class SQLiteStore:
         with self._writing() as conn:
             return self._insert_note(conn, owner, text)
 
-    def create_note(self, owner: str, text: str, key: IdempotencyKey) -> Note:
+    def create_note(self, owner: str, text: str, key: IdempotencyKey, *, wait: bool = True) -> Note:
         """Add a note, once per call id: a retry of the same call returns the first note and
         adds nothing. The note and the record of the write commit together.
 
         Raises:
             IdempotencyConflict: the call id was used for a different call.
+            StoreBusy: with `wait` false, another write holds the lock (nothing written).
         """
-        with self._writing() as conn:
+        with self._writing(wait=wait) as conn:
             recorded = self._recorded(conn, owner, key)
             if recorded is not None:
                 return Note(recorded, text)
@@ -370,14 +419,17 @@ class SQLiteStore:
             self._record(conn, owner, key, note.note_id)
             return note
 
-    def delete_note(self, owner: str, note_id: str, key: IdempotencyKey) -> bool:
+    def delete_note(
+        self, owner: str, note_id: str, key: IdempotencyKey, *, wait: bool = True
+    ) -> bool:
         """Delete the owner's note, once per call id: True if deleted now or by the first try
         of this call; False (nothing recorded) when the owner has no such note.
 
         Raises:
             IdempotencyConflict: the call id was used for a different call.
+            StoreBusy: with `wait` false, another write holds the lock (nothing written).
         """
-        with self._writing() as conn:
+        with self._writing(wait=wait) as conn:
             if self._recorded(conn, owner, key) is not None:
                 return True
             deleted = conn.execute(

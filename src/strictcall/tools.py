@@ -8,12 +8,18 @@ gateway checks against the output schema before the agent sees it. It fails by r
 - `ToolFailure(kind)`: a failure the tool declared in `failures` (stage execute, its own code
   and retryable flag, e.g. `BUSY` with `retry_after_ms`);
 - anything else: `internal_error`, with nothing of the exception in the answer.
+
+A tool with a timeout runs on a worker thread, so that a call that hangs can be timed out. With
+`inline_first` it is first run on the caller's thread (no thread hop, no lock hand-over): there
+`running_inline()` is True and the handler must not wait; where it would, it raises `WouldWait`
+before changing anything, and runs again on a worker thread, under its timeout.
 """
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, NamedTuple, NotRequired, Required, get_type_hints
 
@@ -38,6 +44,20 @@ class ForbiddenOrMissing(Exception):
     """Raised by a tool: the resource is missing or not the caller's (never said which)."""
 
 
+class WouldWait(Exception):
+    """Raised by a handler running inline (`running_inline()`) where it would have to wait,
+    before it has changed anything: it runs again on a worker thread. Raised anywhere else, it
+    is a failure like any other (internal_error)."""
+
+
+_INLINE: ContextVar[bool] = ContextVar("strictcall_inline", default=False)
+
+
+def running_inline() -> bool:
+    """Whether the handler runs inline for `Tool.inline_first`, where it must not wait."""
+    return _INLINE.get()
+
+
 class ToolFailure(Exception):
     """Raised by a tool for a failure it declared; the agent sees its code and retryable flag."""
 
@@ -55,7 +75,9 @@ class Tool:
     arguments name; a False is answered exactly like a missing resource. `failures` lists the
     `ErrorKind`s the handler may raise through `ToolFailure`. `timeout` is in seconds.
     `result_matches` (optional) checks a result against the arguments at stage output, for what
-    a schema cannot say (e.g. the note returned is the note asked for).
+    a schema cannot say (e.g. the note returned is the note asked for). `inline_first`, for a
+    tool with a timeout, tries the handler on the caller's thread before a worker's (see the
+    module's docstring).
     """
 
     name: str
@@ -67,6 +89,7 @@ class Tool:
     failures: tuple[ErrorKind, ...] = ()
     timeout: float | None = None
     result_matches: ResultCheck | None = None
+    inline_first: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -76,6 +99,8 @@ class Tool:
                 raise ValueError("a tool declares failures of stage execute only")
         if self.timeout is not None and not self.timeout > 0:
             raise ValueError("a tool's timeout is a positive number of seconds")
+        if self.inline_first and self.timeout is None:
+            raise ValueError("inline_first is for a tool with a timeout (without, it runs inline)")
 
 
 def tool(
