@@ -122,6 +122,17 @@ class StoreUnavailable(Exception):
     """The database cannot serve right now (locked, read-only, full, missing); retry later."""
 
 
+class StoreBusy(Exception):
+    """A write asked not to wait (`wait=False`) would have had to: another write holds the
+    lock. Nothing was written."""
+
+
+INLINE_LOCK_WAIT_S: Final = 0.002
+"""How long a write with `wait=False` may wait for another write of the same store to finish
+(an audit batch, a write on a worker thread), which takes about a millisecond; without this
+wait, writes arriving together would all go to the worker thread."""
+
+
 def _begin_without_waiting(conn: sqlite3.Connection) -> None:
     """BEGIN IMMEDIATE, or StoreBusy at once if another connection holds the write lock.
 
@@ -137,17 +148,6 @@ def _begin_without_waiting(conn: sqlite3.Connection) -> None:
         raise
     finally:
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-
-
-class StoreBusy(Exception):
-    """A write asked not to wait (`wait=False`) would have had to: another write holds the
-    lock. Nothing was written."""
-
-
-INLINE_LOCK_WAIT_S: Final = 0.002
-"""How long a write with `wait=False` may wait for another write of the same store to finish
-(an audit batch, a write on a worker thread): a few of those take about a millisecond, and
-without this wait writes arriving together would all go to the worker thread."""
 
 
 class IdempotencyConflict(Exception):
