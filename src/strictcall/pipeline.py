@@ -44,13 +44,12 @@ from strictcall.jsontext import MAX_DEPTH, MAX_SIZE, Document, JSONTextError, Te
 from strictcall.jsontext import parse_document as _parse_document
 from strictcall.schema import CompiledSchema, Violation, to_pointer
 from strictcall.tools import (
-    _INLINE,
     Arguments,
     ForbiddenOrMissing,
     Tool,
     ToolContext,
     ToolFailure,
-    WouldWait,
+    run_inline,
 )
 
 log = logging.getLogger("strictcall")
@@ -243,8 +242,8 @@ def execute_call(
 ) -> tuple[JSONValue, Rejection | None]:
     """Rung 5, from synchronous code: run the handler (async handlers in a private loop).
 
-    A sync handler with a timeout runs on `pool` so that it can be timed out; with no pool it
-    runs in place, untimed.
+    A sync handler with a timeout runs on `pool` so that it can be timed out (after an inline
+    try, for `inline_first`); with no pool it runs in place, untimed.
 
     Raises:
         RuntimeError: an async handler was called from inside a running event loop.
@@ -262,7 +261,7 @@ def execute_call(
         if tool.timeout is None or pool is None:
             return tool.handler(ctx, arguments), None
         if tool.inline_first:
-            done, result = _inline(tool, ctx, arguments)
+            done, result = run_inline(tool.handler, ctx, arguments)
             if done:
                 return result, None
         from concurrent.futures import TimeoutError as FutureTimeout
@@ -291,7 +290,8 @@ async def execute_call_async(
     """Rung 5, from a running event loop: await async handlers, call sync ones in place.
 
     A sync handler with a timeout runs on a worker thread of `pool` (asyncio's default
-    executor when None) so that the loop can time it out.
+    executor when None) so that the loop can time it out; with `inline_first`, only when an
+    inline try says it would wait.
     """
     tool = compiled.tool
     try:
@@ -302,7 +302,7 @@ async def execute_call_async(
         if tool.timeout is None:
             return tool.handler(ctx, arguments), None
         if tool.inline_first:
-            done, result = _inline(tool, ctx, arguments)
+            done, result = run_inline(tool.handler, ctx, arguments)
             if done:
                 return result, None
         import asyncio
@@ -313,18 +313,6 @@ async def execute_call_async(
         return None, TIMED_OUT
     except Exception as exc:
         return None, _failure_of(compiled, ctx, exc)
-
-
-def _inline(tool: Tool, ctx: ToolContext, arguments: Arguments) -> tuple[bool, JSONValue]:
-    """Run a sync handler here, where it must not wait: (True, its result), or (False, None)
-    when it raised WouldWait (and so did nothing). Other exceptions propagate."""
-    inline = _INLINE.set(True)
-    try:
-        return True, tool.handler(ctx, arguments)
-    except WouldWait:
-        return False, None
-    finally:
-        _INLINE.reset(inline)
 
 
 async def _awaited(work: Awaitable[JSONValue], timeout: float | None) -> JSONValue:

@@ -58,6 +58,18 @@ def running_inline() -> bool:
     return _INLINE.get()
 
 
+def run_inline(handler: Handler, ctx: ToolContext, arguments: Arguments) -> tuple[bool, JSONValue]:
+    """Run a sync handler on this thread, where it must not wait: (True, its result), or
+    (False, None) when it raised WouldWait (having changed nothing). Other exceptions propagate."""
+    inline = _INLINE.set(True)
+    try:
+        return True, handler(ctx, arguments)
+    except WouldWait:
+        return False, None
+    finally:
+        _INLINE.reset(inline)
+
+
 class ToolFailure(Exception):
     """Raised by a tool for a failure it declared; the agent sees its code and retryable flag."""
 
