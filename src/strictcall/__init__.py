@@ -15,7 +15,15 @@ from strictcall.jsontext import JSONTextError, loads_strict
 from strictcall.pipeline import Limits
 from strictcall.reply import interpret_tool_reply
 from strictcall.seed import handle
-from strictcall.tools import ForbiddenOrMissing, Tool, ToolContext, ToolFailure, tool
+from strictcall.tools import (
+    ForbiddenOrMissing,
+    Tool,
+    ToolContext,
+    ToolFailure,
+    WouldWait,
+    running_inline,
+    tool,
+)
 
 if TYPE_CHECKING:
     from strictcall.client import Client, ProtocolError, ToolError, UncorrelatedError
@@ -47,8 +55,10 @@ __all__ = [
     "ToolError",
     "ToolFailure",
     "UncorrelatedError",
+    "WouldWait",
     "handle",
     "interpret_tool_reply",
     "loads_strict",
+    "running_inline",
     "tool",
 ]
