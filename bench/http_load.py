@@ -1,9 +1,11 @@
 """HTTP on 127.0.0.1, loaded by wrk: servers started, checked, loaded, and always stopped.
 
 Each target is started in a process group of its own, polled until it answers (a deadline, no
-fixed sleep), its answers to the valid, invalid (and cross-owner) calls checked, then loaded by
-wrk at each connection count for a bounded time, then checked again and stopped (SIGTERM, then
-SIGKILL, by the process group of the process this module started). wrk reports through a Lua
+fixed sleep), its answers to the valid, invalid (and cross-owner) calls checked. Then all are
+loaded by wrk in turns (each run of each connection count goes to every target before the next
+run starts, so that a shared machine's changing load weighs on all alike), for a bounded time,
+then checked again and stopped (SIGTERM, then SIGKILL, by the process group of the process this
+module started). wrk reports through a Lua
 `done` hook as one JSON line: requests, duration, latency percentiles and every error count.
 The server's CPU time per request is read from /proc for its process group.
 
@@ -517,57 +519,111 @@ def group_cpu_s(pgid: int) -> float:
 # --- one target, start to stop -----------------------------------------------------------------
 
 
-def load_target(
-    target: HttpTarget,
+def load_targets(
+    targets: list[HttpTarget],
     workdir: Path,
     connections: list[int],
     duration_s: float,
     runs: int,
     threads: int,
     warmup_s: float,
-) -> dict[str, Any]:
-    """Start, check, load and stop one target; a result dict whatever happens."""
-    out: dict[str, Any] = {"target": target.name, "stack": target.stack, "loads": []}
-    if target.unavailable is not None:
-        out.update(status="not available", note=target.unavailable)
-        return out
+) -> list[dict[str, Any]]:
+    """Start and check every target, load them in turns, check and stop them: a result dict
+    per target whatever happens.
+
+    The loads are interleaved (run 1 of every target at every connection count, then run 2,
+    ...), so that a shared machine's drifting load weighs on every target alike and the ratios
+    between them stay fair; a server waits idle while another is loaded.
+    """
+    outs = [
+        {"target": target.name, "stack": target.stack, "loads": [], "samples": {}}
+        for target in targets
+    ]
+    with contextlib.ExitStack() as stack:
+        live: list[_Live] = []
+        for target, out in zip(targets, outs, strict=True):
+            if target.unavailable is not None:
+                out.update(status="not available", note=target.unavailable)
+                continue
+            try:
+                live.append(_start(target, workdir, out, stack))
+            except Exception as exc:
+                if "status" not in out:
+                    out.update(status="failed", note=f"{type(exc).__name__}: {str(exc)[:300]}")
+        if warmup_s > 0:
+            for one in live:
+                run_wrk(one.url, one.script, connections[0], warmup_s, threads)
+        for _ in range(runs):
+            for conns in connections:
+                for one in live:
+                    if "status" not in one.out:
+                        _load_once(one, conns, duration_s, threads)
+        for one in live:
+            if "status" not in one.out:
+                wrong_after = _check_calls(one.target, one.port)
+                if wrong_after:
+                    one.out.update(status="WRONG", note="after load: " + "; ".join(wrong_after))
+                else:
+                    one.out["status"] = "ok"
+    for out in outs:
+        samples = out.pop("samples")
+        out["loads"] = [_summarise(c, samples[c]) for c in connections if c in samples]
+    return outs
+
+
+@dataclass
+class _Live:
+    """A started target, its result dict, and how to load it."""
+
+    target: HttpTarget
+    out: dict[str, Any]
+    server: Started
+    port: int
+    script: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.port}{self.target.path}"
+
+
+def _start(
+    target: HttpTarget, workdir: Path, out: dict[str, Any], stack: contextlib.ExitStack
+) -> _Live:
+    """Start `target` (stopped when `stack` closes), wait until it answers, check its answers.
+
+    Raises:
+        RuntimeError: it answered a call wrongly (also said in `out`).
+    """
     port = free_port()
     command = [part.replace("{port}", str(port)) for part in target.command]
     safe = target.name.split()[0].lower()
     log(f"HTTP: starting {target.name} on {HOST}:{port}")
+    server = stack.enter_context(running(command, workdir / f"{safe}-{port}.log", target.env))
+    out["ready_s"] = wait_until(lambda: target.ready(port), server, 30.0)
+    wrong = _check_calls(target, port)
+    if wrong:
+        out.update(status="WRONG", note="; ".join(wrong))
+        raise RuntimeError("wrong answers")
+    script = wrk_script(target.calls[0], workdir / f"{safe}-{port}.lua")
+    return _Live(target, out, server, port, script)
+
+
+def _load_once(one: _Live, conns: int, duration_s: float, threads: int) -> None:
+    """One wrk run against `one`, its sample kept (or the target marked failed)."""
     try:
-        with running(command, workdir / f"{safe}-{port}.log", target.env) as server:
-            out["ready_s"] = wait_until(lambda: target.ready(port), server, 30.0)
-            wrong = _check_calls(target, port)
-            if wrong:
-                out.update(status="WRONG", note="; ".join(wrong))
-                return out
-            script = wrk_script(target.calls[0], workdir / f"{safe}.lua")
-            url = f"http://{HOST}:{port}{target.path}"
-            if warmup_s > 0:
-                run_wrk(url, script, connections[0], warmup_s, threads)
-            for conns in connections:
-                samples = []
-                for _ in range(runs):
-                    cpu_before = group_cpu_s(server.proc.pid)
-                    result = run_wrk(url, script, conns, duration_s, threads)
-                    cpu = group_cpu_s(server.proc.pid) - cpu_before
-                    result["server_cpu_us_per_req"] = cpu / max(result["requests"], 1) * 1e6
-                    samples.append(result)
-                    log(
-                        f"  {target.name} c={conns}: {result['req_s']:,.0f} req/s, "
-                        f"p99 {result['p99_us'] / 1000:.2f} ms, non-2xx {result['status']}, "
-                        f"socket errors {result['socket_errors']}"
-                    )
-                out["loads"].append(_summarise(conns, samples))
-            wrong_after = _check_calls(target, port)
-            if wrong_after:
-                out.update(status="WRONG", note="after load: " + "; ".join(wrong_after))
-                return out
-            out["status"] = "ok"
+        cpu_before = group_cpu_s(one.server.proc.pid)
+        result = run_wrk(one.url, one.script, conns, duration_s, threads)
+        cpu = group_cpu_s(one.server.proc.pid) - cpu_before
     except Exception as exc:
-        out.update(status="failed", note=f"{type(exc).__name__}: {str(exc)[:300]}")
-    return out
+        one.out.update(status="failed", note=f"{type(exc).__name__}: {exc}"[:300])
+        return
+    result["server_cpu_us_per_req"] = cpu / max(result["requests"], 1) * 1e6
+    one.out["samples"].setdefault(conns, []).append(result)
+    log(
+        f"  {one.target.name} c={conns}: {result['req_s']:,.0f} req/s, "
+        f"p99 {result['p99_us'] / 1000:.2f} ms, non-2xx {result['status']}, "
+        f"socket errors {result['socket_errors']}"
+    )
 
 
 def _check_calls(target: HttpTarget, port: int) -> list[str]:

@@ -234,18 +234,15 @@ def http_part(
             targets.append(http_load.bare_target(bare_python, BENCH, coalesced=True))
     else:
         targets.append(_no_target("bare JSON endpoint", "no venv with uvicorn"))
-    return [
-        http_load.load_target(
-            target,
-            workdir,
-            args.connection_counts,
-            args.duration,
-            args.http_runs,
-            args.threads,
-            args.warmup,
-        )
-        for target in targets
-    ]
+    return http_load.load_targets(
+        targets,
+        workdir,
+        args.connection_counts,
+        args.duration,
+        args.http_runs,
+        args.threads,
+        args.warmup,
+    )
 
 
 def _no_target(name: str, why: str) -> http_load.HttpTarget:
@@ -430,10 +427,11 @@ FastMCP's per-refusal WARNING log is off. The SQLite rows read the note id the s
 
 HTTP_METHOD = """\
 wrk -t{threads}, {duration:g} s per run, median of {runs} run(s) at each connection count after
-a warm-up; the valid call only (the invalid and cross-owner answers are checked before and
-after the load). Errors: wrk's non-2xx/3xx count and socket errors (connect, read, write,
-timeout), summed over the runs. Server CPU: user+system time of the server's process group
-during a run, per request.
+a warm-up, the targets loaded in turns (run 1 of each, then run 2, ...) while all are up, so
+that a shared machine's changing load weighs on all alike; the valid call only (the invalid
+and cross-owner answers are checked before and after the load). Errors: wrk's non-2xx/3xx
+count and socket errors (connect, read, write, timeout), summed over the runs. Server CPU:
+user+system time of the server's process group during a run, per request.
 - strictcall serve: POST /rpc, JSON-RPC 2.0 tools/call, bearer token, SQLite store, every
   call audited; uvicorn with uvloop and httptools, through strictcall's protocol that writes
   each answer in one send() (`strictcall.coalesce`).
