@@ -211,6 +211,19 @@ def test_a_batch_of_audit_records_keeps_every_field_and_type(store: SQLiteStore)
     assert [type(r.latency_us) for r in store.recent_calls(10)] == [int] * 4
 
 
+def test_without_sqlites_json_functions_a_batch_is_written_row_by_row(
+    store: SQLiteStore,
+) -> None:
+    assert store.json_rows is True  # this machine's SQLite has them
+    store.json_rows = False  # as on a SQLite built without them
+    batch = [
+        AuditRecord(1.5, "007", "u1", "read_note", "ok", None, None, 0),
+        AuditRecord(2.0, None, None, None, "error", "unauthenticated", "auth", 7),
+    ]
+    store.record_calls(batch)
+    assert store.recent_calls(10) == batch[::-1]
+
+
 def test_an_empty_batch_of_audit_records_writes_nothing(store: SQLiteStore) -> None:
     store.record_calls([])
     assert store.audit_size() == 0

@@ -86,6 +86,7 @@ _MIGRATIONS: Final[Mapping[int, tuple[str, ...]]] = {
 _READ_NOTE: Final = "SELECT text FROM notes INDEXED BY notes_by_owner_id WHERE owner = ? AND id = ?"
 
 _AUDIT_COLUMNS: Final = "at, call_id, identity, tool, outcome, code, stage, latency_us"
+_INSERT_AUDIT_ROW: Final = f"INSERT INTO audit ({_AUDIT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 # A batch as one JSON array of rows, inserted by one statement: the sqlite3 module lets go of the
 # GIL once for the whole batch instead of once per row, and a server's event loop (holding the
 # GIL) is not made to hand it back and forth ~10,000 times a second.
@@ -131,6 +132,14 @@ INLINE_LOCK_WAIT_S: Final = 0.002
 """How long a write with `wait=False` may wait for another write of the same store to finish
 (an audit batch, a write on a worker thread), which takes about a millisecond; without this
 wait, writes arriving together would all go to the worker thread."""
+
+
+def _has_json(conn: sqlite3.Connection) -> bool:
+    try:
+        conn.execute("SELECT json_valid('[]')")
+    except sqlite3.OperationalError:  # no such function
+        return False
+    return True
 
 
 def _begin_without_waiting(conn: sqlite3.Connection) -> None:
@@ -255,6 +264,9 @@ class SQLiteStore:
         self._read_cursor = self._reader.cursor()  # reused: one cursor less per read
         self._checked_at = time.monotonic()
         self._tokens: dict[str, tuple[str, float]] = {}
+        self.json_rows = _has_json(self._conn)
+        """Whether this SQLite has its JSON functions (built in since 3.38), with which an audit
+        batch is inserted by one statement; without them, row by row."""
 
     def _connect(self) -> tuple[sqlite3.Connection, tuple[int, int]]:
         try:
@@ -519,9 +531,12 @@ class SQLiteStore:
         # Each record is a JSON array of its eight fields. Its strs are the service's own (ids
         # from strict JSON, identities from the token table, names from the catalogue), so they
         # encode: a lone surrogate, the one str orjson refuses, sqlite3 would refuse as well.
-        rows = orjson.dumps([tuple(record) for record in records])  # orjson: no NamedTuple
         with self._writing() as conn:
-            conn.execute(_INSERT_AUDIT_ROWS, (rows,))
+            if self.json_rows:
+                rows = orjson.dumps([tuple(record) for record in records])  # no NamedTuple
+                conn.execute(_INSERT_AUDIT_ROWS, (rows,))
+            else:
+                conn.executemany(_INSERT_AUDIT_ROW, records)
 
     def recent_calls(self, limit: int) -> list[AuditRecord]:
         """The last `limit` calls, newest first."""
