@@ -18,7 +18,7 @@ import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -132,6 +132,16 @@ INLINE_LOCK_WAIT_S: Final = 0.002
 """How long a write with `wait=False` may wait for another write of the same store to finish
 (an audit batch, a write on a worker thread), which takes about a millisecond; without this
 wait, writes arriving together would all go to the worker thread."""
+
+
+def _prepare_writer(conn: sqlite3.Connection) -> None:
+    conn.execute("PRAGMA journal_mode = WAL")
+    # WAL + NORMAL: a commit survives a crash of the process (kill -9); only a crash of the
+    # machine may lose the last commits.
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.executescript(_SCHEMA)
+    conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '1')")
+    _migrate(conn)
 
 
 def _has_json(conn: sqlite3.Connection) -> bool:
@@ -269,30 +279,23 @@ class SQLiteStore:
         batch is inserted by one statement; without them, row by row."""
 
     def _connect(self) -> tuple[sqlite3.Connection, tuple[int, int]]:
-        try:
-            conn = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=0
-            )
-            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            conn.execute("PRAGMA journal_mode = WAL")
-            # WAL + NORMAL: a commit survives a crash of the process (kill -9); only a crash of
-            # the machine may lose the last commits.
-            conn.execute("PRAGMA synchronous = NORMAL")
-            conn.executescript(_SCHEMA)
-            conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '1')")
-            _migrate(conn)
-            stat = os.stat(self.path)
-        except (sqlite3.Error, OSError) as exc:
-            raise StoreUnavailable(type(exc).__name__) from None
-        return conn, (stat.st_dev, stat.st_ino)
+        """The write connection: WAL mode, the schema created or migrated."""
+        return self._open(_prepare_writer)
 
     def _open_reader(self) -> tuple[sqlite3.Connection, tuple[int, int]]:
+        """The read connection: it can only query."""
+        return self._open(lambda conn: conn.execute("PRAGMA query_only = ON"))
+
+    def _open(
+        self, prepare: Callable[[sqlite3.Connection], object]
+    ) -> tuple[sqlite3.Connection, tuple[int, int]]:
+        """A connection to the file, prepared, and the file's identity (device, inode)."""
         try:
             conn = sqlite3.connect(
                 self.path, isolation_level=None, check_same_thread=False, timeout=0
             )
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            conn.execute("PRAGMA query_only = ON")
+            prepare(conn)
             stat = os.stat(self.path)
         except (sqlite3.Error, OSError) as exc:
             raise StoreUnavailable(type(exc).__name__) from None
@@ -463,7 +466,7 @@ class SQLiteStore:
                     " VALUES (?, ?, ?, ?, ?)",
                     (note_id, owner, text, now, now),
                 )
-            except sqlite3.IntegrityError:  # 64 random bits collided: draw again
+            except sqlite3.IntegrityError:  # 78 random bits collided: draw again
                 continue
             return Note(note_id, text)
 
