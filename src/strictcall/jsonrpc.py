@@ -92,7 +92,7 @@ class _Request:
 
     request_id: str | int | None
     method: str
-    params: JSONValue
+    params: dict[str, JSONValue]
 
 
 class RpcService:
@@ -148,14 +148,14 @@ class RpcService:
         request_id = request.request_id
         call_id: str | int = request_id if request_id is not None else f"n-{uuid.uuid4()}"
         params = request.params
-        if type(params) is dict and "arguments" not in params:
+        if "arguments" not in params:
             params = {**params, "arguments": {}}  # as in MCP: no arguments is no arguments
         started = time.perf_counter_ns()
         answer = await self.gateway.call_parsed_async(
             params, identity, call_id, has_float=has_float
         )
         latency_us = (time.perf_counter_ns() - started) // 1000
-        name = request.params.get("name") if type(request.params) is dict else None
+        name = params.get("name")
         tool = name if type(name) is str and name in self._tool_names else None
         if answer["ok"] is True:
             self._audit(call_id, identity, tool, None, latency_us)
