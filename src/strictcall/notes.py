@@ -91,11 +91,13 @@ class _StoreFaults:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if exc_type is not None and issubclass(exc_type, StoreBusy):
+        if exc_type is None:
+            return
+        if issubclass(exc_type, StoreBusy):
             raise WouldWait from None  # only asked of a write running inline
-        if exc_type is not None and issubclass(exc_type, StoreUnavailable):
+        if issubclass(exc_type, StoreUnavailable):
             raise ToolFailure(STORE_UNAVAILABLE, retry_after_ms=RETRY_AFTER_MS) from None
-        if exc_type is not None and issubclass(exc_type, IdempotencyConflict):
+        if issubclass(exc_type, IdempotencyConflict):
             raise ToolFailure(IDEMPOTENCY_CONFLICT) from None
 
 
