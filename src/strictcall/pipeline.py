@@ -170,7 +170,7 @@ def check_arguments(
     schema = compiled.arguments
     if schema.is_valid_when[has_float](arguments):
         return arguments
-    violation = compiled.arguments.first_violation(arguments)
+    violation = schema.first_violation(arguments)
     if violation is None:  # the two validators disagree: refuse without a location
         return Rejection(INVALID_ARGUMENTS)
     # The same mistake is usually made again: its rejection is built once (the key holds the
