@@ -231,9 +231,10 @@ class McpTools:
         if identity is None:  # a transport that forgot the caller: refuse, never guess
             answer = {"ok": False, "call_id": call_id, "error": UNAUTHENTICATED.as_error()}
         else:
-            has_float = json_kind(call)
+            # only a gateway whose tools take numbers needs to know (Gateway.reads_numbers)
+            has_float = self.gateway.reads_numbers and json_kind(call) is not False
             answer = await self.gateway.call_parsed_async(
-                call, identity, call_id, has_float=has_float is not False
+                call, identity, call_id, has_float=has_float
             )
         result = tool_result(answer, wrapped=tool in self._wrapped)
         if self._record is not None:
