@@ -26,10 +26,8 @@ def run_serve(db: str, host: str, port: int, *, demo: bool, out: TextIO, err: Te
     """Serve the notes tools over HTTP until stopped."""
     from strictcall.server import build_app, serve  # the server stack loads only here
 
-    try:
-        store = SQLiteStore(db)
-    except StoreUnavailable:
-        err.write(f"strictcall: cannot open the store at {db}\n")
+    store = _open_store(db, err)
+    if store is None:
         return EXIT_FAILED
     try:
         tokens = _prepare_demo(store) if demo else {}
@@ -56,10 +54,8 @@ def run_serve_mcp_stdio(db: str, identity: str, *, err: TextIO) -> int:
     from strictcall.notes import notes_gateway
     from strictcall.server import audit_recorder
 
-    try:
-        store = SQLiteStore(db)
-    except StoreUnavailable:
-        err.write(f"strictcall: cannot open the store at {db}\n")
+    store = _open_store(db, err)
+    if store is None:
         return EXIT_FAILED
     try:
         err.write(f"strictcall: MCP on stdio for {identity} (store: {db})\n")
@@ -69,6 +65,15 @@ def run_serve_mcp_stdio(db: str, identity: str, *, err: TextIO) -> int:
     finally:
         store.close()
     return EXIT_OK
+
+
+def _open_store(db: str, err: TextIO) -> SQLiteStore | None:
+    """The store at `db` for a server, or None (and a message) when it cannot be opened."""
+    try:
+        return SQLiteStore(db)
+    except StoreUnavailable:
+        err.write(f"strictcall: cannot open the store at {db}\n")
+        return None
 
 
 def _prepare_demo(store: SQLiteStore) -> dict[str, str]:
