@@ -83,17 +83,6 @@ class CrashRound:
         return problems
 
 
-def _body(call_id: str, tool: str, arguments: dict[str, Any]) -> bytes:
-    return orjson.dumps(
-        {
-            "jsonrpc": "2.0",
-            "id": call_id,
-            "method": "tools/call",
-            "params": {"name": tool, "arguments": arguments},
-        }
-    )
-
-
 async def _burst(
     server: procs.HttpServer, token: str, crash: CrashRound, workers: int, kill_after: int
 ) -> None:
@@ -122,7 +111,9 @@ async def _burst(
             in_flight.add(call_id)
             try:
                 response = await client.post(
-                    "/rpc", content=_body(call_id, "create_note", {"text": text}), headers=headers
+                    "/rpc",
+                    content=procs.tool_call(call_id, "create_note", {"text": text}),
+                    headers=headers,
                 )
             except httpx.HTTPError:
                 return  # the server is gone: this call is unacknowledged
@@ -156,7 +147,7 @@ def _send_blind(server: procs.HttpServer, token: str, crash: CrashRound) -> sock
         call_id = f"{crash.identity}-blind-{i}"
         text = f"crash note {call_id} ✓"
         crash.sent[call_id] = text
-        body = _body(call_id, "create_note", {"text": text})
+        body = procs.tool_call(call_id, "create_note", {"text": text})
         head = (
             f"POST /rpc HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\n"
             f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
@@ -180,7 +171,7 @@ def _verify(server: procs.HttpServer, token: str, crash: CrashRound) -> None:
     with httpx.Client(base_url=server.base_url, headers=headers, timeout=30.0) as client:
 
         def call(call_id: str, tool: str, arguments: dict[str, Any]) -> Any:
-            response = client.post("/rpc", content=_body(call_id, tool, arguments))
+            response = client.post("/rpc", content=procs.tool_call(call_id, tool, arguments))
             return orjson.loads(response.content)
 
         for call_id, note_id in crash.acked.items():

@@ -151,17 +151,6 @@ def seed(db: Path) -> list[Caller]:
     return callers
 
 
-def request(request_id: str, tool: str, arguments: dict[str, Any]) -> bytes:
-    return orjson.dumps(
-        {
-            "jsonrpc": "2.0",
-            "id": request_id,
-            "method": "tools/call",
-            "params": {"name": tool, "arguments": arguments},
-        }
-    )
-
-
 class TransportError(Exception):
     """The request got no HTTP answer (connection refused, reset, or closed mid-answer)."""
 
@@ -281,9 +270,11 @@ class Load:
         if operation == "read":
             kind = rng.randrange(3)
             if kind == 0:
-                body = request(self.next_id(), "read_note", {"note_id": rng.choice(caller.notes)})
+                body = procs.tool_call(
+                    self.next_id(), "read_note", {"note_id": rng.choice(caller.notes)}
+                )
             else:
-                body = request(self.next_id(), ("count_notes", "list_notes")[kind - 1], {})
+                body = procs.tool_call(self.next_id(), ("count_notes", "list_notes")[kind - 1], {})
             await self.call(post, operation, token, body, 200, None)
         elif operation == "invalid":
             kind = rng.randrange(5)
@@ -292,28 +283,28 @@ class Load:
                     post, operation, token, b'{"jsonrpc":"2.0","id":', 200, INVALID_JSON.code
                 )
             elif kind == 1:
-                body = request(self.next_id(), "read_note", {"note_id": 5})
+                body = procs.tool_call(self.next_id(), "read_note", {"note_id": 5})
                 await self.call(post, operation, token, body, 200, INVALID_ARGUMENTS.code)
             elif kind == 2:
-                body = request(self.next_id(), "drop_notes", {})
+                body = procs.tool_call(self.next_id(), "drop_notes", {})
                 await self.call(post, operation, token, body, 200, UNKNOWN_TOOL.code)
             elif kind == 3:
                 body = b'{"jsonrpc":"1.0","id":1,"method":"tools/call"}'
                 await self.call(post, operation, token, body, 200, INVALID_REQUEST.code)
             else:
-                body = request(self.next_id(), "count_notes", {})
+                body = procs.tool_call(self.next_id(), "count_notes", {})
                 await self.call(post, operation, "sc_unknown", body, 401, UNAUTHENTICATED.code)
         elif operation == "cross":
             other = rng.choice([c for c in self.callers if c is not caller])
             tool = rng.choice(("read_note", "delete_note"))
-            body = request(self.next_id(), tool, {"note_id": rng.choice(other.notes)})
+            body = procs.tool_call(self.next_id(), tool, {"note_id": rng.choice(other.notes)})
             await self.call(post, operation, token, body, 200, FORBIDDEN_OR_MISSING.code)
         else:
             text = f"load write {rng.random()}"
-            body = request(self.next_id(), "create_note", {"text": text})
+            body = procs.tool_call(self.next_id(), "create_note", {"text": text})
             note = await self.call(post, operation, token, body, 200, None)
             if isinstance(note, dict) and note.get("text") == text:
-                body = request(self.next_id(), "delete_note", {"note_id": note["note_id"]})
+                body = procs.tool_call(self.next_id(), "delete_note", {"note_id": note["note_id"]})
                 await self.call(post, operation, token, body, 200, None)
             elif note is not None:
                 self.report.wrong_answers += 1

@@ -44,6 +44,18 @@ def _env() -> dict[str, str]:
     }
 
 
+def tool_call(request_id: str, tool: str, arguments: dict[str, Any]) -> bytes:
+    """The body of a JSON-RPC 2.0 tools/call request."""
+    return orjson.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments},
+        }
+    )
+
+
 def create_token(db: Path, identity: str) -> str:
     """A new API token for `identity` in `db` (the store's own operation, in process)."""
     store = SQLiteStore(db)
