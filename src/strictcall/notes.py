@@ -23,6 +23,7 @@ import orjson
 from strictcall.errors import IDEMPOTENCY_CONFLICT, STORE_UNAVAILABLE, JSONValue
 from strictcall.gateway import Gateway
 from strictcall.pipeline import Limits
+from strictcall.seed import READ_NOTE_OUTPUT, same_note
 from strictcall.store import (
     IdempotencyConflict,
     IdempotencyKey,
@@ -56,12 +57,7 @@ wait: when the lock is free it commits at once, without a thread hop. When anoth
 the lock it runs again on a worker thread, where it waits within this limit, so a lock held
 elsewhere never stalls an event loop (the server's): reads and other callers go on meanwhile."""
 
-_NOTE: Final = {
-    "type": "object",
-    "properties": {"note_id": {"type": "string"}, "text": {"type": "string"}},
-    "required": ["note_id", "text"],
-    "additionalProperties": False,
-}
+_NOTE: Final = READ_NOTE_OUTPUT  # a note, as the seed's read_note returns it
 _NOTE_ID_ARGUMENT: Final = {
     "type": "object",
     "properties": {
@@ -118,10 +114,6 @@ def _as_result(note: Note) -> dict[str, JSONValue]:
     return {"note_id": note.note_id, "text": note.text}
 
 
-def _same_note(arguments: Arguments, result: JSONValue) -> bool:
-    return bool(result["note_id"] == arguments["note_id"])
-
-
 def notes_tools(store: Store) -> list[Tool]:
     """The five notes tools, bound to `store`."""
 
@@ -163,7 +155,7 @@ def notes_tools(store: Store) -> list[Tool]:
             output_schema=_NOTE,
             handler=read_note,
             failures=_STORE_FAILURES,
-            result_matches=_same_note,
+            result_matches=same_note,
         ),
         Tool(
             name="list_notes",

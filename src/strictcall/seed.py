@@ -65,7 +65,8 @@ def _read(ctx: ToolContext, arguments: Arguments) -> JSONValue:
     return {"note_id": note_id, "text": NOTES[ctx.identity][note_id]}
 
 
-def _same_note(arguments: Arguments, result: JSONValue) -> bool:
+def same_note(arguments: Arguments, result: JSONValue) -> bool:
+    """read_note's check at stage output: the note returned is the note asked for."""
     return bool(result["note_id"] == arguments["note_id"])
 
 
@@ -76,7 +77,7 @@ READ_NOTE: Final = Tool(
     output_schema=READ_NOTE_OUTPUT,
     handler=_read,
     authorize=_owns,
-    result_matches=_same_note,
+    result_matches=same_note,
 )
 """The seed's one tool, declared like any other."""
 
