@@ -110,7 +110,8 @@ def in_memory_target() -> Target:
 
 
 # --- SLOT: strictcall gateway on the SQLite store ----------------------------------------------
-# Waits for `strictcall.store.SQLiteStore(path)` and `strictcall.notes.notes_gateway(store)`
+# Waits for `strictcall.storage.sqlite.SQLiteStore(path)` and
+# `strictcall.notes.notes_gateway(store)`
 # returning a Gateway with read_note/list_notes/count_notes/create_note/delete_note.
 
 
@@ -119,10 +120,10 @@ def sqlite_target(workdir: Path) -> tuple[Target, Any]:
     what = "notes_gateway(SQLiteStore(tmp)).call_text(raw, identity, call_id)"
     try:
         from strictcall.notes import notes_gateway
-        from strictcall.store import SQLiteStore
+        from strictcall.storage.sqlite import SQLiteStore
     except ImportError as exc:
         missing = (
-            "waits for strictcall.store.SQLiteStore(path) and "
+            "waits for strictcall.storage.sqlite.SQLiteStore(path) and "
             f"strictcall.notes.notes_gateway(store) ({exc})"
         )
         return Target(

@@ -40,7 +40,7 @@ import httpx
 import orjson
 
 from reliability import procs
-from strictcall.store import SQLiteStore
+from strictcall.storage.sqlite import SQLiteStore
 
 BURST_DEADLINE_S = 60.0
 MAX_CALLS_PER_WORKER = 2_000

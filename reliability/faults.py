@@ -41,7 +41,7 @@ import orjson
 
 from reliability import procs
 from strictcall.errors import AUTH_UNAVAILABLE, STORE_UNAVAILABLE
-from strictcall.store import SQLiteStore
+from strictcall.storage.sqlite import SQLiteStore
 
 RECOVERY_DEADLINE_S = 20.0
 AUDIT_DEADLINE_S = 3.0

@@ -52,7 +52,8 @@ from strictcall.jsonrpc import RpcService
 from strictcall.notes import notes_gateway
 from strictcall.seed import NOTES as SEED_NOTES
 from strictcall.seed import READ_NOTE_INPUT, handle
-from strictcall.store import IdempotencyKey, SQLiteStore, new_note_id
+from strictcall.storage import IdempotencyKey, new_note_id
+from strictcall.storage.sqlite import SQLiteStore
 
 TARGETS = ("handle", "gateway", "http", "mcp", "mcp-http")
 VICTIM = "victim"

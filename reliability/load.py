@@ -49,7 +49,7 @@ from strictcall.errors import (
     UNAUTHENTICATED,
     UNKNOWN_TOOL,
 )
-from strictcall.store import SQLiteStore
+from strictcall.storage.sqlite import SQLiteStore
 
 IDENTITIES = 4
 NOTES_EACH = 20

@@ -21,7 +21,7 @@ from typing import IO, Any
 
 import orjson
 
-from strictcall.store import SQLiteStore
+from strictcall.storage.sqlite import SQLiteStore
 
 ROOT = Path(__file__).resolve().parents[1]
 START_DEADLINE_S = 30.0

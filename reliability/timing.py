@@ -25,7 +25,8 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
 import orjson
 
 from strictcall.gateway import Gateway
-from strictcall.store import SQLiteStore, new_note_id
+from strictcall.storage import new_note_id
+from strictcall.storage.sqlite import SQLiteStore
 
 RELATIVE = 0.15
 ABSOLUTE_NS = 3_000

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from strictcall.store import AuditRecord, SQLiteStore
+from strictcall.storage import AuditRecord
+from strictcall.storage.sqlite import SQLiteStore
 
 START_DEADLINE_S = 20.0
 STOP_DEADLINE_S = 20.0

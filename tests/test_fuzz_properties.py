@@ -33,7 +33,8 @@ from strictcall.gateway import Gateway
 from strictcall.jsonrpc import RpcService
 from strictcall.notes import notes_gateway
 from strictcall.seed import handle
-from strictcall.store import AuditRecord, SQLiteStore
+from strictcall.storage import AuditRecord
+from strictcall.storage.sqlite import SQLiteStore
 
 IDENTITY = "fuzzer"
 FAST = settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow])

@@ -19,7 +19,7 @@ from reliability import oracle, procs
 from strictcall.errors import INTERNAL_ERROR, INVALID_REQUEST, UNKNOWN_TOOL
 from strictcall.gateway import Gateway
 from strictcall.notes import notes_gateway
-from strictcall.store import SQLiteStore
+from strictcall.storage.sqlite import SQLiteStore
 
 
 @pytest.fixture(scope="module")

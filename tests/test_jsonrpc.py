@@ -21,7 +21,7 @@ from strictcall.errors import (
 )
 from strictcall.jsonrpc import ERROR_CODES, RpcService
 from strictcall.reply import interpret_tool_reply
-from strictcall.store import AuditRecord
+from strictcall.storage import AuditRecord
 
 FALSY = [0, 0.0, False, "", [], {}, None, {"a": [0, False, None, ""]}]
 

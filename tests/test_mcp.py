@@ -42,7 +42,8 @@ from strictcall.mcp import (
 )
 from strictcall.notes import notes_gateway
 from strictcall.pipeline import Limits
-from strictcall.store import AuditRecord, SQLiteStore
+from strictcall.storage import AuditRecord
+from strictcall.storage.sqlite import SQLiteStore
 
 DEADLINE_S = 30
 LIMITS = Limits()

@@ -24,7 +24,7 @@ from mcp.client.streamable_http import streamable_http_client
 from servers import RunningServer, create_token, start_server
 from strictcall.errors import FORBIDDEN_OR_MISSING, INVALID_ARGUMENTS, UNKNOWN_TOOL, ErrorKind
 from strictcall.mcp import RESULT_MEMBER
-from strictcall.store import SQLiteStore
+from strictcall.storage.sqlite import SQLiteStore
 
 DEADLINE_S = 60
 NOTES = {"read_note", "list_notes", "count_notes", "create_note", "delete_note"}

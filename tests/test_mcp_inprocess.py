@@ -23,7 +23,8 @@ from strictcall.jsonrpc import ERROR_CODES
 from strictcall.mcp import Answers, StdioIntake, read_lines
 from strictcall.pipeline import Limits
 from strictcall.server import build_app
-from strictcall.store import AuditRecord, SQLiteStore
+from strictcall.storage import AuditRecord
+from strictcall.storage.sqlite import SQLiteStore
 
 DEADLINE_S = 30
 LIMIT = 64

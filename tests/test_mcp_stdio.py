@@ -34,7 +34,7 @@ from strictcall.errors import (
 )
 from strictcall.jsonrpc import ERROR_CODES
 from strictcall.jsontext import MAX_SIZE
-from strictcall.store import SQLiteStore
+from strictcall.storage.sqlite import SQLiteStore
 
 DEADLINE_S = 30.0
 HANDSHAKE_VERSION = "2025-11-25"

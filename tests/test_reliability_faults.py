@@ -22,7 +22,8 @@ from reliability import faults, procs
 from strictcall import audit as audit_module
 from strictcall.audit import AuditLog
 from strictcall.errors import AUTH_UNAVAILABLE, STORE_UNAVAILABLE
-from strictcall.store import AuditRecord, IdempotencyKey, SQLiteStore
+from strictcall.storage import AuditRecord, IdempotencyKey
+from strictcall.storage.sqlite import SQLiteStore
 
 
 @dataclass

@@ -25,7 +25,8 @@ from reliability import procs
 
 from strictcall import Gateway, Tool
 from strictcall.errors import INTERNAL_ERROR
-from strictcall.store import SQLiteStore, hash_token
+from strictcall.storage import hash_token
+from strictcall.storage.sqlite import SQLiteStore
 from strictcall.tools import ToolContext
 
 TOKEN_SHAPE = re.compile(r"sc_[A-Za-z0-9_-]{43}")

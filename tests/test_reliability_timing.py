@@ -21,7 +21,7 @@ from reliability import timing
 from strictcall.errors import FORBIDDEN_OR_MISSING
 from strictcall.gateway import Gateway
 from strictcall.notes import notes_gateway
-from strictcall.store import SQLiteStore
+from strictcall.storage.sqlite import SQLiteStore
 
 ROUNDS = 5
 SAMPLES = 400

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from typing import Final
 
-from strictcall.store import AuditRecord, Store, StoreUnavailable
+from strictcall.storage import AuditRecord, Store, StoreUnavailable
 
 FLUSH_INTERVAL_S: Final = 0.05
 MAX_KEPT: Final = 100_000

@@ -23,7 +23,7 @@ from typing import Final, Literal
 import httpx
 import orjson
 
-from strictcall.errors import JSONValue
+from strictcall.errors import JSONValue, StrictcallError
 from strictcall.jsontext import JSONTextError, loads_strict
 from strictcall.reply import check_request_id, interpret_tool_reply
 
@@ -33,7 +33,11 @@ DEFAULT_TIMEOUT_S: Final = 10.0
 _UNCORRELATED: Final = "uncorrelated"
 
 
-class ToolError(Exception):
+class ClientError(StrictcallError):
+    """The client could not get a tool's value; the subclasses say why."""
+
+
+class ToolError(ClientError):
     """The server answered the call with a JSON-RPC error; `error` is that error object."""
 
     def __init__(self, error: dict[str, JSONValue]) -> None:
@@ -69,7 +73,7 @@ class UncorrelatedError(ToolError):
     """An error reply with id null: the server could not tell which request it answers."""
 
 
-class ProtocolError(Exception):
+class ProtocolError(ClientError):
     """The server's answer is not a valid JSON-RPC 2.0 reply to what was sent."""
 
 

@@ -13,7 +13,7 @@ from contextlib import closing
 from typing import Final, TextIO, TypeVar
 
 from strictcall.seed import NOTES as SEED_NOTES
-from strictcall.store import SQLiteStore, StoreUnavailable
+from strictcall.storage import Store, StoreUnavailable, open_store
 
 T = TypeVar("T")
 
@@ -67,16 +67,16 @@ def run_serve_mcp_stdio(db: str, identity: str, *, err: TextIO) -> int:
     return EXIT_OK
 
 
-def _open_store(db: str, err: TextIO) -> SQLiteStore | None:
+def _open_store(db: str, err: TextIO) -> Store | None:
     """The store at `db` for a server, or None (and a message) when it cannot be opened."""
     try:
-        return SQLiteStore(db)
+        return open_store(db)
     except StoreUnavailable:
         err.write(f"strictcall: cannot open the store at {db}\n")
         return None
 
 
-def _prepare_demo(store: SQLiteStore) -> dict[str, str]:
+def _prepare_demo(store: Store) -> dict[str, str]:
     """Give u1 and u2 the seed's notes (if they have none yet) and each a fresh token."""
     for owner in DEMO_OWNERS:
         if store.count_notes(owner) == 0:
@@ -85,7 +85,7 @@ def _prepare_demo(store: SQLiteStore) -> dict[str, str]:
     return {owner: store.create_token(owner) for owner in DEMO_OWNERS}
 
 
-def _print_demo(out: TextIO, base: str, tokens: dict[str, str], store: SQLiteStore) -> None:
+def _print_demo(out: TextIO, base: str, tokens: dict[str, str], store: Store) -> None:
     for owner, token in tokens.items():
         out.write(f"token for {owner}: {token}\n")
     u1_note = store.list_notes("u1")[0].note_id
@@ -101,10 +101,10 @@ def _print_demo(out: TextIO, base: str, tokens: dict[str, str], store: SQLiteSto
         )
 
 
-def _with_store(db: str, err: TextIO, action: Callable[[SQLiteStore], T]) -> T | None:
+def _with_store(db: str, err: TextIO, action: Callable[[Store], T]) -> T | None:
     """`action` on the store at `db`, closed after; None (and a message) when it is unavailable."""
     try:
-        with closing(SQLiteStore(db)) as store:
+        with closing(open_store(db)) as store:
             return action(store)
     except StoreUnavailable:
         err.write(f"strictcall: the store at {db} is unavailable\n")

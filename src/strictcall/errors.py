@@ -82,6 +82,54 @@ class Rejection:
         return self._error.copy() if located else self.kind.as_error()
 
 
+class StrictcallError(Exception):
+    """The base of every exception strictcall raises on purpose.
+
+    StrictcallError
+    ├── JSONTextError (also ValueError)        strict intake refused a text (jsontext)
+    ├── SchemaDefinitionError (also ValueError) a tool's schema is not JSON Schema 2020-12
+    ├── MissingExtra (also ImportError)         an optional part is used but not installed
+    ├── ToolSignal                              raised by a tool's handler to the pipeline
+    │   ├── ForbiddenOrMissing                  answered forbidden_or_missing (resource)
+    │   ├── ToolFailure                         a declared failure: its code (execute)
+    │   └── WouldWait                           an inline_first handler must not wait
+    ├── StoreError                              raised by a store (storage.base)
+    │   ├── StoreUnavailable                    the database cannot serve now (retryable)
+    │   ├── StoreBusy                           a write asked not to wait would have had to
+    │   └── IdempotencyConflict                 a call id reused for another write
+    └── ClientError                             raised by the client (client)
+        ├── ToolError                           the server answered with a JSON-RPC error
+        │   └── UncorrelatedError               ... with id null (parse, protocol, auth)
+        └── ProtocolError                       the reply is not valid JSON-RPC 2.0
+
+    Catching `StrictcallError` catches all of them; nothing else that strictcall raises is a
+    subclass (a programmer's error, such as a bad `call_id`, is a plain TypeError/ValueError).
+    """
+
+
+class MissingExtra(StrictcallError, ImportError):
+    """A part of strictcall that needs an optional extra was used without it installed."""
+
+    def __init__(self, extra: str, module: str) -> None:
+        super().__init__(
+            f"this needs strictcall[{extra}] ({module} is not installed):"
+            f" pip install 'strictcall[{extra}]'"
+        )
+        self.extra = extra
+
+
+def require_extra(extra: str, module: str) -> None:
+    """Import `module` or raise `MissingExtra` naming the extra that provides it.
+
+    Raises:
+        MissingExtra: `module` cannot be imported.
+    """
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        raise MissingExtra(extra, module)
+
+
 # --- parse -------------------------------------------------------------------------------------
 
 INVALID_JSON: Final = ErrorKind(

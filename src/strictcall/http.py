@@ -27,7 +27,7 @@ from strictcall.errors import (
     JSONValue,
 )
 from strictcall.jsonrpc import Recorder, RpcService, error_reply
-from strictcall.store import AuditRecord, Store, StoreUnavailable
+from strictcall.storage import AuditRecord, Store, StoreUnavailable
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

@@ -38,7 +38,7 @@ from strictcall.errors import (
 from strictcall.gateway import Gateway
 from strictcall.jsontext import dump_text
 from strictcall.pipeline import read_call
-from strictcall.store import AuditRecord
+from strictcall.storage import AuditRecord
 
 ERROR_CODES: Final[Mapping[Stage, tuple[int, str]]] = MappingProxyType(
     {

@@ -42,7 +42,7 @@ from typing import Any, Final, NamedTuple, NoReturn
 
 import orjson
 
-from strictcall.errors import JSONValue
+from strictcall.errors import JSONValue, StrictcallError
 
 MAX_SIZE: Final = 1 << 20
 """Default limit on the length of a call's text: 1 MiB (bytes for bytes, characters for str)."""
@@ -91,7 +91,7 @@ class TextFault(StrEnum):
     NUMBER_OUT_OF_RANGE = "number_out_of_range"
 
 
-class JSONTextError(ValueError):
+class JSONTextError(StrictcallError, ValueError):
     """The text is not strict JSON; `fault` says why and `line`/`column` where, when known."""
 
     def __init__(self, fault: TextFault, line: int | None = None, column: int | None = None):

@@ -71,7 +71,7 @@ from strictcall.http import IDENTITY_KEY, Message, Receive, Scope, Send, read_bo
 from strictcall.jsonrpc import Recorder, error_reply, read_request, valid_id
 from strictcall.jsontext import dump_text
 from strictcall.pipeline import Limits, json_kind, read_call
-from strictcall.store import AuditRecord
+from strictcall.storage import AuditRecord
 
 SERVER_NAME: Final = "strictcall"
 

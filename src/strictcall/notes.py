@@ -24,7 +24,7 @@ from strictcall.errors import IDEMPOTENCY_CONFLICT, STORE_UNAVAILABLE, JSONValue
 from strictcall.gateway import Gateway
 from strictcall.pipeline import Limits
 from strictcall.seed import READ_NOTE_OUTPUT, same_note
-from strictcall.store import (
+from strictcall.storage import (
     IdempotencyConflict,
     IdempotencyKey,
     Note,

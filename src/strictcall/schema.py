@@ -29,7 +29,7 @@ from urllib.parse import unquote
 
 import jsonschema_rs
 
-from strictcall.errors import JSONValue
+from strictcall.errors import JSONValue, StrictcallError
 
 _EXACT_INTEGER: Final = "x-strictcall-exact-integer"
 
@@ -59,7 +59,7 @@ _ASSEMBLING: Final = ("allOf", "$ref", "$dynamicRef", "if", "dependentSchemas")
 _OPEN_KEYWORDS: Final = ("additionalProperties", "unevaluatedProperties")
 
 
-class SchemaDefinitionError(ValueError):
+class SchemaDefinitionError(StrictcallError, ValueError):
     """A tool declared a schema that is not a valid JSON Schema 2020-12 document."""
 
 

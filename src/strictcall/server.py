@@ -24,7 +24,7 @@ from strictcall.http import RpcApp
 from strictcall.jsonrpc import Recorder, RpcService
 from strictcall.notes import notes_gateway
 from strictcall.pipeline import Limits
-from strictcall.store import DEFAULT_DB_PATH, AuditRecord, Store, StoreUnavailable
+from strictcall.storage import DEFAULT_DB_PATH, AuditRecord, Store, StoreUnavailable
 
 DEFAULT_HOST: Final = "127.0.0.1"
 DEFAULT_PORT: Final = 8765

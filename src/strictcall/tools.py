@@ -23,7 +23,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, NamedTuple, NotRequired, Required, get_type_hints
 
-from strictcall.errors import ErrorKind, JSONValue, Stage
+from strictcall.errors import ErrorKind, JSONValue, Stage, StrictcallError
 
 Arguments = dict[str, JSONValue]
 Handler = Callable[["ToolContext", Arguments], JSONValue | Awaitable[JSONValue]]
@@ -40,11 +40,15 @@ class ToolContext(NamedTuple):
     tool: str
 
 
-class ForbiddenOrMissing(Exception):
+class ToolSignal(StrictcallError):
+    """Raised by a tool's handler to tell the pipeline how the call ends; the subclasses say."""
+
+
+class ForbiddenOrMissing(ToolSignal):
     """Raised by a tool: the resource is missing or not the caller's (never said which)."""
 
 
-class WouldWait(Exception):
+class WouldWait(ToolSignal):
     """Raised by a handler running inline (`running_inline()`) where it would have to wait,
     before it has changed anything: it runs again on a worker thread. Raised anywhere else, it
     is a failure like any other (internal_error)."""
@@ -70,7 +74,7 @@ def run_inline(handler: Handler, ctx: ToolContext, arguments: Arguments) -> tupl
         _INLINE.reset(inline)
 
 
-class ToolFailure(Exception):
+class ToolFailure(ToolSignal):
     """Raised by a tool for a failure it declared; the agent sees its code and retryable flag."""
 
     def __init__(self, kind: ErrorKind, *, retry_after_ms: int | None = None) -> None:

@@ -12,17 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from strictcall.store import (
-    BUSY_TIMEOUT_MS,
-    SCHEMA_VERSION,
+from strictcall.storage import (
     AuditRecord,
     IdempotencyConflict,
     IdempotencyKey,
-    SQLiteStore,
     StoreBusy,
     StoreUnavailable,
     hash_token,
 )
+from strictcall.storage.sqlite import BUSY_TIMEOUT_MS, SCHEMA_VERSION, SQLiteStore
 
 
 @pytest.fixture

@@ -1,9 +1,9 @@
-"""The notes store: the only module that knows the database is SQLite.
+"""The embedded store: the only module that imports sqlite3.
 
-`Store` is the interface the service uses (notes, API tokens, the audit log, idempotency
-records); `SQLiteStore` is the embedded default: one file, WAL mode, schema created on first use
-and versioned in `meta` for later migrations. Every query that touches a note names its owner,
-so another owner's note and a missing note take the same path and give the same answer.
+`SQLiteStore` implements `strictcall.storage.base.Store` on one file in WAL mode, its schema
+created on first use and versioned in `meta` for later migrations. Every query that touches a
+note names its owner, so another owner's note and a missing note take the same path and give
+the same answer.
 
 Database faults (locked, read-only, disk full, the file deleted under the server) raise
 `StoreUnavailable`; the store itself stays usable and recovers when the fault clears.
@@ -11,33 +11,37 @@ Database faults (locked, read-only, disk full, the file deleted under the server
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import os
-import secrets
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, NamedTuple, Protocol
+from typing import Any, Final
 
 import orjson
+
+from strictcall.storage.base import (
+    TOKEN_CACHE_S,
+    AuditRecord,
+    IdempotencyConflict,
+    IdempotencyKey,
+    Note,
+    StoreBusy,
+    StoreUnavailable,
+    hash_token,
+    new_note_id,
+    new_token,
+)
 
 SCHEMA_VERSION: Final = 2
 """The schema this code writes; an older file is migrated when opened, a newer one refused."""
 
-DEFAULT_DB_PATH: Final = "strictcall.sqlite3"
-"""Where the service keeps its data unless --db or $STRICTCALL_DB says otherwise."""
-
 BUSY_TIMEOUT_MS: Final = 1000
 _READ_CHECK_S: Final = 0.5
 _TOKEN_CACHE_SIZE: Final = 4096
-
-TOKEN_CACHE_S: Final = 30.0
-"""How long a known token is remembered without a query."""
 
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -119,15 +123,6 @@ def _migrate(conn: sqlite3.Connection) -> None:
             raise
 
 
-class StoreUnavailable(Exception):
-    """The database cannot serve right now (locked, read-only, full, missing); retry later."""
-
-
-class StoreBusy(Exception):
-    """A write asked not to wait (`wait=False`) would have had to: another write holds the
-    lock. Nothing was written."""
-
-
 INLINE_LOCK_WAIT_S: Final = 0.002
 """How long a write with `wait=False` may wait for another write of the same store to finish
 (an audit batch, a write on a worker thread), which takes about a millisecond; without this
@@ -167,97 +162,6 @@ def _begin_without_waiting(conn: sqlite3.Connection) -> None:
         raise
     finally:
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-
-
-class IdempotencyConflict(Exception):
-    """The call id was already used by this identity for a different call."""
-
-
-class Note(NamedTuple):
-    """One note, as its owner sees it."""
-
-    note_id: str
-    text: str
-
-
-class AuditRecord(NamedTuple):
-    """One call, as the operator sees it: never argument values or note text."""
-
-    at: float
-    call_id: str | None
-    identity: str | None
-    tool: str | None
-    outcome: str
-    code: str | None
-    stage: str | None
-    latency_us: int
-
-    @classmethod
-    def of_call(
-        cls,
-        call_id: str | int | None,
-        identity: str | None,
-        tool: str | None,
-        error: Mapping[str, Any] | None,
-        latency_us: int,
-    ) -> AuditRecord:
-        """The record of one call, now: a success when `error` is None, else its code and stage."""
-        return cls(
-            time.time(),
-            None if call_id is None else str(call_id),
-            identity,
-            tool,
-            "ok" if error is None else "error",
-            None if error is None else error["code"],
-            None if error is None else error["stage"],
-            latency_us,
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class IdempotencyKey:
-    """A write's (call id, fingerprint of tool and arguments), unique per identity."""
-
-    call_id: str
-    fingerprint: str
-
-
-class Store(Protocol):
-    """What the service needs from a database."""
-
-    def read_note(self, owner: str, note_id: str) -> Note | None: ...
-    def list_notes(self, owner: str) -> list[Note]: ...
-    def count_notes(self, owner: str) -> int: ...
-    def add_note(self, owner: str, text: str) -> Note: ...
-    def create_note(
-        self, owner: str, text: str, key: IdempotencyKey, *, wait: bool = True
-    ) -> Note: ...
-    def delete_note(
-        self, owner: str, note_id: str, key: IdempotencyKey, *, wait: bool = True
-    ) -> bool: ...
-    def create_token(self, identity: str) -> str: ...
-    def identity_for_token(self, token: str) -> str | None: ...
-    def record_call(self, record: AuditRecord) -> None: ...
-    def record_calls(self, records: Sequence[AuditRecord]) -> None: ...
-    def recent_calls(self, limit: int) -> list[AuditRecord]: ...
-    def call_counts(self) -> list[tuple[str, str | None, str | None, int]]: ...
-    def close(self) -> None: ...
-
-
-def hash_token(token: str) -> str:
-    """The stored form of an API token: its SHA-256 (tokens are 256-bit random values)."""
-    return hashlib.sha256(token.encode("utf-8")).hexdigest()
-
-
-_ID_ALPHABET: Final = "23456789abcdfghjkmnpqrstuvwxyz"
-
-
-def new_note_id() -> str:
-    """A fresh note id: "n" and 16 random characters (78 bits), so no id says anything about
-    other owners' notes. The alphabet has no "e", "0", "1", "l" or "o": an id is never misread
-    by a person, and never holds a digit followed by "e", which the strict intake would take
-    for a possible float exponent and check more slowly."""
-    return "n" + "".join(secrets.choice(_ID_ALPHABET) for _ in range(16))
 
 
 class SQLiteStore:
@@ -494,7 +398,7 @@ class SQLiteStore:
 
     def create_token(self, identity: str) -> str:
         """A new random API token for `identity`; only its hash is kept."""
-        token = "sc_" + secrets.token_urlsafe(32)
+        token = new_token()
         with self._using(write=True) as conn:
             conn.execute(
                 "INSERT INTO tokens (hash, identity, created_at) VALUES (?, ?, ?)",

@@ -1,0 +1,140 @@
+"""The storage interface: what the notes service needs from a database, and nothing of any
+database in particular.
+
+`Store` is the protocol the service, the transports and the commands program against; its
+records (`Note`, `AuditRecord`, `IdempotencyKey`) and faults (`StoreUnavailable`, `StoreBusy`,
+`IdempotencyConflict`) live here, so that nothing above the storage layer imports a driver.
+`strictcall.storage.sqlite` is the embedded default (the only module that imports sqlite3);
+`strictcall.storage.open_store` picks the implementation for a `--db` value.
+
+Every implementation keeps the same guarantees: a note is read by (owner, id) inside the query,
+so another owner's note and a missing one take the same path; tokens are kept only as hashes;
+every call leaves an audit record without argument values or note text; writes are idempotent
+per (identity, call id).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, NamedTuple, Protocol
+
+from strictcall.errors import StrictcallError
+
+DEFAULT_DB_PATH: Final = "strictcall.sqlite3"
+"""Where the service keeps its data unless --db or $STRICTCALL_DB says otherwise."""
+
+TOKEN_CACHE_S: Final = 30.0
+"""How long a store may remember a known token without a query."""
+
+
+class StoreError(StrictcallError):
+    """A store could not do what was asked; the subclasses say why."""
+
+
+class StoreUnavailable(StoreError):
+    """The database cannot serve right now (locked, read-only, full, missing); retry later."""
+
+
+class StoreBusy(StoreError):
+    """A write asked not to wait (`wait=False`) would have had to: another write holds the
+    lock. Nothing was written."""
+
+
+class IdempotencyConflict(StoreError):
+    """The call id was already used by this identity for a different call."""
+
+
+class Note(NamedTuple):
+    """One note, as its owner sees it."""
+
+    note_id: str
+    text: str
+
+
+class AuditRecord(NamedTuple):
+    """One call, as the operator sees it: never argument values or note text."""
+
+    at: float
+    call_id: str | None
+    identity: str | None
+    tool: str | None
+    outcome: str
+    code: str | None
+    stage: str | None
+    latency_us: int
+
+    @classmethod
+    def of_call(
+        cls,
+        call_id: str | int | None,
+        identity: str | None,
+        tool: str | None,
+        error: Mapping[str, Any] | None,
+        latency_us: int,
+    ) -> AuditRecord:
+        """The record of one call, now: a success when `error` is None, else its code and stage."""
+        return cls(
+            time.time(),
+            None if call_id is None else str(call_id),
+            identity,
+            tool,
+            "ok" if error is None else "error",
+            None if error is None else error["code"],
+            None if error is None else error["stage"],
+            latency_us,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class IdempotencyKey:
+    """A write's (call id, fingerprint of tool and arguments), unique per identity."""
+
+    call_id: str
+    fingerprint: str
+
+
+class Store(Protocol):
+    """What the service needs from a database."""
+
+    def read_note(self, owner: str, note_id: str) -> Note | None: ...
+    def list_notes(self, owner: str) -> list[Note]: ...
+    def count_notes(self, owner: str) -> int: ...
+    def add_note(self, owner: str, text: str) -> Note: ...
+    def create_note(
+        self, owner: str, text: str, key: IdempotencyKey, *, wait: bool = True
+    ) -> Note: ...
+    def delete_note(
+        self, owner: str, note_id: str, key: IdempotencyKey, *, wait: bool = True
+    ) -> bool: ...
+    def create_token(self, identity: str) -> str: ...
+    def identity_for_token(self, token: str) -> str | None: ...
+    def record_call(self, record: AuditRecord) -> None: ...
+    def record_calls(self, records: Sequence[AuditRecord]) -> None: ...
+    def recent_calls(self, limit: int) -> list[AuditRecord]: ...
+    def call_counts(self) -> list[tuple[str, str | None, str | None, int]]: ...
+    def close(self) -> None: ...
+
+
+def new_token() -> str:
+    """A fresh API token: "sc_" and 256 random bits, URL-safe."""
+    return "sc_" + secrets.token_urlsafe(32)
+
+
+def hash_token(token: str) -> str:
+    """The stored form of an API token: its SHA-256 (tokens are 256-bit random values)."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+_ID_ALPHABET: Final = "23456789abcdfghjkmnpqrstuvwxyz"
+
+
+def new_note_id() -> str:
+    """A fresh note id: "n" and 16 random characters (78 bits), so no id says anything about
+    other owners' notes. The alphabet has no "e", "0", "1", "l" or "o": an id is never misread
+    by a person, and never holds a digit followed by "e", which the strict intake would take
+    for a possible float exponent and check more slowly."""
+    return "n" + "".join(secrets.choice(_ID_ALPHABET) for _ in range(16))
