@@ -622,9 +622,14 @@ def test_unknown_envelope_members_are_refused_at_shape(
     assert_located(answer, pointer, "unexpected_member", ["arguments", "name"])
 
 
-def test_missing_arguments_are_refused_at_shape_pointing_at_the_call(gateway: Gateway) -> None:
+def test_a_call_without_arguments_has_empty_arguments(gateway: Gateway) -> None:
     answer = gateway.call('{"name": "convert"}', "u1", "c")
-    assert_located(answer, "", "missing_member", "arguments")
+    assert_located(answer, "/arguments", "missing_member", "amount")
+
+
+def test_null_arguments_are_not_absent_arguments(gateway: Gateway) -> None:
+    answer = gateway.call('{"name": "convert", "arguments": null}', "u1", "c")
+    assert_located(answer, "/arguments", "type", "object")
 
 
 @pytest.mark.parametrize(

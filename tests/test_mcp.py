@@ -32,6 +32,7 @@ from strictcall.errors import (
 from strictcall.jsonrpc import ERROR_CODES
 from strictcall.mcp import (
     RESULT_MEMBER,
+    DirectCall,
     McpTools,
     Refused,
     describe_tools,
@@ -74,7 +75,9 @@ def assert_error(structured: Any, kind: ErrorKind) -> None:
     assert structured["retryable"] is kind.retryable
 
 
-def assert_refused(message: types.JSONRPCMessage | Refused, kind: ErrorKind) -> Refused:
+def assert_refused(
+    message: types.JSONRPCMessage | DirectCall | Refused, kind: ErrorKind
+) -> Refused:
     assert isinstance(message, Refused)
     assert message.reply["error"]["code"] == ERROR_CODES[kind.stage][0]
     assert_error(message.error, kind)
@@ -448,14 +451,44 @@ def test_params_members_other_than_mcp_ones_reach_the_gateway_and_are_refused() 
     ],
     ids=["no-name", "int-name", "string-arguments", "array-arguments"],
 )
-def test_call_params_the_sdk_would_refuse_bare_get_a_tool_error(
-    params: dict[str, Any], kind: ErrorKind, pointer: str | None
+def test_call_params_the_sdk_would_refuse_bare_are_answered_by_the_gateway(
+    store: SQLiteStore, params: dict[str, Any], kind: ErrorKind, pointer: str | None
 ) -> None:
     raw = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": params})
-    refused = read_message(raw.encode(), LIMITS)
-    assert isinstance(refused, Refused) and refused.status == 200
-    result = refused.reply["result"]
-    assert result["isError"] is True
-    assert result["structuredContent"]["code"] == kind.code
-    assert result["structuredContent"].get("pointer") == pointer
-    assert json.loads(result["content"][0]["text"]) == result["structuredContent"]
+    direct = read_message(raw.encode(), LIMITS)
+    assert isinstance(direct, DirectCall) and direct.request_id == 3
+    audit: list[AuditRecord] = []
+    tools = tools_for(store, "u1", audit)
+    result: types.CallToolResult | None = None
+
+    async def answer() -> None:
+        nonlocal result
+        result = await tools.answer_call(direct.params, direct.request_id, "u1")
+
+    run(answer)
+    assert result is not None and result.is_error is True
+    structured = result.structured_content
+    assert structured is not None
+    assert_error(structured, kind)
+    assert structured.get("pointer") == pointer
+    if kind is UNKNOWN_TOOL:
+        assert structured["available"] == sorted(NOTES)
+    assert isinstance(result.content[0], types.TextContent)
+    assert json.loads(result.content[0].text) == structured
+    assert [record.code for record in audit] == [kind.code]
+
+
+def test_an_unknown_tool_with_bad_arguments_is_refused_at_route_first(store: SQLiteStore) -> None:
+    raw = b'{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"nope","arguments":[1]}}'
+    direct = read_message(raw, LIMITS)
+    assert isinstance(direct, DirectCall)
+    tools = tools_for(store, "u1", [])
+    result: types.CallToolResult | None = None
+
+    async def answer() -> None:
+        nonlocal result
+        result = await tools.answer_call(direct.params, direct.request_id, "u1")
+
+    run(answer)
+    assert result is not None and result.structured_content is not None
+    assert_error(result.structured_content, UNKNOWN_TOOL)

@@ -17,10 +17,11 @@ import pytest
 from anyio.from_thread import BlockingPortal
 from mcp.shared.message import SessionMessage
 
+from strictcall import Gateway
 from strictcall.errors import INVALID_JSON, INVALID_REQUEST, REQUEST_TOO_LARGE, UNAUTHENTICATED
 from strictcall.http import Message, RpcApp
 from strictcall.jsonrpc import ERROR_CODES
-from strictcall.mcp import Answers, StdioIntake, read_lines
+from strictcall.mcp import Answers, McpTools, StdioIntake, read_lines
 from strictcall.pipeline import Limits
 from strictcall.server import build_app
 from strictcall.storage import AuditRecord
@@ -64,7 +65,8 @@ def test_stdin_lines_are_passed_on_answered_or_skipped_in_order() -> None:
     async def scenario() -> None:
         messages_in, messages_out = anyio.create_memory_object_stream[SessionMessage | Exception](9)
         replies_in, replies_out = anyio.create_memory_object_stream[SessionMessage](9)
-        intake = StdioIntake(messages_in, Answers(replies_in), Limits(LIMIT), "u1", audit.append)
+        tools = McpTools(Gateway(limits=Limits(LIMIT)), lambda ctx: "u1", lambda: "test")
+        intake = StdioIntake(messages_in, Answers(replies_in), tools, "u1", audit.append)
         with messages_out, replies_out:
             async with BlockingPortal() as portal:
                 await anyio.to_thread.run_sync(read_lines, stdin, LIMIT, intake, portal)
@@ -102,7 +104,8 @@ def test_the_end_of_stdin_waits_for_every_answer_by_id_and_type() -> None:
         replies_in, replies_out = anyio.create_memory_object_stream[SessionMessage](9)
         messages_in, messages_out = anyio.create_memory_object_stream[SessionMessage | Exception](9)
         answers = Answers(replies_in)
-        intake = StdioIntake(messages_in, answers, Limits(), "u1", None)
+        tools = McpTools(Gateway(), lambda ctx: "u1", lambda: "test")
+        intake = StdioIntake(messages_in, answers, tools, "u1", None)
         for line in (
             b'{"jsonrpc":"2.0","id":7,"method":"tools/list"}',
             b'{"jsonrpc":"2.0","id":"7","method":"tools/list"}',

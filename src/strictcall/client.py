@@ -24,8 +24,9 @@ import httpx
 import orjson
 
 from strictcall.errors import JSONValue, StrictcallError
+from strictcall.ids import check_request_id
 from strictcall.jsontext import JSONTextError, loads_strict
-from strictcall.reply import check_request_id, interpret_tool_reply
+from strictcall.reply import interpret_tool_reply
 
 Status = Literal["ok", "error", "invalid", "missing"]
 

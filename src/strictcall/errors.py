@@ -41,6 +41,115 @@ class Stage(StrEnum):
     PROTOCOL = "protocol"
 
 
+class Reason(StrEnum):
+    """Why a call failed where it did: the `reason` detail of parse and shape errors.
+
+    Parse reasons say what was wrong with the text; shape reasons name the JSON Schema rule the
+    arguments broke (`expected` then says what the rule asked for, from the schema alone).
+    """
+
+    # parse: the text
+    TOO_LARGE = "too_large"
+    """Longer than the size limit; not read."""
+    NOT_TEXT = "not_text"
+    """Neither str nor bytes."""
+    SYNTAX = "syntax"
+    """Not JSON: bad syntax, NaN or Infinity, a comment, trailing data, a raw control character."""
+    INVALID_UTF8 = "invalid_utf8"
+    """Bytes that are not UTF-8."""
+    LONE_SURROGATE = "lone_surrogate"
+    """A \\u escape of half a surrogate pair, which names no character."""
+    DUPLICATE_MEMBER = "duplicate_member"
+    """An object names the same member twice (which value wins is parser-dependent)."""
+    TOO_DEEP = "too_deep"
+    """Nested deeper than the depth limit."""
+    NUMBER_OUT_OF_RANGE = "number_out_of_range"
+    """A number beyond a double's range."""
+
+    # shape: objects
+    UNEXPECTED_MEMBER = "unexpected_member"
+    """A member the schema does not declare (`expected`: the declared names)."""
+    MISSING_MEMBER = "missing_member"
+    """A required member is absent (`expected`: its name)."""
+    MIN_PROPERTIES = "min_properties"
+    """Fewer members than the schema's minProperties."""
+    MAX_PROPERTIES = "max_properties"
+    """More members than the schema's maxProperties."""
+    PROPERTY_NAMES = "property_names"
+    """A member name the schema's propertyNames refuses."""
+    # shape: any value
+    TYPE = "type"
+    """The value is of another JSON type (`expected`: the type, or the list of types)."""
+    ENUM = "enum"
+    """Not one of the schema's values (`expected`: the list)."""
+    CONST = "const"
+    """Not the schema's one value (`expected`: it)."""
+    FORMAT = "format"
+    """A string not in the declared format."""
+    NOT_ALLOWED = "not_allowed"
+    """The schema admits nothing here (false)."""
+    # shape: strings
+    MIN_LENGTH = "min_length"
+    """Shorter than minLength."""
+    MAX_LENGTH = "max_length"
+    """Longer than maxLength."""
+    PATTERN = "pattern"
+    """Does not match the pattern."""
+    CONTENT_ENCODING = "content_encoding"
+    """Not in the declared contentEncoding."""
+    CONTENT_MEDIA_TYPE = "content_media_type"
+    """Not of the declared contentMediaType."""
+    # shape: numbers
+    MINIMUM = "minimum"
+    """Below minimum."""
+    MAXIMUM = "maximum"
+    """Above maximum."""
+    EXCLUSIVE_MINIMUM = "exclusive_minimum"
+    """At or below exclusiveMinimum."""
+    EXCLUSIVE_MAXIMUM = "exclusive_maximum"
+    """At or above exclusiveMaximum."""
+    MULTIPLE_OF = "multiple_of"
+    """Not a multiple of multipleOf."""
+    # shape: arrays
+    MIN_ITEMS = "min_items"
+    """Fewer items than minItems."""
+    MAX_ITEMS = "max_items"
+    """More items than maxItems."""
+    UNIQUE_ITEMS = "unique_items"
+    """Two items are equal where uniqueItems forbids it."""
+    UNEXPECTED_ITEM = "unexpected_item"
+    """An item beyond those the schema allows."""
+    CONTAINS = "contains"
+    """No item (or too few, or too many) matches contains."""
+    # shape: combinators
+    ANY_OF = "any_of"
+    """Matches none of anyOf's alternatives."""
+    ONE_OF = "one_of"
+    """Matches none, or more than one, of oneOf's alternatives."""
+    NOT = "not"
+    """Matches the schema under not."""
+    CONSTRAINT = "constraint"
+    """Some other rule of the schema (one this catalogue does not name)."""
+
+
+PARSE_REASONS: Final = frozenset(
+    {
+        Reason.TOO_LARGE,
+        Reason.NOT_TEXT,
+        Reason.SYNTAX,
+        Reason.INVALID_UTF8,
+        Reason.LONE_SURROGATE,
+        Reason.DUPLICATE_MEMBER,
+        Reason.TOO_DEEP,
+        Reason.NUMBER_OUT_OF_RANGE,
+    }
+)
+"""The reasons of parse errors; every other reason is a shape error's."""
+
+RETRY_AFTER_MS: Final = 250
+"""The retry hint (`retry_after_ms`) of every retryable refusal strictcall makes itself."""
+
+
 @dataclass(frozen=True, slots=True)
 class ErrorKind:
     """A stable (code, stage, retryable) triple and what the agent should do about it."""

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 import orjson
 
 from strictcall.errors import JSONValue, Rejection
+from strictcall.ids import check_request_id
 from strictcall.jsontext import dump_text
 from strictcall.listing import ToolFormat, describe_tool
 from strictcall.pipeline import (
@@ -34,11 +35,11 @@ from strictcall.pipeline import (
     execute_call,
     execute_call_async,
     fail,
+    json_kind,
     read_call,
     route_call,
     succeed,
 )
-from strictcall.reply import check_request_id
 from strictcall.tools import Arguments, Tool, ToolContext
 
 _Climbed = tuple[CompiledTool, ToolContext, Arguments]
@@ -148,15 +149,19 @@ class Gateway:
         return await self._finish_async(climbed, call_id)
 
     async def call_parsed_async(
-        self, call: JSONValue, identity: str, call_id: str | int, *, has_float: bool
+        self, call: JSONValue, identity: str, call_id: str | int, *, has_float: bool | None = None
     ) -> dict[str, JSONValue]:
-        """`call_async` for a call a transport already parsed with `strictcall.jsontext`
-        (`has_float` as that parse reported it); the ladder starts at rung 2, route.
+        """`call_async` for a call a transport already parsed (with `strictcall.jsontext`, or
+        an SDK's strict reader); the ladder starts at rung 2, route. `has_float` is whether
+        the parse saw a number that may be a float; None to have the gateway look.
 
         Raises:
             TypeError, ValueError: `identity` is not a str, or `call_id` not a request id.
         """
         check_caller(identity, call_id)
+        if has_float is None:
+            # only a gateway whose tools take numbers needs to know (`reads_numbers`)
+            has_float = self._numbers and json_kind(call) is not False
         return await self._finish_async(self._climb(call, has_float, identity, call_id), call_id)
 
     async def _finish_async(

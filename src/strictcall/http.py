@@ -19,14 +19,9 @@ from typing import Any, Final
 
 import orjson
 
-from strictcall.errors import (
-    AUTH_UNAVAILABLE,
-    REQUEST_TOO_LARGE,
-    UNAUTHENTICATED,
-    ErrorKind,
-    JSONValue,
-)
-from strictcall.jsonrpc import Recorder, RpcService, error_reply
+from strictcall.errors import Rejection
+from strictcall.jsonrpc import Recorder, RpcService, refusal_reply
+from strictcall.refusals import AUTH_DOWN, NO_TOKEN, too_large
 from strictcall.storage import AuditRecord, Store, StoreUnavailable
 
 Scope = MutableMapping[str, Any]
@@ -37,7 +32,6 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 _JSON_HEADERS: Final = [(b"content-type", b"application/json")]
 _HEALTHY: Final = b'{"status":"ok"}'
-_RETRY_AFTER_MS: Final = 250
 
 IDENTITY_KEY: Final = "strictcall.identity"
 """The scope key under which a mounted app finds the caller's identity (a str)."""
@@ -98,10 +92,10 @@ class RpcApp:
         try:
             identity = None if token is None else self.store.identity_for_token(token)
         except StoreUnavailable:
-            await self._refuse(send, 503, AUTH_UNAVAILABLE, {"retry_after_ms": _RETRY_AFTER_MS})
+            await self._refuse(send, 503, AUTH_DOWN)
             return None
         if identity is None:
-            await self._refuse(send, 401, UNAUTHENTICATED, {})
+            await self._refuse(send, 401, NO_TOKEN)
         return identity
 
     async def _rpc(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -114,10 +108,9 @@ class RpcApp:
         too_long = declared_length(scope) > self.max_body  # refused before a byte is read
         body = None if too_long else await read_body(receive, self.max_body)
         if body is None:
-            self._audit(REQUEST_TOO_LARGE, identity)
-            error = REQUEST_TOO_LARGE.as_error()
-            error.update({"reason": "too_large", "limit": self.max_body})
-            await _respond(send, 200, orjson.dumps(error_reply(None, error)))
+            refusal = too_large(self.max_body)
+            self._audit(refusal, identity)
+            await _respond(send, 200, orjson.dumps(refusal_reply(None, refusal)))
             return
         reply = await self.service.answer(body, identity)
         if reply is None:
@@ -125,18 +118,15 @@ class RpcApp:
         else:
             await _respond(send, 200, reply)
 
-    async def _refuse(
-        self, send: Send, status: int, kind: ErrorKind, details: dict[str, JSONValue]
-    ) -> None:
-        error = kind.as_error()
-        error.update(details)
-        self._audit(kind, None)
+    async def _refuse(self, send: Send, status: int, refusal: Rejection) -> None:
+        self._audit(refusal, None)
         extra = b'Bearer realm="strictcall"' if status == 401 else None
-        await _respond(send, status, orjson.dumps(error_reply(None, error)), authenticate=extra)
+        body = orjson.dumps(refusal_reply(None, refusal))
+        await _respond(send, status, body, authenticate=extra)
 
-    def _audit(self, kind: ErrorKind, identity: str | None) -> None:
+    def _audit(self, refusal: Rejection, identity: str | None) -> None:
         """Record a request refused before it reached the JSON-RPC service."""
-        self._record(AuditRecord.of_call(None, identity, None, kind.as_error(), 0))
+        self._record(AuditRecord.of_call(None, identity, None, refusal.as_error(), 0))
 
 
 def bearer_token(scope: Scope) -> str | None:

@@ -26,18 +26,12 @@ from typing import Final
 
 import orjson
 
-from strictcall.errors import (
-    INVALID_REQUEST,
-    INVALID_TOOL_RESULT,
-    UNKNOWN_METHOD,
-    ErrorKind,
-    JSONValue,
-    Rejection,
-    Stage,
-)
+from strictcall.errors import JSONValue, Rejection, Stage
 from strictcall.gateway import Gateway
+from strictcall.ids import valid_id
 from strictcall.jsontext import dump_text
 from strictcall.pipeline import read_call
+from strictcall.refusals import NO_SUCH_METHOD, NOT_A_REQUEST, WITHHELD
 from strictcall.storage import AuditRecord
 
 ERROR_CODES: Final[Mapping[Stage, tuple[int, str]]] = MappingProxyType(
@@ -69,9 +63,9 @@ def error_reply(request_id: JSONValue, error: dict[str, JSONValue]) -> dict[str,
     }
 
 
-def kind_reply(request_id: JSONValue, kind: ErrorKind) -> dict[str, JSONValue]:
-    """An error reply for a kind with no details."""
-    return error_reply(request_id, kind.as_error())
+def refusal_reply(request_id: JSONValue, refusal: Rejection) -> dict[str, JSONValue]:
+    """An error reply for one of the transports' refusals (`strictcall.refusals`)."""
+    return error_reply(request_id, refusal.as_error())
 
 
 def encode_replies(replies: list[dict[str, JSONValue]], *, batch: bool) -> bytes:
@@ -81,7 +75,7 @@ def encode_replies(replies: list[dict[str, JSONValue]], *, batch: bool) -> bytes
     for reply in replies:
         text = dump_text(reply)
         if text is None:
-            text = orjson.dumps(kind_reply(reply["id"], INVALID_TOOL_RESULT))
+            text = orjson.dumps(refusal_reply(reply["id"], WITHHELD))
         parts.append(text)
     return b"[" + b",".join(parts) + b"]" if batch else parts[0]
 
@@ -113,7 +107,7 @@ class RpcService:
         message = document.value
         if type(message) is list:
             if not message:
-                return encode_replies([kind_reply(None, INVALID_REQUEST)], batch=False)
+                return encode_replies([refusal_reply(None, NOT_A_REQUEST)], batch=False)
             replies = []
             for item in message:
                 reply = await self._answer_one(item, identity, document.has_float)
@@ -137,10 +131,10 @@ class RpcService:
             if request.request_id is None:
                 return None
             return {"jsonrpc": "2.0", "id": request.request_id, "result": self._tools_list}
-        self._audit(request.request_id, identity, None, UNKNOWN_METHOD.as_error(), 0)
+        self._audit(request.request_id, identity, None, NO_SUCH_METHOD.as_error(), 0)
         if request.request_id is None:
             return None
-        return kind_reply(request.request_id, UNKNOWN_METHOD)
+        return refusal_reply(request.request_id, NO_SUCH_METHOD)
 
     async def _call_tool(
         self, request: _Request, identity: str, has_float: bool
@@ -148,8 +142,6 @@ class RpcService:
         request_id = request.request_id
         call_id: str | int = request_id if request_id is not None else f"n-{uuid.uuid4()}"
         params = request.params
-        if "arguments" not in params:
-            params = {**params, "arguments": {}}  # as in MCP: no arguments is no arguments
         started = time.perf_counter_ns()
         answer = await self.gateway.call_parsed_async(
             params, identity, call_id, has_float=has_float
@@ -181,31 +173,13 @@ class RpcService:
 def read_request(message: JSONValue) -> _Request | Rejection:
     """A valid JSON-RPC 2.0 request, or the invalid_request rejection."""
     if type(message) is not dict or not _REQUEST_MEMBERS.issuperset(message):
-        return _INVALID
+        return NOT_A_REQUEST
     if message.get("jsonrpc") != "2.0" or type(message.get("method")) is not str:
-        return _INVALID
+        return NOT_A_REQUEST
     request_id = message.get("id")
     if "id" in message and valid_id(message) is None:
-        return _INVALID
+        return NOT_A_REQUEST
     params = message.get("params")
     if "params" in message and type(params) is not dict:
-        return _INVALID
+        return NOT_A_REQUEST
     return _Request(request_id, message["method"], params if params is not None else {})
-
-
-def valid_id(message: JSONValue) -> str | int | None:
-    """The message's id if it is one a strict server answers to, else None: a non-empty str,
-    or an int that fits 64 bits (what every JSON-RPC peer can hold without loss)."""
-    if type(message) is not dict:
-        return None
-    request_id = message.get("id")
-    if type(request_id) is str:
-        return request_id if request_id else None
-    if type(request_id) is int and _MIN_ID <= request_id <= _MAX_ID:
-        return request_id
-    return None
-
-
-_INVALID: Final = Rejection(INVALID_REQUEST)
-_MIN_ID: Final = -(2**63)
-_MAX_ID: Final = 2**63 - 1

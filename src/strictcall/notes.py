@@ -20,7 +20,7 @@ from typing import Final
 
 import orjson
 
-from strictcall.errors import IDEMPOTENCY_CONFLICT, STORE_UNAVAILABLE, JSONValue
+from strictcall.errors import IDEMPOTENCY_CONFLICT, RETRY_AFTER_MS, STORE_UNAVAILABLE, JSONValue
 from strictcall.gateway import Gateway
 from strictcall.pipeline import Limits
 from strictcall.seed import READ_NOTE_OUTPUT, same_note
@@ -48,7 +48,6 @@ MAX_NOTE_LENGTH: Final = 10_000
 MAX_NOTE_ID_LENGTH: Final = 64
 """The longest note id a call may name (ids the server makes are 17 characters)."""
 
-RETRY_AFTER_MS: Final = 250
 """What a store_unavailable answer suggests waiting before the retry."""
 
 WRITE_TIMEOUT_S: Final = 5.0

@@ -38,6 +38,7 @@ from strictcall.errors import (
     TIMEOUT,
     UNKNOWN_TOOL,
     JSONValue,
+    Reason,
     Rejection,
 )
 from strictcall.jsontext import MAX_DEPTH, MAX_SIZE, Document, JSONTextError, TextFault
@@ -121,9 +122,7 @@ def read_call(raw: str | bytes, limits: Limits, *, numbers: bool = True) -> Docu
         )
     except JSONTextError as exc:
         if exc.fault is TextFault.TOO_LARGE:
-            return Rejection(
-                REQUEST_TOO_LARGE, _frozen({"reason": exc.fault.value, "limit": limits.max_size})
-            )
+            return too_large(limits.max_size)
         details: dict[str, JSONValue] = {"reason": exc.fault.value}
         if exc.fault is TextFault.TOO_DEEP:
             details["limit"] = limits.max_depth
@@ -131,6 +130,22 @@ def read_call(raw: str | bytes, limits: Limits, *, numbers: bool = True) -> Docu
             details["line"] = exc.line
             details["column"] = exc.column
         return Rejection(INVALID_JSON, _frozen(details))
+
+
+_TOO_LARGE: dict[int, Rejection] = {}
+
+
+def too_large(limit: int) -> Rejection:
+    """Rung 1's refusal of a text longer than `limit` (bytes, or characters for a str), unread;
+    transports that stop reading a body at the limit answer with it too."""
+    known = _TOO_LARGE.get(limit)
+    if known is None:
+        known = Rejection(
+            REQUEST_TOO_LARGE, _frozen({"reason": Reason.TOO_LARGE.value, "limit": limit})
+        )
+        if len(_TOO_LARGE) < 64:  # a handful of limits per process; never grows without end
+            _TOO_LARGE[limit] = known
+    return known
 
 
 # --- 2. route ----------------------------------------------------------------------------------
@@ -154,7 +169,7 @@ def check_envelope(call: dict[str, JSONValue]) -> Rejection | None:
     """Rung 3, first half: the call has no members but "name" and "arguments"."""
     for member in call:
         if member != "name" and member != "arguments":
-            return _located(to_pointer((member,)), "unexpected_member", list(ENVELOPE_MEMBERS))
+            return _located(to_pointer((member,)), Reason.UNEXPECTED_MEMBER, list(ENVELOPE_MEMBERS))
     return None
 
 
@@ -162,11 +177,14 @@ def check_arguments(
     call: dict[str, JSONValue], compiled: CompiledTool, has_float: bool
 ) -> Arguments | Rejection:
     """Rung 3: the call's "arguments" satisfy the tool's strict input schema."""
+    arguments: Arguments
     if "arguments" not in call:
-        return _located("", "missing_member", "arguments")
-    arguments = call["arguments"]
-    if type(arguments) is not dict:
-        return _located("/arguments", "type", "object")
+        arguments = {}  # as in MCP: a call without arguments has none (not null)
+    else:
+        given = call["arguments"]
+        if type(given) is not dict:
+            return _located("/arguments", Reason.TYPE, "object")
+        arguments = given
     schema = compiled.arguments
     if schema.is_valid_when[has_float](arguments):
         return arguments
@@ -199,9 +217,8 @@ def _refusal(violation: Violation) -> Rejection:
 
 
 def _located(pointer: str, reason: str, expected: JSONValue) -> Rejection:
-    return Rejection(
-        INVALID_ARGUMENTS, _frozen({"pointer": pointer, "reason": reason, "expected": expected})
-    )
+    details = {"pointer": pointer, "reason": str(reason), "expected": expected}
+    return Rejection(INVALID_ARGUMENTS, _frozen(details))
 
 
 # --- 4. resource -------------------------------------------------------------------------------

@@ -11,25 +11,9 @@ from __future__ import annotations
 from typing import Final
 
 from strictcall.errors import JSONValue
+from strictcall.ids import check_request_id
 
 INVALID: Final = "invalid"
-
-
-def check_request_id(request_id: object) -> None:
-    """Refuse an id that a strict caller could not have minted.
-
-    Raises:
-        TypeError: the id is neither a str nor an int (bool is not an int here).
-        ValueError: the id is an empty str.
-    """
-    if isinstance(request_id, bool):
-        raise TypeError("a request id is a non-empty str or an int")
-    if isinstance(request_id, int):
-        return
-    if not isinstance(request_id, str):
-        raise TypeError("a request id is a non-empty str or an int")
-    if not request_id:
-        raise ValueError("a request id is a non-empty str or an int")
 
 
 def same_id(received: JSONValue, expected: str | int) -> bool:

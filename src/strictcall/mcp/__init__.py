@@ -1,0 +1,53 @@
+"""MCP in front of the gateway, on the official SDK (PyPI `mcp` 2.x).
+
+    strictcall serve --mcp-stdio --identity ID   stdio (`strictcall.mcp.stdio`); the identity is
+                                                 the operator's flag
+    strictcall serve                             streamable HTTP at /mcp (`strictcall.mcp.http`);
+                                                 the identity comes from the bearer token
+
+The SDK's low-level `Server` does the framing, the handshake, both protocol eras and the
+sessions; the gateway decides everything about a call. `adapter` turns the gateway into MCP's
+tools/list and tools/call, `intake` reads every message strictly before the SDK sees it, and
+`stdio` and `http` are the two transports. Importing this package loads the MCP SDK
+(`strictcall[mcp]`).
+"""
+
+from __future__ import annotations
+
+from strictcall.errors import require_extra
+
+require_extra("mcp", "mcp")
+
+from strictcall.mcp.adapter import (  # noqa: E402
+    MCP_PARAMS,
+    RESULT_MEMBER,
+    McpTools,
+    describe_tools,
+    result_is_wrapped,
+    tool_result,
+    wrap_schema,
+)
+from strictcall.mcp.http import McpHttpApp, identity_in_scope  # noqa: E402
+from strictcall.mcp.intake import DirectCall, Refused, read_message, refuse_too_large  # noqa: E402
+from strictcall.mcp.stdio import DRAIN_S, Answers, StdioIntake, read_lines, serve_stdio  # noqa: E402
+
+__all__ = [
+    "DRAIN_S",
+    "MCP_PARAMS",
+    "RESULT_MEMBER",
+    "Answers",
+    "DirectCall",
+    "McpHttpApp",
+    "McpTools",
+    "Refused",
+    "StdioIntake",
+    "describe_tools",
+    "identity_in_scope",
+    "read_lines",
+    "read_message",
+    "refuse_too_large",
+    "result_is_wrapped",
+    "serve_stdio",
+    "tool_result",
+    "wrap_schema",
+]

@@ -1,0 +1,230 @@
+"""MCP's view of the gateway: tools/list and tools/call on the official SDK's low-level server.
+
+- tools/list gives each tool's name, description, inputSchema and outputSchema. MCP wants an
+  object schema there, so a tool whose result is not declared an object is advertised wrapped:
+  {"type": "object", "properties": {"result": <schema>}, "required": ["result"], ...}.
+- tools/call hands the raw params (never the SDK's coerced model) to the gateway. Success:
+  structuredContent holds the validated value (wrapped as {"result": value} for those tools)
+  and one text block holds the value as JSON, so [], "" and null are never an empty content
+  list. Failure: isError, structuredContent holds the structured error {code, stage,
+  retryable, ...} and one text block the same JSON.
+
+A call id names one call to the gateway (writes are idempotent per identity and call id). An
+MCP request id is only unique within one connection, and hosts restart their ids at every
+launch, so the call id is the request id qualified by its connection (`call_scope`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, Final
+
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel.server import Server
+
+from strictcall.errors import JSONValue
+from strictcall.gateway import Gateway
+from strictcall.jsonrpc import Recorder
+from strictcall.jsontext import dump_text
+from strictcall.pipeline import fail
+from strictcall.refusals import NO_TOKEN, WITHHELD
+from strictcall.storage import AuditRecord
+
+SERVER_NAME: Final = "strictcall"
+
+RESULT_MEMBER: Final = "result"
+"""The member that holds a result that is not an object, in structuredContent and in the
+advertised outputSchema."""
+
+MCP_PARAMS: Final = frozenset({"_meta", "task", "inputResponses", "requestState"})
+"""Members of tools/call params that belong to MCP itself, not to the call; any other member
+besides name and arguments reaches the gateway, which refuses it."""
+
+Context = ServerRequestContext[Any, Any]
+IdentityOf = Callable[[Context], str | None]
+
+
+# --- tools/list --------------------------------------------------------------------------------
+
+
+def result_is_wrapped(output_schema: JSONValue) -> bool:
+    """Whether a tool's results are wrapped as {"result": value}: unless its schema declares an
+    object, a value may be something MCP's structuredContent cannot hold."""
+    return not (isinstance(output_schema, dict) and output_schema.get("type") == "object")
+
+
+def wrap_schema(schema: JSONValue) -> dict[str, JSONValue]:
+    """The object schema of {"result": value} for a value of `schema`; its local references
+    ("#/$defs/...") are moved along with it."""
+    return {
+        "type": "object",
+        "properties": {RESULT_MEMBER: _moved_refs(schema, "#/properties/" + RESULT_MEMBER)},
+        "required": [RESULT_MEMBER],
+        "additionalProperties": False,
+    }
+
+
+_DATA_KEYWORDS: Final = frozenset({"const", "enum", "default", "examples"})
+"""Keywords whose values are instances, not schemas: a "$ref" inside one is data."""
+
+
+def _moved_refs(schema: JSONValue, base: str) -> JSONValue:
+    if isinstance(schema, list):
+        return [_moved_refs(item, base) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    moved: dict[str, JSONValue] = {}
+    for key, value in schema.items():
+        if key == "$ref" and isinstance(value, str) and (value == "#" or value.startswith("#/")):
+            moved[key] = base + value[1:]
+        elif key in _DATA_KEYWORDS:
+            moved[key] = value
+        else:
+            moved[key] = _moved_refs(value, base)
+    return moved
+
+
+def describe_tools(gateway: Gateway) -> list[types.Tool]:
+    """The gateway's tools as MCP lists them, with non-object output schemas wrapped."""
+    tools = []
+    for listed in gateway.list_tools("mcp"):
+        output_schema = listed["outputSchema"]
+        if result_is_wrapped(output_schema):
+            output_schema = wrap_schema(output_schema)
+        tools.append(
+            types.Tool(
+                name=listed["name"],
+                description=listed["description"],
+                input_schema=listed["inputSchema"],
+                output_schema=output_schema,
+            )
+        )
+    return tools
+
+
+# --- tools/call --------------------------------------------------------------------------------
+
+
+def tool_result(answer: dict[str, JSONValue], *, wrapped: bool) -> types.CallToolResult:
+    """A gateway answer as an MCP tool result: the value (or the structured error) in
+    structuredContent and, as JSON, in exactly one text block."""
+    if answer["ok"] is True:
+        value = answer["result"]
+        text = json_text(value)
+        if text is not None:
+            structured = {RESULT_MEMBER: value} if wrapped else value
+            return types.CallToolResult(
+                content=[types.TextContent(text=text)], structured_content=structured
+            )
+        error = WITHHELD.as_error()
+    else:
+        error = answer["error"]
+    error_text = json_text(error)  # the catalogue's errors always write; None never reaches here
+    return types.CallToolResult(
+        content=[types.TextContent(text="" if error_text is None else error_text)],
+        structured_content=error,
+        is_error=True,
+    )
+
+
+def result_message(
+    request_id: types.RequestId, result: types.CallToolResult
+) -> types.JSONRPCResponse:
+    """A tool result as the JSON-RPC response that carries it."""
+    dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+    return types.JSONRPCResponse(jsonrpc="2.0", id=request_id, result=dumped)
+
+
+def json_text(value: JSONValue) -> str | None:
+    """`value` as compact JSON text, or None when it cannot be written as UTF-8 JSON."""
+    text = dump_text(value)
+    return None if text is None else text.decode("utf-8")
+
+
+class McpTools:
+    """The gateway's tools behind the SDK's low-level `Server`: tools/list and tools/call only.
+
+    `identity_of` says who is calling (None refuses the call as unauthenticated); `call_scope`
+    gives the connection part of call ids.
+    """
+
+    def __init__(
+        self,
+        gateway: Gateway,
+        identity_of: IdentityOf,
+        call_scope: Callable[[], str],
+        record: Recorder | None = None,
+    ) -> None:
+        self.gateway: Final = gateway
+        self._identity_of = identity_of
+        self._call_scope = call_scope
+        self._record = record
+        self._tools: Final = describe_tools(gateway)
+        self._wrapped: Final = frozenset(
+            tool.name for tool in gateway.tools if result_is_wrapped(tool.output_schema)
+        )
+        self._names: Final = frozenset(tool.name for tool in gateway.tools)
+
+    def server(self) -> Server[Any]:
+        """A new low-level SDK server answering with these tools."""
+        return Server(
+            SERVER_NAME,
+            version=_version(),
+            on_list_tools=self.list_tools,
+            on_call_tool=self.call_tool,
+        )
+
+    async def list_tools(
+        self, ctx: Context, params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        """tools/list: every tool, on one page."""
+        return types.ListToolsResult(tools=self._tools)
+
+    async def call_tool(
+        self, ctx: Context, params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        """tools/call as the SDK hands it over: the raw params go to the gateway; the SDK's
+        parsed `params` are unused (pydantic would have coerced what the gateway must see as
+        sent)."""
+        raw = dict(ctx.params) if ctx.params is not None else {}
+        return await self.answer_call(raw, ctx.request_id, self._identity_of(ctx))
+
+    async def answer_call(
+        self,
+        params: dict[str, JSONValue],
+        request_id: types.RequestId | None,
+        identity: str | None,
+    ) -> types.CallToolResult:
+        """A tools/call's params through the gateway, answered as a tool result and audited.
+
+        Every tools/call comes here: those the SDK passes on, and those it would refuse with a
+        bare -32602 (no tool name, arguments that are not an object), so that the gateway's
+        ladder decides them all alike (route before shape, the same details).
+        """
+        call = {key: value for key, value in params.items() if key not in MCP_PARAMS}
+        name = call.get("name")
+        tool = name if type(name) is str and name in self._names else None
+        call_id = f"mcp-{self._call_scope()}:{json_text(request_id)}"
+        started = time.perf_counter_ns()
+        if identity is None:  # a transport that forgot the caller: refuse, never guess
+            answer = fail(call_id, NO_TOKEN)
+        else:
+            # only a gateway whose tools take numbers needs to know (Gateway.reads_numbers)
+            answer = await self.gateway.call_parsed_async(call, identity, call_id)
+        result = tool_result(answer, wrapped=tool in self._wrapped)
+        if self._record is not None:
+            error = result.structured_content if result.is_error else None
+            latency_us = (time.perf_counter_ns() - started) // 1000
+            self._record(AuditRecord.of_call(call_id, identity, tool, error, latency_us))
+        return result
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("strictcall")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return ""

@@ -1,0 +1,106 @@
+"""MCP streamable HTTP at /mcp, stateless with JSON responses; the identity comes from the
+bearer token, checked by `strictcall.http` before this app is reached.
+
+A POST body is read (up to the limit) and through the strict intake before the SDK sees it:
+refusals are the body of a 400 (413 when too large), a tools/call the SDK would refuse
+without detail is answered by the gateway as a tool result, and everything else is replayed to
+the SDK's session manager.
+"""
+
+from __future__ import annotations
+
+import uuid
+from contextlib import AbstractAsyncContextManager
+from typing import Final
+
+import orjson
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from starlette.requests import Request
+from starlette.responses import Response
+
+from strictcall.gateway import Gateway
+from strictcall.http import IDENTITY_KEY, Message, Receive, Scope, Send, read_body
+from strictcall.jsonrpc import Recorder
+from strictcall.mcp.adapter import Context, McpTools, result_message
+from strictcall.mcp.intake import DirectCall, Refused, read_message, refuse_too_large
+from strictcall.storage import AuditRecord
+
+
+def identity_in_scope(ctx: Context) -> str | None:
+    """The identity `strictcall.http` put in the HTTP request's scope, or None."""
+    request = ctx.request
+    if not isinstance(request, Request):
+        return None
+    identity = request.scope.get(IDENTITY_KEY)
+    return identity if isinstance(identity, str) else None
+
+
+class McpHttpApp:
+    """MCP streamable HTTP, stateless with JSON responses, as an ASGI app for `RpcApp`'s
+    mounts: it expects the caller's identity in the scope (`strictcall.http.IDENTITY_KEY`), and
+    `lifespan()` must be running while it serves."""
+
+    def __init__(self, gateway: Gateway, *, record: Recorder | None = None) -> None:
+        self.limits: Final = gateway.limits
+        self._record = record
+        tools = McpTools(gateway, identity_in_scope, lambda: f"http-{uuid.uuid4().hex}", record)
+        self._tools = tools
+        self.manager: Final = StreamableHTTPSessionManager(
+            tools.server(),
+            json_response=True,
+            stateless=True,
+            max_request_body_size=gateway.limits.max_size,
+        )
+
+    def lifespan(self) -> AbstractAsyncContextManager[None]:
+        """The session manager's run, to be entered at startup and left at shutdown."""
+        return self.manager.run()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["method"] == "POST":
+            body = await read_body(receive, self.limits.max_size)
+            if body is None:
+                await self._refuse(refuse_too_large(self.limits), 413, scope, receive, send)
+                return
+            message = read_message(body, self.limits)
+            if isinstance(message, Refused):
+                await self._refuse(message, message.status, scope, receive, send)
+                return
+            if isinstance(message, DirectCall):
+                await self._answer_directly(message, scope, receive, send)
+                return
+            receive = _replay(body, receive)
+        await self.manager.handle_request(scope, receive, send)
+
+    async def _answer_directly(
+        self, call: DirectCall, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        identity = scope.get(IDENTITY_KEY)
+        result = await self._tools.answer_call(
+            call.params, call.request_id, identity if isinstance(identity, str) else None
+        )
+        reply = result_message(call.request_id, result)
+        body = orjson.dumps(reply.model_dump(by_alias=True, mode="json", exclude_none=True))
+        response = Response(body, status_code=200, media_type="application/json")
+        await response(scope, receive, send)
+
+    async def _refuse(
+        self, refused: Refused, status: int, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        if self._record is not None:
+            identity = scope.get(IDENTITY_KEY)
+            self._record(AuditRecord.of_call(None, identity, None, refused.error, 0))
+        response = Response(refused.body(), status_code=status, media_type="application/json")
+        await response(scope, receive, send)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A receive that gives the body already read, then whatever the client sends next."""
+    pending: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replayed() -> Message:
+        if pending:
+            return pending.pop()
+        return await receive()
+
+    return replayed

@@ -1,0 +1,109 @@
+"""Strict intake of one MCP message, before the SDK sees it.
+
+Every message is read with strictcall's strict intake: a text that is not strict JSON gets
+-32700 with id null, one that is not a JSON-RPC 2.0 message -32600, one longer than the limit
+request_too_large. A tools/call whose params the SDK would refuse without detail goes to the
+gateway instead (`DirectCall`), so that it is answered as any other call is.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, NamedTuple
+
+import mcp_types as types
+import orjson
+from pydantic import ValidationError
+
+from strictcall.errors import JSONValue, Rejection
+from strictcall.ids import valid_id
+from strictcall.jsonrpc import error_reply, read_request
+from strictcall.pipeline import Limits, read_call, too_large
+from strictcall.refusals import NOT_A_REQUEST
+
+
+class Refused:
+    """A message refused before the SDK saw it, and its JSON-RPC error reply (HTTP 400)."""
+
+    __slots__ = ("error", "reply", "status")
+
+    def __init__(self, request_id: str | int | None, refusal: Rejection) -> None:
+        self.error: Final = refusal.as_error()
+        """The structured error {code, stage, retryable, ...}."""
+        self.reply: Final[dict[str, Any]] = error_reply(request_id, self.error)
+        self.status: Final = 400
+
+    def message(self) -> types.JSONRPCMessage:
+        """The reply as the SDK's message model."""
+        return types.jsonrpc_message_adapter.validate_python(self.reply, by_name=False)
+
+    def body(self) -> bytes:
+        """The reply as UTF-8 JSON."""
+        return orjson.dumps(self.reply)
+
+
+class DirectCall(NamedTuple):
+    """A tools/call the SDK would refuse with a bare -32602 (no tool name, or arguments that
+    are not an object): it goes to the gateway directly, which answers it as it answers any
+    other call (route first, then shape), as a tool result."""
+
+    request_id: types.RequestId
+    params: dict[str, JSONValue]
+
+
+_RESPONSE_MEMBERS: Final = frozenset({"jsonrpc", "id", "result", "error"})
+
+
+def read_message(raw: bytes, limits: Limits) -> types.JSONRPCMessage | DirectCall | Refused:
+    """One JSON-RPC 2.0 message read strictly: a request or notification as
+    `strictcall.jsonrpc` accepts them, or a response; anything else is refused."""
+    document = read_call(raw, limits)
+    if isinstance(document, Rejection):
+        return Refused(None, document)
+    message = document.value
+    if type(message) is dict and "method" not in message and _RESPONSE_MEMBERS & message.keys():
+        acceptable = _is_response(message)
+    else:
+        acceptable = not isinstance(read_request(message), Rejection)
+    if acceptable and message.get("method") == "tools/call" and "id" in message:
+        params = message.get("params", {})  # absent params are read_request's "no params"
+        if _sdk_refuses(params):
+            return DirectCall(message["id"], params)
+    if acceptable:
+        try:
+            return types.jsonrpc_message_adapter.validate_python(message, by_name=False)
+        except ValidationError:
+            pass
+    return Refused(valid_id(message), NOT_A_REQUEST)
+
+
+def _sdk_refuses(params: dict[str, JSONValue]) -> bool:
+    """Whether the SDK's model of tools/call params refuses these without a structured error:
+    a name that is not a str, or arguments neither an object nor null."""
+    if type(params.get("name")) is not str:
+        return True
+    arguments = params.get("arguments")
+    return arguments is not None and type(arguments) is not dict
+
+
+def refuse_too_large(limits: Limits) -> Refused:
+    """The refusal of a message longer than the limit, unread."""
+    return Refused(None, too_large(limits.max_size))
+
+
+def _is_response(message: dict[str, JSONValue]) -> bool:
+    """A JSON-RPC 2.0 response with a result object or an error {code: int, message: str}."""
+    if not _RESPONSE_MEMBERS.issuperset(message) or message.get("jsonrpc") != "2.0":
+        return False
+    if ("result" in message) == ("error" in message):
+        return False
+    if "id" not in message:
+        return False
+    if "result" in message:
+        return type(message["result"]) is dict and valid_id(message) is not None
+    error = message["error"]
+    return (
+        (message["id"] is None or valid_id(message) is not None)
+        and type(error) is dict
+        and type(error.get("code")) is int
+        and type(error.get("message")) is str
+    )

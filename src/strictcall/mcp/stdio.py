@@ -1,0 +1,248 @@
+"""MCP on stdio: `strictcall serve --mcp-stdio --identity ID`, the identity the operator's.
+
+The SDK's stdio transport writes (its framing, and fd 1 kept for the wire alone); strictcall
+reads, so that every line gets an answer: blank lines carry no message and are skipped; a line
+longer than the limit is skipped unread and refused; every other line goes through the strict
+intake (`strictcall.mcp.intake`). When stdin ends, the requests still running are answered
+(within `DRAIN_S`) before the session ends: the SDK alone would cancel them unanswered.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import secrets
+import sys
+import threading
+from collections import Counter
+from typing import IO, Final, Protocol, cast
+
+import anyio
+import mcp_types as types
+from anyio.from_thread import BlockingPortal
+from anyio.streams.memory import MemoryObjectSendStream
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+
+from strictcall.gateway import Gateway
+from strictcall.ids import valid_id
+from strictcall.jsonrpc import Recorder
+from strictcall.mcp.adapter import McpTools, result_message
+from strictcall.mcp.intake import DirectCall, Refused, read_message, refuse_too_large
+from strictcall.storage import AuditRecord
+
+
+def serve_stdio(
+    gateway: Gateway,
+    identity: str,
+    *,
+    record: Recorder | None = None,
+    stdin: IO[bytes] | None = None,
+) -> None:
+    """Serve MCP on this process's stdin and stdout as `identity` until stdin ends."""
+    source = stdin if stdin is not None else _private_stdin()
+    anyio.run(_serve_stdio, gateway, identity, record, source)
+    if stdin is None:  # stdin has ended, so its reader has returned
+        source.close()
+
+
+def _private_stdin() -> IO[bytes]:
+    """A reader of fd 0 of its own: the reading thread may still block on it when the process
+    ends (on SIGINT), and sys.stdin's buffer would then be locked while Python finalizes it."""
+    try:
+        return os.fdopen(os.dup(sys.stdin.fileno()), "rb")
+    except (AttributeError, OSError, ValueError):  # started with stdin closed: it has ended
+        return io.BytesIO()
+
+
+async def _serve_stdio(
+    gateway: Gateway, identity: str, record: Recorder | None, stdin: IO[bytes]
+) -> None:
+    scope = f"stdio-{secrets.token_hex(8)}"
+    tools = McpTools(gateway, lambda ctx: identity, lambda: scope, record)
+    server = tools.server()
+    read_send, read_receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    # The SDK's transport writes (its framing, and fd 1 kept for the wire alone so that stray
+    # prints go to stderr); reading is ours, so that no line goes unanswered.
+    async with (
+        stdio_server(stdin=cast("anyio.AsyncFile[str]", _NoInput())) as (unused, write_stream),
+        BlockingPortal() as portal,
+    ):
+        await unused.aclose()
+        answers = Answers(write_stream)
+        intake = StdioIntake(read_send, answers, tools, identity, record)
+        reader = threading.Thread(
+            target=read_lines,
+            args=(stdin, gateway.limits.max_size, intake, portal),
+            name="strictcall-mcp-stdin",
+            daemon=True,  # a read blocked on a silent host must not hold up the exit
+        )
+        reader.start()
+        await server.run(read_receive, answers, server.create_initialization_options())
+
+
+class _NoInput:
+    """Stands in for the SDK transport's stdin, which strictcall reads itself."""
+
+    def __aiter__(self) -> _NoInput:
+        return self
+
+    async def __anext__(self) -> str:
+        raise StopAsyncIteration
+
+
+DRAIN_S: Final = 10.0
+"""How long the end of stdin waits for the answers to requests still running: the SDK cancels
+them, unanswered, as soon as its read side ends."""
+
+
+class WriteSide(Protocol):
+    """The SDK stdio transport's write stream."""
+
+    async def send(self, item: SessionMessage, /) -> None: ...
+
+    async def aclose(self) -> None: ...
+
+
+class Answers:
+    """The write side of a stdio session, watched for the answers to the requests stdin passed
+    on, so that the end of stdin can wait for them."""
+
+    def __init__(self, inner: WriteSide) -> None:
+        self._inner = inner
+        self._waiting: Counter[str] = Counter()
+        self._settled = anyio.Event()
+        self._settled.set()
+
+    def expect(self, request_id: types.RequestId) -> None:
+        """A request was passed on: its answer is awaited."""
+        if not self._waiting:
+            self._settled = anyio.Event()
+        self._waiting[_key(request_id)] += 1
+
+    def forget(self, request_id: types.RequestId) -> None:
+        """A request was answered (or cancelled, and will never be)."""
+        key = _key(request_id)
+        if key in self._waiting:
+            self._waiting[key] -= 1
+            if self._waiting[key] <= 0:
+                del self._waiting[key]
+        if not self._waiting:
+            self._settled.set()
+
+    async def settled(self) -> None:
+        """Return once every request passed on has its answer."""
+        await self._settled.wait()
+
+    async def send(self, item: SessionMessage, /) -> None:
+        await self._inner.send(item)
+        message = item.message
+        if (
+            isinstance(message, types.JSONRPCResponse | types.JSONRPCError)
+            and message.id is not None
+        ):
+            self.forget(message.id)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> Answers:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
+def _key(request_id: types.RequestId) -> str:
+    """A request id with its JSON type, so that 7 and "7" stay two ids."""
+    return f"{type(request_id).__name__}:{request_id}"
+
+
+class StdioIntake:
+    """Where stdin's lines go: valid messages on to the SDK, refusals answered at once on the
+    SDK's own write stream."""
+
+    def __init__(
+        self,
+        messages: MemoryObjectSendStream[SessionMessage | Exception],
+        answers: Answers,
+        tools: McpTools,
+        identity: str,
+        record: Recorder | None,
+    ) -> None:
+        self._messages = messages
+        self._answers = answers
+        self._tools = tools
+        self._limits = tools.gateway.limits
+        self._identity = identity
+        self._record = record
+
+    async def take(self, line: bytes) -> None:
+        """Pass on or answer one line (its newline removed); a blank line carries no message."""
+        if not line.strip(b" \t\r"):
+            return
+        message = read_message(line, self._limits)
+        if isinstance(message, Refused):
+            await self._answer(message)
+            return
+        if isinstance(message, DirectCall):
+            result = await self._tools.answer_call(
+                message.params, message.request_id, self._identity
+            )
+            reply = result_message(message.request_id, result)
+            await self._answers.send(SessionMessage(reply))
+            return
+        if isinstance(message, types.JSONRPCRequest):
+            self._answers.expect(message.id)
+        elif isinstance(message, types.JSONRPCNotification):
+            params = {} if message.params is None else message.params
+            cancelled = valid_id({"id": params.get("requestId")})
+            if message.method == "notifications/cancelled" and cancelled is not None:
+                self._answers.forget(cancelled)  # the SDK never answers a cancelled request
+        await self._messages.send(SessionMessage(message))
+
+    async def take_too_long(self) -> None:
+        """Answer a line that was longer than the limit (and skipped unread)."""
+        await self._answer(refuse_too_large(self._limits))
+
+    async def _answer(self, refused: Refused) -> None:
+        if self._record is not None:
+            self._record(AuditRecord.of_call(None, self._identity, None, refused.error, 0))
+        await self._answers.send(SessionMessage(refused.message()))
+
+    async def end(self) -> None:
+        """Stdin has ended: so does the session, once the requests still running are answered
+        (within `DRAIN_S`)."""
+        with anyio.move_on_after(DRAIN_S):
+            await self._answers.settled()
+        await self._messages.aclose()
+
+
+_SESSION_OVER: Final = (RuntimeError, anyio.ClosedResourceError, anyio.BrokenResourceError)
+"""What handing a line over raises once the server has stopped (the portal, or the streams)."""
+
+
+def read_lines(stream: IO[bytes], limit: int, intake: StdioIntake, portal: BlockingPortal) -> None:
+    """Read `stream` line by line (each at most `limit` bytes, the newline aside; longer ones
+    are skipped unread) and hand each line to `intake` on the portal's event loop."""
+    try:
+        while True:
+            chunk = stream.readline(limit + 1)
+            if not chunk:
+                break
+            if chunk.endswith(b"\n"):
+                portal.call(intake.take, chunk[:-1])
+            elif len(chunk) <= limit:  # the last line, without a newline
+                portal.call(intake.take, chunk)
+            else:
+                while chunk and not chunk.endswith(b"\n"):
+                    chunk = stream.readline(1 << 16)
+                portal.call(intake.take_too_long)
+    except (OSError, ValueError):  # stdin unreadable or closed under us: the same as its end
+        pass
+    except _SESSION_OVER:
+        return
+    try:
+        portal.call(intake.end)
+    except _SESSION_OVER:
+        return

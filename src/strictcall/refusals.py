@@ -1,0 +1,42 @@
+"""The refusals a transport answers with before, or instead of, the ladder: each decided here
+once, so that every transport gives the same answer with the same details.
+
+A transport only chooses which of these applies (no token, a body over the limit, a message that
+is not a request, ...); what the answer says is decided here and in the pipeline.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Final
+
+from strictcall.errors import (
+    AUTH_UNAVAILABLE,
+    INVALID_REQUEST,
+    RETRY_AFTER_MS,
+    UNAUTHENTICATED,
+    UNKNOWN_METHOD,
+    Rejection,
+)
+from strictcall.pipeline import WITHHELD, too_large
+
+__all__ = [
+    "AUTH_DOWN",
+    "NOT_A_REQUEST",
+    "NO_SUCH_METHOD",
+    "NO_TOKEN",
+    "WITHHELD",
+    "too_large",
+]
+
+NO_TOKEN: Final = Rejection(UNAUTHENTICATED)
+"""No token, or one the server does not know (HTTP 401)."""
+
+AUTH_DOWN: Final = Rejection(AUTH_UNAVAILABLE, MappingProxyType({"retry_after_ms": RETRY_AFTER_MS}))
+"""The token could not be checked: its store is down (HTTP 503)."""
+
+NOT_A_REQUEST: Final = Rejection(INVALID_REQUEST)
+"""A message that is not a JSON-RPC 2.0 request (or an empty batch)."""
+
+NO_SUCH_METHOD: Final = Rejection(UNKNOWN_METHOD)
+"""A JSON-RPC method the server does not have."""
