@@ -152,7 +152,7 @@ def test_check_arguments_uses_the_exact_validator_when_the_text_had_floats() -> 
 @pytest.mark.parametrize(
     ("call", "details"),
     [
-        ({"name": "t"}, {"pointer": "", "reason": "missing_member", "expected": "arguments"}),
+        ({"name": "t"}, {"pointer": "/arguments", "reason": "missing_member", "expected": "title"}),
         (
             {"name": "t", "arguments": None},
             {"pointer": "/arguments", "reason": "type", "expected": "object"},
