@@ -213,7 +213,8 @@ def _refusal(violation: Violation) -> Rejection:
     pointer = "/arguments" + to_pointer(violation.path)
     if violation.has_expected:
         return _located(pointer, violation.reason, violation.expected)
-    return Rejection(INVALID_ARGUMENTS, _frozen({"pointer": pointer, "reason": violation.reason}))
+    details = {"pointer": pointer, "reason": violation.reason.value}
+    return Rejection(INVALID_ARGUMENTS, _frozen(details))
 
 
 def _located(pointer: str, reason: str, expected: JSONValue) -> Rejection:
