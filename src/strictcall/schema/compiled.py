@@ -94,6 +94,11 @@ class CompiledSchema:
             quick = self._flat.first_violation(instance)
             if quick is not None:
                 return quick
+        return self.exact_violation(instance)
+
+    def exact_violation(self, instance: JSONValue) -> Violation | None:
+        """`first_violation` by the validator's own error iterator alone (the exact path),
+        without the quick describer; the two agree on every single fault."""
         first = None
         for count, error in enumerate(self._exact.iter_errors(instance)):
             if first is None:
