@@ -11,7 +11,7 @@ from types import MappingProxyType
 import pytest
 
 from strictcall import errors
-from strictcall.errors import CATALOGUE, ErrorKind, Rejection, Stage
+from strictcall.errors import CATALOGUE, PARSE_REASONS, ErrorKind, Rejection, Stage
 
 KINDS = {name: value for name, value in vars(errors).items() if isinstance(value, ErrorKind)}
 
@@ -137,3 +137,41 @@ def test_error_kinds_and_rejections_are_frozen() -> None:
         errors.INVALID_JSON.retryable = True  # type: ignore[misc]
     with pytest.raises(dataclasses.FrozenInstanceError):
         Rejection(errors.INVALID_JSON).kind = errors.UNKNOWN_TOOL  # type: ignore[misc]
+
+
+def test_every_parse_fault_is_a_parse_reason_of_the_catalogue() -> None:
+    from strictcall.jsontext import TextFault
+
+    assert {fault.value for fault in TextFault} <= {reason.value for reason in PARSE_REASONS}
+
+
+def test_every_public_exception_strictcall_defines_is_a_strictcall_error() -> None:
+    import importlib
+    import inspect
+    import pkgutil
+
+    import strictcall
+
+    found = []
+    for module_info in pkgutil.walk_packages(strictcall.__path__, "strictcall."):
+        name = module_info.name
+        if name.endswith("__main__"):
+            continue
+        try:
+            module = importlib.import_module(name)
+        except errors.MissingExtra:
+            continue
+        for attribute, value in vars(module).items():
+            if (
+                inspect.isclass(value)
+                and issubclass(value, BaseException)
+                and value.__module__ == name
+                and not attribute.startswith("_")
+            ):
+                found.append(value)
+    assert len(found) >= 12
+    for exception in found:
+        assert issubclass(exception, errors.StrictcallError), exception
+    tree = errors.StrictcallError.__doc__ or ""
+    for exception in found:
+        assert exception.__name__ in tree, exception

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from strictcall.errors import CATALOGUE
+from strictcall.errors import CATALOGUE, PARSE_REASONS, REASON_MEANINGS, Reason
 from strictcall.jsonrpc import ERROR_CODES
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
@@ -38,3 +38,19 @@ def test_readme_jsonrpc_table_is_the_mapping() -> None:
     for stage, (code, message) in ERROR_CODES.items():
         assert int(rows[stage.value][1]) == code
         assert re.match(re.escape(message), rows[stage.value][2])
+
+
+def test_readme_reason_table_is_the_reason_catalogue() -> None:
+    rows = {row[0].strip("`"): row for row in _rows("reason")}
+    assert set(rows) == {reason.value for reason in Reason}
+    for reason, meaning in REASON_MEANINGS.items():
+        row = rows[reason.value]
+        assert row[1] == ("parse" if reason in PARSE_REASONS else "shape")
+        assert row[2] == meaning
+
+
+def test_readme_transport_differences_are_the_equivalence_tests_exceptions() -> None:
+    from test_equivalence import EXCEPTIONS
+
+    rows = {row[0].strip("`"): row[1] for row in _rows("difference")}
+    assert rows == EXCEPTIONS

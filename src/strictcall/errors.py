@@ -19,6 +19,7 @@ envelope that is not a request, never reaches the ladder.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
@@ -45,92 +46,91 @@ class Reason(StrEnum):
     """Why a call failed where it did: the `reason` detail of parse and shape errors.
 
     Parse reasons say what was wrong with the text; shape reasons name the JSON Schema rule the
-    arguments broke (`expected` then says what the rule asked for, from the schema alone).
+    arguments broke (`expected` then says what the rule asked for, from the schema alone). What
+    each means is `REASON_MEANINGS`, which the README's table of reasons shows.
     """
 
-    # parse: the text
     TOO_LARGE = "too_large"
-    """Longer than the size limit; not read."""
     NOT_TEXT = "not_text"
-    """Neither str nor bytes."""
     SYNTAX = "syntax"
-    """Not JSON: bad syntax, NaN or Infinity, a comment, trailing data, a raw control character."""
     INVALID_UTF8 = "invalid_utf8"
-    """Bytes that are not UTF-8."""
     LONE_SURROGATE = "lone_surrogate"
-    """A \\u escape of half a surrogate pair, which names no character."""
     DUPLICATE_MEMBER = "duplicate_member"
-    """An object names the same member twice (which value wins is parser-dependent)."""
     TOO_DEEP = "too_deep"
-    """Nested deeper than the depth limit."""
     NUMBER_OUT_OF_RANGE = "number_out_of_range"
-    """A number beyond a double's range."""
-
-    # shape: objects
     UNEXPECTED_MEMBER = "unexpected_member"
-    """A member the schema does not declare (`expected`: the declared names)."""
     MISSING_MEMBER = "missing_member"
-    """A required member is absent (`expected`: its name)."""
     MIN_PROPERTIES = "min_properties"
-    """Fewer members than the schema's minProperties."""
     MAX_PROPERTIES = "max_properties"
-    """More members than the schema's maxProperties."""
     PROPERTY_NAMES = "property_names"
-    """A member name the schema's propertyNames refuses."""
-    # shape: any value
     TYPE = "type"
-    """The value is of another JSON type (`expected`: the type, or the list of types)."""
     ENUM = "enum"
-    """Not one of the schema's values (`expected`: the list)."""
     CONST = "const"
-    """Not the schema's one value (`expected`: it)."""
     FORMAT = "format"
-    """A string not in the declared format."""
     NOT_ALLOWED = "not_allowed"
-    """The schema admits nothing here (false)."""
-    # shape: strings
     MIN_LENGTH = "min_length"
-    """Shorter than minLength."""
     MAX_LENGTH = "max_length"
-    """Longer than maxLength."""
     PATTERN = "pattern"
-    """Does not match the pattern."""
     CONTENT_ENCODING = "content_encoding"
-    """Not in the declared contentEncoding."""
     CONTENT_MEDIA_TYPE = "content_media_type"
-    """Not of the declared contentMediaType."""
-    # shape: numbers
     MINIMUM = "minimum"
-    """Below minimum."""
     MAXIMUM = "maximum"
-    """Above maximum."""
     EXCLUSIVE_MINIMUM = "exclusive_minimum"
-    """At or below exclusiveMinimum."""
     EXCLUSIVE_MAXIMUM = "exclusive_maximum"
-    """At or above exclusiveMaximum."""
     MULTIPLE_OF = "multiple_of"
-    """Not a multiple of multipleOf."""
-    # shape: arrays
     MIN_ITEMS = "min_items"
-    """Fewer items than minItems."""
     MAX_ITEMS = "max_items"
-    """More items than maxItems."""
     UNIQUE_ITEMS = "unique_items"
-    """Two items are equal where uniqueItems forbids it."""
     UNEXPECTED_ITEM = "unexpected_item"
-    """An item beyond those the schema allows."""
     CONTAINS = "contains"
-    """No item (or too few, or too many) matches contains."""
-    # shape: combinators
     ANY_OF = "any_of"
-    """Matches none of anyOf's alternatives."""
     ONE_OF = "one_of"
-    """Matches none, or more than one, of oneOf's alternatives."""
     NOT = "not"
-    """Matches the schema under not."""
     CONSTRAINT = "constraint"
-    """Some other rule of the schema (one this catalogue does not name)."""
 
+
+REASON_MEANINGS: Final[Mapping[Reason, str]] = MappingProxyType(
+    {
+        Reason.TOO_LARGE: "Longer than the size limit; not read.",
+        Reason.NOT_TEXT: "Neither str nor bytes.",
+        Reason.SYNTAX: "Not JSON: syntax, NaN, a comment, trailing data, a raw control character.",
+        Reason.INVALID_UTF8: "Bytes that are not UTF-8.",
+        Reason.LONE_SURROGATE: "A \\u escape of half a surrogate pair, which names no character.",
+        Reason.DUPLICATE_MEMBER: "A member named twice (parsers differ on which one wins).",
+        Reason.TOO_DEEP: "Nested deeper than the depth limit.",
+        Reason.NUMBER_OUT_OF_RANGE: "A number beyond a double's range.",
+        Reason.UNEXPECTED_MEMBER: "A member the schema does not have (`expected`: those it has).",
+        Reason.MISSING_MEMBER: "A required member is absent (`expected`: its name).",
+        Reason.MIN_PROPERTIES: "Fewer members than the schema's minProperties.",
+        Reason.MAX_PROPERTIES: "More members than the schema's maxProperties.",
+        Reason.PROPERTY_NAMES: "A member name the schema's propertyNames refuses.",
+        Reason.TYPE: "Another JSON type than the schema asks (`expected`: the type or types).",
+        Reason.ENUM: "Not one of the schema's values (`expected`: the list).",
+        Reason.CONST: "Not the schema's one value (`expected`: it).",
+        Reason.FORMAT: "A string not in the declared format.",
+        Reason.NOT_ALLOWED: "The schema admits nothing here (false).",
+        Reason.MIN_LENGTH: "Shorter than minLength.",
+        Reason.MAX_LENGTH: "Longer than maxLength.",
+        Reason.PATTERN: "Does not match the pattern.",
+        Reason.CONTENT_ENCODING: "Not in the declared contentEncoding.",
+        Reason.CONTENT_MEDIA_TYPE: "Not of the declared contentMediaType.",
+        Reason.MINIMUM: "Below minimum.",
+        Reason.MAXIMUM: "Above maximum.",
+        Reason.EXCLUSIVE_MINIMUM: "At or below exclusiveMinimum.",
+        Reason.EXCLUSIVE_MAXIMUM: "At or above exclusiveMaximum.",
+        Reason.MULTIPLE_OF: "Not a multiple of multipleOf.",
+        Reason.MIN_ITEMS: "Fewer items than minItems.",
+        Reason.MAX_ITEMS: "More items than maxItems.",
+        Reason.UNIQUE_ITEMS: "Two items are equal where uniqueItems forbids it.",
+        Reason.UNEXPECTED_ITEM: "An item beyond those the schema allows.",
+        Reason.CONTAINS: "No item (or too few, or too many) matches contains.",
+        Reason.ANY_OF: "Matches none of anyOf's alternatives.",
+        Reason.ONE_OF: "Matches none, or more than one, of oneOf's alternatives.",
+        Reason.NOT: "Matches the schema under not.",
+        Reason.CONSTRAINT: "Some other rule of the schema (one this catalogue does not name).",
+    }
+)
+"""What each reason means, in one line."""
 
 PARSE_REASONS: Final = frozenset(
     {
