@@ -23,6 +23,7 @@ import sys
 from collections.abc import Sequence
 from typing import BinaryIO, TextIO
 
+from strictcall.errors import MissingExtra
 from strictcall.jsontext import MAX_SIZE
 from strictcall.seed import demo_lines, handle
 
@@ -122,6 +123,9 @@ def main(
         if args.command == "call":
             return _call(args, stdin if stdin is not None else _buffer_of(sys.stdin), out)
         return _operate(args, io.TextIOWrapper(out, encoding="utf-8", write_through=True))
+    except MissingExtra as exc:  # one line naming the extra, never an ImportError traceback
+        print(f"strictcall {args.command}: {exc}", file=sys.stderr)
+        return EXIT_REFUSED
     except (BrokenPipeError, ConnectionResetError):
         return EXIT_REFUSED
     except KeyboardInterrupt:
@@ -148,9 +152,9 @@ def _call(args: argparse.Namespace, stdin: BinaryIO | None, out: BinaryIO) -> in
 
 def _operate(args: argparse.Namespace, out: TextIO) -> int:
     from strictcall import commands
-    from strictcall.server import default_db_path
+    from strictcall.storage import default_db
 
-    db = args.db if args.db is not None else default_db_path()
+    db = args.db if args.db is not None else default_db()
     err = sys.stderr
     if args.command == "serve" and (args.mcp_stdio or args.identity is not None):
         if not (args.mcp_stdio and args.identity and not args.demo):

@@ -20,10 +20,15 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Final, Literal
 
-import httpx
 import orjson
 
-from strictcall.errors import JSONValue, StrictcallError
+from strictcall.errors import JSONValue, MissingExtra, StrictcallError
+
+try:
+    import httpx
+except ImportError:  # pragma: no cover - exercised in a venv without the extra
+    raise MissingExtra("client", "httpx") from None
+
 from strictcall.ids import check_request_id
 from strictcall.jsontext import JSONTextError, loads_strict
 from strictcall.reply import interpret_tool_reply

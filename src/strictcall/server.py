@@ -11,12 +11,16 @@ from __future__ import annotations
 import gc
 import importlib.util
 import logging
-import os
 from collections.abc import Callable
 from types import FrameType
 from typing import Final
 
-import uvicorn
+from strictcall.errors import MissingExtra
+
+try:
+    import uvicorn
+except ImportError:  # pragma: no cover - exercised in a venv without the extra
+    raise MissingExtra("server", "uvicorn") from None
 
 from strictcall.audit import AuditLog
 from strictcall.coalesce import CoalescingHttpToolsProtocol
@@ -24,19 +28,13 @@ from strictcall.http import RpcApp
 from strictcall.jsonrpc import Recorder, RpcService
 from strictcall.notes import notes_gateway
 from strictcall.pipeline import Limits
-from strictcall.storage import DEFAULT_DB_PATH, AuditRecord, Store, StoreUnavailable
+from strictcall.storage import AuditRecord, Store, StoreUnavailable
 
 DEFAULT_HOST: Final = "127.0.0.1"
 DEFAULT_PORT: Final = 8765
 GRACEFUL_SHUTDOWN_S: Final = 10
 
 log = logging.getLogger("strictcall")
-
-
-def default_db_path() -> str:
-    """$STRICTCALL_DB, or strictcall.sqlite3 in the current directory."""
-    # An empty variable names no file, so it means the same as an unset one here.
-    return os.environ.get("STRICTCALL_DB") or DEFAULT_DB_PATH
 
 
 def audit_recorder(store: Store) -> Recorder:

@@ -14,11 +14,14 @@ tools/list and tools/call, `intake` reads every message strictly before the SDK 
 
 from __future__ import annotations
 
-from strictcall.errors import require_extra
+from strictcall.errors import MissingExtra
 
-require_extra("mcp", "mcp")
+try:
+    import mcp as _sdk  # noqa: F401
+except ImportError:  # pragma: no cover - exercised in a venv without the extra
+    raise MissingExtra("mcp", "mcp") from None
 
-from strictcall.mcp.adapter import (  # noqa: E402
+from strictcall.mcp.adapter import (
     MCP_PARAMS,
     RESULT_MEMBER,
     McpTools,
@@ -27,9 +30,9 @@ from strictcall.mcp.adapter import (  # noqa: E402
     tool_result,
     wrap_schema,
 )
-from strictcall.mcp.http import McpHttpApp, identity_in_scope  # noqa: E402
-from strictcall.mcp.intake import DirectCall, Refused, read_message, refuse_too_large  # noqa: E402
-from strictcall.mcp.stdio import DRAIN_S, Answers, StdioIntake, read_lines, serve_stdio  # noqa: E402
+from strictcall.mcp.http import McpHttpApp, identity_in_scope
+from strictcall.mcp.intake import DirectCall, Refused, read_message, refuse_too_large
+from strictcall.mcp.stdio import DRAIN_S, Answers, StdioIntake, read_lines, serve_stdio
 
 __all__ = [
     "DRAIN_S",

@@ -7,6 +7,8 @@ until a store of that kind is opened.
 
 from __future__ import annotations
 
+import os
+
 from strictcall.storage.base import (
     DEFAULT_DB_PATH,
     TOKEN_CACHE_S,
@@ -34,6 +36,7 @@ __all__ = [
     "StoreBusy",
     "StoreError",
     "StoreUnavailable",
+    "default_db",
     "hash_token",
     "is_database_url",
     "new_note_id",
@@ -42,6 +45,12 @@ __all__ = [
 ]
 
 _URL_SCHEMES: tuple[str, ...] = ("postgresql://", "postgres://")
+
+
+def default_db() -> str:
+    """$STRICTCALL_DB, or strictcall.sqlite3 in the current directory."""
+    # An empty variable names no store, so it means the same as an unset one here.
+    return os.environ.get("STRICTCALL_DB") or DEFAULT_DB_PATH
 
 
 def is_database_url(db: str) -> bool:

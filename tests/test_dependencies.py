@@ -1,0 +1,155 @@
+"""What strictcall needs from other libraries: the core installs light, extras fail in one line,
+and where the code leans on another library's internals, a change there fails here, loudly.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import jsonschema_rs
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+INSTALL_TIMEOUT_S = 600
+
+
+@pytest.fixture(scope="module")
+def core_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh virtualenv with `pip install strictcall` (the core alone, no extras)."""
+    where = tmp_path_factory.mktemp("core-venv")
+    venv.EnvBuilder(with_pip=True).create(where)
+    python = where / "bin" / "python"
+    installed = subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=INSTALL_TIMEOUT_S,
+        check=False,
+        cwd=where,  # not the source tree: the installed package is the one imported
+    )
+    assert installed.returncode == 0, installed.stderr[-2000:]
+    return python
+
+
+def run_in(python: Path, code: str) -> subprocess.CompletedProcess[str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("COV_")}
+    env.pop("PYTHONPATH", None)
+    return subprocess.run(
+        [str(python), "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=python.parent,
+        env=env,
+    )
+
+
+def test_the_core_install_has_no_server_mcp_or_client_library(core_venv: Path) -> None:
+    done = run_in(
+        core_venv,
+        "import importlib.util as u\n"
+        "print(sorted(m for m in ('uvicorn', 'mcp', 'httpx', 'starlette', 'anyio')"
+        " if u.find_spec(m) is not None))",
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_the_core_install_runs_a_call_through_the_gateway(core_venv: Path) -> None:
+    done = run_in(
+        core_venv,
+        "from strictcall import Gateway, tool\n"
+        "@tool()\n"
+        "def add(a: int, b: int = 0) -> int:\n"
+        "    '''Add.'''\n"
+        "    return a + b\n"
+        "g = Gateway([add])\n"
+        'print(g.call_text(\'{"name":"add","arguments":{"a":2,"b":-2}}\', \'u1\', \'c1\'))\n'
+        'answer = g.call(\'{"name":"add","arguments":{"a":1.0}}\', \'u1\', \'c2\')\n'
+        "print(answer['error']['code'])",
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        'b\'{"ok":true,"call_id":"c1","result":0}\'',
+        "invalid_arguments",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("code", "extra"),
+    [
+        ("from strictcall import Client", "client"),
+        ("import strictcall.mcp", "mcp"),
+        ("import strictcall.server", "server"),
+    ],
+    ids=["client", "mcp", "server"],
+)
+def test_a_missing_extra_is_one_error_naming_it(core_venv: Path, code: str, extra: str) -> None:
+    done = run_in(
+        core_venv,
+        "from strictcall.errors import MissingExtra\n"
+        f"try:\n    {code}\n"
+        "except MissingExtra as exc:\n    print(exc.extra)\n",
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == extra
+
+
+def test_serve_without_its_extra_says_so_in_one_line(core_venv: Path, tmp_path: Path) -> None:
+    strictcall = core_venv.parent / "strictcall"
+    done = subprocess.run(
+        [str(strictcall), "serve", "--port", "0", "--db", str(tmp_path / "x.sqlite3")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr
+    [line] = done.stderr.splitlines()
+    assert "strictcall[server]" in line
+
+
+# --- other libraries' internals that strictcall leans on ---------------------------------------
+
+
+def test_uvicorn_still_has_the_httptools_protocol_that_coalesce_subclasses() -> None:
+    from uvicorn.protocols.http import httptools_impl
+
+    protocol = getattr(httptools_impl, "HttpToolsProtocol", None)
+    assert protocol is not None, (
+        "uvicorn no longer has uvicorn.protocols.http.httptools_impl.HttpToolsProtocol, which "
+        "strictcall.coalesce subclasses: check the new release, then move the bound in "
+        "pyproject.toml"
+    )
+    parameters = list(inspect.signature(protocol.connection_made).parameters)
+    assert parameters == ["self", "transport"], (
+        "uvicorn's HttpToolsProtocol.connection_made changed its signature; "
+        "strictcall.coalesce overrides it"
+    )
+    assert "self.loop =" in inspect.getsource(protocol.__init__), (
+        "uvicorn's HttpToolsProtocol no longer sets self.loop, which strictcall.coalesce reads"
+    )
+
+
+def test_jsonschema_rs_still_names_every_error_kind_the_describer_reads() -> None:
+    from strictcall.schema.describe import _REASONS
+
+    kinds = set(dir(jsonschema_rs.ValidationErrorKind))
+    missing = sorted((set(_REASONS) - {"DependentRequired", "MinContains", "MaxContains"}) - kinds)
+    assert not missing, (
+        f"jsonschema-rs no longer has the error kinds {missing}, which "
+        "strictcall.schema.describe maps to reasons: check the new release, then move the bound "
+        "in pyproject.toml"
+    )
+    assert "Custom" in kinds, "strictcall.schema.describe reads jsonschema-rs's Custom kind"
+
+
+def test_the_running_python_is_a_supported_one() -> None:
+    assert sys.version_info >= (3, 11)
