@@ -127,7 +127,7 @@ def steps_for(gateway: Any, raw: str, identity: str) -> list[Step]:
         )
     )
     result, _ = pipeline.execute_call(compiled, ctx, arguments, pool)
-    steps.append(("output: json_kind walk", lambda: pipeline.json_kind(result)))
+    steps.append(("output: json_kind walk", lambda: pipeline._json_kind(result)))
     steps.append(
         (
             "output: jsonschema-rs is_valid (output)",

@@ -35,7 +35,7 @@ from strictcall.pipeline import (
     execute_call,
     execute_call_async,
     fail,
-    json_kind,
+    may_hold_float,
     read_call,
     route_call,
     succeed,
@@ -161,7 +161,7 @@ class Gateway:
         check_caller(identity, call_id)
         if has_float is None:
             # only a gateway whose tools take numbers needs to know (`reads_numbers`)
-            has_float = self._numbers and json_kind(call) is not False
+            has_float = self._numbers and may_hold_float(call)
         return await self._finish_async(self._climb(call, has_float, identity, call_id), call_id)
 
     async def _finish_async(

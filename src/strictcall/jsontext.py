@@ -236,7 +236,7 @@ def dump_text(value: JSONValue) -> bytes | None:
     """A JSON value as compact UTF-8 JSON text, or None when it cannot be written so (a lone
     surrogate, a type JSON has not). Integers beyond 64 bits are written exactly (orjson stops
     there; the stdlib takes over on that path only). NaN must be refused before: see
-    `pipeline.json_kind`."""
+    `pipeline.may_hold_float`."""
     try:
         return orjson.dumps(value)
     except orjson.JSONEncodeError:

@@ -397,7 +397,7 @@ def check_result(
 ) -> Rejection | None:
     """Rung 6: the result is a JSON value that satisfies the output schema (and the tool's
     own consistency check); otherwise it is withheld."""
-    has_float = json_kind(result)
+    has_float = _json_kind(result)
     if has_float is None:
         return WITHHELD
     try:
@@ -417,7 +417,7 @@ def check_result(
     return None if consistent is True else WITHHELD
 
 
-def json_kind(value: JSONValue, max_depth: int = MAX_RESULT_DEPTH) -> bool | None:
+def _json_kind(value: JSONValue, max_depth: int = MAX_RESULT_DEPTH) -> bool | None:
     """None if `value` is not a JSON value nested at most `max_depth` deep; else whether it
     holds a float."""
     # Exact types first (the common case), then subclasses, which JSON writers accept.
@@ -465,6 +465,12 @@ def json_kind(value: JSONValue, max_depth: int = MAX_RESULT_DEPTH) -> bool | Non
             else:
                 return None
     return has_float
+
+
+def may_hold_float(value: JSONValue) -> bool:
+    """Whether a parsed call may hold a float anywhere (True, too, for what is not JSON), for a
+    transport whose parser did not say."""
+    return _json_kind(value) is not False
 
 
 def _flat_object(value: dict[JSONValue, JSONValue]) -> bool:
