@@ -101,6 +101,15 @@ class Gateway:
         """The registered tools, in registration order."""
         return tuple(compiled.tool for compiled in self._tools.values())
 
+    def tool_named(self, call: JSONValue) -> str | None:
+        """The registered tool a parsed call names, or None: what an audit record says of a
+        call, whether or not it climbed further."""
+        if type(call) is dict:
+            name = call.get("name")
+            if type(name) is str and name in self._tools:
+                return name
+        return None
+
     def list_tools(self, format: ToolFormat = "mcp") -> list[dict[str, JSONValue]]:
         """The tools as an agent host lists them: "mcp", "openai", "openai-responses" or
         "anthropic"; the schemas are the strict ones the gateway enforces."""

@@ -95,7 +95,6 @@ class RpcService:
     def __init__(self, gateway: Gateway, record: Recorder) -> None:
         self.gateway: Final = gateway
         self._record = record
-        self._tool_names: Final = frozenset(tool.name for tool in gateway.tools)
         self._tools_list: Final = {"tools": gateway.list_tools("mcp")}
 
     async def answer(self, body: bytes, identity: str) -> bytes | None:
@@ -147,8 +146,7 @@ class RpcService:
             params, identity, call_id, has_float=has_float
         )
         latency_us = (time.perf_counter_ns() - started) // 1000
-        name = params.get("name")
-        tool = name if type(name) is str and name in self._tool_names else None
+        tool = self.gateway.tool_named(params)
         if answer["ok"] is True:
             self._audit(call_id, identity, tool, None, latency_us)
             if request_id is None:

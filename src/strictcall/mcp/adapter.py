@@ -165,7 +165,6 @@ class McpTools:
         self._wrapped: Final = frozenset(
             tool.name for tool in gateway.tools if result_is_wrapped(tool.output_schema)
         )
-        self._names: Final = frozenset(tool.name for tool in gateway.tools)
 
     def server(self) -> Server[Any]:
         """A new low-level SDK server answering with these tools."""
@@ -204,8 +203,7 @@ class McpTools:
         ladder decides them all alike (route before shape, the same details).
         """
         call = {key: value for key, value in params.items() if key not in MCP_PARAMS}
-        name = call.get("name")
-        tool = name if type(name) is str and name in self._names else None
+        tool = self.gateway.tool_named(call)
         call_id = f"mcp-{self._call_scope()}:{json_text(request_id)}"
         started = time.perf_counter_ns()
         if identity is None:  # a transport that forgot the caller: refuse, never guess
