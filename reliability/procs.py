@@ -76,12 +76,13 @@ def rss_kib(pid: int) -> int:
 class HttpServer:
     """`strictcall serve --port 0 --db DB` on 127.0.0.1; stderr goes to `stderr_path`."""
 
-    def __init__(self, db: Path, stderr_path: Path) -> None:
+    def __init__(self, db: Path, stderr_path: Path, extra: tuple[str, ...] = ()) -> None:
+        """`extra`: more `strictcall serve` flags (the edge's limits, say)."""
         self.db = db
         self.stderr_path = stderr_path
         self._stderr = stderr_path.open("ab")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "strictcall", "serve", "--port", "0", "--db", str(db)],
+            [sys.executable, "-m", "strictcall", "serve", "--port", "0", "--db", str(db), *extra],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=self._stderr,

@@ -40,6 +40,8 @@ TRANSPORTS = {
     "strictcall.mcp",
     "strictcall.server",
     "strictcall.coalesce",
+    "strictcall.guard",
+    "strictcall.edge",
 }
 SERVICE = {"strictcall.notes", "strictcall.audit", "strictcall.storage"}
 CLIENT = {"strictcall.client"}

@@ -23,6 +23,14 @@ import sys
 from collections.abc import Sequence
 from typing import BinaryIO, TextIO
 
+from strictcall.edge import (
+    DEFAULT_BODY_GRACE_S,
+    DEFAULT_BODY_MIN_RATE,
+    DEFAULT_HEADER_TIMEOUT_S,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_IN_FLIGHT,
+    EdgeLimits,
+)
 from strictcall.errors import MissingExtra
 from strictcall.jsontext import MAX_SIZE
 from strictcall.seed import demo_lines, handle
@@ -39,6 +47,28 @@ def _utf8_text(value: str) -> str:
     except UnicodeEncodeError:
         raise argparse.ArgumentTypeError("not valid UTF-8") from None
     return value
+
+
+def _positive_float(value: str) -> float:
+    """An argparse type: a finite number of seconds above 0."""
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
+    if not (0 < number < float("inf")):
+        raise argparse.ArgumentTypeError(f"must be above 0: {value!r}")
+    return number
+
+
+def _positive_int(value: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {value!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {value!r}")
+    return number
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -70,6 +100,53 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--identity", type=_utf8_text, help="with --mcp-stdio: the caller every call runs as"
+    )
+    edge = serve.add_argument_group("the edge (HTTP)")
+    edge.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="a browser origin that may call, e.g. https://app.example (repeatable; loopback "
+        "origins are allowed when bound to a loopback address)",
+    )
+    edge.add_argument(
+        "--header-timeout",
+        type=_positive_float,
+        default=DEFAULT_HEADER_TIMEOUT_S,
+        metavar="S",
+        help=f"seconds for a request's headers (default {DEFAULT_HEADER_TIMEOUT_S:g})",
+    )
+    edge.add_argument(
+        "--body-grace",
+        type=_positive_float,
+        default=DEFAULT_BODY_GRACE_S,
+        metavar="S",
+        help=f"seconds a body may take before the minimum rate applies "
+        f"(default {DEFAULT_BODY_GRACE_S:g})",
+    )
+    edge.add_argument(
+        "--body-min-rate",
+        type=_positive_int,
+        default=DEFAULT_BODY_MIN_RATE,
+        metavar="BYTES",
+        help=f"bytes a second a body must keep up after its grace "
+        f"(default {DEFAULT_BODY_MIN_RATE})",
+    )
+    edge.add_argument(
+        "--max-connections",
+        type=_positive_int,
+        default=DEFAULT_MAX_CONNECTIONS,
+        metavar="N",
+        help=f"connections open at once (default {DEFAULT_MAX_CONNECTIONS})",
+    )
+    edge.add_argument(
+        "--max-in-flight",
+        type=_positive_int,
+        default=DEFAULT_MAX_IN_FLIGHT,
+        metavar="N",
+        help=f"one identity's calls answered at once; more are refused busy "
+        f"(default {DEFAULT_MAX_IN_FLIGHT})",
     )
 
     tokens = commands.add_parser("tokens", help="API tokens").add_subparsers(
@@ -162,7 +239,23 @@ def _operate(args: argparse.Namespace, out: TextIO) -> int:
             return EXIT_USAGE
         return commands.run_serve_mcp_stdio(db, args.identity, err=err)
     if args.command == "serve":
-        return commands.run_serve(db, args.host, args.port, demo=args.demo, out=out, err=err)
+        edge = EdgeLimits(
+            header_timeout_s=args.header_timeout,
+            body_grace_s=args.body_grace,
+            body_min_rate=args.body_min_rate,
+            max_connections=args.max_connections,
+            max_in_flight=args.max_in_flight,
+        )
+        return commands.run_serve(
+            db,
+            args.host,
+            args.port,
+            demo=args.demo,
+            out=out,
+            err=err,
+            edge=edge,
+            allow_origins=args.allow_origin,
+        )
     if args.command == "tokens":
         return commands.run_tokens_create(db, args.identity, out=out, err=err)
     if args.command == "notes" and args.action == "add":

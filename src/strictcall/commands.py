@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import shlex
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import closing
 from typing import Final, TextIO, TypeVar
 
+from strictcall.edge import EdgeLimits
 from strictcall.seed import NOTES as SEED_NOTES
 from strictcall.storage import Store, StoreUnavailable, open_store
 
@@ -22,10 +23,24 @@ EXIT_FAILED: Final = 1
 DEMO_OWNERS: Final = ("u1", "u2")
 
 
-def run_serve(db: str, host: str, port: int, *, demo: bool, out: TextIO, err: TextIO) -> int:
-    """Serve the notes tools over HTTP until stopped."""
+def run_serve(
+    db: str,
+    host: str,
+    port: int,
+    *,
+    demo: bool,
+    out: TextIO,
+    err: TextIO,
+    edge: EdgeLimits | None = None,
+    allow_origins: Sequence[str] = (),
+) -> int:
+    """Serve the notes tools over HTTP until stopped. Browser origins in `allow_origins` may
+    call, and loopback ones when bound to a loopback address; `edge` bounds slow requests,
+    connections and calls in flight per identity."""
+    from strictcall.edge import OriginPolicy, is_loopback_host
     from strictcall.server import build_app, serve  # the server stack loads only here
 
+    origins = OriginPolicy(frozenset(allow_origins), loopback=is_loopback_host(host))
     store = _open_store(db, err)
     if store is None:
         return EXIT_FAILED
@@ -39,7 +54,8 @@ def run_serve(db: str, host: str, port: int, *, demo: bool, out: TextIO, err: Te
                 _print_demo(out, base, tokens, store)
             out.flush()
 
-        serve(build_app(store), host, port, ready)
+        app = build_app(store, origins=origins, edge=edge)
+        serve(app, host, port, ready, edge=edge)
     finally:
         store.close()
     return EXIT_OK

@@ -202,6 +202,7 @@ class StrictcallError(Exception):
     │   ├── ForbiddenOrMissing                  answered forbidden_or_missing (resource)
     │   ├── ToolFailure                         a declared failure: its code (execute)
     │   └── WouldWait                           an inline_first handler must not wait
+    ├── ClientGone                              an HTTP client left mid-request (http)
     ├── StoreError                              raised by a store (storage.base)
     │   ├── StoreUnavailable                    the database cannot serve now (retryable)
     │   ├── StoreBusy                           a write asked not to wait would have had to
@@ -332,6 +333,14 @@ UNAUTHENTICATED: Final = ErrorKind(
 )
 """The request carried no token, or a token the server does not know."""
 
+FORBIDDEN_ORIGIN: Final = ErrorKind(
+    "forbidden_origin",
+    Stage.AUTH,
+    False,
+    "Call from an allowed origin; a browser page on another site may not call this server.",
+)
+"""The request came from a browser origin the server does not admit (DNS rebinding guard)."""
+
 AUTH_UNAVAILABLE: Final = ErrorKind(
     "auth_unavailable", Stage.AUTH, True, "Retry after `retry_after_ms`; the token store is down."
 )
@@ -360,6 +369,7 @@ CATALOGUE: Final[tuple[ErrorKind, ...]] = (
     IDEMPOTENCY_CONFLICT,
     INVALID_TOOL_RESULT,
     UNAUTHENTICATED,
+    FORBIDDEN_ORIGIN,
     AUTH_UNAVAILABLE,
     INVALID_REQUEST,
 )

@@ -19,9 +19,10 @@ from typing import Any, Final
 
 import orjson
 
-from strictcall.errors import Rejection
+from strictcall.edge import DEFAULT_MAX_IN_FLIGHT, InFlight, OriginPolicy
+from strictcall.errors import Rejection, StrictcallError
 from strictcall.jsonrpc import Recorder, RpcService, refusal_reply
-from strictcall.refusals import AUTH_DOWN, NO_TOKEN, too_large
+from strictcall.refusals import AUTH_DOWN, CALLER_BUSY, FOREIGN_ORIGIN, NO_TOKEN, too_large
 from strictcall.storage import AuditRecord, Store, StoreUnavailable
 
 Scope = MutableMapping[str, Any]
@@ -54,7 +55,13 @@ class RpcApp:
         record: Recorder,
         mounts: dict[str, ASGIApp] | None = None,
         lifespans: Sequence[Callable[[], AbstractAsyncContextManager[None]]] = (),
+        origins: OriginPolicy | None = None,
+        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
     ) -> None:
+        """`origins`: which browser origins may call (`OriginPolicy`; none but requests without
+        an Origin by default). `max_in_flight`: one identity's calls answered at once."""
+        self.origins: Final = origins if origins is not None else OriginPolicy()
+        self.in_flight: Final = InFlight(max_in_flight)
         self.service: Final = service
         self.store: Final = store
         self.max_body: Final = max_body
@@ -69,21 +76,46 @@ class RpcApp:
         if scope["type"] != "http":
             return
         path = scope["path"]
-        if path == "/rpc":
-            await self._rpc(scope, receive, send)
-        elif path == "/healthz":
+        if path == "/healthz":
             if scope["method"] in ("GET", "HEAD"):
                 await _respond(send, 200, _HEALTHY)
             else:
                 await _respond(send, 405, _error_body(405), allow=b"GET, HEAD")
+            return
+        if path == "/rpc":
+            app: ASGIApp = self._rpc
         else:
-            for prefix, app in self.mounts.items():
-                if path == prefix or path.startswith(prefix + "/"):
-                    identity = await self._authenticate(scope, send)
-                    if identity is not None:
-                        await app({**scope, IDENTITY_KEY: identity}, receive, send)
-                    return
-            await _respond(send, 404, _error_body(404))
+            mounted = self._mounted(path)
+            if mounted is None:
+                await _respond(send, 404, _error_body(404))
+                return
+            app = mounted
+        await self._guarded(app, scope, receive, send)
+
+    def _mounted(self, path: str) -> ASGIApp | None:
+        for prefix, app in self.mounts.items():
+            if path == prefix or path.startswith(prefix + "/"):
+                return app
+        return None
+
+    async def _guarded(self, app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
+        """`app` for an admitted origin and a known caller within its calls in flight, in this
+        order: the origin before the token (a foreign page learns nothing of tokens)."""
+        if not self.origins.admits(origin_of(scope)):
+            await self._refuse(send, 403, FOREIGN_ORIGIN)
+            return
+        identity = await self._authenticate(scope, send)
+        if identity is None:
+            return
+        if not self.in_flight.enter(identity):
+            await self._refuse(send, 429, CALLER_BUSY, identity=identity)
+            return
+        try:
+            await app({**scope, IDENTITY_KEY: identity}, receive, send)
+        except ClientGone:
+            pass  # nothing to answer: the client left (or was cut off by the edge's deadlines)
+        finally:
+            self.in_flight.leave(identity)
 
     async def _authenticate(self, scope: Scope, send: Send) -> str | None:
         """The caller's identity from the bearer token; None once refused (401, or 503 when
@@ -102,9 +134,7 @@ class RpcApp:
         if scope["method"] != "POST":
             await _respond(send, 405, _error_body(405), allow=b"POST")
             return
-        identity = await self._authenticate(scope, send)
-        if identity is None:
-            return
+        identity = scope[IDENTITY_KEY]
         too_long = declared_length(scope) > self.max_body  # refused before a byte is read
         body = None if too_long else await read_body(receive, self.max_body)
         if body is None:
@@ -118,11 +148,18 @@ class RpcApp:
         else:
             await _respond(send, 200, reply)
 
-    async def _refuse(self, send: Send, status: int, refusal: Rejection) -> None:
-        self._audit(refusal, None)
-        extra = b'Bearer realm="strictcall"' if status == 401 else None
+    async def _refuse(
+        self, send: Send, status: int, refusal: Rejection, *, identity: str | None = None
+    ) -> None:
+        self._audit(refusal, identity)
         body = orjson.dumps(refusal_reply(None, refusal))
-        await _respond(send, status, body, authenticate=extra)
+        if status == 401:
+            await _respond(send, status, body, authenticate=b'Bearer realm="strictcall"')
+        elif status == 429:
+            retry_s = -(-int(refusal.details["retry_after_ms"]) // 1000)  # whole seconds, up
+            await _respond(send, status, body, retry_after=str(retry_s).encode("ascii"))
+        else:
+            await _respond(send, status, body)
 
     def _audit(self, refusal: Rejection, identity: str | None) -> None:
         """Record a request refused before it reached the JSON-RPC service."""
@@ -155,14 +192,30 @@ def declared_length(scope: Scope) -> int:
     return 0
 
 
+class ClientGone(StrictcallError):
+    """The client disconnected before its request's body had arrived: nothing to answer."""
+
+
+def origin_of(scope: Scope) -> str | None:
+    """The request's Origin header (as the browser sent it), or None without one."""
+    for name, value in scope["headers"]:
+        if name == b"origin":
+            return str(value.decode("latin-1"))
+    return None
+
+
 async def read_body(receive: Receive, limit: int) -> bytes | None:
-    """The request body, or None as soon as it is longer than `limit` bytes."""
+    """The request body, or None as soon as it is longer than `limit` bytes.
+
+    Raises:
+        ClientGone: the client disconnected first.
+    """
     chunks = []
     size = 0
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
-            break
+            raise ClientGone
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:
@@ -184,6 +237,7 @@ async def _respond(
     *,
     allow: bytes | None = None,
     authenticate: bytes | None = None,
+    retry_after: bytes | None = None,
 ) -> None:
     headers = list(_JSON_HEADERS) if body else []
     headers.append((b"content-length", str(len(body)).encode("ascii")))
@@ -191,6 +245,8 @@ async def _respond(
         headers.append((b"allow", allow))
     if authenticate is not None:
         headers.append((b"www-authenticate", authenticate))
+    if retry_after is not None:
+        headers.append((b"retry-after", retry_after))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 

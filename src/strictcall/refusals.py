@@ -12,6 +12,8 @@ from typing import Final
 
 from strictcall.errors import (
     AUTH_UNAVAILABLE,
+    BUSY,
+    FORBIDDEN_ORIGIN,
     INVALID_REQUEST,
     RETRY_AFTER_MS,
     UNAUTHENTICATED,
@@ -22,6 +24,8 @@ from strictcall.pipeline import WITHHELD, too_large
 
 __all__ = [
     "AUTH_DOWN",
+    "CALLER_BUSY",
+    "FOREIGN_ORIGIN",
     "NOT_A_REQUEST",
     "NO_SUCH_METHOD",
     "NO_TOKEN",
@@ -34,6 +38,12 @@ NO_TOKEN: Final = Rejection(UNAUTHENTICATED)
 
 AUTH_DOWN: Final = Rejection(AUTH_UNAVAILABLE, MappingProxyType({"retry_after_ms": RETRY_AFTER_MS}))
 """The token could not be checked: its store is down (HTTP 503)."""
+
+FOREIGN_ORIGIN: Final = Rejection(FORBIDDEN_ORIGIN)
+"""A browser request from an origin the server does not admit (HTTP 403)."""
+
+CALLER_BUSY: Final = Rejection(BUSY, MappingProxyType({"retry_after_ms": RETRY_AFTER_MS}))
+"""The caller already has as many calls in flight as it may (HTTP 429)."""
 
 NOT_A_REQUEST: Final = Rejection(INVALID_REQUEST)
 """A message that is not a JSON-RPC 2.0 request (or an empty batch)."""

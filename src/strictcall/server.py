@@ -23,7 +23,8 @@ except ImportError:  # pragma: no cover - exercised in a venv without the extra
     raise MissingExtra("server", "uvicorn") from None
 
 from strictcall.audit import AuditLog
-from strictcall.coalesce import CoalescingHttpToolsProtocol
+from strictcall.edge import EdgeLimits, OriginPolicy
+from strictcall.guard import guarded_protocol
 from strictcall.http import RpcApp
 from strictcall.jsonrpc import Recorder, RpcService
 from strictcall.notes import notes_gateway
@@ -49,8 +50,15 @@ def audit_recorder(store: Store) -> Recorder:
     return record
 
 
-def build_app(store: Store, *, limits: Limits | None = None) -> RpcApp:
-    """The ASGI app serving the notes tools from `store`: JSON-RPC at /rpc, MCP at /mcp."""
+def build_app(
+    store: Store,
+    *,
+    limits: Limits | None = None,
+    origins: OriginPolicy | None = None,
+    edge: EdgeLimits | None = None,
+) -> RpcApp:
+    """The ASGI app serving the notes tools from `store`: JSON-RPC at /rpc, MCP at /mcp, for
+    the browser `origins` admitted and within `edge.max_in_flight` calls per identity."""
     from strictcall.mcp import McpHttpApp  # the MCP SDK loads only for a server
 
     gateway = notes_gateway(store, limits=limits)
@@ -63,6 +71,8 @@ def build_app(store: Store, *, limits: Limits | None = None) -> RpcApp:
         record=audit.record,
         mounts={"/mcp": mcp},
         lifespans=[audit.running, mcp.lifespan],
+        origins=origins,
+        max_in_flight=(edge if edge is not None else EdgeLimits()).max_in_flight,
     )
 
 
@@ -89,14 +99,23 @@ class _Server(uvicorn.Server):
             self._on_ready(str(host), int(port))
 
 
-def serve(app: RpcApp, host: str, port: int, on_ready: Callable[[str, int], None]) -> None:
-    """Serve `app` until SIGTERM or SIGINT; `port` 0 lets the system choose one."""
+def serve(
+    app: RpcApp,
+    host: str,
+    port: int,
+    on_ready: Callable[[str, int], None],
+    *,
+    edge: EdgeLimits | None = None,
+) -> None:
+    """Serve `app` until SIGTERM or SIGINT; `port` 0 lets the system choose one. Requests
+    must arrive within `edge`'s deadlines, on at most `edge.max_connections` connections."""
     config = uvicorn.Config(
         app,
         host=host,
         port=port,
         loop="uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
-        http=CoalescingHttpToolsProtocol,  # httptools, one write per response
+        # httptools, one write per response, slow requests cut off (strictcall.guard)
+        http=guarded_protocol(edge if edge is not None else EdgeLimits()),
         lifespan="on",
         access_log=False,
         proxy_headers=False,  # nothing here reads the client's address

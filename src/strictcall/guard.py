@@ -1,0 +1,102 @@
+"""The connection's guard: deadlines for a request's headers and body, and a cap on connections.
+
+uvicorn times out an idle keep-alive connection, but not a client that sends its request slowly:
+a connection that trickles one header byte a second stays open for as long as the client likes,
+and a few hundred of them hold every connection a server can take. `guarded_protocol` gives
+uvicorn's httptools protocol (with its writes coalesced, `strictcall.coalesce`) three limits:
+
+- a request's headers must arrive within `header_timeout_s` of its first byte (or of the
+  connection, for its first request): else 408 and the connection is closed;
+- its body must keep up a minimum rate: `body_grace_s`, plus one second per `body_min_rate`
+  bytes received; else the connection is closed (the app sees the client disconnect);
+- at most `max_connections` are open at once: one more is answered 503 and closed at once.
+
+None of this holds a worker: the deadlines are timers on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Final
+
+from strictcall.coalesce import CoalescingHttpToolsProtocol
+from strictcall.edge import EdgeLimits
+
+_TIMED_OUT: Final = (
+    b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain; charset=utf-8\r\n"
+    b"content-length: 16\r\nconnection: close\r\n\r\nrequest too slow"
+)
+_FULL: Final = (
+    b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\n"
+    b"retry-after: 1\r\ncontent-length: 20\r\nconnection: close\r\n\r\ntoo many connections"
+)
+
+
+def guarded_protocol(limits: EdgeLimits) -> type[CoalescingHttpToolsProtocol]:
+    """uvicorn's httptools protocol class, coalesced and guarded by `limits`."""
+
+    class GuardedHttpToolsProtocol(CoalescingHttpToolsProtocol):
+        edge: Final = limits
+        _deadline: asyncio.TimerHandle | None = None
+        _body_started = 0.0
+        _body_received = 0
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            if len(self.connections) > self.edge.max_connections:
+                self.transport.write(_FULL)
+                self.transport.close()
+                return
+            self._arm(self.edge.header_timeout_s, self._headers_too_slow)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            if self._deadline is None:  # a keep-alive connection's next request
+                self._arm(self.edge.header_timeout_s, self._headers_too_slow)
+
+        def on_headers_complete(self) -> None:
+            self._disarm()
+            super().on_headers_complete()
+            self._body_started = self.loop.time()
+            self._body_received = 0
+            self._arm(self.edge.body_grace_s, self._body_check)
+
+        def on_body(self, body: bytes) -> None:
+            self._body_received += len(body)
+            super().on_body(body)
+
+        def on_message_complete(self) -> None:
+            self._disarm()
+            super().on_message_complete()
+
+        def _arm(self, delay: float, then: Any) -> None:
+            self._disarm()
+            self._deadline = self.loop.call_later(delay, then)
+
+        def _disarm(self) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+
+        def _headers_too_slow(self) -> None:
+            self._deadline = None
+            if not self.transport.is_closing():
+                self.transport.write(_TIMED_OUT)
+                self.transport.close()
+
+        def _body_check(self) -> None:
+            """At the body's deadline: close if the body fell below the minimum rate, else
+            move the deadline to where the bytes received so far allow."""
+            self._deadline = None
+            allowed = self.edge.body_grace_s + self._body_received / self.edge.body_min_rate
+            left = self._body_started + allowed - self.loop.time()
+            if left > 0:
+                self._arm(left, self._body_check)
+            elif not self.transport.is_closing():
+                self.transport.close()
+
+    return GuardedHttpToolsProtocol
