@@ -126,7 +126,7 @@ class Gateway:
             RuntimeError: the call reached an async tool from inside a running event loop
                 (use `call_async` there).
         """
-        check_caller(identity, call_id)
+        _check_caller(identity, call_id)
         document = read_call(raw, self.limits, numbers=self._numbers)  # 1. parse
         if type(document) is Rejection:
             return fail(call_id, document)
@@ -150,7 +150,7 @@ class Gateway:
         Raises:
             TypeError, ValueError: `identity` is not a str, or `call_id` not a request id.
         """
-        check_caller(identity, call_id)
+        _check_caller(identity, call_id)
         document = read_call(raw, self.limits, numbers=self._numbers)
         if type(document) is Rejection:
             return fail(call_id, document)
@@ -167,7 +167,7 @@ class Gateway:
         Raises:
             TypeError, ValueError: `identity` is not a str, or `call_id` not a request id.
         """
-        check_caller(identity, call_id)
+        _check_caller(identity, call_id)
         if has_float is None:
             # only a gateway whose tools take numbers needs to know (`reads_numbers`)
             has_float = self._numbers and may_hold_float(call)
@@ -240,7 +240,7 @@ class Gateway:
         self.close()
 
 
-def check_caller(identity: object, call_id: object) -> None:
+def _check_caller(identity: object, call_id: object) -> None:
     """Refuse a caller's programming error: an identity that is not a str, a bad call id.
 
     Raises:
