@@ -157,6 +157,29 @@ class Gateway:
         climbed = self._climb(document.value, document.has_float, identity, call_id)
         return await self._finish_async(climbed, call_id)
 
+    def call_parsed(
+        self, call: JSONValue, identity: str, call_id: str | int, *, has_float: bool
+    ) -> dict[str, JSONValue]:
+        """`call` for a call already parsed with `strictcall.jsontext` (`has_float` as that
+        parse reported it); the ladder starts at rung 2, route.
+
+        Raises:
+            TypeError, ValueError: `identity` is not a str, or `call_id` not a request id.
+            RuntimeError: the call reached an async tool from inside a running event loop.
+        """
+        check_caller(identity, call_id)
+        climbed = self._climb(call, has_float, identity, call_id)
+        if type(climbed) is Rejection:
+            return fail(call_id, climbed)
+        compiled, ctx, arguments = climbed
+        pool = None if compiled.tool.timeout is None else self._workers()
+        result, rejection = execute_call(compiled, ctx, arguments, pool)
+        if rejection is None:
+            rejection = check_result(compiled, arguments, result, ctx)
+        if rejection is not None:
+            return fail(call_id, rejection)
+        return succeed(call_id, result)
+
     async def call_parsed_async(
         self, call: JSONValue, identity: str, call_id: str | int, *, has_float: bool | None = None
     ) -> dict[str, JSONValue]:

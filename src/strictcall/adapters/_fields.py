@@ -1,0 +1,72 @@
+"""Reading a provider's turn, SDK objects or plain dicts alike, without importing the SDK."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Final
+
+from strictcall.errors import INVALID_REQUEST, JSONValue, Rejection
+
+
+class _Absent:
+    """The marker of a member that is not there (None and "" are values, not absence)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+
+ABSENT: Final = _Absent()
+
+
+def read_field(item: object, name: str) -> object:
+    """`item[name]` of a mapping or `item.name` of an SDK object; ABSENT when not there.
+
+    The SDKs build their response objects without validation and give a missing member as None,
+    so for an object None is absence; a mapping's None is a value (the wrong type).
+    """
+    if type(item) is dict or isinstance(item, Mapping):
+        return item.get(name, ABSENT)
+    value = getattr(item, name, None)
+    return ABSENT if value is None else value
+
+
+def items_of(container: object, member: str) -> list[object] | tuple[object, ...]:
+    """The list a provider's turn holds at `member` (`tool_calls`, `output`, `content`), or the
+    list itself when one is given; an absent or null member is no items.
+
+    Raises:
+        TypeError: neither a list nor an object holding one at `member`.
+    """
+    if type(container) is list or isinstance(container, list | tuple):
+        return container
+    items = read_field(container, member)
+    if items is ABSENT:
+        return []
+    if isinstance(items, list | tuple):
+        return items
+    raise TypeError(f"expected a list of items or an object with a list at {member!r}")
+
+
+def malformed(pointer: str, reason: str, expected: JSONValue) -> Rejection:
+    """A refusal of one call whose envelope in the turn is not a well-formed tool call."""
+    return Rejection(
+        INVALID_REQUEST,
+        MappingProxyType({"pointer": pointer, "reason": reason, "expected": expected}),
+    )
+
+
+def read_str(
+    item: object, name: str, parent: str, expected: JSONValue = "string"
+) -> str | Rejection:
+    """The non-empty str at `name`, or the located refusal of what is there instead."""
+    value = read_field(item, name)
+    if type(value) is str or isinstance(value, str):
+        if value:
+            return str.__str__(value)
+        return malformed(f"{parent}/{name}", "min_length", 1)
+    if value is ABSENT:
+        return malformed(parent, "missing_member", name)
+    return malformed(f"{parent}/{name}", "type", expected)

@@ -1,0 +1,96 @@
+"""The gateway's tools as the OpenAI Agents SDK's function tools (extra `agents`).
+
+    agent = Agent(name="notes", tools=agents_function_tools(gateway))
+    await Runner.run(agent, "...", context=Caller(identity="u1"))
+
+The SDK hands each tool the model's arguments as raw JSON text: it is read with the strict
+intake, then checked by the gateway under the SDK's call id. The identity comes from the run
+context (`context.identity`, or `context["identity"]`, or what `identity(run_context)` returns),
+never from the arguments. A refusal is returned to the model as the structured error, as JSON
+text; a value as its JSON text. The SDK is imported only when the tools are made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from strictcall.adapters._fields import ABSENT, malformed, read_field
+from strictcall.adapters._run import arun_planned, content_of, from_text, refused
+from strictcall.gateway import Gateway
+
+if TYPE_CHECKING:
+    from agents import FunctionTool, RunContextWrapper, ToolContext
+
+IdentityOf = Callable[["RunContextWrapper[Any]"], str]
+"""Given the SDK's run context (a `ToolContext`), the caller's identity."""
+
+EXTRA_MISSING = "the OpenAI Agents SDK is not installed: pip install 'strictcall[agents]'"
+
+
+class MissingExtra(ImportError):
+    """An optional dependency of strictcall is not installed; the message names the extra."""
+
+
+def agents_function_tools(
+    gateway: Gateway, *, identity: IdentityOf | None = None, strict: bool = True
+) -> list[FunctionTool]:
+    """One `agents.FunctionTool` per registered tool, with the strict schema the gateway
+    enforces (`strict`: the SDK's strict mode for it, on by default as in the SDK).
+
+    Raises:
+        MissingExtra: the `agents` package (extra `agents`) is not installed.
+        agents.exceptions.UserError: `strict` and a schema the SDK cannot make strict.
+    """
+    try:
+        from agents import FunctionTool
+    except ImportError:
+        raise MissingExtra(EXTRA_MISSING) from None
+    identity_of = identity if identity is not None else context_identity
+    listed = gateway.list_tools("openai")
+    return [
+        FunctionTool(
+            name=entry["function"]["name"],
+            description=entry["function"]["description"],
+            params_json_schema=entry["function"]["parameters"],
+            on_invoke_tool=_invoker(gateway, entry["function"]["name"], identity_of),
+            strict_json_schema=strict,
+        )
+        for entry in listed
+    ]
+
+
+def context_identity(run_context: RunContextWrapper[Any]) -> str:
+    """The identity a run's context carries: its `identity` attribute or member.
+
+    Raises:
+        TypeError: the context carries no str identity (a host's mistake, not the model's).
+    """
+    context = run_context.context
+    found = context.get("identity") if isinstance(context, Mapping) else None
+    if found is None:
+        found = getattr(context, "identity", None)
+    if type(found) is not str:
+        raise TypeError("the run context carries no str `identity` for strictcall")
+    return found
+
+
+def _invoker(
+    gateway: Gateway, name: str, identity_of: IdentityOf
+) -> Callable[[ToolContext[Any], str], Any]:
+    async def on_invoke_tool(ctx: ToolContext[Any], input_json: str) -> str:
+        identity = identity_of(ctx)
+        if type(identity) is not str:
+            raise TypeError("identity is a str")
+        call_id = read_field(ctx, "tool_call_id")
+        if type(call_id) is not str or not call_id:
+            reason = "missing_member" if call_id is ABSENT else "type"
+            planned = refused("", malformed("", reason, "tool_call_id"))
+        elif not isinstance(input_json, str):
+            planned = refused(call_id, malformed("/arguments", "type", "string"))
+        else:
+            planned = from_text(gateway, call_id, name, input_json)
+        (answer,) = await arun_planned(gateway, [planned], identity)
+        return content_of(answer)[0]
+
+    return on_invoke_tool

@@ -1,0 +1,102 @@
+"""Anthropic's `tool_use` blocks in, `tool_result` blocks out (Messages API).
+
+    messages.append({"role": "assistant", "content": message.content})
+    results = run_anthropic_tool_uses(gateway, message, identity)
+    messages.append({"role": "user", "content": results})
+
+All the results of a turn go back in one user message, first in its content, as Anthropic
+requires. A refusal has `is_error: true` and the structured error as JSON text in `content`.
+
+Anthropic has no arguments text: the SDK hands over `input` already parsed (by a lenient parser,
+so a duplicate member name was already merged there). The adapter still refuses a value JSON
+cannot hold (NaN, infinity, a key that is not a str) or one nested deeper than the gateway's
+limit, then the gateway checks it like any call. For strict intake of the raw text, read the
+response with `client.messages.with_raw_response.create(...)`, parse its `.text()` with
+`strictcall.loads_strict` and pass the resulting dict here.
+
+A block the turn itself gets wrong (no id, no name, no input) is answered at its place with
+`invalid_request` and a pointer into the turn, e.g. `/content/1/name`; the other calls still run.
+"""
+
+from __future__ import annotations
+
+from strictcall.adapters._fields import ABSENT, items_of, malformed, read_field, read_str
+from strictcall.adapters._run import (
+    Planned,
+    arun_planned,
+    check_identity,
+    content_of,
+    from_value,
+    refused,
+    run_planned,
+)
+from strictcall.errors import JSONValue, Rejection
+from strictcall.gateway import Gateway
+
+
+def run_anthropic_tool_uses(
+    gateway: Gateway, message_or_content: object, identity: str
+) -> list[dict[str, JSONValue]]:
+    """The `{"type": "tool_result", "tool_use_id", "content", "is_error"}` blocks answering the
+    `tool_use` blocks of a message's `content` (or the list itself), in order; blocks of other
+    types are not calls and get nothing.
+
+    Raises:
+        TypeError: `identity` is not a str, or there is no list of blocks.
+        RuntimeError: an async tool was called from inside a running event loop (use
+            `arun_anthropic_tool_uses` there).
+    """
+    check_identity(identity)
+    planned = plan_anthropic(gateway, message_or_content)
+    return [_tool_result(answer) for answer in run_planned(gateway, planned, identity)]
+
+
+async def arun_anthropic_tool_uses(
+    gateway: Gateway, message_or_content: object, identity: str
+) -> list[dict[str, JSONValue]]:
+    """`run_anthropic_tool_uses` from an event loop, the calls run concurrently.
+
+    Raises:
+        TypeError: `identity` is not a str, or there is no list of blocks.
+    """
+    check_identity(identity)
+    planned = plan_anthropic(gateway, message_or_content)
+    return [_tool_result(answer) for answer in await arun_planned(gateway, planned, identity)]
+
+
+def plan_anthropic(gateway: Gateway, message_or_content: object) -> list[Planned]:
+    """Each `tool_use` block, read, or its refusal."""
+    planned: list[Planned] = []
+    seen: set[str] = set()
+    for index, block in enumerate(items_of(message_or_content, "content")):
+        if read_field(block, "type") != "tool_use":
+            continue
+        at = f"/content/{index}"
+        call_id = read_str(block, "id", at)
+        if isinstance(call_id, Rejection):
+            planned.append(refused("", call_id))
+            continue
+        if call_id in seen:
+            planned.append(refused(call_id, malformed(f"{at}/id", "duplicate_id", "unique")))
+            continue
+        seen.add(call_id)
+        name = read_str(block, "name", at)
+        if isinstance(name, Rejection):
+            planned.append(refused(call_id, name))
+            continue
+        arguments = read_field(block, "input")
+        if arguments is ABSENT:
+            planned.append(refused(call_id, malformed(at, "missing_member", "input")))
+            continue
+        planned.append(from_value(gateway, call_id, name, arguments))
+    return planned
+
+
+def _tool_result(answer: dict[str, JSONValue]) -> dict[str, JSONValue]:
+    content, is_error = content_of(answer)
+    return {
+        "type": "tool_result",
+        "tool_use_id": answer["call_id"],
+        "content": content,
+        "is_error": is_error,
+    }
