@@ -20,7 +20,8 @@ from strictcall.adapters._run import arun_planned, content_of, from_text, refuse
 from strictcall.gateway import Gateway
 
 if TYPE_CHECKING:
-    from agents import FunctionTool, RunContextWrapper, ToolContext
+    from agents import FunctionTool, RunContextWrapper
+    from agents.tool_context import ToolContext
 
 IdentityOf = Callable[["RunContextWrapper[Any]"], str]
 """Given the SDK's run context (a `ToolContext`), the caller's identity."""
@@ -33,31 +34,47 @@ class MissingExtra(ImportError):
 
 
 def agents_function_tools(
-    gateway: Gateway, *, identity: IdentityOf | None = None, strict: bool = True
+    gateway: Gateway, *, identity: IdentityOf | None = None, strict: bool | None = None
 ) -> list[FunctionTool]:
     """One `agents.FunctionTool` per registered tool, with the strict schema the gateway
-    enforces (`strict`: the SDK's strict mode for it, on by default as in the SDK).
+    enforces.
+
+    `strict` is the SDK's strict mode (OpenAI's constrained decoding) for the tools: True for
+    all of them, False for none, None (the default) for each tool whose schema the SDK can make
+    strict (not one with an open object, say). The gateway checks every call against its schema
+    either way; strict decoding only helps the model get a call right the first time.
 
     Raises:
         MissingExtra: the `agents` package (extra `agents`) is not installed.
-        agents.exceptions.UserError: `strict` and a schema the SDK cannot make strict.
+        agents.exceptions.UserError: `strict=True` and a schema the SDK cannot make strict.
     """
     try:
         from agents import FunctionTool
+        from agents.exceptions import UserError
     except ImportError:
         raise MissingExtra(EXTRA_MISSING) from None
     identity_of = identity if identity is not None else context_identity
-    listed = gateway.list_tools("openai")
-    return [
-        FunctionTool(
-            name=entry["function"]["name"],
-            description=entry["function"]["description"],
-            params_json_schema=entry["function"]["parameters"],
-            on_invoke_tool=_invoker(gateway, entry["function"]["name"], identity_of),
-            strict_json_schema=strict,
-        )
-        for entry in listed
-    ]
+    tools = []
+    for entry in gateway.list_tools("openai"):
+        function = entry["function"]
+
+        def make(strict_schema: bool, function: dict[str, Any] = function) -> FunctionTool:
+            return FunctionTool(
+                name=function["name"],
+                description=function["description"],
+                params_json_schema=function["parameters"],
+                on_invoke_tool=_invoker(gateway, function["name"], identity_of),
+                strict_json_schema=strict_schema,
+            )
+
+        if strict is not None:
+            tools.append(make(strict))
+            continue
+        try:
+            tools.append(make(True))
+        except UserError:  # the SDK cannot make this schema strict
+            tools.append(make(False))
+    return tools
 
 
 def context_identity(run_context: RunContextWrapper[Any]) -> str:
