@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from types import MappingProxyType
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, TypeAlias, TypeVar
+
+import orjson
 
 from strictcall.errors import INVALID_JSON, JSONValue, Rejection
 from strictcall.jsontext import JSONTextError, _check_depth, dump_text
@@ -13,19 +16,19 @@ from strictcall.pipeline import WITHHELD, fail, json_kind, read_call
 if TYPE_CHECKING:
     from strictcall.gateway import Gateway
 
+Planned: TypeAlias = tuple[str, dict[str, JSONValue] | None, bool, Rejection | None]
+"""One call of a turn: its id, then the call for the gateway and whether its arguments may hold
+a float, or None and its refusal. A plain tuple: it is made once per call, on the hot path."""
 
-class Planned(NamedTuple):
-    """One call of a turn: its id and either the call for the gateway or its refusal."""
+R = TypeVar("R")
 
-    call_id: str
-    call: dict[str, JSONValue] | None
-    has_float: bool
-    refusal: Rejection | None
+Result: TypeAlias = Callable[[str, str, bool], R]
+"""Writes one result as the provider reads it: (call id, JSON text, whether a refusal)."""
 
 
 def refused(call_id: str, rejection: Rejection) -> Planned:
     """A call answered without reaching the gateway."""
-    return Planned(call_id, None, False, rejection)
+    return (call_id, None, False, rejection)
 
 
 def from_text(gateway: Gateway, call_id: str, name: str, arguments: str) -> Planned:
@@ -36,12 +39,11 @@ def from_text(gateway: Gateway, call_id: str, name: str, arguments: str) -> Plan
     there for tools whose parameters are all optional): it is `{}`, still checked at shape.
     """
     if not arguments:
-        return Planned(call_id, {"name": name, "arguments": {}}, False, None)
+        return (call_id, {"name": name, "arguments": {}}, False, None)
     document = read_call(arguments, gateway.limits, numbers=gateway.reads_numbers)
     if type(document) is Rejection:
-        return refused(call_id, document)
-    call: dict[str, JSONValue] = {"name": name, "arguments": document.value}
-    return Planned(call_id, call, document.has_float, None)
+        return (call_id, None, False, document)
+    return (call_id, {"name": name, "arguments": document.value}, document.has_float, None)
 
 
 def from_value(gateway: Gateway, call_id: str, name: str, arguments: JSONValue) -> Planned:
@@ -50,47 +52,47 @@ def from_value(gateway: Gateway, call_id: str, name: str, arguments: JSONValue) 
     limit = gateway.limits.max_depth
     has_float = json_kind(arguments, limit)
     if has_float is None:
-        reason = "syntax"
+        details: dict[str, JSONValue] = {"reason": "syntax"}
         try:
             _check_depth(arguments, limit)
         except (JSONTextError, RecursionError):
-            reason = "too_deep"
-        details: dict[str, JSONValue] = {"reason": reason}
-        if reason == "too_deep":
-            details["limit"] = limit
+            details = {"reason": "too_deep", "limit": limit}
         return refused(call_id, Rejection(INVALID_JSON, MappingProxyType(details)))
-    call: dict[str, JSONValue] = {"name": name, "arguments": arguments}
-    return Planned(call_id, call, has_float, None)
+    return (call_id, {"name": name, "arguments": arguments}, has_float, None)
 
 
 def run_planned(
-    gateway: Gateway, planned: list[Planned], identity: str
-) -> list[dict[str, JSONValue]]:
-    """The gateway's answers to the planned calls, in order, one after another."""
-    answers = []
-    for one in planned:
-        if one.refusal is not None:
-            answers.append(fail(one.call_id, one.refusal))
+    gateway: Gateway, planned: list[Planned], identity: str, result: Result[R]
+) -> list[R]:
+    """The results of the planned calls, in order, run one after another."""
+    results = []
+    for call_id, call, has_float, refusal in planned:
+        if call is None:
+            answer = fail(call_id, refusal)  # type: ignore[arg-type]
         else:
-            answers.append(
-                gateway.call_parsed(one.call, identity, one.call_id, has_float=one.has_float)
-            )
-    return answers
+            answer = gateway.call_parsed(call, identity, call_id, has_float=has_float)
+        results.append(result(call_id, *content_of(answer)))
+    return results
 
 
 async def arun_planned(
-    gateway: Gateway, planned: list[Planned], identity: str
-) -> list[dict[str, JSONValue]]:
-    """The gateway's answers to the planned calls, in order, the calls run concurrently."""
+    gateway: Gateway, planned: list[Planned], identity: str, result: Result[R]
+) -> list[R]:
+    """The results of the planned calls, in order, the calls run concurrently."""
     if len(planned) == 1:  # the common turn: no tasks to make
-        return [await _answer(gateway, planned[0], identity)]
-    return list(await asyncio.gather(*(_answer(gateway, one, identity) for one in planned)))
+        answers = [await _answer(gateway, planned[0], identity)]
+    else:
+        answers = await asyncio.gather(*(_answer(gateway, one, identity) for one in planned))
+    return [
+        result(one[0], *content_of(answer)) for one, answer in zip(planned, answers, strict=True)
+    ]
 
 
 async def _answer(gateway: Gateway, one: Planned, identity: str) -> dict[str, JSONValue]:
-    if one.refusal is not None:
-        return fail(one.call_id, one.refusal)
-    return await gateway.call_parsed_async(one.call, identity, one.call_id, has_float=one.has_float)
+    call_id, call, has_float, refusal = one
+    if call is None:
+        return fail(call_id, refusal)  # type: ignore[arg-type]
+    return await gateway.call_parsed_async(call, identity, call_id, has_float=has_float)
 
 
 def content_of(answer: dict[str, JSONValue]) -> tuple[str, bool]:
@@ -100,14 +102,17 @@ def content_of(answer: dict[str, JSONValue]) -> tuple[str, bool]:
     they are, never as an empty result; a refusal is the structured error as JSON text.
     """
     if answer["ok"] is True:
-        text = dump_text(answer["result"])
+        try:
+            return orjson.dumps(answer["result"]).decode(), False
+        except orjson.JSONEncodeError:  # an integer beyond 64 bits, say: the exact writer
+            text = dump_text(answer["result"])
         if text is not None:
-            return text.decode("utf-8"), False
+            return text.decode(), False
         answer = fail(answer["call_id"], WITHHELD)  # a value JSON cannot write is withheld
     text = dump_text(answer["error"])
     if text is None:  # only a schema's own unwritable text could get here
         text = dump_text(WITHHELD.as_error()) or b""
-    return text.decode("utf-8"), True
+    return text.decode(), True
 
 
 def check_identity(identity: object) -> None:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from strictcall.adapters._fields import ABSENT, malformed, read_field
-from strictcall.adapters._run import arun_planned, content_of, from_text, refused
+from strictcall.adapters._run import arun_planned, from_text, refused
 from strictcall.gateway import Gateway
 
 if TYPE_CHECKING:
@@ -107,7 +107,11 @@ def _invoker(
             planned = refused(call_id, malformed("/arguments", "type", "string"))
         else:
             planned = from_text(gateway, call_id, name, input_json)
-        (answer,) = await arun_planned(gateway, [planned], identity)
-        return content_of(answer)[0]
+        (text,) = await arun_planned(gateway, [planned], identity, _text)
+        return text
 
     return on_invoke_tool
+
+
+def _text(call_id: str, content: str, refusal: bool) -> str:
+    return content

@@ -25,7 +25,6 @@ from strictcall.adapters._run import (
     Planned,
     arun_planned,
     check_identity,
-    content_of,
     from_value,
     refused,
     run_planned,
@@ -48,7 +47,7 @@ def run_anthropic_tool_uses(
     """
     check_identity(identity)
     planned = plan_anthropic(gateway, message_or_content)
-    return [_tool_result(answer) for answer in run_planned(gateway, planned, identity)]
+    return run_planned(gateway, planned, identity, _tool_result)
 
 
 async def arun_anthropic_tool_uses(
@@ -61,7 +60,7 @@ async def arun_anthropic_tool_uses(
     """
     check_identity(identity)
     planned = plan_anthropic(gateway, message_or_content)
-    return [_tool_result(answer) for answer in await arun_planned(gateway, planned, identity)]
+    return await arun_planned(gateway, planned, identity, _tool_result)
 
 
 def plan_anthropic(gateway: Gateway, message_or_content: object) -> list[Planned]:
@@ -71,32 +70,45 @@ def plan_anthropic(gateway: Gateway, message_or_content: object) -> list[Planned
     for index, block in enumerate(items_of(message_or_content, "content")):
         if read_field(block, "type") != "tool_use":
             continue
-        at = f"/content/{index}"
-        call_id = read_str(block, "id", at)
-        if isinstance(call_id, Rejection):
-            planned.append(refused("", call_id))
-            continue
-        if call_id in seen:
-            planned.append(refused(call_id, malformed(f"{at}/id", "duplicate_id", "unique")))
-            continue
-        seen.add(call_id)
-        name = read_str(block, "name", at)
-        if isinstance(name, Rejection):
-            planned.append(refused(call_id, name))
-            continue
-        arguments = read_field(block, "input")
-        if arguments is ABSENT:
-            planned.append(refused(call_id, malformed(at, "missing_member", "input")))
-            continue
-        planned.append(from_value(gateway, call_id, name, arguments))
+        if type(block) is dict:
+            call_id = block.get("id")
+            name = block.get("name")
+            arguments = block.get("input", ABSENT)
+        else:
+            call_id = read_field(block, "id")
+            name = read_field(block, "name")
+            arguments = read_field(block, "input")
+        if (
+            type(call_id) is str
+            and call_id
+            and call_id not in seen
+            and type(name) is str
+            and name
+            and arguments is not ABSENT
+        ):
+            seen.add(call_id)
+            planned.append(from_value(gateway, call_id, name, arguments))
+        else:
+            planned.append(_check_block(gateway, block, f"/content/{index}", seen))
     return planned
 
 
-def _tool_result(answer: dict[str, JSONValue]) -> dict[str, JSONValue]:
-    content, is_error = content_of(answer)
-    return {
-        "type": "tool_result",
-        "tool_use_id": answer["call_id"],
-        "content": content,
-        "is_error": is_error,
-    }
+def _check_block(gateway: Gateway, block: object, at: str, seen: set[str]) -> Planned:
+    """A tool_use block read member by member: the first thing wrong with it, located."""
+    call_id = read_str(block, "id", at)
+    if isinstance(call_id, Rejection):
+        return refused("", call_id)
+    if call_id in seen:
+        return refused(call_id, malformed(f"{at}/id", "duplicate_id", "unique"))
+    seen.add(call_id)
+    name = read_str(block, "name", at)
+    if isinstance(name, Rejection):
+        return refused(call_id, name)
+    arguments = read_field(block, "input")
+    if arguments is ABSENT:
+        return refused(call_id, malformed(at, "missing_member", "input"))
+    return from_value(gateway, call_id, name, arguments)
+
+
+def _tool_result(call_id: str, content: str, refusal: bool) -> dict[str, JSONValue]:
+    return {"type": "tool_result", "tool_use_id": call_id, "content": content, "is_error": refusal}

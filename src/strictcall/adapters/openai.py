@@ -24,7 +24,6 @@ from strictcall.adapters._run import (
     Planned,
     arun_planned,
     check_identity,
-    content_of,
     from_text,
     refused,
     run_planned,
@@ -45,8 +44,7 @@ def run_openai_tool_calls(
             `arun_openai_tool_calls` there).
     """
     check_identity(identity)
-    planned = plan_chat(gateway, message_or_tool_calls)
-    return [_tool_message(answer) for answer in run_planned(gateway, planned, identity)]
+    return run_planned(gateway, plan_chat(gateway, message_or_tool_calls), identity, _tool_message)
 
 
 async def arun_openai_tool_calls(
@@ -59,7 +57,7 @@ async def arun_openai_tool_calls(
     """
     check_identity(identity)
     planned = plan_chat(gateway, message_or_tool_calls)
-    return [_tool_message(answer) for answer in await arun_planned(gateway, planned, identity)]
+    return await arun_planned(gateway, planned, identity, _tool_message)
 
 
 def run_responses_function_calls(
@@ -76,7 +74,7 @@ def run_responses_function_calls(
     """
     check_identity(identity)
     planned = plan_responses(gateway, response_or_output)
-    return [_output_item(answer) for answer in run_planned(gateway, planned, identity)]
+    return run_planned(gateway, planned, identity, _output_item)
 
 
 async def arun_responses_function_calls(
@@ -89,7 +87,7 @@ async def arun_responses_function_calls(
     """
     check_identity(identity)
     planned = plan_responses(gateway, response_or_output)
-    return [_output_item(answer) for answer in await arun_planned(gateway, planned, identity)]
+    return await arun_planned(gateway, planned, identity, _output_item)
 
 
 def plan_chat(gateway: Gateway, message_or_tool_calls: object) -> list[Planned]:
@@ -97,28 +95,61 @@ def plan_chat(gateway: Gateway, message_or_tool_calls: object) -> list[Planned]:
     planned: list[Planned] = []
     seen: set[str] = set()
     for index, tool_call in enumerate(items_of(message_or_tool_calls, "tool_calls")):
-        at = f"/tool_calls/{index}"
-        call_id = read_str(tool_call, "id", at)
-        if isinstance(call_id, Rejection):
-            planned.append(refused("", call_id))
-            continue
-        if call_id in seen:
-            planned.append(refused(call_id, malformed(f"{at}/id", "duplicate_id", "unique")))
-            continue
-        seen.add(call_id)
-        kind = read_field(tool_call, "type")
-        if kind is not ABSENT and kind != "function":
-            planned.append(refused(call_id, malformed(f"{at}/type", "const", "function")))
-            continue
-        function = read_field(tool_call, "function")
-        if function is ABSENT:
-            planned.append(refused(call_id, malformed(at, "missing_member", "function")))
-            continue
-        if function is None or isinstance(function, str | int | float | list | tuple):
-            planned.append(refused(call_id, malformed(f"{at}/function", "type", "object")))
-            continue
-        planned.append(_read_function(gateway, call_id, function, f"{at}/function"))
+        fields = _chat_fields(tool_call)
+        if fields is not None and fields[0] not in seen:
+            seen.add(fields[0])
+            planned.append(from_text(gateway, *fields))
+        else:
+            planned.append(_check_chat(gateway, tool_call, f"/tool_calls/{index}", seen))
     return planned
+
+
+def _chat_fields(tool_call: object) -> tuple[str, str, str] | None:
+    """A well-formed tool call's id, name and arguments text, read at the least cost; None
+    for anything else, which `_check_chat` then locates."""
+    if type(tool_call) is dict:
+        call_id = tool_call.get("id")
+        kind = tool_call.get("type", "function")
+        function = tool_call.get("function")
+        if type(function) is not dict:
+            return None
+        name = function.get("name")
+        arguments = function.get("arguments")
+    else:
+        call_id = getattr(tool_call, "id", None)
+        kind = getattr(tool_call, "type", None)
+        function = getattr(tool_call, "function", None)
+        name = getattr(function, "name", None)
+        arguments = getattr(function, "arguments", None)
+    if (
+        type(call_id) is str
+        and call_id
+        and kind == "function"
+        and type(name) is str
+        and name
+        and type(arguments) is str
+    ):
+        return call_id, name, arguments
+    return None
+
+
+def _check_chat(gateway: Gateway, tool_call: object, at: str, seen: set[str]) -> Planned:
+    """A tool call read member by member: the first thing wrong with it, located."""
+    call_id = read_str(tool_call, "id", at)
+    if isinstance(call_id, Rejection):
+        return refused("", call_id)
+    if call_id in seen:
+        return refused(call_id, malformed(f"{at}/id", "duplicate_id", "unique"))
+    seen.add(call_id)
+    kind = read_field(tool_call, "type")
+    if kind is not ABSENT and kind != "function":
+        return refused(call_id, malformed(f"{at}/type", "const", "function"))
+    function = read_field(tool_call, "function")
+    if function is ABSENT:
+        return refused(call_id, malformed(at, "missing_member", "function"))
+    if function is None or isinstance(function, str | int | float | list | tuple):
+        return refused(call_id, malformed(f"{at}/function", "type", "object"))
+    return _read_function(gateway, call_id, function, f"{at}/function")
 
 
 def plan_responses(gateway: Gateway, response_or_output: object) -> list[Planned]:
@@ -126,19 +157,42 @@ def plan_responses(gateway: Gateway, response_or_output: object) -> list[Planned
     planned: list[Planned] = []
     seen: set[str] = set()
     for index, item in enumerate(items_of(response_or_output, "output")):
-        if read_field(item, "type") != "function_call":
-            continue
-        at = f"/output/{index}"
-        call_id = read_str(item, "call_id", at)
-        if isinstance(call_id, Rejection):
-            planned.append(refused("", call_id))
-            continue
-        if call_id in seen:
-            planned.append(refused(call_id, malformed(f"{at}/call_id", "duplicate_id", "unique")))
-            continue
-        seen.add(call_id)
-        planned.append(_read_function(gateway, call_id, item, at))
+        if type(item) is dict:
+            if item.get("type") != "function_call":
+                continue
+            call_id = item.get("call_id")
+            name = item.get("name")
+            arguments = item.get("arguments")
+        else:  # an SDK object, or a mapping of another type
+            if read_field(item, "type") != "function_call":
+                continue
+            call_id = read_field(item, "call_id")
+            name = read_field(item, "name")
+            arguments = read_field(item, "arguments")
+        if (
+            type(call_id) is str
+            and call_id
+            and call_id not in seen
+            and type(name) is str
+            and name
+            and type(arguments) is str
+        ):
+            seen.add(call_id)
+            planned.append(from_text(gateway, call_id, name, arguments))
+        else:
+            planned.append(_check_item(gateway, item, f"/output/{index}", seen))
     return planned
+
+
+def _check_item(gateway: Gateway, item: object, at: str, seen: set[str]) -> Planned:
+    """A function_call item read member by member: the first thing wrong with it, located."""
+    call_id = read_str(item, "call_id", at)
+    if isinstance(call_id, Rejection):
+        return refused("", call_id)
+    if call_id in seen:
+        return refused(call_id, malformed(f"{at}/call_id", "duplicate_id", "unique"))
+    seen.add(call_id)
+    return _read_function(gateway, call_id, item, at)
 
 
 def _read_function(gateway: Gateway, call_id: str, function: object, at: str) -> Planned:
@@ -153,14 +207,12 @@ def _read_function(gateway: Gateway, call_id: str, function: object, at: str) ->
     if type(arguments) is not str and not isinstance(arguments, str):
         # a dict here was parsed by someone, leniently or not: only the text can be read strictly
         return refused(call_id, malformed(f"{at}/arguments", "type", "string"))
-    return from_text(gateway, call_id, name, arguments)
+    return from_text(gateway, call_id, name, str.__str__(arguments))
 
 
-def _tool_message(answer: dict[str, JSONValue]) -> dict[str, JSONValue]:
-    content, _refused = content_of(answer)
-    return {"role": "tool", "tool_call_id": answer["call_id"], "content": content}
+def _tool_message(call_id: str, content: str, refusal: bool) -> dict[str, JSONValue]:
+    return {"role": "tool", "tool_call_id": call_id, "content": content}
 
 
-def _output_item(answer: dict[str, JSONValue]) -> dict[str, JSONValue]:
-    output, _refused = content_of(answer)
-    return {"type": "function_call_output", "call_id": answer["call_id"], "output": output}
+def _output_item(call_id: str, output: str, refusal: bool) -> dict[str, JSONValue]:
+    return {"type": "function_call_output", "call_id": call_id, "output": output}
