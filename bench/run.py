@@ -35,6 +35,7 @@ PEERS_REQUIREMENTS = BENCH / "requirements-peers.txt"
 
 sys.path.insert(0, str(BENCH))
 
+import adapters  # noqa: E402
 import http_load  # noqa: E402
 import startup  # noqa: E402
 from http_load import log  # noqa: E402
@@ -500,6 +501,12 @@ def render(report: dict[str, Any], args: argparse.Namespace) -> str:
         "",
         *inprocess_table(report["in_process"]),
         "",
+        "## The agent loop adapters",
+        "",
+        ADAPTERS_METHOD.format(rounds=args.rounds),
+        "",
+        *adapters_lines(report["adapters"]),
+        "",
         "## HTTP on 127.0.0.1 (wrk)",
         "",
         HTTP_METHOD.format(threads=args.threads, duration=args.duration, runs=args.http_runs),
@@ -514,6 +521,21 @@ def render(report: dict[str, Any], args: argparse.Namespace) -> str:
         "",
     ]
     return "\n".join(out)
+
+
+ADAPTERS_METHOD = (
+    "One read_note call handed over as a provider's turn (`strictcall.adapters`), against "
+    "`Gateway.call` on the same call in the same {rounds} rounds (medians; `bench/adapters.py`). "
+    "An adapter also writes the value as JSON text for the model, which `Gateway.call` does not: "
+    "`Gateway.call_text` shows what writing costs. Goal: each adapter <= "
+    f"{adapters.TARGET_RATIO}x `Gateway.call`."
+)
+
+
+def adapters_lines(result: dict[str, Any]) -> list[str]:
+    if "error" in result:
+        return [f"Not measured: {result['error']}"]
+    return adapters.table(result["rows"])[2:]  # the method above replaces its title
 
 
 def _busy_warning(start: str, end: str, cores: int | None) -> list[str]:
@@ -559,6 +581,7 @@ def main(argv: list[str] | None = None) -> int:
         elif not args.skip_peers:
             processes.append({"process": "peers", "error": "the peers venv could not be made"})
         report["in_process"] = processes
+        report["adapters"] = in_process(sys.executable, "adapters.py", args)
         with tempfile.TemporaryDirectory(prefix="strictcall-bench-") as tmp:
             workdir = Path(tmp)
             if args.skip_http:
