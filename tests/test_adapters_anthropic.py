@@ -176,3 +176,20 @@ def test_the_async_form_runs_the_calls_concurrently_and_keeps_their_order() -> N
 
     assert [r["tool_use_id"] for r in results] == ["t1", "t2", "t3"]
     assert [r["content"] for r in results] == ['"b"', "null", '"a"']
+
+
+def test_the_async_and_sync_forms_answer_every_kind_of_block_alike() -> None:
+    content: list[Any] = [
+        use("t0", "add", {"a": 1}),
+        {"type": "tool_use", "name": "add", "input": {}},
+        use("t0", "add", {}),
+        use("t3", "add", {"a": float("nan")}),
+        use("t4", "nope", {}),
+        {"type": "text", "text": "and"},
+        use("t5", "echo", {"value": 0}),
+    ]
+
+    answered = run_anthropic_tool_uses(adapter_gateway(), content, "u1")
+
+    assert asyncio.run(arun_anthropic_tool_uses(adapter_gateway(), content, "u1")) == answered
+    assert [r["is_error"] for r in answered] == [False, True, True, True, True, False]

@@ -389,3 +389,27 @@ def test_the_async_responses_form_answers_as_the_sync_one() -> None:
 
     assert answered == run_responses_function_calls(adapter_gateway(), output, "u1")
     assert answered[0]["output"] == "1"
+
+
+def test_the_async_and_sync_forms_answer_every_kind_of_call_alike() -> None:
+    calls: list[Any] = [
+        call("c0", "add", '{"a":1}'),
+        {"type": "function", "function": {"name": "add", "arguments": "{}"}},
+        call("c2", "add", {"a": 1}),
+        call("c0", "add", "{}"),
+        call("c4", "add", '{"a":NaN}'),
+        call("c5", "nope", ""),
+        {"id": "c6", "type": "custom", "custom": {"name": "add", "input": "x"}},
+        call("c7", "echo", '{"value":null}'),
+    ]
+    items: list[Any] = [
+        {"type": "function_call", "call_id": c.get("id"), **c.get("function", {})} for c in calls
+    ]
+
+    chat = run_openai_tool_calls(adapter_gateway(), calls, "u1")
+    responses = run_responses_function_calls(adapter_gateway(), items, "u1")
+
+    assert asyncio.run(arun_openai_tool_calls(adapter_gateway(), calls, "u1")) == chat
+    assert asyncio.run(arun_responses_function_calls(adapter_gateway(), items, "u1")) == responses
+    assert len(chat) == len(calls)
+    assert len(responses) == len(items)

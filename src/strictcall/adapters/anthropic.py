@@ -25,12 +25,13 @@ from strictcall.adapters._run import (
     Planned,
     arun_planned,
     check_identity,
+    content_of,
     from_value,
     refused,
-    run_planned,
 )
 from strictcall.errors import JSONValue, Rejection
 from strictcall.gateway import Gateway
+from strictcall.pipeline import fail
 
 
 def run_anthropic_tool_uses(
@@ -45,9 +46,16 @@ def run_anthropic_tool_uses(
         RuntimeError: an async tool was called from inside a running event loop (use
             `arun_anthropic_tool_uses` there).
     """
-    check_identity(identity)
-    planned = plan_anthropic(gateway, message_or_content)
-    return run_planned(gateway, planned, identity, _tool_result)
+    if type(identity) is not str:
+        check_identity(identity)
+    results: list[dict[str, JSONValue]] = []
+    for call_id, call, has_float, refusal in plan_anthropic(gateway, message_or_content):
+        if call is not None:
+            answer = gateway.call_parsed(call, identity, call_id, has_float=has_float)
+        else:
+            answer = fail(call_id, refusal)  # type: ignore[arg-type]
+        results.append(_tool_result(call_id, *content_of(answer)))
+    return results
 
 
 async def arun_anthropic_tool_uses(

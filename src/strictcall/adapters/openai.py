@@ -19,14 +19,17 @@ turn anyway, since the assistant message itself has no id there).
 
 from __future__ import annotations
 
+from typing import Literal
+
 from strictcall.adapters._fields import ABSENT, items_of, malformed, read_field, read_str
 from strictcall.adapters._run import (
     Planned,
+    answer_planned,
+    answer_text,
     arun_planned,
     check_identity,
     from_text,
     refused,
-    run_planned,
 )
 from strictcall.errors import JSONValue, Rejection
 from strictcall.gateway import Gateway
@@ -43,8 +46,24 @@ def run_openai_tool_calls(
         RuntimeError: an async tool was called from inside a running event loop (use
             `arun_openai_tool_calls` there).
     """
-    check_identity(identity)
-    return run_planned(gateway, plan_chat(gateway, message_or_tool_calls), identity, _tool_message)
+    if type(identity) is not str:
+        check_identity(identity)
+    turn = message_or_tool_calls
+    results: list[dict[str, JSONValue]] = []
+    seen: set[str] = set()
+    for index, tool_call in enumerate(turn if type(turn) is list else items_of(turn, "tool_calls")):
+        # `plan_chat` and the calls in one loop: the hot path of a sync agent loop
+        fields = _chat_fields(tool_call)
+        if fields is not None and fields[0] not in seen:
+            call_id = fields[0]
+            seen.add(call_id)
+            content = answer_text(gateway, call_id, fields[1], fields[2], identity)[0]
+        else:
+            planned = _check_chat(gateway, tool_call, f"/tool_calls/{index}", seen)
+            call_id = planned[0]
+            content = answer_planned(gateway, planned, identity)[0]
+        results.append({"role": "tool", "tool_call_id": call_id, "content": content})
+    return results
 
 
 async def arun_openai_tool_calls(
@@ -72,9 +91,25 @@ def run_responses_function_calls(
         RuntimeError: an async tool was called from inside a running event loop (use
             `arun_responses_function_calls` there).
     """
-    check_identity(identity)
-    planned = plan_responses(gateway, response_or_output)
-    return run_planned(gateway, planned, identity, _output_item)
+    if type(identity) is not str:
+        check_identity(identity)
+    results: list[dict[str, JSONValue]] = []
+    seen: set[str] = set()
+    for index, item in enumerate(items_of(response_or_output, "output")):
+        # `plan_responses` and the calls in one loop: the hot path of a sync agent loop
+        fields = _item_fields(item)
+        if fields is False:
+            continue
+        if fields is not None and fields[0] not in seen:
+            call_id = fields[0]
+            seen.add(call_id)
+            output = answer_text(gateway, call_id, fields[1], fields[2], identity)[0]
+        else:
+            planned = _check_item(gateway, item, f"/output/{index}", seen)
+            call_id = planned[0]
+            output = answer_planned(gateway, planned, identity)[0]
+        results.append({"type": "function_call_output", "call_id": call_id, "output": output})
+    return results
 
 
 async def arun_responses_function_calls(
@@ -157,31 +192,35 @@ def plan_responses(gateway: Gateway, response_or_output: object) -> list[Planned
     planned: list[Planned] = []
     seen: set[str] = set()
     for index, item in enumerate(items_of(response_or_output, "output")):
-        if type(item) is dict:
-            if item.get("type") != "function_call":
-                continue
-            call_id = item.get("call_id")
-            name = item.get("name")
-            arguments = item.get("arguments")
-        else:  # an SDK object, or a mapping of another type
-            if read_field(item, "type") != "function_call":
-                continue
-            call_id = read_field(item, "call_id")
-            name = read_field(item, "name")
-            arguments = read_field(item, "arguments")
-        if (
-            type(call_id) is str
-            and call_id
-            and call_id not in seen
-            and type(name) is str
-            and name
-            and type(arguments) is str
-        ):
-            seen.add(call_id)
-            planned.append(from_text(gateway, call_id, name, arguments))
+        fields = _item_fields(item)
+        if fields is False:
+            continue
+        if fields is not None and fields[0] not in seen:
+            seen.add(fields[0])
+            planned.append(from_text(gateway, *fields))
         else:
             planned.append(_check_item(gateway, item, f"/output/{index}", seen))
     return planned
+
+
+def _item_fields(item: object) -> tuple[str, str, str] | Literal[False] | None:
+    """A well-formed function_call item's call id, name and arguments text; False for an item
+    that is not a function call; None for anything else, which `_check_item` then locates."""
+    if type(item) is dict:
+        if item.get("type") != "function_call":
+            return False
+        call_id = item.get("call_id")
+        name = item.get("name")
+        arguments = item.get("arguments")
+    else:  # an SDK object, or a mapping of another type
+        if read_field(item, "type") != "function_call":
+            return False
+        call_id = read_field(item, "call_id")
+        name = read_field(item, "name")
+        arguments = read_field(item, "arguments")
+    if type(call_id) is str and call_id and type(name) is str and name and type(arguments) is str:
+        return call_id, name, arguments
+    return None
 
 
 def _check_item(gateway: Gateway, item: object, at: str, seen: set[str]) -> Planned:
