@@ -171,3 +171,19 @@ def test_the_anthropic_stand_in_refuses_results_that_are_not_first_in_one_user_m
         messages.append({"role": "user", "content": [{"type": "text", "text": "done"}, *results]})
         with pytest.raises(anthropic.BadRequestError):
             client.messages.create(model=example.MODEL, max_tokens=64, messages=messages)
+
+
+def test_the_readmes_ten_line_loop_runs_against_the_stand_in(
+    examples_on_path: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    readme = (EXAMPLES.parent / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## The agent loop", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    assert len([line for line in code.splitlines() if line]) <= 11  # imports and the loop
+    example: Any = importlib.import_module("agent_loop_openai")
+    with example.stand_in() as server:
+        local = code.replace("OpenAI()", f"OpenAI(base_url={server.url + '/v1'!r}, api_key='k')")
+        assert local != code
+        exec(local, {"gateway": example.task_gateway()})
+
+    assert "Buy milk" in capsys.readouterr().out
