@@ -146,7 +146,8 @@ def test_without_the_agents_sdk_making_the_tools_names_the_extra_in_one_line() -
         "import sys\n"
         "sys.modules['agents'] = None\n"  # import agents now raises ImportError
         "from strictcall import Gateway\n"
-        "from strictcall.adapters import agents_function_tools, MissingExtra\n"
+        "from strictcall.adapters import agents_function_tools\n"
+        "from strictcall.errors import MissingExtra\n"
         "try:\n"
         "    agents_function_tools(Gateway())\n"
         "except MissingExtra as exc:\n"
@@ -157,5 +158,5 @@ def test_without_the_agents_sdk_making_the_tools_names_the_extra_in_one_line() -
     )
 
     assert done.stdout.strip().splitlines() == [
-        "the OpenAI Agents SDK is not installed: pip install 'strictcall[agents]'"
+        "this needs strictcall[agents] (agents is not installed): pip install 'strictcall[agents]'"
     ]

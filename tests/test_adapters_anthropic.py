@@ -137,7 +137,7 @@ def test_an_input_that_is_not_an_object_is_refused_at_shape() -> None:
         ({"type": "tool_use", "id": "t1", "name": "add"}, "/content/2", "missing_member"),
         ({"type": "tool_use", "id": None, "name": "add", "input": {}}, "/content/2/id", "type"),
         (use("t1", None, {}), "/content/2/name", "type"),
-        (use("t0", "add", {"a": 1}), "/content/2/id", "duplicate_id"),
+        (use("t0", "add", {"a": 1}), "/content/2/id", "unique_items"),
     ],
 )
 def test_a_malformed_tool_use_gets_a_located_refusal_and_the_others_run(

@@ -297,7 +297,7 @@ def test_a_call_without_an_id_is_refused_in_its_place_and_the_others_still_run()
         ({"id": 5, "type": "function", "function": {"name": "add", "arguments": "{}"}},
          "/tool_calls/1/id", "type"),
         (call("", "add", "{}"), "/tool_calls/1/id", "min_length"),
-        (call("c0", "add", "{}"), "/tool_calls/1/id", "duplicate_id"),
+        (call("c0", "add", "{}"), "/tool_calls/1/id", "unique_items"),
     ],
 )  # fmt: skip
 def test_a_malformed_tool_call_gets_a_located_refusal_and_the_others_run(
@@ -325,7 +325,7 @@ def test_a_malformed_tool_call_gets_a_located_refusal_and_the_others_run(
         ({"type": "function_call", "call_id": "c1", "arguments": "{}"}, "/output/1",
          "missing_member"),
         ({"type": "function_call", "call_id": "c0", "name": "add", "arguments": "{}"},
-         "/output/1/call_id", "duplicate_id"),
+         "/output/1/call_id", "unique_items"),
     ],
 )  # fmt: skip
 def test_a_malformed_function_call_item_gets_a_located_refusal(

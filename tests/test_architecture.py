@@ -6,7 +6,8 @@ inside a function, is read from the source, so that a wall breaks the build, not
     storage       only storage.sqlite imports sqlite3, only storage.postgres imports psycopg
     the reader    reply imports nothing of the server side
     the sides     the server side imports nothing of the client, the client nothing of the server
-    transports    choose no error code: they import no ErrorKind of the catalogue
+    transports    choose no error code: they import no ErrorKind of the catalogue (the agent
+                  loop adapters are a transport: a provider's turn in, its results out)
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ TRANSPORTS = {
     "strictcall.coalesce",
     "strictcall.guard",
     "strictcall.edge",
+    "strictcall.adapters",
 }
 SERVICE = {"strictcall.notes", "strictcall.audit", "strictcall.storage"}
 CLIENT = {"strictcall.client"}

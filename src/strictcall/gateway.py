@@ -158,16 +158,18 @@ class Gateway:
         return await self._finish_async(climbed, call_id)
 
     def call_parsed(
-        self, call: JSONValue, identity: str, call_id: str | int, *, has_float: bool
+        self, call: JSONValue, identity: str, call_id: str | int, *, has_float: bool | None = None
     ) -> dict[str, JSONValue]:
-        """`call` for a call already parsed with `strictcall.jsontext` (`has_float` as that
-        parse reported it); the ladder starts at rung 2, route.
+        """`call` for a call already parsed, as `call_parsed_async` says; the ladder starts at
+        rung 2, route.
 
         Raises:
             TypeError, ValueError: `identity` is not a str, or `call_id` not a request id.
             RuntimeError: the call reached an async tool from inside a running event loop.
         """
-        check_caller(identity, call_id)
+        _check_caller(identity, call_id)
+        if has_float is None:
+            has_float = self._numbers and may_hold_float(call)
         climbed = self._climb(call, has_float, identity, call_id)
         if type(climbed) is Rejection:
             return fail(call_id, climbed)

@@ -41,7 +41,14 @@ from strictcall.errors import (
     Reason,
     Rejection,
 )
-from strictcall.jsontext import MAX_DEPTH, MAX_SIZE, Document, JSONTextError, TextFault
+from strictcall.jsontext import (
+    MAX_DEPTH,
+    MAX_SIZE,
+    Document,
+    JSONTextError,
+    TextFault,
+    _check_depth,
+)
 from strictcall.jsontext import parse_document as _parse_document
 from strictcall.schema import CompiledSchema, Violation, to_pointer
 from strictcall.tools import (
@@ -130,6 +137,21 @@ def read_call(raw: str | bytes, limits: Limits, *, numbers: bool = True) -> Docu
             details["line"] = exc.line
             details["column"] = exc.column
         return Rejection(INVALID_JSON, _frozen(details))
+
+
+def read_value(value: JSONValue, limits: Limits) -> bool | Rejection:
+    """Rung 1 for arguments an SDK already parsed (Anthropic's `input`): whether they may hold
+    a float, or the refusal of a value JSON text cannot hold (NaN, an infinity, a key that is
+    not a str: reason syntax) or one nested deeper than the limit."""
+    has_float = _json_kind(value, limits.max_depth)
+    if has_float is not None:
+        return has_float
+    try:
+        _check_depth(value, limits.max_depth)
+    except (JSONTextError, RecursionError):
+        reason = {"reason": Reason.TOO_DEEP.value, "limit": limits.max_depth}
+        return Rejection(INVALID_JSON, _frozen(reason))
+    return Rejection(INVALID_JSON, _frozen({"reason": Reason.SYNTAX.value}))
 
 
 _TOO_LARGE: dict[int, Rejection] = {}

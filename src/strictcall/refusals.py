@@ -18,6 +18,8 @@ from strictcall.errors import (
     RETRY_AFTER_MS,
     UNAUTHENTICATED,
     UNKNOWN_METHOD,
+    JSONValue,
+    Reason,
     Rejection,
 )
 from strictcall.pipeline import WITHHELD, too_large
@@ -30,6 +32,7 @@ __all__ = [
     "NO_SUCH_METHOD",
     "NO_TOKEN",
     "WITHHELD",
+    "malformed_call",
     "too_large",
 ]
 
@@ -50,3 +53,12 @@ NOT_A_REQUEST: Final = Rejection(INVALID_REQUEST)
 
 NO_SUCH_METHOD: Final = Rejection(UNKNOWN_METHOD)
 """A JSON-RPC method the server does not have."""
+
+
+def malformed_call(pointer: str, reason: Reason, expected: JSONValue = None) -> Rejection:
+    """A provider's tool call that the model's turn itself gets wrong (no id, no name, arguments
+    that are not text, an id used twice, ...), located by a pointer into the turn."""
+    details: dict[str, JSONValue] = {"pointer": pointer, "reason": reason.value}
+    if expected is not None:
+        details["expected"] = expected
+    return Rejection(INVALID_REQUEST, MappingProxyType(details))

@@ -11,7 +11,7 @@
 Each takes the SDK's objects or plain dicts and needs no SDK installed to import.
 """
 
-from strictcall.adapters.agents import MissingExtra, agents_function_tools
+from strictcall.adapters.agents import agents_function_tools
 from strictcall.adapters.anthropic import arun_anthropic_tool_uses, run_anthropic_tool_uses
 from strictcall.adapters.openai import (
     arun_openai_tool_calls,
@@ -21,7 +21,6 @@ from strictcall.adapters.openai import (
 )
 
 __all__ = [
-    "MissingExtra",
     "agents_function_tools",
     "arun_anthropic_tool_uses",
     "arun_openai_tool_calls",

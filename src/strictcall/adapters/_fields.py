@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from types import MappingProxyType
 from typing import Final
 
-from strictcall.errors import INVALID_REQUEST, JSONValue, Rejection
+from strictcall.errors import Reason, Rejection
+from strictcall.refusals import malformed_call
 
 
 class _Absent:
@@ -50,23 +50,13 @@ def items_of(container: object, member: str) -> list[object] | tuple[object, ...
     raise TypeError(f"expected a list of items or an object with a list at {member!r}")
 
 
-def malformed(pointer: str, reason: str, expected: JSONValue) -> Rejection:
-    """A refusal of one call whose envelope in the turn is not a well-formed tool call."""
-    return Rejection(
-        INVALID_REQUEST,
-        MappingProxyType({"pointer": pointer, "reason": reason, "expected": expected}),
-    )
-
-
-def read_str(
-    item: object, name: str, parent: str, expected: JSONValue = "string"
-) -> str | Rejection:
+def read_str(item: object, name: str, parent: str) -> str | Rejection:
     """The non-empty str at `name`, or the located refusal of what is there instead."""
     value = read_field(item, name)
     if type(value) is str or isinstance(value, str):
         if value:
             return str.__str__(value)
-        return malformed(f"{parent}/{name}", "min_length", 1)
+        return malformed_call(f"{parent}/{name}", Reason.MIN_LENGTH, 1)
     if value is ABSENT:
-        return malformed(parent, "missing_member", name)
-    return malformed(f"{parent}/{name}", "type", expected)
+        return malformed_call(parent, Reason.MISSING_MEMBER, name)
+    return malformed_call(f"{parent}/{name}", Reason.TYPE, "string")

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from types import MappingProxyType
 from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
 import orjson
 
-from strictcall.errors import INVALID_JSON, JSONValue, Rejection
-from strictcall.jsontext import JSONTextError, _check_depth, dump_text
-from strictcall.pipeline import WITHHELD, fail, json_kind, read_call
+from strictcall.errors import JSONValue, Rejection
+from strictcall.jsontext import dump_text
+from strictcall.pipeline import WITHHELD, fail, read_call, read_value
 
 if TYPE_CHECKING:
     from strictcall.gateway import Gateway
@@ -49,16 +48,10 @@ def from_text(gateway: Gateway, call_id: str, name: str, arguments: str) -> Plan
 def from_value(gateway: Gateway, call_id: str, name: str, arguments: JSONValue) -> Planned:
     """A call whose arguments an SDK already parsed (there is no text to read strictly): they
     must still be a JSON value (no NaN, no infinity, str keys) within the depth limit."""
-    limit = gateway.limits.max_depth
-    has_float = json_kind(arguments, limit)
-    if has_float is None:
-        details: dict[str, JSONValue] = {"reason": "syntax"}
-        try:
-            _check_depth(arguments, limit)
-        except (JSONTextError, RecursionError):
-            details = {"reason": "too_deep", "limit": limit}
-        return refused(call_id, Rejection(INVALID_JSON, MappingProxyType(details)))
-    return (call_id, {"name": name, "arguments": arguments}, has_float, None)
+    has_float = read_value(arguments, gateway.limits)
+    if type(has_float) is Rejection:
+        return (call_id, None, False, has_float)
+    return (call_id, {"name": name, "arguments": arguments}, has_float is True, None)
 
 
 def answer_text(

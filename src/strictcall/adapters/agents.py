@@ -15,9 +15,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from strictcall.adapters._fields import ABSENT, malformed, read_field
+from strictcall.adapters._fields import ABSENT, read_field
 from strictcall.adapters._run import arun_planned, from_text, refused
+from strictcall.errors import MissingExtra, Reason
 from strictcall.gateway import Gateway
+from strictcall.refusals import malformed_call
 
 if TYPE_CHECKING:
     from agents import FunctionTool, RunContextWrapper
@@ -25,12 +27,6 @@ if TYPE_CHECKING:
 
 IdentityOf = Callable[["RunContextWrapper[Any]"], str]
 """Given the SDK's run context (a `ToolContext`), the caller's identity."""
-
-EXTRA_MISSING = "the OpenAI Agents SDK is not installed: pip install 'strictcall[agents]'"
-
-
-class MissingExtra(ImportError):
-    """An optional dependency of strictcall is not installed; the message names the extra."""
 
 
 def agents_function_tools(
@@ -52,7 +48,7 @@ def agents_function_tools(
         from agents import FunctionTool
         from agents.exceptions import UserError
     except ImportError:
-        raise MissingExtra(EXTRA_MISSING) from None
+        raise MissingExtra("agents", "agents") from None
     identity_of = identity if identity is not None else context_identity
     tools = []
     for entry in gateway.list_tools("openai"):
@@ -101,10 +97,10 @@ def _invoker(
             raise TypeError("identity is a str")
         call_id = read_field(ctx, "tool_call_id")
         if type(call_id) is not str or not call_id:
-            reason = "missing_member" if call_id is ABSENT else "type"
-            planned = refused("", malformed("", reason, "tool_call_id"))
+            reason = Reason.MISSING_MEMBER if call_id is ABSENT else Reason.TYPE
+            planned = refused("", malformed_call("", reason, "tool_call_id"))
         elif not isinstance(input_json, str):
-            planned = refused(call_id, malformed("/arguments", "type", "string"))
+            planned = refused(call_id, malformed_call("/arguments", Reason.TYPE, "string"))
         else:
             planned = from_text(gateway, call_id, name, input_json)
         (text,) = await arun_planned(gateway, [planned], identity, _text)

@@ -20,7 +20,7 @@ A block the turn itself gets wrong (no id, no name, no input) is answered at its
 
 from __future__ import annotations
 
-from strictcall.adapters._fields import ABSENT, items_of, malformed, read_field, read_str
+from strictcall.adapters._fields import ABSENT, items_of, read_field, read_str
 from strictcall.adapters._run import (
     Planned,
     arun_planned,
@@ -29,9 +29,10 @@ from strictcall.adapters._run import (
     from_value,
     refused,
 )
-from strictcall.errors import JSONValue, Rejection
+from strictcall.errors import JSONValue, Reason, Rejection
 from strictcall.gateway import Gateway
 from strictcall.pipeline import fail
+from strictcall.refusals import malformed_call
 
 
 def run_anthropic_tool_uses(
@@ -107,14 +108,14 @@ def _check_block(gateway: Gateway, block: object, at: str, seen: set[str]) -> Pl
     if isinstance(call_id, Rejection):
         return refused("", call_id)
     if call_id in seen:
-        return refused(call_id, malformed(f"{at}/id", "duplicate_id", "unique"))
+        return refused(call_id, malformed_call(f"{at}/id", Reason.UNIQUE_ITEMS))
     seen.add(call_id)
     name = read_str(block, "name", at)
     if isinstance(name, Rejection):
         return refused(call_id, name)
     arguments = read_field(block, "input")
     if arguments is ABSENT:
-        return refused(call_id, malformed(at, "missing_member", "input"))
+        return refused(call_id, malformed_call(at, Reason.MISSING_MEMBER, "input"))
     return from_value(gateway, call_id, name, arguments)
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from strictcall.adapters._fields import ABSENT, items_of, malformed, read_field, read_str
+from strictcall.adapters._fields import ABSENT, items_of, read_field, read_str
 from strictcall.adapters._run import (
     Planned,
     answer_planned,
@@ -31,8 +31,9 @@ from strictcall.adapters._run import (
     from_text,
     refused,
 )
-from strictcall.errors import JSONValue, Rejection
+from strictcall.errors import JSONValue, Reason, Rejection
 from strictcall.gateway import Gateway
+from strictcall.refusals import malformed_call
 
 
 def run_openai_tool_calls(
@@ -174,16 +175,16 @@ def _check_chat(gateway: Gateway, tool_call: object, at: str, seen: set[str]) ->
     if isinstance(call_id, Rejection):
         return refused("", call_id)
     if call_id in seen:
-        return refused(call_id, malformed(f"{at}/id", "duplicate_id", "unique"))
+        return refused(call_id, malformed_call(f"{at}/id", Reason.UNIQUE_ITEMS))
     seen.add(call_id)
     kind = read_field(tool_call, "type")
     if kind is not ABSENT and kind != "function":
-        return refused(call_id, malformed(f"{at}/type", "const", "function"))
+        return refused(call_id, malformed_call(f"{at}/type", Reason.CONST, "function"))
     function = read_field(tool_call, "function")
     if function is ABSENT:
-        return refused(call_id, malformed(at, "missing_member", "function"))
+        return refused(call_id, malformed_call(at, Reason.MISSING_MEMBER, "function"))
     if function is None or isinstance(function, str | int | float | list | tuple):
-        return refused(call_id, malformed(f"{at}/function", "type", "object"))
+        return refused(call_id, malformed_call(f"{at}/function", Reason.TYPE, "object"))
     return _read_function(gateway, call_id, function, f"{at}/function")
 
 
@@ -229,7 +230,7 @@ def _check_item(gateway: Gateway, item: object, at: str, seen: set[str]) -> Plan
     if isinstance(call_id, Rejection):
         return refused("", call_id)
     if call_id in seen:
-        return refused(call_id, malformed(f"{at}/call_id", "duplicate_id", "unique"))
+        return refused(call_id, malformed_call(f"{at}/call_id", Reason.UNIQUE_ITEMS))
     seen.add(call_id)
     return _read_function(gateway, call_id, item, at)
 
@@ -242,10 +243,10 @@ def _read_function(gateway: Gateway, call_id: str, function: object, at: str) ->
         return refused(call_id, name)
     arguments = read_field(function, "arguments")
     if arguments is ABSENT:
-        return refused(call_id, malformed(at, "missing_member", "arguments"))
+        return refused(call_id, malformed_call(at, Reason.MISSING_MEMBER, "arguments"))
     if type(arguments) is not str and not isinstance(arguments, str):
         # a dict here was parsed by someone, leniently or not: only the text can be read strictly
-        return refused(call_id, malformed(f"{at}/arguments", "type", "string"))
+        return refused(call_id, malformed_call(f"{at}/arguments", Reason.TYPE, "string"))
     return from_text(gateway, call_id, name, str.__str__(arguments))
 
 
