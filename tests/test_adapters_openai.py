@@ -354,6 +354,15 @@ def test_a_tool_call_id_the_provider_omitted_reads_as_missing_on_the_sdks_object
     assert error_of(results[0]["content"])["reason"] == "missing_member"
 
 
+def test_a_whole_completion_is_refused_rather_than_read_as_a_turn_without_calls() -> None:
+    completion = ChatCompletion.model_validate(recorded("openai_chat_1.json"))
+
+    with pytest.raises(TypeError):
+        run_openai_tool_calls(adapter_gateway(), completion, "u1")
+    with pytest.raises(TypeError):
+        asyncio.run(arun_openai_tool_calls(adapter_gateway(), recorded("openai_chat_1.json"), "u1"))
+
+
 def test_a_turn_that_is_no_list_of_calls_is_the_callers_mistake() -> None:
     with pytest.raises(TypeError):
         run_openai_tool_calls(adapter_gateway(), {"tool_calls": "c1"}, "u1")

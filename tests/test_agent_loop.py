@@ -187,3 +187,37 @@ def test_the_readmes_ten_line_loop_runs_against_the_stand_in(
         exec(local, {"gateway": example.task_gateway()})
 
     assert "Buy milk" in capsys.readouterr().out
+
+
+def test_a_retried_turn_is_idempotent_because_the_call_id_is_the_gateways(tmp_path: Path) -> None:
+    from strictcall.adapters import run_anthropic_tool_uses, run_openai_tool_calls
+    from strictcall.notes import notes_gateway
+    from strictcall.storage.sqlite import SQLiteStore
+
+    store = SQLiteStore(tmp_path / "notes.sqlite3")
+    try:
+        gateway = notes_gateway(store)
+        create = {"name": "create_note", "arguments": '{"text":"milk"}'}
+        turn = [{"id": "call_1", "type": "function", "function": create}]
+        first = run_openai_tool_calls(gateway, turn, "u1")
+        again = run_openai_tool_calls(gateway, turn, "u1")  # the same turn, retried
+        block = {"type": "tool_use", "id": "toolu_1", "name": "create_note"}
+        other = run_anthropic_tool_uses(gateway, [{**block, "input": {"text": "eggs"}}], "u1")
+        count = run_openai_tool_calls(
+            gateway,
+            [
+                {
+                    "id": "call_2",
+                    "type": "function",
+                    "function": {"name": "count_notes", "arguments": "{}"},
+                }
+            ],
+            "u1",
+        )
+    finally:
+        store.close()
+
+    assert again == first
+    assert json.loads(first[0]["content"])["text"] == "milk"
+    assert json.loads(other[0]["content"])["text"] == "eggs"
+    assert count[0]["content"] == "2"

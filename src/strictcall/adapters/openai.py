@@ -52,7 +52,7 @@ def run_openai_tool_calls(
     turn = message_or_tool_calls
     results: list[dict[str, JSONValue]] = []
     seen: set[str] = set()
-    for index, tool_call in enumerate(turn if type(turn) is list else items_of(turn, "tool_calls")):
+    for index, tool_call in enumerate(turn if type(turn) is list else _tool_calls_of(turn)):
         # `plan_chat` and the calls in one loop: the hot path of a sync agent loop
         fields = _chat_fields(tool_call)
         if fields is not None and fields[0] not in seen:
@@ -130,7 +130,7 @@ def plan_chat(gateway: Gateway, message_or_tool_calls: object) -> list[Planned]:
     """Each Chat Completions tool call, read and its arguments parsed, or its refusal."""
     planned: list[Planned] = []
     seen: set[str] = set()
-    for index, tool_call in enumerate(items_of(message_or_tool_calls, "tool_calls")):
+    for index, tool_call in enumerate(_tool_calls_of(message_or_tool_calls)):
         fields = _chat_fields(tool_call)
         if fields is not None and fields[0] not in seen:
             seen.add(fields[0])
@@ -138,6 +138,18 @@ def plan_chat(gateway: Gateway, message_or_tool_calls: object) -> list[Planned]:
         else:
             planned.append(_check_chat(gateway, tool_call, f"/tool_calls/{index}", seen))
     return planned
+
+
+def _tool_calls_of(message_or_tool_calls: object) -> list[object] | tuple[object, ...]:
+    """The tool calls of an assistant message, or the list itself.
+
+    Raises:
+        TypeError: a whole completion (which has no tool calls of its own: pass
+            `completion.choices[0].message`), or no list of tool calls.
+    """
+    if read_field(message_or_tool_calls, "choices") is not ABSENT:
+        raise TypeError("pass the assistant message (completion.choices[0].message)")
+    return items_of(message_or_tool_calls, "tool_calls")
 
 
 def _chat_fields(tool_call: object) -> tuple[str, str, str] | None:
