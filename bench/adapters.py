@@ -4,7 +4,7 @@ Run:  .venv/bin/python bench/adapters.py [--rounds 7] [--batch 0.05]
 (`make bench` runs it too, and puts its table in bench/RESULTS.md.)
 
 One read_note call on the in-memory notes gateway (the same gateway as the in-process bench),
-as a provider's turn holds it, valid and wrong-typed, each figure timed in the same rounds as
+as a provider's turn holds it, valid and wrong-typed, each figure timed right after a batch of
 its baseline and reported as a ratio (median over the rounds):
 
 - baseline: `gateway.call(text, identity, call_id)`, text in, answer dict out;
@@ -125,10 +125,13 @@ def measure(rounds: int, seconds: float) -> list[dict[str, Any]]:
         sizes = {name: calibrate(fn, seconds) for name, fn in found.items()}
         us: dict[str, list[float]] = {name: [] for name in found}
         ratios: dict[str, list[float]] = {name: [] for name in found}
+        baseline, base_n = found["Gateway.call"], sizes["Gateway.call"]
         for _ in range(rounds):
-            base = batch(found["Gateway.call"], sizes["Gateway.call"]) / sizes["Gateway.call"]
             for name, fn in found.items():
-                per_call = base if name == "Gateway.call" else batch(fn, sizes[name]) / sizes[name]
+                # each figure right after its own baseline batch: on a shared machine, the load
+                # changes between batches, and a ratio of neighbours is what holds
+                base = batch(baseline, base_n) / base_n
+                per_call = base if fn is baseline else batch(fn, sizes[name]) / sizes[name]
                 us[name].append(per_call * 1e6)
                 ratios[name].append(per_call / base)
         for name in found:
