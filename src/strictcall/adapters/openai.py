@@ -56,9 +56,9 @@ def run_openai_tool_calls(
         # `plan_chat` and the calls in one loop: the hot path of a sync agent loop
         fields = _chat_fields(tool_call)
         if fields is not None and fields[0] not in seen:
-            call_id = fields[0]
+            call_id, name, arguments = fields
             seen.add(call_id)
-            content = answer_text(gateway, call_id, fields[1], fields[2], identity)[0]
+            content = answer_text(gateway, call_id, name, arguments, identity)[0]
         else:
             planned = _check_chat(gateway, tool_call, f"/tool_calls/{index}", seen)
             call_id = planned[0]
