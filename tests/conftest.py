@@ -1,9 +1,42 @@
-"""Shared test settings: hypothesis runs bounded and without deadlines, so the suite stays fast
-and its timing never decides a result."""
+"""Shared test settings and fixtures: hypothesis runs bounded and without deadlines, so the
+suite stays fast and its timing never decides a result; PostgreSQL databases for the tests that
+run on it (see tests/pg.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import pytest
 from hypothesis import settings
+
+import pg
 
 settings.register_profile("strictcall", max_examples=100, deadline=None)
 settings.load_profile("strictcall")
+
+
+@pytest.fixture(scope="session")
+def postgres() -> None:
+    """PostgreSQL answers (else the test is skipped, or fails in CI): asked once per run."""
+    pg.require()
+
+
+@pytest.fixture
+def pg_url(postgres: None) -> Iterator[str]:
+    """A fresh database for one test."""
+    with pg.fresh_database() as url:
+        yield url
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def service_db(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """A store for a module's server, on each kind in turn: a SQLite file path, then a fresh
+    PostgreSQL database's URL."""
+    if request.param == "sqlite":
+        yield str(tmp_path_factory.mktemp("service") / "notes.sqlite3")
+        return
+    request.getfixturevalue("postgres")
+    with pg.fresh_database() as url:
+        yield url

@@ -14,7 +14,6 @@ import pytest
 
 from strictcall.storage import (
     AuditRecord,
-    IdempotencyConflict,
     IdempotencyKey,
     StoreBusy,
     StoreUnavailable,
@@ -39,50 +38,6 @@ def test_new_file_gets_the_versioned_schema_in_wal_mode(store: SQLiteStore) -> N
         conn.close()
 
 
-def test_notes_are_scoped_to_their_owner(store: SQLiteStore) -> None:
-    mine = store.add_note("u1", "mine")
-    assert store.read_note("u1", mine.note_id) == mine
-    assert store.read_note("u2", mine.note_id) is None
-    assert store.read_note("u1", "n-missing") is None
-    assert store.list_notes("u2") == []
-    assert store.count_notes("u2") == 0
-    key = IdempotencyKey('"d1"', "fp")
-    assert store.delete_note("u2", mine.note_id, key) is False
-    assert store.read_note("u1", mine.note_id) == mine
-
-
-def test_list_is_oldest_first_and_empty_text_is_kept(store: SQLiteStore) -> None:
-    notes = [store.add_note("u1", text) for text in ("", "b", "")]
-    assert store.list_notes("u1") == notes
-    assert store.count_notes("u1") == 3
-
-
-def test_note_ids_are_random_and_unique(store: SQLiteStore) -> None:
-    ids = {store.add_note("u1", "x").note_id for _ in range(50)}
-    assert len(ids) == 50
-    assert all(i.startswith("n") and len(i) == 17 for i in ids)
-
-
-def test_create_is_once_per_call_id(store: SQLiteStore) -> None:
-    key = IdempotencyKey('"c1"', "fp-a")
-    first = store.create_note("u1", "t", key)
-    assert store.create_note("u1", "t", key) == first
-    assert store.count_notes("u1") == 1
-    with pytest.raises(IdempotencyConflict):
-        store.create_note("u1", "other", IdempotencyKey('"c1"', "fp-b"))
-    assert store.count_notes("u1") == 1
-    # the same call id is another owner's own
-    assert store.create_note("u2", "t", key) != first
-
-
-def test_delete_is_once_per_call_id(store: SQLiteStore) -> None:
-    note = store.add_note("u1", "t")
-    key = IdempotencyKey('"d1"', "fp")
-    assert store.delete_note("u1", note.note_id, key) is True
-    assert store.delete_note("u1", note.note_id, key) is True
-    assert store.delete_note("u1", note.note_id, IdempotencyKey('"d2"', "fp")) is False
-
-
 def test_tokens_are_kept_only_as_hashes(store: SQLiteStore) -> None:
     token = store.create_token("u1")
     assert store.identity_for_token(token) == "u1"
@@ -95,16 +50,6 @@ def test_tokens_are_kept_only_as_hashes(store: SQLiteStore) -> None:
         conn.close()
     assert rows == [(hash_token(token), "u1")]
     assert token.encode() not in store.path.read_bytes()
-
-
-def test_audit_records_and_counts(store: SQLiteStore) -> None:
-    store.record_call(AuditRecord(1.0, "c1", "u1", "read_note", "ok", None, None, 12))
-    store.record_call(AuditRecord(2.0, "c2", "u1", None, "error", "invalid_json", "parse", 3))
-    assert [r.call_id for r in store.recent_calls(10)] == ["c2", "c1"]
-    assert store.audit_size() == 2
-    assert sorted(store.call_counts(), key=str) == sorted(
-        [("ok", None, None, 1), ("error", "parse", "invalid_json", 1)], key=str
-    )
 
 
 def test_a_deleted_file_is_unavailable_until_it_is_back(tmp_path: Path) -> None:
@@ -194,19 +139,6 @@ def test_a_file_from_a_newer_strictcall_is_refused(tmp_path: Path) -> None:
     conn.close()
     with pytest.raises(StoreUnavailable):
         SQLiteStore(path)
-
-
-def test_a_batch_of_audit_records_keeps_every_field_and_type(store: SQLiteStore) -> None:
-    batch = [
-        AuditRecord(1.5, "007", "u1", "read_note", "ok", None, None, 0),
-        AuditRecord(2.0, "1e5", "用户", None, "error", "invalid_json", "parse", 2**40),
-        AuditRecord(3.25, None, None, None, "error", "unauthenticated", "auth", 7),
-        AuditRecord(4.0, "null", 'u"2\\', "create_note", "ok", None, None, 12),
-    ]
-    store.record_calls(batch)
-    assert store.recent_calls(10) == batch[::-1]
-    assert [type(r.at) for r in store.recent_calls(10)] == [float] * 4
-    assert [type(r.latency_us) for r in store.recent_calls(10)] == [int] * 4
 
 
 def test_without_sqlites_json_functions_a_batch_is_written_row_by_row(

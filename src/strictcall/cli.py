@@ -2,12 +2,12 @@
 
     strictcall demo                                  seed 002's demo, byte for byte
     strictcall call --identity ID [--call-id ID] RAW handle() one call; RAW "-" reads stdin
-    strictcall serve [--host H] [--port P] [--db PATH] [--demo]
-    strictcall serve --mcp-stdio --identity ID [--db PATH]
-    strictcall tokens create --identity ID [--db PATH]
-    strictcall notes add --owner ID --text TEXT [--db PATH]
-    strictcall notes list --owner ID [--db PATH]
-    strictcall audit [--limit N] [--db PATH]
+    strictcall serve [--host H] [--port P] [--db PATH|URL] [--demo]
+    strictcall serve --mcp-stdio --identity ID [--db PATH|URL]
+    strictcall tokens create --identity ID [--db PATH|URL]
+    strictcall notes add --owner ID --text TEXT [--db PATH|URL]
+    strictcall notes list --owner ID [--db PATH|URL]
+    strictcall audit [--limit N] [--db PATH|URL]
 
 Output is UTF-8 whatever the locale. `call` exits 0 when the answer's ok is true, 1 when it is
 false, 2 for a usage error or unreadable standard input; no input produces a traceback.
@@ -83,7 +83,10 @@ def build_parser() -> argparse.ArgumentParser:
     call.add_argument("--call-id", default="call-1", type=_utf8_text, help="echoed in the answer")
     call.add_argument("raw", metavar="RAW", help='the call as JSON text, or "-" for stdin')
 
-    db_help = "the SQLite file (default: $STRICTCALL_DB, else ./strictcall.sqlite3)"
+    db_help = (
+        "a SQLite file path or a postgresql:// URL"
+        " (default: $STRICTCALL_DB, else ./strictcall.sqlite3)"
+    )
     serve = commands.add_parser(
         "serve", help="serve the notes tools over HTTP (JSON-RPC 2.0 at /rpc, MCP at /mcp)"
     )

@@ -13,8 +13,9 @@ from contextlib import closing
 from typing import Final, TextIO, TypeVar
 
 from strictcall.edge import EdgeLimits
+from strictcall.errors import MissingExtra
 from strictcall.seed import NOTES as SEED_NOTES
-from strictcall.storage import Store, StoreUnavailable, open_store
+from strictcall.storage import SchemaTooNew, Store, StoreUnavailable, open_store, shown_db
 
 T = TypeVar("T")
 
@@ -49,7 +50,7 @@ def run_serve(
 
         def ready(bound_host: str, bound_port: int) -> None:
             base = f"http://{bound_host}:{bound_port}"
-            out.write(f"strictcall listening on {base} (store: {db})\n")
+            out.write(f"strictcall listening on {base} (store: {shown_db(db)})\n")
             if tokens:
                 _print_demo(out, base, tokens, store)
             out.flush()
@@ -74,7 +75,7 @@ def run_serve_mcp_stdio(db: str, identity: str, *, err: TextIO) -> int:
     if store is None:
         return EXIT_FAILED
     try:
-        err.write(f"strictcall: MCP on stdio for {identity} (store: {db})\n")
+        err.write(f"strictcall: MCP on stdio for {identity} (store: {shown_db(db)})\n")
         err.flush()
         with notes_gateway(store) as gateway:
             serve_stdio(gateway, identity, record=audit_recorder(store))
@@ -87,9 +88,11 @@ def _open_store(db: str, err: TextIO) -> Store | None:
     """The store at `db` for a server, or None (and a message) when it cannot be opened."""
     try:
         return open_store(db)
+    except (SchemaTooNew, MissingExtra) as exc:
+        err.write(f"strictcall: cannot open the store at {shown_db(db)}: {exc}\n")
     except StoreUnavailable:
-        err.write(f"strictcall: cannot open the store at {db}\n")
-        return None
+        err.write(f"strictcall: cannot open the store at {shown_db(db)}\n")
+    return None
 
 
 def _prepare_demo(store: Store) -> dict[str, str]:
@@ -122,9 +125,11 @@ def _with_store(db: str, err: TextIO, action: Callable[[Store], T]) -> T | None:
     try:
         with closing(open_store(db)) as store:
             return action(store)
+    except (SchemaTooNew, MissingExtra) as exc:
+        err.write(f"strictcall: cannot open the store at {shown_db(db)}: {exc}\n")
     except StoreUnavailable:
-        err.write(f"strictcall: the store at {db} is unavailable\n")
-        return None
+        err.write(f"strictcall: the store at {shown_db(db)} is unavailable\n")
+    return None
 
 
 def run_tokens_create(db: str, identity: str, *, out: TextIO, err: TextIO) -> int:

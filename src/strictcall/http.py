@@ -1,7 +1,8 @@
 """The HTTP face of the service: a plain ASGI app, no framework.
 
     POST /rpc      JSON-RPC 2.0 (see `strictcall.jsonrpc`), identity from the bearer token
-    GET  /healthz  {"status": "ok"}
+    GET  /healthz  {"status": "ok"}; 503 {"status": "store_unavailable", ...} while the store
+                   cannot serve (a load balancer takes the server out until it can)
     /mcp, ...      mounted apps (MCP streamable HTTP), behind the same token check
 
 The identity comes from `Authorization: Bearer <token>` and from nothing else. A missing or
@@ -20,7 +21,7 @@ from typing import Any, Final
 import orjson
 
 from strictcall.edge import DEFAULT_MAX_IN_FLIGHT, InFlight, OriginPolicy
-from strictcall.errors import Rejection, StrictcallError
+from strictcall.errors import RETRY_AFTER_MS, Rejection, StrictcallError
 from strictcall.jsonrpc import Recorder, RpcService, refusal_reply
 from strictcall.refusals import AUTH_DOWN, CALLER_BUSY, FOREIGN_ORIGIN, NO_TOKEN, too_large
 from strictcall.storage import AuditRecord, Store, StoreUnavailable
@@ -33,6 +34,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 _JSON_HEADERS: Final = [(b"content-type", b"application/json")]
 _HEALTHY: Final = b'{"status":"ok"}'
+_STORE_DOWN: Final = b'{"status":"store_unavailable","retry_after_ms":%d}' % RETRY_AFTER_MS
 
 IDENTITY_KEY: Final = "strictcall.identity"
 """The scope key under which a mounted app finds the caller's identity (a str)."""
@@ -78,7 +80,10 @@ class RpcApp:
         path = scope["path"]
         if path == "/healthz":
             if scope["method"] in ("GET", "HEAD"):
-                await _respond(send, 200, _HEALTHY)
+                if self.store.healthy():
+                    await _respond(send, 200, _HEALTHY)
+                else:
+                    await _respond(send, 503, _STORE_DOWN)
             else:
                 await _respond(send, 405, _error_body(405), allow=b"GET, HEAD")
             return

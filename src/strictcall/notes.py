@@ -204,7 +204,7 @@ def notes_tools(store: Store) -> list[Tool]:
 
 
 def notes_gateway(store: Store, *, limits: Limits | None = None) -> Gateway:
-    """A gateway serving the notes tools from `store`. Its one worker thread runs the writes
-    that have to wait for the lock: SQLite takes one writer at a time anyway, and one thread
-    spares them a queue at the lock."""
-    return Gateway(notes_tools(store), limits=limits, workers=1)
+    """A gateway serving the notes tools from `store`. Its worker threads run the writes that
+    have to wait, as many as the store takes at once: one on SQLite, which takes one writer at
+    a time anyway (one thread spares them a queue at the lock); several on PostgreSQL."""
+    return Gateway(notes_tools(store), limits=limits, workers=store.concurrent_writes)

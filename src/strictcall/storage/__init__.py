@@ -16,6 +16,7 @@ from strictcall.storage.base import (
     IdempotencyConflict,
     IdempotencyKey,
     Note,
+    SchemaTooNew,
     Store,
     StoreBusy,
     StoreError,
@@ -32,6 +33,7 @@ __all__ = [
     "IdempotencyConflict",
     "IdempotencyKey",
     "Note",
+    "SchemaTooNew",
     "Store",
     "StoreBusy",
     "StoreError",
@@ -42,6 +44,7 @@ __all__ = [
     "new_note_id",
     "new_token",
     "open_store",
+    "shown_db",
 ]
 
 _URL_SCHEMES: tuple[str, ...] = ("postgresql://", "postgres://")
@@ -66,7 +69,20 @@ def open_store(db: str) -> Store:
         MissingExtra: the driver for that kind of store is not installed.
     """
     if is_database_url(db):
-        raise StoreUnavailable("no PostgreSQL store in this build")
+        from strictcall.storage.postgres import PostgresStore
+
+        return PostgresStore(db)
     from strictcall.storage.sqlite import SQLiteStore
 
     return SQLiteStore(db)
+
+
+def shown_db(db: str) -> str:
+    """`db` as it may be printed or logged: a URL's password (in its user part or its query)
+    replaced by "***"."""
+    if not is_database_url(db):
+        return db
+    import re
+
+    db = re.sub(r"^([a-z]+://[^:@/]*):[^@/]*@", r"\1:***@", db)
+    return re.sub(r"([?&]password=)[^&]*", r"\1***", db)

@@ -39,6 +39,18 @@ class StoreUnavailable(StoreError):
     """The database cannot serve right now (locked, read-only, full, missing); retry later."""
 
 
+class SchemaTooNew(StoreUnavailable):
+    """The database was migrated by a newer strictcall than this one: refused, not touched."""
+
+    def __init__(self, found: int, known: int) -> None:
+        super().__init__(
+            f"the database's schema is version {found}, newer than this strictcall's {known}:"
+            " upgrade strictcall"
+        )
+        self.found = found
+        self.known = known
+
+
 class StoreBusy(StoreError):
     """A write asked not to wait (`wait=False`) would have had to: another write holds the
     lock. Nothing was written."""
@@ -99,6 +111,15 @@ class IdempotencyKey:
 
 class Store(Protocol):
     """What the service needs from a database."""
+
+    @property
+    def concurrent_writes(self) -> int:
+        """How many writes are worth running at once (SQLite takes one writer at a time)."""
+        ...
+
+    def healthy(self) -> bool:
+        """Whether the database can serve now (for /healthz; cheap, never long)."""
+        ...
 
     def read_note(self, owner: str, note_id: str) -> Note | None: ...
     def list_notes(self, owner: str) -> list[Note]: ...

@@ -29,6 +29,7 @@ from strictcall.storage.base import (
     IdempotencyConflict,
     IdempotencyKey,
     Note,
+    SchemaTooNew,
     StoreBusy,
     StoreUnavailable,
     hash_token,
@@ -105,12 +106,13 @@ def _migrate(conn: sqlite3.Connection) -> None:
     """Bring the file's schema up to SCHEMA_VERSION, one version per transaction.
 
     Raises:
-        sqlite3.Error: the file's schema is newer than this code knows (or the database fails).
+        SchemaTooNew: the file's schema is newer than this code knows.
+        sqlite3.Error: the database failed.
     """
     row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     version = int(row[0])
     if version > SCHEMA_VERSION:
-        raise sqlite3.DatabaseError("schema newer than this strictcall")
+        raise SchemaTooNew(version, SCHEMA_VERSION)
     for target in range(version + 1, SCHEMA_VERSION + 1):
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -169,6 +171,8 @@ class SQLiteStore:
     own lock: one for writes, one for reads. In WAL mode readers never wait for a writer, so a
     write waiting on a lock held elsewhere (up to `BUSY_TIMEOUT_MS`) never holds up a read."""
 
+    concurrent_writes: Final = 1  # SQLite takes one writer at a time
+
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path: Final = Path(path)
         self._lock = threading.Lock()
@@ -201,6 +205,9 @@ class SQLiteStore:
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             prepare(conn)
             stat = os.stat(self.path)
+        except SchemaTooNew:
+            conn.close()
+            raise
         except (sqlite3.Error, OSError) as exc:
             raise StoreUnavailable(type(exc).__name__) from None
         return conn, (stat.st_dev, stat.st_ino)
@@ -291,6 +298,14 @@ class SQLiteStore:
                     with suppress(sqlite3.Error):
                         conn.execute("ROLLBACK")
                 raise
+
+    def healthy(self) -> bool:
+        """Whether the file is there (one stat; a lock or a full disk is a fault of one call)."""
+        try:
+            self._file_now()
+        except StoreUnavailable:
+            return False
+        return True
 
     def schema_version(self) -> int:
         """The version of the schema this file holds."""

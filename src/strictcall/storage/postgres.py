@@ -1,0 +1,563 @@
+"""The PostgreSQL store: the only module that imports psycopg.
+
+`PostgresStore` implements `strictcall.storage.base.Store` on a PostgreSQL database named by a
+URL, through psycopg 3 and a psycopg_pool connection pool, so that several processes and hosts
+serve one set of notes. Its schema is versioned in `meta` and migrated at start under an
+advisory lock, so servers starting together apply each step once; a database whose schema is
+newer than this code is refused (`SchemaTooNew`).
+
+The guarantees are SQLiteStore's: a note is read by (owner, id) in one unique index; tokens are
+kept as hashes; writes are idempotent per (identity, call id), now across servers: the
+idempotency row and the note go in by one statement, `INSERT ... ON CONFLICT DO NOTHING`, so of
+two servers racing on one key the second waits for the first's commit and answers its note.
+
+Every driver fault (connection refused or lost, an administrator's termination, a statement
+timeout, no free connection in the pool) raises `StoreUnavailable`. After a lost connection the
+pool is checked and the call tried once more; while the database stays down, calls fail at once
+for `FAULT_HOLD_S` instead of each waiting for a connection, and the pool reconnects by itself.
+"""
+
+from __future__ import annotations
+
+import hmac
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, Final, TypeVar
+
+from strictcall.errors import require_extra
+from strictcall.storage.base import (
+    TOKEN_CACHE_S,
+    AuditRecord,
+    IdempotencyConflict,
+    IdempotencyKey,
+    Note,
+    SchemaTooNew,
+    StoreBusy,
+    StoreUnavailable,
+    hash_token,
+    new_note_id,
+    new_token,
+)
+
+require_extra("postgres", "psycopg")
+require_extra("postgres", "psycopg_pool")
+
+import psycopg  # noqa: E402  (after the check that names the extra)
+from psycopg import errors as pg_errors  # noqa: E402
+from psycopg.conninfo import conninfo_to_dict  # noqa: E402
+from psycopg_pool import ConnectionPool, PoolTimeout  # noqa: E402
+
+T = TypeVar("T")
+
+SCHEMA_VERSION: Final = 1
+"""The schema this code writes (PostgreSQL's own numbering, apart from SQLite's)."""
+
+STATEMENT_TIMEOUT_MS: Final = 2000
+"""The longest a statement may run (unless the URL sets `options`): below the write tools' 5 s
+limit, so a stuck statement is answered store_unavailable rather than timed out."""
+
+CONNECT_TIMEOUT_S: Final = 3
+POOL_WAIT_S: Final = 1.0
+"""The longest a write (on a worker thread) waits for a free connection."""
+
+READ_POOL_WAIT_S: Final = 0.05
+"""The longest a read waits for one: reads run on the server's event loop, which must not stall
+(the pool holds one connection more than the loop and the writers use together)."""
+
+FAULT_HOLD_S: Final = 0.25
+"""After a connection fault, how long calls are answered store_unavailable without trying."""
+
+WRITE_THREADS: Final = 8
+"""The writes one store runs at once: PostgreSQL commits them in parallel."""
+
+_TOKEN_CACHE_SIZE: Final = 4096
+# Any fixed 64-bit key: the lock servers of every version take before they read or migrate.
+_MIGRATION_LOCK: Final = 0x5C_7A_11_0000_0001
+
+# Connection-level SQLSTATE classes: the session is gone (08: connection exception; 57P01-3:
+# terminated by an administrator, crash shutdown, cannot connect now).
+_LOST_CONNECTION: Final = ("08", "57P01", "57P02", "57P03")
+
+_SCHEMA: Final = """
+CREATE TABLE notes (
+    seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    id text NOT NULL UNIQUE,
+    owner text NOT NULL,
+    text bytea NOT NULL,
+    created_at double precision NOT NULL,
+    updated_at double precision NOT NULL
+);
+CREATE UNIQUE INDEX notes_by_owner_id ON notes (owner, id);
+CREATE INDEX notes_by_owner ON notes (owner, seq);
+CREATE TABLE tokens (
+    hash text PRIMARY KEY,
+    identity text NOT NULL,
+    created_at double precision NOT NULL
+);
+CREATE TABLE audit (
+    seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    at double precision NOT NULL,
+    call_id text,
+    identity text,
+    tool text,
+    outcome text NOT NULL,
+    code text,
+    stage text,
+    latency_us bigint NOT NULL
+);
+CREATE TABLE idempotency (
+    identity text NOT NULL,
+    call_id text NOT NULL,
+    fingerprint text NOT NULL,
+    note_id text NOT NULL,
+    created_at double precision NOT NULL,
+    PRIMARY KEY (identity, call_id)
+);
+"""
+
+# Version -> the statements that bring the database from the version before to it.
+_MIGRATIONS: Final[Mapping[int, tuple[str, ...]]] = {1: (_SCHEMA,)}
+
+_READ_NOTE: Final = "SELECT text FROM notes WHERE owner = %s AND id = %s"
+
+# The claim of the call id and the note in one statement (one round trip, one commit): when the
+# key is taken, the claim returns nothing and no note is inserted. A second server racing on the
+# same key waits at the claim for the first's commit, then sees the key taken.
+_CREATE: Final = """
+WITH claim AS (
+    INSERT INTO idempotency (identity, call_id, fingerprint, note_id, created_at)
+    VALUES (%(owner)s, %(call_id)s, %(fingerprint)s, %(note_id)s, %(now)s)
+    ON CONFLICT DO NOTHING
+    RETURNING note_id
+)
+INSERT INTO notes (id, owner, text, created_at, updated_at)
+SELECT note_id, %(owner)s, %(text)s, %(now)s, %(now)s FROM claim
+RETURNING id
+"""
+
+# The note is locked first; the call id is claimed only if it exists, and the note deleted only
+# if the claim went in: a delete of nothing records nothing, as on SQLite. A racing delete of the
+# same note waits at the lock and then finds it gone.
+_DELETE: Final = """
+WITH target AS (
+    SELECT id FROM notes WHERE owner = %(owner)s AND id = %(note_id)s FOR UPDATE
+), claim AS (
+    INSERT INTO idempotency (identity, call_id, fingerprint, note_id, created_at)
+    SELECT %(owner)s, %(call_id)s, %(fingerprint)s, id, %(now)s FROM target
+    ON CONFLICT DO NOTHING
+    RETURNING note_id
+)
+DELETE FROM notes WHERE id IN (SELECT note_id FROM claim)
+RETURNING id
+"""
+
+_RECORDED: Final = (
+    "SELECT fingerprint, note_id FROM idempotency WHERE identity = %s AND call_id = %s"
+)
+
+_AUDIT_COLUMNS: Final = "at, call_id, identity, tool, outcome, code, stage, latency_us"
+# A batch as eight arrays, one per column, inserted by one statement.
+_INSERT_AUDIT_ROWS: Final = (
+    f"INSERT INTO audit ({_AUDIT_COLUMNS}) SELECT * FROM unnest("
+    "%s::float8[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[],"
+    " %s::int8[])"
+)
+
+
+class PostgresStore:
+    """A PostgreSQL database behind a connection pool, shared by any number of servers.
+
+    `url` is a libpq URL or conninfo string (`postgresql://user@host:5432/db?...`). Unless it
+    sets `options` itself, sessions get a statement timeout of `STATEMENT_TIMEOUT_MS`.
+
+    Raises (from the constructor):
+        StoreUnavailable: the database cannot be reached or its schema not prepared.
+        SchemaTooNew: the database was migrated by a newer strictcall.
+    """
+
+    concurrent_writes: Final = WRITE_THREADS
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        max_size: int = WRITE_THREADS + 3,
+        pool_wait_s: float = POOL_WAIT_S,
+    ) -> None:
+        self._pool_wait_s = pool_wait_s
+        self._down_until = 0.0
+        self._tokens: dict[str, tuple[str, float]] = {}
+        try:
+            settings = conninfo_to_dict(url)
+        except psycopg.Error:
+            raise StoreUnavailable("invalid database URL") from None
+        self._connect_kwargs: dict[str, Any] = {
+            "autocommit": True,
+            "connect_timeout": settings.get("connect_timeout", CONNECT_TIMEOUT_S),
+            "application_name": settings.get("application_name", "strictcall"),
+            # a silent network partition is noticed in seconds, not after the kernel's hours
+            "keepalives": 1,
+            "keepalives_idle": 5,
+            "keepalives_interval": 2,
+            "keepalives_count": 3,
+        }
+        if "options" not in settings:
+            self._connect_kwargs["options"] = (
+                f"-c statement_timeout={STATEMENT_TIMEOUT_MS}"
+                " -c idle_in_transaction_session_timeout=10000"
+            )
+        self._url = url
+        self._fault_lock = threading.Lock()
+        try:
+            self._migrate()
+        except psycopg.Error as exc:
+            raise StoreUnavailable(type(exc).__name__) from None
+        self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
+            url,
+            kwargs=self._connect_kwargs,
+            min_size=min(2, max_size),
+            max_size=max_size,
+            open=False,
+            timeout=pool_wait_s,
+            # a slot that cannot reconnect for this long is given up, and the next request for a
+            # connection makes a new one at once (instead of after a backoff grown to minutes)
+            reconnect_timeout=5.0,
+            name="strictcall",
+        )
+        try:
+            self._pool.open(wait=True, timeout=CONNECT_TIMEOUT_S * 2)
+        except psycopg.Error as exc:
+            self._pool.close()
+            raise StoreUnavailable(type(exc).__name__) from None
+
+    # --- schema -------------------------------------------------------------------------------
+
+    def _migrate(self) -> None:
+        """Bring the schema up to SCHEMA_VERSION, under an advisory lock held to the commit.
+
+        Raises:
+            SchemaTooNew: the database's schema is newer than this code.
+            psycopg.Error: the database failed.
+        """
+        kwargs = {**self._connect_kwargs, "autocommit": False}
+        with psycopg.connect(self._url, **kwargs) as conn, conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+            conn.execute("CREATE TABLE IF NOT EXISTS meta (key text PRIMARY KEY, value text)")
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES ('schema_version', '0')"
+                " ON CONFLICT DO NOTHING"
+            )
+            row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            version = int(row[0]) if row is not None else 0
+            if version > SCHEMA_VERSION:
+                raise SchemaTooNew(version, SCHEMA_VERSION)
+            for target in range(version + 1, SCHEMA_VERSION + 1):
+                for statement in _MIGRATIONS[target]:
+                    conn.execute(statement.encode("utf-8"))
+                conn.execute(
+                    "UPDATE meta SET value = %s WHERE key = 'schema_version'", (str(target),)
+                )
+
+    def schema_version(self) -> int:
+        """The version of the schema this database holds."""
+        row = self._read("SELECT value FROM meta WHERE key = 'schema_version'", ())
+        return int(row[0])
+
+    # --- connections and faults ---------------------------------------------------------------
+
+    def _run(
+        self,
+        work: Callable[[psycopg.Connection[Any]], T],
+        *,
+        retry: bool,
+        wait: float | None = None,
+    ) -> T:
+        """`work` on a pooled connection, with every driver fault raised as StoreUnavailable.
+
+        With `retry`, a connection found lost (killed, the server restarted) is replaced once:
+        the pool's idle connections are checked first, as they are likely lost too. Only work
+        that is safe to run twice is retried (reads, and writes idempotent by their key).
+        """
+        if time.monotonic() < self._down_until:
+            raise StoreUnavailable("held after a fault")
+        timeout = self._pool_wait_s if wait is None else wait
+        attempts = 2 if retry else 1
+        for attempt in range(attempts):
+            try:
+                with self._pool.connection(timeout=timeout) as conn:
+                    return work(conn)
+            except PoolTimeout:
+                if self._pool.get_stats().get("pool_size", 0) == 0:
+                    self._hold()  # no connection at all: the database is down
+                raise StoreUnavailable("no free connection") from None
+            except psycopg.Error as exc:
+                lost = _is_lost(exc)
+                if lost and attempt + 1 < attempts:
+                    self._check_pool()
+                    continue
+                if lost:
+                    self._hold()
+                raise StoreUnavailable(type(exc).__name__) from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _hold(self) -> None:
+        self._down_until = time.monotonic() + FAULT_HOLD_S
+
+    def _check_pool(self) -> None:
+        """Drop the pool's lost idle connections (one thread at a time; the others go on)."""
+        if self._fault_lock.acquire(blocking=False):
+            try:
+                self._pool.check()
+            except psycopg.Error:
+                pass  # what it could not replace, the pool reconnects in the background
+            finally:
+                self._fault_lock.release()
+
+    def healthy(self) -> bool:
+        """Whether the database answers now (one round trip, or none while a fault is held)."""
+        try:
+            self._run(lambda conn: conn.execute("SELECT 1"), retry=True, wait=READ_POOL_WAIT_S)
+        except StoreUnavailable:
+            return False
+        return True
+
+    def _read(self, sql: str, params: tuple[object, ...], *, many: bool = False) -> Any:
+        def query(conn: psycopg.Connection[Any]) -> Any:
+            cursor = conn.execute(sql, params)
+            return cursor.fetchall() if many else cursor.fetchone()
+
+        return self._run(query, retry=True, wait=READ_POOL_WAIT_S)
+
+    # --- notes --------------------------------------------------------------------------------
+
+    def read_note(self, owner: str, note_id: str) -> Note | None:
+        """The owner's note of that id, or None (missing and not-yours are the same)."""
+        if "\x00" in note_id:  # no id holds one, and PostgreSQL refuses it in text
+            return None
+        row = self._read(_READ_NOTE, (owner, note_id))
+        return None if row is None else Note(note_id, _text(row[0]))
+
+    def list_notes(self, owner: str) -> list[Note]:
+        """The owner's notes, oldest first."""
+        rows = self._read(
+            "SELECT id, text FROM notes WHERE owner = %s ORDER BY seq", (owner,), many=True
+        )
+        return [Note(note_id, _text(text)) for note_id, text in rows]
+
+    def count_notes(self, owner: str) -> int:
+        """How many notes the owner has."""
+        row = self._read("SELECT count(*) FROM notes WHERE owner = %s", (owner,))
+        return int(row[0])
+
+    def add_note(self, owner: str, text: str) -> Note:
+        """Add a note outside any call (the operator's `notes add`); not retried, as it has no
+        key that would make a second try harmless."""
+
+        def insert(conn: psycopg.Connection[Any]) -> Note:
+            now = time.time()
+            while True:
+                note_id = new_note_id()
+                row = conn.execute(
+                    "INSERT INTO notes (id, owner, text, created_at, updated_at)"
+                    " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING RETURNING id",
+                    (note_id, owner, _bytes(text), now, now),
+                ).fetchone()
+                if row is not None:  # else 78 random bits collided: draw again
+                    return Note(note_id, text)
+
+        return self._run(insert, retry=False)
+
+    def create_note(self, owner: str, text: str, key: IdempotencyKey, *, wait: bool = True) -> Note:
+        """Add a note, once per call id across every server on this database: a retry (or the
+        same call sent to another server) returns the first note and adds nothing.
+
+        With `wait` false: StoreBusy at once, as every write waits for a round trip and a
+        commit, which must not happen on an event loop (the server runs it on a worker thread).
+
+        Raises:
+            IdempotencyConflict: the call id was used for a different call.
+            StoreBusy: `wait` is false.
+        """
+        if not wait:
+            raise StoreBusy
+        params = {
+            "owner": owner,
+            "call_id": key.call_id,
+            "fingerprint": key.fingerprint,
+            "text": _bytes(text),
+        }
+
+        def create(conn: psycopg.Connection[Any]) -> Note:
+            while True:
+                note_id = new_note_id()
+                try:
+                    row = conn.execute(
+                        _CREATE, {**params, "note_id": note_id, "now": time.time()}
+                    ).fetchone()
+                except pg_errors.UniqueViolation:  # 78 random bits collided: draw again
+                    continue
+                if row is not None:
+                    return Note(note_id, text)
+                recorded = _recorded(conn, owner, key)
+                if recorded is not None:
+                    return Note(recorded, text)
+                # the claim met a row that is gone now: an operator pruned it; claim again
+
+        return self._run(create, retry=True)
+
+    def delete_note(
+        self, owner: str, note_id: str, key: IdempotencyKey, *, wait: bool = True
+    ) -> bool:
+        """Delete the owner's note, once per call id: True if deleted now or by the first try
+        of this call (on any server); False (nothing recorded) when the owner has no such note.
+
+        Raises:
+            IdempotencyConflict: the call id was used for a different call.
+            StoreBusy: `wait` is false (see create_note).
+        """
+        if not wait:
+            raise StoreBusy
+        if "\x00" in note_id:
+            return False
+        params = {
+            "owner": owner,
+            "note_id": note_id,
+            "call_id": key.call_id,
+            "fingerprint": key.fingerprint,
+        }
+
+        def delete(conn: psycopg.Connection[Any]) -> bool:
+            row = conn.execute(_DELETE, {**params, "now": time.time()}).fetchone()
+            if row is not None:
+                return True
+            return _recorded(conn, owner, key) is not None
+
+        return self._run(delete, retry=True)
+
+    # --- tokens -------------------------------------------------------------------------------
+
+    def create_token(self, identity: str) -> str:
+        """A new random API token for `identity`; only its hash is kept."""
+        token = new_token()
+        self._run(
+            lambda conn: conn.execute(
+                "INSERT INTO tokens (hash, identity, created_at) VALUES (%s, %s, %s)",
+                (hash_token(token), identity, time.time()),
+            ),
+            retry=False,
+        )
+        return token
+
+    def identity_for_token(self, token: str) -> str | None:
+        """Whose token this is, or None for an unknown token.
+
+        A known token is remembered for `TOKEN_CACHE_S` seconds (in each server process), so
+        that a busy caller costs one hash and no query per call; an unknown one is looked up
+        every time.
+        """
+        digest = hash_token(token)
+        cached = self._tokens.get(digest)
+        now = time.monotonic()
+        if cached is not None and cached[1] > now:
+            return cached[0]
+        row = self._read("SELECT hash, identity FROM tokens WHERE hash = %s", (digest,))
+        if row is None or not hmac.compare_digest(row[0], digest):
+            return None
+        identity = str(row[1])
+        if len(self._tokens) >= _TOKEN_CACHE_SIZE:
+            self._tokens.clear()
+        self._tokens[digest] = (identity, now + TOKEN_CACHE_S)
+        return identity
+
+    # --- audit --------------------------------------------------------------------------------
+
+    def record_call(self, record: AuditRecord) -> None:
+        """Append one call to the audit log."""
+        self.record_calls((record,))
+
+    def record_calls(self, records: Sequence[AuditRecord]) -> None:
+        """Append calls to the audit log, by one statement in one transaction. Not retried here:
+        the caller keeps what could not be written and offers it again.
+
+        The transaction commits without waiting for its WAL flush (`synchronous_commit = off`):
+        a crash of the database machine may lose its last fraction of a second of audit records,
+        never a note (note writes wait for their flush).
+        """
+        if not records:
+            return
+        columns = [list(column) for column in zip(*records, strict=True)]
+        for index in (1, 2, 3):  # call_id, identity, tool: PostgreSQL text refuses NUL
+            columns[index] = [_no_nul(value) for value in columns[index]]
+
+        def insert(conn: psycopg.Connection[Any]) -> None:
+            with conn.transaction():
+                conn.execute("SET LOCAL synchronous_commit = off")
+                conn.execute(_INSERT_AUDIT_ROWS, columns)
+
+        self._run(insert, retry=False)
+
+    def recent_calls(self, limit: int) -> list[AuditRecord]:
+        """The last `limit` calls, newest first."""
+        rows = self._read(
+            f"SELECT {_AUDIT_COLUMNS} FROM audit ORDER BY seq DESC LIMIT %s", (limit,), many=True
+        )
+        return [AuditRecord(*row) for row in rows]
+
+    def call_counts(self) -> list[tuple[str, str | None, str | None, int]]:
+        """How many calls ended with each (outcome, stage, code)."""
+        rows = self._read(
+            "SELECT outcome, stage, code, count(*) FROM audit"
+            " GROUP BY outcome, stage, code ORDER BY count(*) DESC",
+            (),
+            many=True,
+        )
+        return [(str(o), s, c, int(n)) for o, s, c, n in rows]
+
+    def audit_size(self) -> int:
+        """How many calls the audit log holds."""
+        return int(self._read("SELECT count(*) FROM audit", ())[0])
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection (autocommit), for tests and tools that look under the store."""
+        with self._pool.connection() as conn:
+            yield conn
+
+    def close(self) -> None:
+        """Close the pool and its connections."""
+        self._pool.close()
+
+
+def _is_lost(exc: psycopg.Error) -> bool:
+    """Whether `exc` says the session is gone (not a timeout or a refused statement)."""
+    state = exc.sqlstate
+    if state is None:  # no answer from the server: libpq's own connection failure
+        return isinstance(exc, psycopg.OperationalError)
+    return state.startswith(_LOST_CONNECTION)
+
+
+def _recorded(conn: psycopg.Connection[Any], owner: str, key: IdempotencyKey) -> str | None:
+    row = conn.execute(_RECORDED, (owner, key.call_id)).fetchone()
+    if row is None:
+        return None
+    if not hmac.compare_digest(row[0], key.fingerprint):
+        raise IdempotencyConflict
+    return str(row[1])
+
+
+def _bytes(text: str) -> bytes:
+    # Note text is kept as UTF-8 bytes: PostgreSQL's text refuses NUL, which a JSON string may
+    # hold and SQLite keeps, and a note must read back exactly as it was written on either.
+    return text.encode("utf-8")
+
+
+def _text(value: bytes) -> str:
+    return bytes(value).decode("utf-8")
+
+
+def _no_nul(value: str | None) -> str | None:
+    # An audit column is the service's own text, but a call id is the caller's: its NUL is
+    # written as the JSON escape, so the batch is never refused for it.
+    return value if value is None or "\x00" not in value else value.replace("\x00", "\\u0000")

@@ -1,0 +1,249 @@
+"""The PostgreSQL store on a real server: schema versions under concurrent starts, idempotency
+across servers, and the driver's faults (a killed session, a database refusing connections, a
+statement timeout, a full pool) answered as StoreUnavailable, with recovery on its own."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+import psycopg
+import pytest
+
+import pg
+from servers import strictcall
+from strictcall.errors import MissingExtra
+from strictcall.storage import (
+    IdempotencyConflict,
+    IdempotencyKey,
+    Note,
+    StoreUnavailable,
+    open_store,
+    shown_db,
+)
+from strictcall.storage.postgres import SCHEMA_VERSION, PostgresStore
+
+T = TypeVar("T")
+DEADLINE_S = 30.0
+
+
+@pytest.fixture
+def store(pg_url: str) -> Iterator[PostgresStore]:
+    opened = PostgresStore(pg_url)
+    yield opened
+    opened.close()
+
+
+def eventually(action: Callable[[], T]) -> T:
+    """`action`'s result once it stops raising StoreUnavailable (polled with a deadline)."""
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        try:
+            return action()
+        except StoreUnavailable:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def test_servers_starting_together_on_an_empty_database_migrate_it_once(pg_url: str) -> None:
+    barrier = threading.Barrier(4)
+
+    def start() -> PostgresStore:
+        barrier.wait(10)
+        return PostgresStore(pg_url)
+
+    with ThreadPoolExecutor(4) as pool:
+        stores = list(pool.map(lambda _: start(), range(4)))
+    try:
+        assert {s.schema_version() for s in stores} == {SCHEMA_VERSION}
+        with stores[0].connection() as conn:
+            assert conn.execute("SELECT count(*) FROM meta").fetchone() == (1,)
+        note = stores[0].add_note("u1", "seen by all")
+        assert all(s.read_note("u1", note.note_id) == note for s in stores)
+    finally:
+        for s in stores:
+            s.close()
+
+
+def test_the_same_call_sent_at_once_to_two_servers_is_applied_once(pg_url: str) -> None:
+    first, second = PostgresStore(pg_url), PostgresStore(pg_url)
+    try:
+        for n in range(20):
+            key = IdempotencyKey(f'"race-{n}"', "fp")
+            barrier = threading.Barrier(2)
+
+            def create(
+                store: PostgresStore,
+                key: IdempotencyKey = key,
+                barrier: threading.Barrier = barrier,
+            ) -> Note:
+                barrier.wait(10)
+                return store.create_note("u1", "once", key)
+
+            with ThreadPoolExecutor(2) as pool:
+                a, b = pool.map(create, (first, second))
+            assert a == b
+        assert first.count_notes("u1") == 20
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_call_id_reused_with_other_arguments_is_refused_by_any_server(pg_url: str) -> None:
+    first, second = PostgresStore(pg_url), PostgresStore(pg_url)
+    try:
+        note = first.create_note("u1", "a", IdempotencyKey('"c"', "fp-a"))
+        with pytest.raises(IdempotencyConflict):
+            second.create_note("u1", "b", IdempotencyKey('"c"', "fp-b"))
+        with pytest.raises(IdempotencyConflict):
+            second.delete_note("u1", note.note_id, IdempotencyKey('"c"', "fp-c"))
+        assert second.list_notes("u1") == [note]
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_delete_sent_at_once_to_two_servers_is_applied_once(pg_url: str) -> None:
+    first, second = PostgresStore(pg_url), PostgresStore(pg_url)
+    try:
+        for n in range(10):
+            note = first.add_note("u1", "doomed")
+            key = IdempotencyKey(f'"del-{n}"', "fp")
+            barrier = threading.Barrier(2)
+
+            def delete(
+                store: PostgresStore,
+                key: IdempotencyKey = key,
+                note: Note = note,
+                barrier: threading.Barrier = barrier,
+            ) -> bool:
+                barrier.wait(10)
+                return store.delete_note("u1", note.note_id, key)
+
+            with ThreadPoolExecutor(2) as pool:
+                assert list(pool.map(delete, (first, second))) == [True, True]
+        assert first.count_notes("u1") == 0
+    finally:
+        first.close()
+        second.close()
+
+
+def test_killed_sessions_are_replaced_without_a_failed_call(store: PostgresStore) -> None:
+    note = store.add_note("u1", "before")
+    assert pg.terminate_backends(store._url) >= 1
+    # the lost connection is found on use, the pool checked, and the call tried once more
+    assert store.read_note("u1", note.note_id) == note
+    assert pg.terminate_backends(store._url) >= 1
+    created = store.create_note("u1", "after", IdempotencyKey('"k"', "fp"))
+    assert store.list_notes("u1") == [note, created]
+
+
+def test_a_database_refusing_connections_is_unavailable_then_recovers_by_itself(
+    store: PostgresStore,
+) -> None:
+    note = store.add_note("u1", "kept")
+    pg.allow_connections(store._url, False)
+    try:
+        pg.terminate_backends(store._url)
+        with pytest.raises(StoreUnavailable):
+            store.read_note("u1", note.note_id)
+        with pytest.raises(StoreUnavailable):
+            store.create_note("u1", "not now", IdempotencyKey('"k"', "fp"))
+        assert store.healthy() is False
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailable):  # held: answered at once, no wait for the pool
+            store.read_note("u1", note.note_id)
+        assert time.monotonic() - started < 0.5
+    finally:
+        pg.allow_connections(store._url, True)
+    assert eventually(lambda: store.read_note("u1", note.note_id)) == note
+    assert store.healthy() is True
+    created = eventually(lambda: store.create_note("u1", "now", IdempotencyKey('"k"', "fp")))
+    assert store.list_notes("u1") == [note, created]
+
+
+def test_a_statement_past_its_timeout_is_unavailable_and_the_session_goes_on(pg_url: str) -> None:
+    store = PostgresStore(pg_url + "?options=-c%20statement_timeout%3D200")
+    try:
+        with psycopg.connect(pg_url) as holder:  # a transaction holding the key's row
+            holder.execute("INSERT INTO idempotency VALUES ('u1', '\"k\"', 'fp', 'n-held', 0)")
+            started = time.monotonic()
+            with pytest.raises(StoreUnavailable):
+                store.create_note("u1", "t", IdempotencyKey('"k"', "fp"))
+            assert time.monotonic() - started < 5
+            holder.rollback()
+        note = store.create_note("u1", "t", IdempotencyKey('"k"', "fp"))
+        assert store.list_notes("u1") == [note]
+    finally:
+        store.close()
+
+
+def test_a_full_pool_is_unavailable_at_once_and_serves_when_a_connection_is_back(
+    pg_url: str,
+) -> None:
+    store = PostgresStore(pg_url, max_size=1, pool_wait_s=0.1)
+    try:
+        with store.connection():
+            with pytest.raises(StoreUnavailable):
+                store.create_note("u1", "t", IdempotencyKey('"k"', "fp"))
+            with pytest.raises(StoreUnavailable):
+                store.count_notes("u1")
+        assert store.create_note("u1", "t", IdempotencyKey('"k"', "fp")).text == "t"
+    finally:
+        store.close()
+
+
+def test_an_unreachable_server_is_unavailable_at_open() -> None:
+    with pytest.raises(StoreUnavailable):
+        open_store("postgresql://postgres@127.0.0.1:1/none?connect_timeout=2")
+
+
+def test_without_the_driver_a_url_names_the_extra_to_install() -> None:
+    code = (
+        "import sys; sys.modules['psycopg'] = None\n"
+        "from strictcall.storage import open_store\n"
+        "try:\n    open_store('postgresql://x/y')\n"
+        "except ImportError as exc:\n    print(type(exc).__name__, exc.extra)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.stdout.split() == [MissingExtra.__name__, "postgres"]
+
+
+def test_a_urls_password_is_never_printed() -> None:
+    assert shown_db("postgresql://u:s3cret@h:5432/db") == "postgresql://u:***@h:5432/db"
+    assert shown_db("postgresql://h/db?password=s3cret&x=1") == "postgresql://h/db?password=***&x=1"
+    assert shown_db("postgresql://u@h/db") == "postgresql://u@h/db"
+    assert shown_db("notes.sqlite3") == "notes.sqlite3"
+    done = strictcall(
+        "notes", "list", "--owner", "u1", "--db", "postgresql://u:s3cret@127.0.0.1:1/x"
+    )
+    assert done.returncode == 1
+    assert "s3cret" not in done.stdout + done.stderr
+
+
+def test_the_operators_commands_take_a_url(pg_url: str) -> None:
+    token = strictcall("tokens", "create", "--identity", "u1", "--db", pg_url)
+    assert token.returncode == 0, token.stderr
+    added = strictcall("notes", "add", "--owner", "u1", "--text", "via url", "--db", pg_url)
+    assert added.returncode == 0, added.stderr
+    listed = strictcall("notes", "list", "--owner", "u1", "--db", pg_url)
+    assert listed.stdout == f'{added.stdout.strip()}\t"via url"\n'
+    audit = strictcall("audit", "--db", pg_url)
+    assert audit.returncode == 0, audit.stderr
+
+
+def test_a_database_from_a_newer_strictcall_is_refused_in_one_line(store: PostgresStore) -> None:
+    with store.connection() as conn:
+        conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    done = strictcall("notes", "list", "--owner", "u1", "--db", store._url)
+    assert done.returncode == 1
+    assert len(done.stderr.splitlines()) == 1
+    assert "99" in done.stderr and "Traceback" not in done.stderr
