@@ -1,4 +1,5 @@
-"""Real servers for the tests: `strictcall serve` started as a process on 127.0.0.1."""
+"""Real servers for the tests: `strictcall serve` started as a process on 127.0.0.1, on a
+SQLite file (a path) or a PostgreSQL database (a URL)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from strictcall.storage import AuditRecord
-from strictcall.storage.sqlite import SQLiteStore
+from strictcall.storage import AuditRecord, open_store
 
 START_DEADLINE_S = 20.0
 STOP_DEADLINE_S = 20.0
@@ -30,7 +30,7 @@ class RunningServer:
 
     base_url: str
     process: subprocess.Popen[str]
-    db: Path
+    db: Path | str
     lines: list[str] = field(default_factory=list)
 
     def stop(self, sig: int = signal.SIGTERM) -> int:
@@ -56,14 +56,14 @@ def strictcall(*args: str, stdin: str | None = None) -> subprocess.CompletedProc
     )
 
 
-def create_token(db: Path, identity: str) -> str:
+def create_token(db: Path | str, identity: str) -> str:
     """A new token for `identity`, made with the operator's command."""
     done = strictcall("tokens", "create", "--identity", identity, "--db", str(db))
     assert done.returncode == 0, done.stderr
     return done.stdout.strip().splitlines()[-1]
 
 
-def start_server(db: Path, *extra: str) -> RunningServer:
+def start_server(db: Path | str, *extra: str) -> RunningServer:
     """Start `strictcall serve --port 0` on `db` and wait, with a deadline, until it listens;
     with --demo, also until it has printed its curl lines."""
     process = subprocess.Popen(
@@ -115,13 +115,13 @@ AUDIT_DEADLINE_S = 10.0
 
 
 def recent_audit(
-    db: Path, count: int, until: Callable[[list[AuditRecord]], bool]
+    db: Path | str, count: int, until: Callable[[list[AuditRecord]], bool]
 ) -> list[AuditRecord]:
     """The `count` newest audit records, once `until` holds for them: a server writes its audit
     log in batches, a moment after the calls (polled with a deadline)."""
     deadline = time.monotonic() + AUDIT_DEADLINE_S
     while True:
-        store = SQLiteStore(db)
+        store = open_store(str(db))
         try:
             recent = store.recent_calls(count)
         finally:

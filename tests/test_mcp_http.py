@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -34,17 +33,18 @@ MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": 
 
 
 @pytest.fixture(scope="module")
-def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("mcp-http") / "notes.sqlite3"
+def db(service_db: str) -> str:
+    """The module's store: a SQLite file, then a PostgreSQL database (tests/conftest.py)."""
+    return service_db
 
 
 @pytest.fixture(scope="module")
-def tokens(db: Path) -> dict[str, str]:
+def tokens(db: str) -> dict[str, str]:
     return {who: create_token(db, who) for who in ("u1", "u2")}
 
 
 @pytest.fixture(scope="module")
-def server(db: Path, tokens: dict[str, str]) -> Iterator[RunningServer]:
+def server(db: str, tokens: dict[str, str]) -> Iterator[RunningServer]:
     running = start_server(db)
     yield running
     assert running.stop() == 0
@@ -186,7 +186,7 @@ def test_a_plain_post_is_answered_with_json_and_a_structured_result(
 
 
 def test_mcp_and_json_rpc_serve_one_identity_the_same_notes(
-    server: RunningServer, tokens: dict[str, str], db: Path
+    server: RunningServer, tokens: dict[str, str], db: str
 ) -> None:
     with RpcClient(server.base_url, tokens["u1"]) as client:
         note = client.call("create_note", {"text": "from /rpc"})

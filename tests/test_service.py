@@ -35,17 +35,18 @@ from strictcall.reply import interpret_tool_reply
 
 
 @pytest.fixture(scope="module")
-def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("service") / "notes.sqlite3"
+def db(service_db: str) -> str:
+    """The module's store: a SQLite file, then a PostgreSQL database (tests/conftest.py)."""
+    return service_db
 
 
 @pytest.fixture(scope="module")
-def tokens(db: Path) -> dict[str, str]:
+def tokens(db: str) -> dict[str, str]:
     return {who: create_token(db, who) for who in ("u1", "u2", "u3")}
 
 
 @pytest.fixture(scope="module")
-def server(db: Path, tokens: dict[str, str]) -> Iterator[RunningServer]:
+def server(db: str, tokens: dict[str, str]) -> Iterator[RunningServer]:
     running = start_server(db)
     yield running
     assert running.stop() == 0
