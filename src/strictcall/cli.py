@@ -2,7 +2,7 @@
 
     strictcall demo                                  seed 002's demo, byte for byte
     strictcall call --identity ID [--call-id ID] RAW handle() one call; RAW "-" reads stdin
-    strictcall serve [--host H] [--port P] [--db PATH|URL] [--demo]
+    strictcall serve [--host H] [--port P] [--db PATH|URL] [--workers N] [--demo]
     strictcall serve --mcp-stdio --identity ID [--db PATH|URL]
     strictcall tokens create --identity ID [--db PATH|URL]
     strictcall notes add --owner ID --text TEXT [--db PATH|URL]
@@ -93,6 +93,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1")
     serve.add_argument("--port", type=int, default=8765, help="default 8765; 0 picks a free one")
     serve.add_argument("--db", type=_utf8_text, help=db_help)
+    serve.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=1,
+        help="serve from N processes on one port (default 1)",
+    )
     serve.add_argument(
         "--demo", action="store_true", help="give u1 and u2 demo notes and print their tokens"
     )
@@ -237,8 +243,10 @@ def _operate(args: argparse.Namespace, out: TextIO) -> int:
     db = args.db if args.db is not None else default_db()
     err = sys.stderr
     if args.command == "serve" and (args.mcp_stdio or args.identity is not None):
-        if not (args.mcp_stdio and args.identity and not args.demo):
-            err.write("strictcall serve: --mcp-stdio takes --identity ID (and no --demo)\n")
+        if not (args.mcp_stdio and args.identity and not args.demo and args.workers == 1):
+            err.write(
+                "strictcall serve: --mcp-stdio takes --identity ID (and no --demo or --workers)\n"
+            )
             return EXIT_USAGE
         return commands.run_serve_mcp_stdio(db, args.identity, err=err)
     if args.command == "serve":
@@ -258,6 +266,7 @@ def _operate(args: argparse.Namespace, out: TextIO) -> int:
             err=err,
             edge=edge,
             allow_origins=args.allow_origin,
+            workers=args.workers,
         )
     if args.command == "tokens":
         return commands.run_tokens_create(db, args.identity, out=out, err=err)

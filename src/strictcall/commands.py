@@ -34,12 +34,15 @@ def run_serve(
     err: TextIO,
     edge: EdgeLimits | None = None,
     allow_origins: Sequence[str] = (),
+    workers: int = 1,
 ) -> int:
     """Serve the notes tools over HTTP until stopped. Browser origins in `allow_origins` may
     call, and loopback ones when bound to a loopback address; `edge` bounds slow requests,
-    connections and calls in flight per identity."""
+    connections and calls in flight per identity. With `workers` above 1, from that many
+    processes on one port, each with its own store (this one opens it first, to migrate it and
+    refuse what cannot serve)."""
     from strictcall.edge import OriginPolicy, is_loopback_host
-    from strictcall.server import build_app, serve  # the server stack loads only here
+    from strictcall.server import build_app, serve, serve_workers  # the server stack loads here
 
     origins = OriginPolicy(frozenset(allow_origins), loopback=is_loopback_host(host))
     store = _open_store(db, err)
@@ -55,8 +58,19 @@ def run_serve(
                 _print_demo(out, base, tokens, store)
             out.flush()
 
-        app = build_app(store, origins=origins, edge=edge)
-        serve(app, host, port, ready, edge=edge)
+        if workers > 1:
+            serve_workers(
+                db,
+                host,
+                port,
+                workers,
+                ready,
+                edge=edge,
+                allow_origins=allow_origins,
+                loopback=origins.loopback,
+            )
+        else:
+            serve(build_app(store, origins=origins, edge=edge), host, port, ready, edge=edge)
     finally:
         store.close()
     return EXIT_OK

@@ -1,0 +1,136 @@
+"""`strictcall serve --workers N`: N processes on one port, on either store; one SIGINT stops
+them all, each finishing its requests in flight."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import psycopg
+import pytest
+
+from servers import RunningServer, create_token, start_server
+from strictcall import Client
+from strictcall.storage import open_store
+
+DEADLINE_S = 30.0
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return str(tmp_path / "workers.sqlite3")
+    return str(request.getfixturevalue("pg_url"))
+
+
+def children(pid: int) -> set[int]:
+    """The processes `pid` started that still run (from /proc)."""
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        text = (task / "children").read_text()
+        found.update(int(child) for child in text.split())
+    return found
+
+
+def workers_of(server: RunningServer) -> set[int]:
+    """The server's worker processes (not multiprocessing's resource tracker)."""
+    return {
+        pid
+        for pid in children(server.process.pid)
+        if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    }
+
+
+def wait_until(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def two_workers(db: str) -> Iterator[tuple[RunningServer, str]]:
+    token = create_token(db, "u1")
+    running = start_server(db, "--workers", "2")
+    yield running, token
+    running.stop(signal.SIGINT)
+
+
+def test_two_workers_serve_one_port_and_one_sigint_stops_them_all(
+    two_workers: tuple[RunningServer, str],
+) -> None:
+    server, token = two_workers
+    workers = workers_of(server)
+    assert len(workers) == 2
+
+    def write(n: int) -> str:
+        with Client(server.base_url, token) as client:
+            return str(client.call("create_note", {"text": f"w{n}"})["note_id"])
+
+    with ThreadPoolExecutor(8) as pool:
+        ids = list(pool.map(write, range(40)))
+    with Client(server.base_url, token) as client:
+        assert client.call("count_notes") == 40
+        assert {n["note_id"] for n in client.call("list_notes")} == set(ids)
+    assert httpx.get(server.base_url + "/healthz", timeout=10).status_code == 200
+    assert server.stop(signal.SIGINT) == 0
+    assert not any(Path(f"/proc/{pid}").exists() for pid in workers)
+
+
+def test_a_killed_worker_is_replaced_and_the_port_keeps_serving(
+    two_workers: tuple[RunningServer, str],
+) -> None:
+    server, token = two_workers
+    victim = min(workers_of(server))
+    os.kill(victim, signal.SIGKILL)
+    wait_until(
+        lambda: victim not in workers_of(server) and len(workers_of(server)) == 2, "replaced"
+    )
+    with Client(server.base_url, token) as client:
+        for _ in range(10):  # connections land on either worker
+            assert client.call("count_notes") == 0
+
+
+def test_sigint_lets_a_request_in_flight_finish(pg_url: str) -> None:
+    token = create_token(pg_url, "u1")
+    server = start_server(pg_url, "--workers", "2")
+    answers: list[object] = []
+    try:
+        with psycopg.connect(pg_url) as holder:
+            # the call's key is held by a transaction here: the server's write waits for it
+            holder.execute("INSERT INTO idempotency VALUES ('u1', '\"held\"', 'fp', 'n-x', 0)")
+
+            def call() -> None:
+                with Client(server.base_url, token) as client:
+                    answers.append(client.call("create_note", {"text": "late"}, call_id="held"))
+
+            caller = threading.Thread(target=call)
+            caller.start()
+            with psycopg.connect(pg_url, autocommit=True) as watcher:
+
+                def waiting() -> bool:
+                    row = watcher.execute(
+                        "SELECT count(*) FROM pg_stat_activity"
+                        " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+                    ).fetchone()
+                    return row is not None and row[0] > 0
+
+                wait_until(waiting, "the write waits on the held key")
+            server.process.send_signal(signal.SIGINT)
+            holder.rollback()  # the key is free: the write in flight goes on
+        caller.join(DEADLINE_S)
+        assert server.process.wait(timeout=DEADLINE_S) == 0
+    finally:
+        server.stop()
+    assert len(answers) == 1
+    store = open_store(pg_url)
+    try:
+        assert store.list_notes("u1") == [(answers[0]["note_id"], "late")]  # type: ignore[index]
+    finally:
+        store.close()
