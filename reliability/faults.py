@@ -11,9 +11,20 @@ is cleared and the same write is retried with the same call id:
     deleted    the database, its WAL and shared memory unlinked under the server, later put
                back from a backup taken just before
 
+On PostgreSQL (`--db postgresql://...`, a database of its own: it is altered and its sessions
+killed), on a server started with a 300 ms statement timeout:
+
+    terminated         every session of the server killed (pg_terminate_backend)
+    refusing           the database refuses connections (ALLOW_CONNECTIONS false) and the
+                       server's sessions killed: as a database that is down or unreachable
+    statement timeout  the write's call id held by another transaction past the timeout
+
 During a fault every answer must be structured and retryable: store_unavailable at stage
 execute, or (when the token itself cannot be checked) HTTP 503 auth_unavailable at stage auth;
-/healthz must answer 200. Once the fault clears, the retried write must succeed, exactly once.
+/healthz must answer, 200 while the store serves and 503 while it cannot (a deleted file, a
+database that refuses connections). Once the fault clears, the retried write must succeed,
+exactly once. A killed session is replaced at once: its calls may succeed, or be refused as
+retryable.
 """
 
 from __future__ import annotations
@@ -41,12 +52,15 @@ import orjson
 
 from reliability import procs
 from strictcall.errors import AUTH_UNAVAILABLE, STORE_UNAVAILABLE
+from strictcall.storage import is_database_url, open_store
 from strictcall.storage.sqlite import SQLiteStore
 
 RECOVERY_DEADLINE_S = 20.0
 AUDIT_DEADLINE_S = 3.0
 READ_RECHECK_S = 0.6
 """Longer than the store's interval between checks that its file is still there (for reads)."""
+PG_STATEMENT_TIMEOUT_MS = 300
+"""The statement timeout of the server the PostgreSQL faults run under."""
 TMPFS_SIZE = "2m"
 
 
@@ -100,6 +114,8 @@ class FaultResult:
     copies: int = -1
     alive: bool = True
     unaudited: list[str] = field(default_factory=list)
+    healthz_expected: int = 200
+    must_refuse: bool = True
 
     @property
     def problems(self) -> list[str]:
@@ -108,9 +124,10 @@ class FaultResult:
         problems = [f"during: {a}" for a in self.during if not (a.ok or a.retryable_fault)]
         if not self.alive:
             problems.append("the server died")
-        if not any(a.retryable_fault for a in self.during if a.tool == "create_note"):
+        refused = any(a.retryable_fault for a in self.during if a.tool == "create_note")
+        if self.must_refuse and not refused:
             problems.append("the write during the fault was not refused as retryable")
-        if self.healthz_during[0] != 200:
+        if self.healthz_during[0] != self.healthz_expected:
             problems.append(f"/healthz answered {self.healthz_during[0]} during the fault")
         if self.recovered is None or not self.recovered.ok:
             problems.append(f"no recovery: {self.recovered}")
@@ -280,6 +297,113 @@ def deleted(db: Path) -> Iterator[None]:
         backup.unlink()
 
 
+# --- PostgreSQL faults (on the harness's own database only) -----------------------------------
+
+
+def _pg_admin(url: str) -> Any:
+    """An autocommit connection to `url`'s database, for killing and fencing its sessions."""
+    import psycopg  # only the PostgreSQL faults need the driver
+
+    return psycopg.connect(url, autocommit=True, connect_timeout=5)
+
+
+def _kill_sessions(conn: Any) -> int:
+    rows = conn.execute(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+        " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    ).fetchall()
+    return len(rows)
+
+
+@contextlib.contextmanager
+def terminated(url: str) -> Iterator[None]:
+    """Every other session of the database killed, as an administrator or a failover would."""
+    with _pg_admin(url) as conn:
+        _kill_sessions(conn)
+    yield
+
+
+@contextlib.contextmanager
+def refusing(url: str) -> Iterator[None]:
+    """The database refuses new connections and its sessions are killed (down, or unreachable
+    from the server); then it takes connections again."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    settings = conninfo_to_dict(url)
+    name = settings["dbname"]
+    # a database's own sessions cannot fence it: do it from the server's maintenance database
+    with _pg_admin(make_conninfo("", **{**settings, "dbname": "postgres"})) as conn:
+        conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+        try:
+            conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+                (name,),
+            )
+            yield
+        finally:
+            conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+
+
+@contextlib.contextmanager
+def key_held(url: str, identity: str, call_id: str) -> Iterator[None]:
+    """A transaction holds the idempotency key (identity, call id) uncommitted: a write with
+    that key waits for it, here past the server's statement timeout."""
+    import psycopg
+
+    with psycopg.connect(url, connect_timeout=5) as conn:
+        conn.execute(
+            "INSERT INTO idempotency VALUES (%s, %s, 'held', 'n-held', 0)",
+            (identity, orjson.dumps(call_id).decode()),
+        )
+        try:
+            yield
+        finally:
+            conn.rollback()
+
+
+def with_statement_timeout(url: str, ms: int) -> str:
+    """`url` with sessions' statement timeout set to `ms` (libpq's options parameter)."""
+    joiner = "&" if "?" in url else "?"
+    return f"{url}{joiner}options=-c%20statement_timeout%3D{ms}"
+
+
+def run_postgres(workdir: Path, url: str) -> list[FaultResult]:
+    """The PostgreSQL faults, one after the other, on one server on `url`'s database."""
+    results = []
+    store = open_store(url)
+    try:
+        note = store.add_note("faulty", "a note to read").note_id
+        token = store.create_token("faulty")
+    finally:
+        store.close()
+    server_url = with_statement_timeout(url, PG_STATEMENT_TIMEOUT_MS)
+    server = procs.HttpServer(server_url, workdir / "pg-faults-stderr.log")
+    rpc = Rpc(server.base_url, token)
+    try:
+        warm, _ = rpc.call("read_note", {"note_id": note}, "warm-up")  # the token cache is warm
+        assert warm.ok, warm
+        results.append(
+            exercise(rpc, server, "terminated", terminated(url), note, must_refuse=False)
+        )
+        results.append(
+            exercise(
+                rpc,
+                server,
+                "refusing",
+                refusing(url),
+                note,
+                lasting_s=READ_RECHECK_S,
+                healthz_expected=503,
+            )
+        )
+        held = key_held(url, "faulty", "statement-timeout-write")
+        results.append(exercise(rpc, server, "statement timeout", held, note))
+    finally:
+        rpc.close()
+        server.stop()
+    return results
+
+
 # --- exercising one fault ----------------------------------------------------------------------
 
 
@@ -291,6 +415,8 @@ def exercise(
     own_note: str,
     *,
     lasting_s: float = 0.0,
+    healthz_expected: int = 200,
+    must_refuse: bool = True,
 ) -> FaultResult:
     """Inject `fault`, call through it, clear it, retry the write until it succeeds; then wait
     (with a deadline) for the calls made during the fault to reach the audit log.
@@ -298,7 +424,7 @@ def exercise(
     With `lasting_s`, the fault lasts that long before a last read (how long a fault lasts is
     part of the fault, not a wait for readiness).
     """
-    result = FaultResult(name)
+    result = FaultResult(name, healthz_expected=healthz_expected, must_refuse=must_refuse)
     tag = name.replace(" ", "-")
     text = f"written through the {name} fault"
     with fault:
@@ -330,13 +456,13 @@ def exercise(
     return result
 
 
-def wait_audited(db: Path, sentinel: Sequence[str], wanted: Sequence[str]) -> list[str]:
+def wait_audited(db: Path | str, sentinel: Sequence[str], wanted: Sequence[str]) -> list[str]:
     """Poll the audit log (with a deadline) until the calls in `sentinel` are all there, then
     say which of `wanted` are not: the audit is written in batches, in order."""
     deadline = time.monotonic() + AUDIT_DEADLINE_S
     missing = list(wanted)
     while time.monotonic() < deadline:
-        store = SQLiteStore(db)
+        store = open_store(str(db))
         try:
             audited = {record.call_id for record in store.recent_calls(10_000)}
         finally:
@@ -437,7 +563,15 @@ def run_on_disk(workdir: Path, faults: Sequence[str]) -> list[FaultResult]:
                     results.append(exercise(rpc, server, name, read_only(db), note))
             elif name == "deleted":
                 results.append(
-                    exercise(rpc, server, name, deleted(db), note, lasting_s=READ_RECHECK_S)
+                    exercise(
+                        rpc,
+                        server,
+                        name,
+                        deleted(db),
+                        note,
+                        lasting_s=READ_RECHECK_S,
+                        healthz_expected=503,
+                    )
                 )
     finally:
         rpc.close()
@@ -493,7 +627,26 @@ def print_results(results: Sequence[FaultResult]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    del argv
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--db",
+        help="a postgresql:// URL: run the PostgreSQL faults on that database (its own: its"
+        " sessions are killed); default: the SQLite faults on temporary files",
+    )
+    args = parser.parse_args(argv)
+    if args.db is not None:
+        if not is_database_url(args.db):
+            parser.error("--db takes a postgresql:// URL (the SQLite faults make their own files)")
+        with tempfile.TemporaryDirectory(prefix="strictcall-faults-") as tmp:
+            pg_results = run_postgres(Path(tmp), args.db)
+            logs = Path(tmp, "pg-faults-stderr.log").read_text("utf-8", "replace")
+        print_results(pg_results)
+        if "Traceback" in logs:
+            print("PROBLEM the server logged an exception:\n" + logs)
+            return 1
+        return 1 if any(r.problems for r in pg_results) else 0
     with tempfile.TemporaryDirectory(prefix="strictcall-faults-") as tmp:
         results = run(Path(tmp))
         stall_dir = Path(tmp) / "stall"

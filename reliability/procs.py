@@ -21,7 +21,7 @@ from typing import IO, Any
 
 import orjson
 
-from strictcall.storage.sqlite import SQLiteStore
+from strictcall.storage import open_store
 
 ROOT = Path(__file__).resolve().parents[1]
 START_DEADLINE_S = 30.0
@@ -56,9 +56,9 @@ def tool_call(request_id: str, tool: str, arguments: dict[str, Any]) -> bytes:
     )
 
 
-def create_token(db: Path, identity: str) -> str:
+def create_token(db: Path | str, identity: str) -> str:
     """A new API token for `identity` in `db` (the store's own operation, in process)."""
-    store = SQLiteStore(db)
+    store = open_store(str(db))
     try:
         return store.create_token(identity)
     finally:
@@ -74,10 +74,11 @@ def rss_kib(pid: int) -> int:
 
 
 class HttpServer:
-    """`strictcall serve --port 0 --db DB` on 127.0.0.1; stderr goes to `stderr_path`."""
+    """`strictcall serve --port 0 --db DB` on 127.0.0.1 (a SQLite path or a PostgreSQL URL);
+    stderr goes to `stderr_path`."""
 
-    def __init__(self, db: Path, stderr_path: Path, extra: tuple[str, ...] = ()) -> None:
-        """`extra`: more `strictcall serve` flags (the edge's limits, say)."""
+    def __init__(self, db: Path | str, stderr_path: Path, extra: tuple[str, ...] = ()) -> None:
+        """`extra`: more `strictcall serve` flags (the edge's limits, --workers, say)."""
         self.db = db
         self.stderr_path = stderr_path
         self._stderr = stderr_path.open("ab")

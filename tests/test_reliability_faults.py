@@ -10,7 +10,7 @@ import logging
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -57,6 +57,9 @@ def assert_survived(result: faults.FaultResult) -> None:
     assert result.problems == []
     write = result.during[0]
     assert write.tool == "create_note"
+    if not result.must_refuse and write.ok:  # a killed session, replaced at once
+        write = replace(write, status=200, code=STORE_UNAVAILABLE.code)
+        write = replace(write, stage=STORE_UNAVAILABLE.stage.value, retryable=True)
     refusals = {
         (200, STORE_UNAVAILABLE.code, STORE_UNAVAILABLE.stage.value, STORE_UNAVAILABLE.retryable),
         (503, AUTH_UNAVAILABLE.code, AUTH_UNAVAILABLE.stage.value, AUTH_UNAVAILABLE.retryable),
@@ -66,7 +69,7 @@ def assert_survived(result: faults.FaultResult) -> None:
         assert answer.ok or (answer.status, answer.code, answer.stage, answer.retryable) in (
             refusals
         )
-    assert result.healthz_during[0] == 200
+    assert result.healthz_during[0] == result.healthz_expected
     assert result.recovered is not None and result.recovered.ok
     assert result.copies == 1
     assert result.alive
@@ -103,7 +106,13 @@ def test_a_deleted_database_refuses_calls_as_retryable_and_recovers_when_put_bac
 ) -> None:
     fault = faults.deleted(faulty.db)
     result = faults.exercise(
-        faulty.rpc, faulty.server, "deleted", fault, faulty.note, lasting_s=faults.READ_RECHECK_S
+        faulty.rpc,
+        faulty.server,
+        "deleted",
+        fault,
+        faulty.note,
+        lasting_s=faults.READ_RECHECK_S,
+        healthz_expected=503,  # the store is gone: a load balancer should look elsewhere
     )
     assert_survived(result)
     # reads notice too, once the store checks its file again (or, past the token cache, the
@@ -152,7 +161,7 @@ def test_a_token_that_cannot_be_checked_is_503_auth_unavailable(faulty: Faulty) 
                 AUTH_UNAVAILABLE.stage.value,
                 True,
             )
-            assert faulty.rpc.healthz()[0] == 200
+            assert faulty.rpc.healthz()[0] == 503  # and /healthz says the store is down
         answer, result = newcomer.call("count_notes", {}, "newcomer-2")
         assert answer.ok and result == 0
     finally:
@@ -189,3 +198,15 @@ def test_records_past_the_cap_are_dropped_oldest_first_and_the_loss_is_logged_tw
     assert audited == ["c6", "c5", "c4"]
     assert (audit.pending, audit.lost) == (0, 0)
     assert len(caplog.records) == 2  # and once more, with the count, when the store took them
+
+
+def test_postgresql_faults_are_answered_retryable_and_recover_with_each_write_once(
+    pg_url: str, tmp_path: Path
+) -> None:
+    results = faults.run_postgres(tmp_path, pg_url)
+    assert [r.fault for r in results] == ["terminated", "refusing", "statement timeout"]
+    for result in results:
+        assert_survived(result)
+    down = results[1]
+    assert down.healthz_expected == 503  # /healthz says the store is down while it is
+    assert "Traceback" not in (tmp_path / "pg-faults-stderr.log").read_text()

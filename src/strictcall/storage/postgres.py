@@ -66,8 +66,15 @@ READ_POOL_WAIT_S: Final = 0.05
 """The longest a read waits for one: reads run on the server's event loop, which must not stall
 (the pool holds one connection more than the loop and the writers use together)."""
 
+RETRY_POOL_WAIT_S: Final = 0.2
+"""How long the second try after a lost connection waits for a replacement."""
+
 FAULT_HOLD_S: Final = 0.25
 """After a connection fault, how long calls are answered store_unavailable without trying."""
+
+LOST_WINDOW_S: Final = 10.0
+"""After a lost connection, how long a pool without a free connection is taken for a database
+that is down (held, as above) rather than for a busy pool (refused, not held)."""
 
 WRITE_THREADS: Final = 8
 """The writes one store runs at once: PostgreSQL commits them in parallel."""
@@ -188,6 +195,7 @@ class PostgresStore:
     ) -> None:
         self._pool_wait_s = pool_wait_s
         self._down_until = 0.0
+        self._lost_at = -LOST_WINDOW_S
         self._tokens: dict[str, tuple[str, float]] = {}
         try:
             settings = conninfo_to_dict(url)
@@ -289,13 +297,17 @@ class PostgresStore:
                 with self._pool.connection(timeout=timeout) as conn:
                     return work(conn)
             except PoolTimeout:
-                if self._pool.get_stats().get("pool_size", 0) == 0:
-                    self._hold()  # no connection at all: the database is down
+                if time.monotonic() - self._lost_at < LOST_WINDOW_S:
+                    self._hold()  # the pool is reconnecting: the database is down
                 raise StoreUnavailable("no free connection") from None
             except psycopg.Error as exc:
                 lost = _is_lost(exc)
+                if lost:
+                    self._lost_at = time.monotonic()
                 if lost and attempt + 1 < attempts:
                     self._check_pool()
+                    # a replacement comes in milliseconds, or the database is down: not a second
+                    timeout = min(timeout, RETRY_POOL_WAIT_S)
                     continue
                 if lost:
                     self._hold()
