@@ -13,8 +13,10 @@ Each round, on one SQLite file that lives across rounds:
 5. count_notes equals the number of distinct call ids that ever succeeded, and list_notes holds
    each text exactly once: nothing was written twice.
 
-Each round uses a fresh identity, so its counts start at 0. Prints a line per round and a summary;
-exits 1 if any acknowledged write was lost or any call was applied twice.
+Each round uses a fresh identity, so its counts start at 0. With `--db postgresql://...` the
+rounds run on that database instead of a SQLite file (the integrity check is then PostgreSQL's
+own business: "ok" is written for it). Prints a line per round and a summary; exits 1 if any
+acknowledged write was lost or any call was applied twice.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ import httpx
 import orjson
 
 from reliability import procs
-from strictcall.storage.sqlite import SQLiteStore
+from strictcall.storage import is_database_url, open_store
 
 BURST_DEADLINE_S = 60.0
 MAX_CALLS_PER_WORKER = 2_000
@@ -157,8 +159,11 @@ def _send_blind(server: procs.HttpServer, token: str, crash: CrashRound) -> sock
     return conn
 
 
-def integrity_of(db: Path) -> str:
-    """SQLite's own integrity check of the file (after the crash, before the restart)."""
+def integrity_of(db: Path | str) -> str:
+    """SQLite's own integrity check of the file (after the crash, before the restart); "ok" for
+    a PostgreSQL database, whose server outlives the crash of a client."""
+    if isinstance(db, str) and is_database_url(db):
+        return "ok"
     with sqlite3.connect(db) as conn:
         row = conn.execute("PRAGMA integrity_check").fetchone()
     conn.close()
@@ -197,7 +202,9 @@ def _verify(server: procs.HttpServer, token: str, crash: CrashRound) -> None:
         crash.duplicate_texts = len(texts) - len(set(texts))
 
 
-def run_round(db: Path, workdir: Path, index: int, *, workers: int, kill_after: int) -> CrashRound:
+def run_round(
+    db: Path | str, workdir: Path, index: int, *, workers: int, kill_after: int
+) -> CrashRound:
     """One kill -9 during a burst of create_note calls, then the checks."""
     started = time.monotonic()
     crash = CrashRound(identity=f"crash-{index}")
@@ -208,7 +215,7 @@ def run_round(db: Path, workdir: Path, index: int, *, workers: int, kill_after: 
     finally:
         server.kill()
     crash.integrity = integrity_of(db)
-    store = SQLiteStore(db)
+    store = open_store(str(db))
     try:
         audited = {record.call_id for record in store.recent_calls(1_000_000)}
     finally:
@@ -239,11 +246,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--workers", type=int, default=16, help="connections in the burst")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--db", help="a postgresql:// URL to crash on (default: a SQLite file)")
     args = parser.parse_args(argv)
     rng = random.Random(args.seed)
     rounds = []
     with tempfile.TemporaryDirectory(prefix="strictcall-crash-") as tmp:
-        db = Path(tmp) / "crash.sqlite3"
+        db: Path | str = Path(tmp) / "crash.sqlite3" if args.db is None else args.db
         for index in range(args.rounds):
             crash = run_round(
                 db, Path(tmp), index, workers=args.workers, kill_after=rng.randint(5, 300)

@@ -14,6 +14,10 @@ server's RSS (/proc/PID/status) is read at the start, the middle and the end. Af
 stop the audit log must hold exactly one record per call sent, every identity's seeded notes must
 still be there, and the server's stderr must be free of tracebacks and lost audit records.
 
+With `--db postgresql://...` the server serves from that database (its own: the run adds
+identities, notes and audit records to it) instead of a fresh SQLite file; with `--workers N`
+from N processes (RSS is then the supervisor's).
+
 Prints a summary; exits 1 on any error or when RSS grew by more than --max-rss-growth-mib.
 """
 
@@ -49,7 +53,7 @@ from strictcall.errors import (
     UNAUTHENTICATED,
     UNKNOWN_TOOL,
 )
-from strictcall.storage.sqlite import SQLiteStore
+from strictcall.storage import open_store
 
 IDENTITIES = 4
 NOTES_EACH = 20
@@ -134,9 +138,9 @@ class Caller:
     notes: list[str]
 
 
-def seed(db: Path) -> list[Caller]:
+def seed(db: Path | str) -> list[Caller]:
     """Identities load-0..3, each with NOTES_EACH notes and a token."""
-    store = SQLiteStore(db)
+    store = open_store(str(db))
     try:
         callers = []
         for k in range(IDENTITIES):
@@ -359,13 +363,23 @@ async def drive(
         await connection.close()
 
 
-def run(seconds: float, connections: int, workdir: Path, client: str = "httpx") -> Report:
-    """One load run against a fresh server and store in `workdir`; `client` is "httpx" (its
-    async pool) or "raw" (one light keep-alive connection per worker)."""
+def run(
+    seconds: float,
+    connections: int,
+    workdir: Path,
+    client: str = "httpx",
+    *,
+    db: str | None = None,
+    workers: int = 1,
+) -> Report:
+    """One load run against a fresh server and store in `workdir` (or the database at `db`, a
+    URL, which must hold no audit records yet); `client` is "httpx" (its async pool) or "raw"
+    (one light keep-alive connection per worker)."""
     report = Report(connections=connections, client=client)
-    db = workdir / "load.sqlite3"
-    callers = seed(db)
-    server = procs.HttpServer(db, workdir / "load-stderr.log")
+    store_db: Path | str = workdir / "load.sqlite3" if db is None else db
+    callers = seed(store_db)
+    extra = ("--workers", str(workers)) if workers > 1 else ()
+    server = procs.HttpServer(store_db, workdir / "load-stderr.log", *extra)
     try:
         asyncio.run(drive(server, callers, seconds, connections, report, client))
         if not server.alive():
@@ -379,9 +393,9 @@ def run(seconds: float, connections: int, workdir: Path, client: str = "httpx") 
         report.problems.append("the server logged an exception")
     if "lost" in stderr:
         report.problems.append("the server lost audit records")
-    store = SQLiteStore(db)
+    store = open_store(str(store_db))
     try:
-        report.audit_records = store.audit_size()
+        report.audit_records = sum(count for *_, count in store.call_counts())
         for caller in callers:
             kept = {note.note_id for note in store.list_notes(caller.identity)}
             if not set(caller.notes) <= kept:
@@ -441,11 +455,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         " or httpx's async pool (the client's CPU sets it)",
     )
     parser.add_argument("--json", type=Path, help="also write the summary as JSON here")
+    parser.add_argument(
+        "--db", help="a postgresql:// URL of an empty database to serve from (default: SQLite)"
+    )
+    parser.add_argument("--workers", type=int, default=1, help="server processes (default 1)")
     args = parser.parse_args(argv)
     if args.seconds <= 0 or args.connections < 1:
         parser.error("--seconds and --connections must be positive")
     with tempfile.TemporaryDirectory(prefix="strictcall-load-") as tmp:
-        report = run(args.seconds, args.connections, Path(tmp), args.client)
+        report = run(
+            args.seconds,
+            args.connections,
+            Path(tmp),
+            args.client,
+            db=args.db,
+            workers=args.workers,
+        )
     if report.rss_growth_kib > args.max_rss_growth_mib * 1024:
         report.problems.append(f"RSS grew by {report.rss_growth_kib} KiB")
     print_report(report, args.max_rss_growth_mib)

@@ -1,4 +1,5 @@
-"""kill -9 during a burst of create_note calls, then a restart on the same SQLite file: every
+"""kill -9 during a burst of create_note calls, then a restart on the same store (a SQLite file,
+then a PostgreSQL database): every
 acknowledged write is there, and retrying every call id sent (acknowledged or not) writes
 nothing twice. reliability/crash.py runs more rounds of the same."""
 
@@ -7,15 +8,23 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from reliability import crash
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
+    if request.param == "sqlite":
+        return tmp_path / "crash.sqlite3"
+    return str(request.getfixturevalue("pg_url"))
+
+
 def test_kill_9_loses_no_acknowledged_write_and_retries_write_nothing_twice(
-    tmp_path: Path,
+    db: Path | str, tmp_path: Path
 ) -> None:
-    db = tmp_path / "crash.sqlite3"
     for index, kill_after in enumerate((25, 60)):
         result = crash.run_round(db, tmp_path, index, workers=8, kill_after=kill_after)
         assert result.problems == [], crash.round_line(result)
