@@ -56,6 +56,9 @@ wait: when the lock is free it commits at once, without a thread hop. When anoth
 the lock it runs again on a worker thread, where it waits within this limit, so a lock held
 elsewhere never stalls an event loop (the server's): reads and other callers go on meanwhile."""
 
+READ_TIMEOUT_S: Final = WRITE_TIMEOUT_S
+"""The time limit of the reads where they run on a worker thread (a networked store)."""
+
 _NOTE: Final = READ_NOTE_OUTPUT  # a note, as the seed's read_note returns it
 _NOTE_ID_ARGUMENT: Final = {
     "type": "object",
@@ -114,7 +117,10 @@ def _as_result(note: Note) -> dict[str, JSONValue]:
 
 
 def notes_tools(store: Store) -> list[Tool]:
-    """The five notes tools, bound to `store`."""
+    """The five notes tools, bound to `store`. On a store whose every call waits a network
+    round trip (`concurrent_calls` above 1), the reads too run on a worker thread, under
+    `READ_TIMEOUT_S`: on the caller's thread they would stall an event loop for each."""
+    read_timeout = READ_TIMEOUT_S if store.concurrent_calls > 1 else None
 
     def read_note(ctx: ToolContext, arguments: Arguments) -> JSONValue:
         with _store_faults:
@@ -154,6 +160,7 @@ def notes_tools(store: Store) -> list[Tool]:
             output_schema=_NOTE,
             handler=read_note,
             failures=_STORE_FAILURES,
+            timeout=read_timeout,
             result_matches=same_note,
         ),
         Tool(
@@ -163,6 +170,7 @@ def notes_tools(store: Store) -> list[Tool]:
             output_schema={"type": "array", "items": _NOTE},
             handler=list_notes,
             failures=_STORE_FAILURES,
+            timeout=read_timeout,
         ),
         Tool(
             name="count_notes",
@@ -171,6 +179,7 @@ def notes_tools(store: Store) -> list[Tool]:
             output_schema={"type": "integer", "minimum": 0},
             handler=count_notes,
             failures=_STORE_FAILURES,
+            timeout=read_timeout,
         ),
         Tool(
             name="create_note",
@@ -204,7 +213,8 @@ def notes_tools(store: Store) -> list[Tool]:
 
 
 def notes_gateway(store: Store, *, limits: Limits | None = None) -> Gateway:
-    """A gateway serving the notes tools from `store`. Its worker threads run the writes that
-    have to wait, as many as the store takes at once: one on SQLite, which takes one writer at
-    a time anyway (one thread spares them a queue at the lock); several on PostgreSQL."""
-    return Gateway(notes_tools(store), limits=limits, workers=store.concurrent_writes)
+    """A gateway serving the notes tools from `store`. Its worker threads run the calls that
+    have to wait, as many as the store takes at once: on SQLite one, for the writes that wait
+    for the lock (SQLite takes one writer at a time anyway, and one thread spares them a queue
+    at the lock); on PostgreSQL several, for every call (each waits a round trip)."""
+    return Gateway(notes_tools(store), limits=limits, workers=store.concurrent_calls)

@@ -113,8 +113,11 @@ class Store(Protocol):
     """What the service needs from a database."""
 
     @property
-    def concurrent_writes(self) -> int:
-        """How many writes are worth running at once (SQLite takes one writer at a time)."""
+    def concurrent_calls(self) -> int:
+        """How many calls are worth running at once on worker threads. 1: the database answers
+        in process, in microseconds (SQLite): reads run inline on the caller's thread, writes
+        one at a time. More: every call waits a network round trip (PostgreSQL): reads and
+        writes run on that many threads, so an event loop never waits on the database."""
         ...
 
     def healthy(self) -> bool:

@@ -76,8 +76,9 @@ LOST_WINDOW_S: Final = 10.0
 """After a lost connection, how long a pool without a free connection is taken for a database
 that is down (held, as above) rather than for a busy pool (refused, not held)."""
 
-WRITE_THREADS: Final = 8
-"""The writes one store runs at once: PostgreSQL commits them in parallel."""
+CALL_THREADS: Final = 8
+"""The calls one server runs at once, each on a worker thread waiting for its round trips:
+PostgreSQL answers them, and commits, in parallel."""
 
 _TOKEN_CACHE_SIZE: Final = 4096
 # Any fixed 64-bit key: the lock servers of every version take before they read or migrate.
@@ -184,13 +185,13 @@ class PostgresStore:
         SchemaTooNew: the database was migrated by a newer strictcall.
     """
 
-    concurrent_writes: Final = WRITE_THREADS
+    concurrent_calls: Final = CALL_THREADS
 
     def __init__(
         self,
         url: str,
         *,
-        max_size: int = WRITE_THREADS + 3,
+        max_size: int = CALL_THREADS + 3,
         pool_wait_s: float = POOL_WAIT_S,
     ) -> None:
         self._pool_wait_s = pool_wait_s

@@ -171,7 +171,7 @@ class SQLiteStore:
     own lock: one for writes, one for reads. In WAL mode readers never wait for a writer, so a
     write waiting on a lock held elsewhere (up to `BUSY_TIMEOUT_MS`) never holds up a read."""
 
-    concurrent_writes: Final = 1  # SQLite takes one writer at a time
+    concurrent_calls: Final = 1  # reads take microseconds in process; one writer at a time
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path: Final = Path(path)
