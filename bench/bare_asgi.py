@@ -7,14 +7,17 @@ a missed lookup answers a JSON-RPC error. GET /healthz answers {"status":"ok"}.
 
     python -m uvicorn bare_asgi:app --app-dir bench --host 127.0.0.1 --port P
 
-Two reference variants, run by this file itself (`python bench/bare_asgi.py --port P ...`):
+Reference variants, run by this file itself (`python bench/bare_asgi.py --port P ...`):
 `--sqlite` looks the note up with one indexed sqlite3 SELECT in a file of its own (what the
-database read alone costs over HTTP), and `--coalesced` serves on strictcall's own protocol
-(`strictcall.coalesce`, one write per answer) instead of uvicorn's stock httptools one.
+database read alone costs over HTTP), `--postgres URL` with the same SELECT on a PostgreSQL
+database through psycopg's pool, on 8 worker threads (strictcall's own way with PostgreSQL),
+and `--coalesced` serves on strictcall's own protocol (`strictcall.coalesce`, one write per
+answer) instead of uvicorn's stock httptools one.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 import tempfile
@@ -33,6 +36,7 @@ def _in_dict(identity: str, note_id: Any) -> str | None:
 
 
 _lookup: Callable[[str, Any], str | None] = _in_dict
+_threads: Any = None  # an executor the lookup runs on (the PostgreSQL variant), or inline
 
 
 def _sqlite_lookup(path: Path) -> Callable[[str, Any], str | None]:
@@ -49,6 +53,37 @@ def _sqlite_lookup(path: Path) -> Callable[[str, Any], str | None]:
             "SELECT text FROM notes WHERE owner = ? AND id = ?", (identity, note_id)
         ).fetchone()
         return None if row is None else str(row[0])
+
+    return lookup
+
+
+def _postgres_lookup(url: str) -> Callable[[str, Any], str | None]:
+    """The notes in a table of their own in the database at `url`, read by one indexed SELECT
+    per call on a pooled psycopg connection (autocommit, as strictcall's)."""
+    import psycopg
+    from psycopg_pool import ConnectionPool
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS bare_notes")
+        conn.execute(
+            "CREATE TABLE bare_notes (owner text, id text, text bytea, PRIMARY KEY (owner, id))"
+        )
+        for owner, notes in NOTES.items():
+            for note_id, text in notes.items():
+                conn.execute(
+                    "INSERT INTO bare_notes VALUES (%s, %s, %s)", (owner, note_id, text.encode())
+                )
+    pool: ConnectionPool[Any] = ConnectionPool(
+        url, kwargs={"autocommit": True}, min_size=2, max_size=11, open=True
+    )
+    pool.wait()
+
+    def lookup(identity: str, note_id: Any) -> str | None:
+        with pool.connection() as conn:
+            row = conn.execute(
+                "SELECT text FROM bare_notes WHERE owner = %s AND id = %s", (identity, note_id)
+            ).fetchone()
+        return None if row is None else bytes(row[0]).decode()
 
     return lookup
 
@@ -88,7 +123,11 @@ async def app(scope: dict[str, Any], receive: Receive, send: Send) -> None:
     identity = TOKENS.get(token.decode("latin-1"))
     request = json.loads(body)
     note_id = request["params"]["arguments"]["note_id"]
-    text = _lookup(identity or "", note_id)
+    if _threads is None:
+        text = _lookup(identity or "", note_id)
+    else:
+        loop = asyncio.get_running_loop()
+        text = await loop.run_in_executor(_threads, _lookup, identity or "", note_id)
     if text is None:
         answer = {"jsonrpc": "2.0", "id": request["id"], "error": {"code": -32000, "message": "no"}}
     else:
@@ -107,16 +146,19 @@ async def _send(send: Send, status: int, body: bytes) -> None:
 
 
 def main() -> None:
-    """`python bench/bare_asgi.py --port P [--sqlite] [--coalesced]`: a reference variant."""
+    """`python bench/bare_asgi.py --port P [--sqlite | --postgres URL] [--coalesced]`: a
+    reference variant."""
     import argparse
+    from concurrent.futures import ThreadPoolExecutor
 
     import uvicorn
 
-    global _lookup
+    global _lookup, _threads
     parser = argparse.ArgumentParser()
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--sqlite", action="store_true", help="notes in a SQLite file")
+    parser.add_argument("--postgres", metavar="URL", help="notes in a PostgreSQL database")
     parser.add_argument("--coalesced", action="store_true", help="strictcall's protocol")
     args = parser.parse_args()
     http: Any = "httptools"
@@ -127,6 +169,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bare-sqlite-") as workdir:
         if args.sqlite:
             _lookup = _sqlite_lookup(Path(workdir) / "notes.sqlite3")
+        if args.postgres:
+            _lookup = _postgres_lookup(args.postgres)
+            _threads = ThreadPoolExecutor(8)
         uvicorn.run(
             app, host=args.host, port=args.port, http=http, log_level="warning", access_log=False
         )

@@ -37,6 +37,7 @@ sys.path.insert(0, str(BENCH))
 
 import adapters  # noqa: E402
 import http_load  # noqa: E402
+import postgres_http  # noqa: E402
 import startup  # noqa: E402
 from http_load import log  # noqa: E402
 
@@ -64,6 +65,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--skip-peers", action="store_true", help="no peers venv, no peer rows")
     parser.add_argument("--skip-http", action="store_true")
     parser.add_argument("--skip-startup", action="store_true")
+    parser.add_argument(
+        "--skip-postgres",
+        action="store_true",
+        help="no PostgreSQL and --workers part (bench/postgres_http.py)",
+    )
     parser.add_argument(
         "--quick", action="store_true", help="a smoke run: 3 rounds, 2 s wrk runs, 1 run each"
     )
@@ -244,6 +250,20 @@ def http_part(
         args.threads,
         args.warmup,
     )
+
+
+def postgres_part(args: argparse.Namespace, wrk: str | None, workdir: Path) -> dict[str, Any]:
+    """strictcall serve on PostgreSQL against the bare same-SELECT endpoint, and --workers 1
+    against 2 on both stores (bench/postgres_http.py), at the first connection count."""
+    if args.skip_postgres:
+        return {"skipped": "--skip-postgres"}
+    if wrk is None:
+        return {"skipped": "wrk is not available"}
+    conns = int(args.connections.split(",")[0])
+    try:
+        return postgres_http.run(conns, args.duration, 1, max(args.threads, 2), workdir)
+    except Exception as exc:  # no server at the URL, no driver: said in the results
+        return {"skipped": f"{type(exc).__name__}: {str(exc)[:300]}"}
 
 
 def _no_target(name: str, why: str) -> http_load.HttpTarget:
@@ -513,6 +533,16 @@ def render(report: dict[str, Any], args: argparse.Namespace) -> str:
         "",
         *http_table(report["http"]),
         "",
+        "## PostgreSQL and --workers (issue 13)",
+        "",
+        postgres_http.METHOD,
+        "",
+        *(
+            postgres_http.table(report["postgres"])
+            if "targets" in report.get("postgres", {})
+            else [f"Not run: {report.get('postgres', {}).get('skipped', 'no result')}."]
+        ),
+        "",
         "## Start-up",
         "",
         f"Medians of {args.startup_runs} runs ({args.serve_runs} server starts).",
@@ -590,6 +620,7 @@ def main(argv: list[str] | None = None) -> int:
                 report["http"] = _skipped_http("wrk is not available")
             else:
                 report["http"] = http_part(args, peers_python, workdir)
+            report["postgres"] = postgres_part(args, report["wrk"], workdir)
             if args.skip_startup:
                 report["startup"] = _skipped_startup("--skip-startup")
             else:
