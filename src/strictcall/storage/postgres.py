@@ -211,6 +211,8 @@ class PostgresStore:
             "keepalives_idle": 5,
             "keepalives_interval": 2,
             "keepalives_count": 3,
+            # and a statement sent into one fails once unacknowledged for this long (ms)
+            "tcp_user_timeout": settings.get("tcp_user_timeout", 5000),
         }
         if "options" not in settings:
             self._connect_kwargs["options"] = (
