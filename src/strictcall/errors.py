@@ -205,6 +205,7 @@ class StrictcallError(Exception):
     ├── ClientGone                              an HTTP client left mid-request (http)
     ├── StoreError                              raised by a store (storage.base)
     │   ├── StoreUnavailable                    the database cannot serve now (retryable)
+    │   │   └── SchemaTooNew                    ... its schema is newer than this code
     │   ├── StoreBusy                           a write asked not to wait would have had to
     │   └── IdempotencyConflict                 a call id reused for another write
     └── ClientError                             raised by the client (client)
