@@ -24,7 +24,7 @@ import orjson
 from strictcall.storage import open_store
 
 ROOT = Path(__file__).resolve().parents[1]
-START_DEADLINE_S = 30.0
+START_DEADLINE_S = 60.0
 STOP_DEADLINE_S = 20.0
 REPLY_DEADLINE_S = 30.0
 MCP_PROTOCOL_VERSION = "2025-11-25"

@@ -18,7 +18,7 @@ from typing import IO
 
 from strictcall.storage import AuditRecord, open_store
 
-START_DEADLINE_S = 20.0
+START_DEADLINE_S = 60.0  # a bound, not a wait: spawning workers on a loaded machine is slow
 STOP_DEADLINE_S = 20.0
 
 _LISTENING = re.compile(r"listening on (http://[0-9.]+:\d+)")
