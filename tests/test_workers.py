@@ -83,6 +83,7 @@ def test_two_workers_serve_one_port_and_one_sigint_stops_them_all(
     assert not any(Path(f"/proc/{pid}").exists() for pid in workers)
 
 
+@pytest.mark.parametrize("db", ["sqlite"], indirect=True)  # the supervisor's, whatever the store
 def test_a_killed_worker_is_replaced_and_the_port_keeps_serving(
     two_workers: tuple[RunningServer, str],
 ) -> None:
