@@ -118,9 +118,11 @@ def _as_result(note: Note) -> dict[str, JSONValue]:
 
 def notes_tools(store: Store) -> list[Tool]:
     """The five notes tools, bound to `store`. On a store whose every call waits a network
-    round trip (`concurrent_calls` above 1), the reads too run on a worker thread, under
-    `READ_TIMEOUT_S`: on the caller's thread they would stall an event loop for each."""
-    read_timeout = READ_TIMEOUT_S if store.concurrent_calls > 1 else None
+    round trip (`concurrent_calls` above 1) every tool runs on a worker thread: the reads under
+    `READ_TIMEOUT_S`, the writes without trying inline first, as an event loop that waited on
+    the database would stall every other call."""
+    networked = store.concurrent_calls > 1
+    read_timeout = READ_TIMEOUT_S if networked else None
 
     def read_note(ctx: ToolContext, arguments: Arguments) -> JSONValue:
         with _store_faults:
@@ -197,7 +199,7 @@ def notes_tools(store: Store) -> list[Tool]:
             handler=create_note,
             failures=_WRITE_FAILURES,
             timeout=WRITE_TIMEOUT_S,
-            inline_first=True,
+            inline_first=not networked,  # a round trip never runs inline
         ),
         Tool(
             name="delete_note",
@@ -207,7 +209,7 @@ def notes_tools(store: Store) -> list[Tool]:
             handler=delete_note,
             failures=_WRITE_FAILURES,
             timeout=WRITE_TIMEOUT_S,
-            inline_first=True,
+            inline_first=not networked,  # a round trip never runs inline
         ),
     ]
 
