@@ -379,7 +379,7 @@ def run(
     store_db: Path | str = workdir / "load.sqlite3" if db is None else db
     callers = seed(store_db)
     extra = ("--workers", str(workers)) if workers > 1 else ()
-    server = procs.HttpServer(store_db, workdir / "load-stderr.log", *extra)
+    server = procs.HttpServer(store_db, workdir / "load-stderr.log", extra)
     try:
         asyncio.run(drive(server, callers, seconds, connections, report, client))
         if not server.alive():
