@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Final, TypeVar
 
-from strictcall.errors import require_extra
+from strictcall.errors import MissingExtra
 from strictcall.storage.base import (
     TOKEN_CACHE_S,
     AuditRecord,
@@ -41,13 +41,13 @@ from strictcall.storage.base import (
     new_token,
 )
 
-require_extra("postgres", "psycopg")
-require_extra("postgres", "psycopg_pool")
-
-import psycopg  # noqa: E402  (after the check that names the extra)
-from psycopg import errors as pg_errors  # noqa: E402
-from psycopg.conninfo import conninfo_to_dict  # noqa: E402
-from psycopg_pool import ConnectionPool, PoolTimeout  # noqa: E402
+try:
+    import psycopg
+    from psycopg import errors as pg_errors
+    from psycopg.conninfo import conninfo_to_dict
+    from psycopg_pool import ConnectionPool, PoolTimeout
+except ImportError:  # exercised in a venv without the extra (tests: a blocked import)
+    raise MissingExtra("postgres", "psycopg") from None
 
 T = TypeVar("T")
 
