@@ -8,6 +8,8 @@
     strictcall notes add --owner ID --text TEXT [--db PATH]
     strictcall notes list --owner ID [--db PATH]
     strictcall audit [--limit N] [--db PATH]
+    strictcall check OLD NEW [--contract reply] [--write-tests FILE] [--json]
+    strictcall lint PATH... [--format text|json|sarif] [--fix]
 
 Output is UTF-8 whatever the locale. `call` exits 0 when the answer's ok is true, 1 when it is
 false, 2 for a usage error or unreadable standard input; no input produces a traceback.
@@ -170,6 +172,21 @@ def build_parser() -> argparse.ArgumentParser:
     audit = commands.add_parser("audit", help="recent calls and counts by stage and code")
     audit.add_argument("--limit", type=int, default=20, help="how many recent calls (default 20)")
     audit.add_argument("--db", type=_utf8_text, help=db_help)
+
+    # Review agent code by counterexample (strictcall.review): check and lint.
+    check = commands.add_parser("check", help="search for inputs on which two functions differ")
+    check.add_argument(
+        "specs", nargs="+", metavar="OLD NEW", help="module:function or path.py:function"
+    )
+    check.add_argument("--contract", choices=["reply"], help="check NEW against a contract")
+    check.add_argument("--write-tests", metavar="FILE", help="write the counterexamples as pytest")
+    check.add_argument("--json", action="store_true", help="print the counterexamples as JSON")
+    check.add_argument("--max-examples", type=int, default=2000, help="inputs to generate")
+    check.add_argument("--timeout", type=float, default=1.0, help="seconds allowed per call")
+    lint = commands.add_parser("lint", help="find truthiness used where presence may be meant")
+    lint.add_argument("paths", nargs="+", metavar="PATH", help="Python files or directories")
+    lint.add_argument("--format", choices=["text", "json", "sarif"], default="text")
+    lint.add_argument("--fix", action="store_true", help="apply the fixes that are certain")
     return parser
 
 
@@ -193,6 +210,8 @@ def main(
         out = _buffer_of(sys.stdout)
     if out is None:
         return EXIT_REFUSED
+    if args.command in ("check", "lint"):
+        return _review(args, io.TextIOWrapper(out, encoding="utf-8", write_through=True))
     try:
         if args.command == "demo":
             _write_lines(out, demo_lines())
@@ -263,6 +282,30 @@ def _operate(args: argparse.Namespace, out: TextIO) -> int:
     if args.command == "notes":
         return commands.run_notes_list(db, args.owner, out=out, err=err)
     return commands.run_audit(db, args.limit, out=out, err=err)
+
+
+def _review(args: argparse.Namespace, out: TextIO) -> int:
+    from strictcall.review import commands
+
+    try:
+        if args.command == "check":
+            return commands.run_check(
+                args.specs,
+                contract=args.contract,
+                write_tests=args.write_tests,
+                as_json=args.json,
+                max_examples=args.max_examples,
+                timeout=args.timeout,
+                out=out,
+                err=sys.stderr,
+            )
+        return commands.run_lint(
+            args.paths, output=args.format, fix=args.fix, out=out, err=sys.stderr
+        )
+    except (BrokenPipeError, ConnectionResetError):
+        return EXIT_REFUSED
+    except KeyboardInterrupt:
+        return 130
 
 
 def _write_lines(out: BinaryIO, lines: list[str]) -> None:

@@ -1,0 +1,85 @@
+"""`strictcall check --contract reply`: a function against strictcall's reply contract
+(`interpret_tool_reply`), over generated JSON-RPC 2.0 replies."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Final
+
+from hypothesis import strategies as st
+
+from strictcall.reply import interpret_tool_reply
+from strictcall.review.values import FALSY, TRUTHY, Hints, _Builder
+
+CONTRACTS: Final = ("reply",)
+REFERENCE_SPEC: Final = "strictcall.reply:interpret_tool_reply"
+FIXED_ID: Final = "call-7"
+"""The id a one-parameter reader is taken to expect."""
+
+_ABSENT: Final = object()
+
+_EXPECTED = st.sampled_from([FIXED_ID, 7])
+_ONE_IN = {n: st.integers(0, n - 1) for n in (3, 5, 6, 8)}
+_JSONRPC = st.sampled_from(["2.0", "2.0", _ABSENT, "1.0", 2.0])
+_ANY = st.sampled_from(FALSY + TRUTHY)
+_CODE = st.sampled_from([-32001, 0, _ABSENT, True, 1.0, "1", None])
+_MESSAGE = st.sampled_from(["Retry later", "", _ABSENT, None, 0])
+_IDS = {
+    expected: st.sampled_from([expected, expected, _ABSENT, None, "call-8", "7", 7.0, True, 8])
+    for expected in (FIXED_ID, 7)
+}
+
+
+def reference(arity: int) -> Callable[..., Any]:
+    """The contract's own function, called as the candidate is: `(reply, expected_id)`, or
+    `(reply)` with the id fixed at "call-7"."""
+    if arity == 2:
+        return interpret_tool_reply
+
+    def interpret_fixed_id(reply: Any) -> dict[str, Any]:
+        return interpret_tool_reply(reply, FIXED_ID)
+
+    return interpret_fixed_id
+
+
+_HINTS = Hints(keys=("items", "count"))
+
+
+def reply_arguments(arity: int) -> st.SearchStrategy[tuple[Any, ...]]:
+    """A reply, mostly a well-formed envelope for the expected id, and the expected id."""
+
+    @st.composite
+    def build(draw: st.DrawFn) -> tuple[Any, ...]:
+        expected: Any = draw(_EXPECTED) if arity == 2 else FIXED_ID
+        builder = _Builder(draw, _HINTS)
+        if draw(_ONE_IN[6]) == 5:
+            reply: Any = builder.value(1)
+        else:
+            reply = {}
+            _put(reply, "jsonrpc", draw(_JSONRPC))
+            _put(reply, "id", draw(_IDS[expected]))
+            if draw(_ONE_IN[3]) > 0:
+                reply["result"] = builder.value(1)
+            if draw(_ONE_IN[3]) == 2:
+                reply["error"] = _error(draw)
+            if draw(_ONE_IN[8]) == 7:
+                reply["extra"] = builder.value(2)
+        return (reply, expected) if arity == 2 else (reply,)
+
+    return build()
+
+
+def _put(target: dict[str, Any], key: str, value: Any) -> None:
+    if value is not _ABSENT:
+        target[key] = value
+
+
+def _error(draw: st.DrawFn) -> Any:
+    if draw(_ONE_IN[5]) == 4:
+        return draw(_ANY)()
+    error: dict[str, Any] = {}
+    _put(error, "code", draw(_CODE))
+    _put(error, "message", draw(_MESSAGE))
+    if draw(_ONE_IN[3]) == 0:
+        error["data"] = draw(_ANY)()
+    return error
