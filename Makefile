@@ -26,6 +26,7 @@ test: lint typecheck unit
 lint: $(STAMP)
 	$(BIN)/ruff check src tests examples bench reliability
 	$(BIN)/ruff format --check src tests examples bench reliability
+	$(BIN)/strictcall lint src
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

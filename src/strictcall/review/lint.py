@@ -157,7 +157,13 @@ class _Finder(ast.NodeVisitor):
             return
         parent = self.parents.get(node)
         key = node.args[0]
+        if _reads_no_data(node):
+            return
+        if not (_falsy_matters(key) or (_null_matters(key) and _is_none_test(node, parent))):
+            return
         if _in_boolean_context(node, self.parents):
+            if _reads_a_flag(node):
+                return
             fix = self._certain_fix(node, parent)
             falsy = _falsy_like(node.args[1], node) if len(node.args) == 2 else _falsy_of(node)
             self._add(
@@ -176,7 +182,13 @@ class _Finder(ast.NodeVisitor):
                     f"`{self._text(node)} or {self._text(default)}` replaces every falsy value",
                     _input(key, _falsy_like(default, node)),
                 )
-        elif parent is not None and _is_none_test(node, parent):
+        elif (
+            parent is not None
+            and _is_none_test(node, parent)
+            and len(node.args) == 1  # a default other than None tells null from missing itself
+            and _null_matters(key)
+            and not self._fills_in(node)
+        ):
             self._add(
                 node,
                 GET_IS_NONE,
@@ -199,7 +211,7 @@ class _Finder(ast.NodeVisitor):
                 read = self._read_of(value.id, value.lineno)
                 if read is not None:
                     key = read.args[0] if isinstance(read, ast.Call) else read.slice  # type: ignore[attr-defined]
-            if key is not None:
+            if key is not None and _falsy_matters(key):
                 self._add(
                     value,
                     READ_OR_DEFAULT,
@@ -207,6 +219,23 @@ class _Finder(ast.NodeVisitor):
                     "falsy value read from the mapping",
                     _input(key, _falsy_like(default)),
                 )
+
+    def _fills_in(self, node: ast.Call) -> bool:
+        """`if d.get(k) is None: d[k] = ...`: null and missing are both filled in, on purpose."""
+        test = self.parents.get(node)
+        statement = self.parents.get(test) if test is not None else None
+        if not (isinstance(statement, ast.If) and statement.test is test):
+            return False
+        receiver = ast.dump(node.func.value)  # type: ignore[attr-defined]
+        key = ast.dump(node.args[0])
+        return any(
+            isinstance(target, ast.Subscript)
+            and ast.dump(target.value) == receiver
+            and ast.dump(target.slice) == key
+            for child in statement.body
+            if isinstance(child, ast.Assign)
+            for target in child.targets
+        )
 
     def _read_of(self, name: str, line: int) -> ast.expr | None:
         found = self.scopes[-1].get(name)
@@ -276,6 +305,127 @@ def _is_get(node: ast.AST) -> bool:
         and not node.keywords
         and not any(isinstance(arg, ast.Starred) for arg in node.args)
     )
+
+
+_FLAG = re.compile(
+    r"(^|_)(is|has|supports?|enabled?|disabled?|use|uses|allow|allows|should|can|needs?|strict"
+    r"|validate|include|defer|skip|force|verbose|debug|ignore|requires?)(_|$)"
+    r"|_(enabled|disabled|only|flag|allowed)$"
+)
+_NOT_DATA = frozenset({"__dict__", "environ", "modules"})
+_NOT_DATA_CALLS = frozenset({"vars", "globals", "locals", "getenv"})
+
+
+_WORDS = re.compile(r"[A-Z]?[a-z]+|[0-9]+|[A-Z]+(?![a-z])")
+_NUMBER_WORDS = frozenset(
+    [
+        "timeout",
+        "limit",
+        "count",
+        "size",
+        "port",
+        "retries",
+        "temperature",
+        "n",
+        "k",
+        "p",
+        "seed",
+        "dimensions",
+        "offset",
+        "index",
+        "page",
+        "budget",
+        "tokens",
+        "ttl",
+        "delay",
+        "interval",
+        "threshold",
+        "score",
+        "weight",
+        "amount",
+        "total",
+        "number",
+        "num",
+        "quantity",
+        "price",
+        "cost",
+        "balance",
+        "rate",
+        "ratio",
+        "percent",
+        "duration",
+        "seconds",
+        "ms",
+        "attempts",
+        "concurrency",
+        "workers",
+        "capacity",
+        "quota",
+        "penalty",
+    ]
+)
+"""Last words of keys that name numbers, where 0 is a value: a limit, a timeout, a count."""
+_RESULT_WORDS = frozenset({"result", "results", "value", "values"})
+"""Last words of keys that name a tool's answer, where false, "", [], {} and null are answers."""
+
+
+def _key_name(key: ast.AST) -> str | None:
+    if isinstance(key, ast.Constant) and isinstance(key.value, str):
+        return key.value
+    if isinstance(key, ast.Name):
+        return key.id
+    if isinstance(key, ast.Attribute):
+        return key.attr
+    return None
+
+
+def _last_word(key: ast.AST) -> str:
+    name = _key_name(key)
+    if name is None or _FLAG.search(name.lower()):
+        return ""
+    words = _WORDS.findall(name)
+    return words[-1].lower() if words else ""
+
+
+def _falsy_matters(key: ast.AST) -> bool:
+    """The key names a number (a count, a limit, a timeout) or a result, for which 0, false,
+    "", [] or {} is an answer. Ids, names, texts, flags and settings are left alone: in the
+    agent libraries read for docs/LINT.md an empty or false one meant "not set" nearly always."""
+    word = _last_word(key)
+    return word in _NUMBER_WORDS or word in _RESULT_WORDS
+
+
+def _null_matters(key: ast.AST) -> bool:
+    """The key names a result or a value, for which an explicit null is an answer."""
+    return _last_word(key) in _RESULT_WORDS
+
+
+def _reads_a_flag(get: ast.Call) -> bool:
+    """A bool flag: its false and its absence are one answer (`profile.get("supports_x",
+    False)`, `opts.get("is_async")`), so a truth test asks nothing."""
+    if len(get.args) == 2:
+        default = get.args[1]
+        if isinstance(default, ast.Constant) and (
+            isinstance(default.value, bool) or (default.value is not None and not default.value)
+        ):
+            return True
+    key = get.args[0]
+    return (
+        isinstance(key, ast.Constant)
+        and isinstance(key.value, str)
+        and _FLAG.search(key.value.lower()) is not None
+    )
+
+
+def _reads_no_data(get: ast.Call) -> bool:
+    """Reads from a namespace, not from data: `cls.__dict__`, `os.environ`, `sys.modules`,
+    `vars(x)`, `globals()`: an empty or false entry there is not a value someone sent."""
+    receiver = get.func.value  # type: ignore[attr-defined]
+    if isinstance(receiver, ast.Attribute):
+        return receiver.attr in _NOT_DATA
+    if isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Name):
+        return receiver.func.id in _NOT_DATA_CALLS
+    return False
 
 
 def _is_key_read(node: ast.AST) -> bool:
