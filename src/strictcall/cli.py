@@ -211,7 +211,11 @@ def main(
     if out is None:
         return EXIT_REFUSED
     if args.command in ("check", "lint"):
-        return _review(args, io.TextIOWrapper(out, encoding="utf-8", write_through=True))
+        text = io.TextIOWrapper(out, encoding="utf-8", write_through=True)
+        try:
+            return _review(args, text)
+        finally:
+            text.detach()  # the caller's stream stays open
     try:
         if args.command == "demo":
             _write_lines(out, demo_lines())

@@ -164,7 +164,7 @@ def input_json(args: tuple[Any, ...], names: Sequence[str]) -> Any:
     return {name: jsonable(value) for name, value in zip(names, args, strict=True)}
 
 
-def _describe(outcome: Any, timeout: float) -> str:
+def _describe(outcome: Any, timeout: float, names: Sequence[str]) -> str:
     if outcome.kind == "returned":
         text = f"returned {render(outcome.value)}"
     elif outcome.kind == "raised":
@@ -172,7 +172,7 @@ def _describe(outcome: Any, timeout: float) -> str:
     else:
         text = f"did not return within {timeout:g} s"
     if outcome.mutated:
-        text += f", and changed its input to {render(outcome.input_after)}"
+        text += f", and changed its input to {render_input(outcome.input_after, names)}"
     return text
 
 
@@ -189,8 +189,15 @@ def _write_text(report: Any, left: str, names: Sequence[str], timeout: float, ou
     width = max(len(left), len("NEW"))
     for number, example in enumerate(found[:SHOWN], start=1):
         out.write(f"\n{number}. input: {render_input(example.args, names)}\n")
-        out.write(f"   {left:<{width}} {_describe(example.old, timeout)}\n")
-        out.write(f"   {'NEW':<{width}} {_describe(example.new, timeout)}\n")
+        out.write(f"   {left:<{width}} {_describe(example.old, timeout, names)}\n")
+        out.write(f"   {'NEW':<{width}} {_describe(example.new, timeout, names)}\n")
+
+
+def _outcome_json(outcome: Any, timeout: float, names: Sequence[str]) -> dict[str, Any]:
+    answer: dict[str, Any] = outcome.as_json(timeout)
+    if outcome.mutated:
+        answer["mutated_input"] = input_json(outcome.input_after, names)
+    return answer
 
 
 def _write_json(
@@ -213,8 +220,8 @@ def _write_json(
             {
                 "input": input_json(example.args, names),
                 "args": [input_json((arg,), names) for arg in example.args],
-                "old": example.old.as_json(timeout),
-                "new": example.new.as_json(timeout),
+                "old": _outcome_json(example.old, timeout, names),
+                "new": _outcome_json(example.new, timeout, names),
             }
             for example in report.counterexamples
         ],
