@@ -172,7 +172,9 @@ def test_a_module_that_fails_on_import_is_one_line(tmp_path: Path) -> None:
 
 
 def test_equivalent_functions_exit_0() -> None:
-    status, out, _ = check(spec("read_by_presence"), spec("read_by_lookup"), "--max-examples", "300")
+    status, out, _ = check(
+        spec("read_by_presence"), spec("read_by_lookup"), "--max-examples", "300"
+    )
     assert status == EXIT_SAME
     assert out.startswith("strictcall check: no difference in ")
 
