@@ -257,6 +257,19 @@ def test_check_without_hypothesis_names_the_extra_in_one_line() -> None:
     assert "strictcall[review]" in done.stderr
 
 
+def test_importing_the_search_without_hypothesis_is_a_missing_extra() -> None:
+    code = (
+        "import sys; sys.modules['hypothesis'] = None\n"
+        "from strictcall.errors import MissingExtra\n"
+        "try:\n    import strictcall.review.check\n"
+        "except MissingExtra as exc:\n    print(exc.extra)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert (done.returncode, done.stdout) == (0, "review\n")
+
+
 def test_the_console_command_checks_the_example_readers() -> None:
     done = subprocess.run(
         [

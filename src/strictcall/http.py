@@ -221,7 +221,7 @@ async def read_body(receive: Receive, limit: int) -> bytes | None:
         if size > limit:
             return None
         chunks.append(chunk)
-        if not message.get("more_body", False):  # strictcall: ignore[SC101] -- ASGI: a bool
+        if not message.get("more_body", False):
             break
     return b"".join(chunks)
 

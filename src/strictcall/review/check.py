@@ -9,9 +9,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from hypothesis import HealthCheck, Phase, Verbosity, given, settings
-from hypothesis import strategies as st
-from hypothesis.errors import HypothesisException
+from strictcall.errors import MissingExtra
+
+try:
+    from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+    from hypothesis import strategies as st
+    from hypothesis.errors import HypothesisException
+except ImportError:  # pragma: no cover - the review extra is part of dev
+    raise MissingExtra("review", "hypothesis") from None
 
 from strictcall.review.outcome import Caller, Outcome, same_outcome, same_value
 from strictcall.review.values import Hints, base_arguments, neighbours, order_key, size

@@ -28,10 +28,12 @@ def run_check(
     err: TextIO,
 ) -> int:
     """Search for inputs on which OLD and NEW (or NEW and a contract) differ."""
+    from strictcall.errors import MissingExtra
+
     try:
         import hypothesis  # noqa: F401
     except ImportError:
-        err.write("strictcall check: needs hypothesis; install strictcall[review]\n")
+        err.write(f"strictcall check: {MissingExtra('review', 'hypothesis')}\n")
         return EXIT_TROUBLE
     from strictcall.review import contract as contracts
     from strictcall.review.check import find_differences, probes_for

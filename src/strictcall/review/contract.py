@@ -6,10 +6,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
-from hypothesis import strategies as st
-
+from strictcall.errors import MissingExtra
 from strictcall.reply import interpret_tool_reply
 from strictcall.review.values import FALSY, TRUTHY, Hints, _Builder
+
+try:
+    from hypothesis import strategies as st
+except ImportError:  # pragma: no cover - the review extra is part of dev
+    raise MissingExtra("review", "hypothesis") from None
 
 CONTRACTS: Final = ("reply",)
 REFERENCE_SPEC: Final = "strictcall.reply:interpret_tool_reply"

@@ -17,7 +17,12 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from hypothesis import strategies as st
+from strictcall.errors import MissingExtra
+
+try:
+    from hypothesis import strategies as st
+except ImportError:  # pragma: no cover - the review extra is part of dev
+    raise MissingExtra("review", "hypothesis") from None
 
 Key = str | int
 
