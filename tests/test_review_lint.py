@@ -332,6 +332,13 @@ def test_flake8_runs_the_plugin(tmp_path: Path) -> None:
     assert f"{dirty}:1:4: SC101 " in done.stdout
 
 
-def test_strictcall_s_own_source_and_examples_have_no_unsuppressed_finding() -> None:
-    status, out, err = run_lint(str(ROOT / "src"), str(ROOT / "examples"))
+def test_strictcall_s_own_source_has_no_unsuppressed_finding() -> None:
+    status, out, err = run_lint(str(ROOT / "src"))
     assert (status, out, err) == (EXIT_SAME, "", "")
+
+
+def test_the_review_examples_show_the_seeds_two_findings() -> None:
+    status, out, _ = run_lint(str(ROOT / "examples" / "review"))
+    assert status == EXIT_DIFFERENT
+    rules = sorted(line.split(" ")[1] for line in out.splitlines())
+    assert rules == ["SC101", "SC104", "SC104"]

@@ -7,6 +7,6 @@ from typing import Any
 
 def read_result(reply: dict[str, Any]) -> dict[str, Any]:
     """{"status": "ok", "value": ...} when the reply has a result, else {"status": "missing"}."""
-    if reply.get("result"):  # strictcall: ignore[SC101] -- the example's bug, kept on purpose
+    if reply.get("result"):
         return {"status": "ok", "value": reply["result"]}
     return {"status": "missing"}

@@ -8,6 +8,6 @@ from typing import Any
 
 def read_result(reply: dict[str, Any]) -> dict[str, Any]:
     """{"status": "ok", "value": ...} when the reply has a result, else {"status": "missing"}."""
-    if reply.get("result") is not None:  # strictcall: ignore[SC104] -- the example's half fix
+    if reply.get("result") is not None:
         return {"status": "ok", "value": reply["result"]}
     return {"status": "missing"}

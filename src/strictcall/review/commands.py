@@ -184,8 +184,9 @@ def _write_text(report: Any, left: str, names: Sequence[str], timeout: float, ou
         out.write(f"strictcall check: no difference in {report.inputs_run} inputs\n")
         return
     more = f" (the {SHOWN} smallest shown)" if len(found) > SHOWN else ""
+    differ = "input differs" if len(found) == 1 else "inputs differ"
     out.write(
-        f"strictcall check: {len(found)} inputs differ, in {report.inputs_run} tried; "
+        f"strictcall check: {len(found)} {differ}, in {report.inputs_run} tried; "
         f"smallest first{more}\n"
     )
     width = max(len(left), len("NEW"))

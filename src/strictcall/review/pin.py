@@ -13,11 +13,14 @@ from strictcall.review.check import Counterexample
 from strictcall.review.load import Loaded
 from strictcall.review.outcome import Outcome, same_value
 
-_HEADER = '''"""Regression tests written by `strictcall check {old} {new}`.
+_HEADER = '''"""Regression tests written by `strictcall check`.
 
-{target_name} must keep {old}'s behaviour on the inputs where {new} differed: the same value
-(0, 0.0 and False are different values here), the same exception type, the input unchanged
-or changed the same way. To test another version, change TARGET or set STRICTCALL_TARGET.
+    OLD  {old}
+    NEW  {new}
+
+TARGET must keep OLD's behaviour on the inputs where NEW differed: the same value (0, 0.0 and
+False are different values here), the same exception type, the input unchanged or changed the
+same way. To test another version, change TARGET or set STRICTCALL_TARGET.
 """
 
 from __future__ import annotations
@@ -110,11 +113,13 @@ def write_regression_tests(
             shown = ", ".join(
                 f"{n}={_literal(a)}" for n, a in zip(names, example.args, strict=True)
             )
-            lines.append(f"    # {number}: {shown}\n    pytest.param({case}, id='{number}'),\n")
+            if len(shown) > 60:
+                shown = shown[:57] + "..."
+            label = f"{number}: {shown}"
+            lines.append(f"    pytest.param({case}, id={label!r}),\n")
     text = _HEADER.format(
         old=old_spec,
         new=new_spec,
-        target_name="TARGET",
         target=_target_spec(target, path),
         cases="".join(lines),
     )
