@@ -128,7 +128,8 @@ def seed_interpret_by_not_none(reply: Any, expected_id: Any) -> dict[str, Any]:
 
 def strict_reply(reply: Any, expected_id: str | int) -> dict[str, Any]:
     """strictcall's reply contract in other words: every key looked up by presence."""
-    from strictcall.reply import check_request_id, same_id
+    from strictcall.ids import check_request_id
+    from strictcall.reply import same_id
 
     check_request_id(expected_id)
     if type(reply) is not dict:
