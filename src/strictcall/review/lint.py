@@ -365,17 +365,14 @@ _NUMBER_WORDS = frozenset(
     ]
 )
 """Last words of keys that name numbers, where 0 is a value: a limit, a timeout, a count."""
-_RESULT_WORDS = frozenset({"result", "results", "value", "values"})
+_RESULT_WORDS = frozenset({"result", "value"})
 """Last words of keys that name a tool's answer, where false, "", [], {} and null are answers."""
 
 
 def _key_name(key: ast.AST) -> str | None:
+    """The key when it is a string constant; a variable or an attribute says nothing sure."""
     if isinstance(key, ast.Constant) and isinstance(key.value, str):
         return key.value
-    if isinstance(key, ast.Name):
-        return key.id
-    if isinstance(key, ast.Attribute):
-        return key.attr
     return None
 
 
@@ -418,11 +415,14 @@ def _reads_a_flag(get: ast.Call) -> bool:
 
 
 def _reads_no_data(get: ast.Call) -> bool:
-    """Reads from a namespace, not from data: `cls.__dict__`, `os.environ`, `sys.modules`,
-    `vars(x)`, `globals()`: an empty or false entry there is not a value someone sent."""
+    """Reads from a namespace, not from data: `cls.__dict__`, `os.environ` (or `env`),
+    `sys.modules`, `vars(x)`, `globals()`: an empty entry there is not a value someone sent (an
+    empty environment variable is unset by long convention)."""
     receiver = get.func.value  # type: ignore[attr-defined]
     if isinstance(receiver, ast.Attribute):
         return receiver.attr in _NOT_DATA
+    if isinstance(receiver, ast.Name):
+        return receiver.id in ("env", "environ")
     if isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Name):
         return receiver.func.id in _NOT_DATA_CALLS
     return False
@@ -486,8 +486,19 @@ _EMPTY_CALLS = frozenset({"list", "dict", "set", "tuple", "str", "frozenset", "b
 
 
 def _is_empty_literal(node: ast.AST) -> bool:
-    """A default that is itself falsy (`or []`, `or ""`, `or 0`, `or None`): a missing key and a
-    falsy value of the default's type read the same, which is what such a line means."""
+    """A default that is itself falsy (`or []`, `or ""`, `or 0`, `or None`, `or Limits()`), or
+    another key read (`d.get("a") or d.get("b")`, one name and its alias): a missing key and a
+    falsy value read the same there, which is what such a line means."""
+    if _is_get(node) or _is_key_read(node):
+        return True
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id[:1].isupper()
+        and not node.args
+        and not node.keywords
+    ):
+        return True
     if isinstance(node, ast.Constant):
         return not node.value
     if isinstance(node, ast.List | ast.Tuple | ast.Set):
