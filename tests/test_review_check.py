@@ -19,7 +19,7 @@ from strictcall.cli import main
 from strictcall.review.check import find_differences, probes_for
 from strictcall.review.commands import EXIT_DIFFERENT, EXIT_SAME, EXIT_TROUBLE
 from strictcall.review.contract import reply_arguments
-from strictcall.review.values import arguments, mine_hints
+from strictcall.review.values import arguments, draw_arguments, mine_hints
 
 READERS = Path(readers.__file__).resolve()
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "review"
@@ -56,6 +56,7 @@ def search(old: Any, new: Any, max_examples: int) -> Any:
         probes=probes_for(1, hints),
         keep=hints.mappings,
         keys=hints.keys,
+        fast=lambda source: draw_arguments(source, 1, hints),
         max_examples=max_examples,
     )
 

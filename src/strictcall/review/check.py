@@ -19,11 +19,23 @@ except ImportError:  # pragma: no cover - the review extra is part of dev
     raise MissingExtra("review", "hypothesis") from None
 
 from strictcall.review.outcome import Caller, Outcome, same_outcome, same_value
-from strictcall.review.values import Hints, base_arguments, neighbours, order_key, size
+from strictcall.review.values import (
+    Hints,
+    RandomSource,
+    Source,
+    base_arguments,
+    neighbours,
+    order_key,
+    size,
+)
 
 MAX_TIMEOUTS = 3
 """After this many calls that ran out of time the search stops: each one costs the limit."""
 MAX_KEPT = 50
+HYPOTHESIS_EXAMPLES = 1000
+"""Inputs hypothesis draws (and shrinks from) before the cheaper random source takes over."""
+ENOUGH_AFTER_FOUND = 100
+"""Inputs drawn after differences are known, before the search moves on to their neighbours."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +109,10 @@ class _Difference(AssertionError):
     """Tells hypothesis that an input is a counterexample, so that it shrinks it."""
 
 
+class _Enough(BaseException):
+    """Ends the hypothesis phase once the probes have found differences and it found none."""
+
+
 class _StopSearch(BaseException):
     """Ends the search at once (hypothesis lets a BaseException through unshrunk)."""
 
@@ -119,21 +135,32 @@ def find_differences(
     probes: Iterable[tuple[Any, ...]] = (),
     keep: frozenset[int] = frozenset(),
     keys: tuple[Any, ...] = (),
+    fast: Callable[[Source], tuple[Any, ...]] | None = None,
     max_examples: int = 2000,
     timeout: float = 1.0,
 ) -> Report:
     """Search for inputs on which `old` and `new` differ.
 
-    `probes` are tried first, then `max_examples` inputs drawn from `strategy` (hypothesis
-    shrinks the first difference it meets), then the neighbours of the smallest differences:
-    every falsy and truthy value in each place, each key left out.
+    `probes` are tried first; then hypothesis draws up to HYPOTHESIS_EXAMPLES inputs from
+    `strategy` and shrinks the first difference it meets; `fast` (the same generator on a
+    seeded random source, far cheaper a draw) makes up the rest of `max_examples`; last come
+    the neighbours of the smallest differences: every falsy and truthy value in each place,
+    each key left out.
     """
     with Caller(timeout) as caller, contextlib.redirect_stdout(io.StringIO()):
         search = Search(old, new, caller)
         try:
             for args in probes:
                 _compare_or_stop(search, args)
-            _hypothesis_search(search, strategy, max_examples)
+            started = search.inputs_run
+            budget = max_examples if fast is None else min(max_examples, HYPOTHESIS_EXAMPLES)
+            _hypothesis_search(search, strategy, budget)
+            if fast is not None:
+                source = RandomSource(seed=0)
+                while search.inputs_run - started < max_examples:
+                    if search.found and search.inputs_run - started > ENOUGH_AFTER_FOUND:
+                        break  # differences are known: the neighbours show their variety
+                    _compare_or_stop(search, fast(source))
             for smallest in search.sorted()[:3]:
                 for args in neighbours(smallest.args, keep, keys):
                     _compare_or_stop(search, args)
@@ -171,10 +198,13 @@ def _hypothesis_search(
     def differs(args: tuple[Any, ...]) -> None:
         if _compare_or_stop(search, args) is not None:
             raise _Difference
+        if search.found and search.inputs_run - started > ENOUGH_AFTER_FOUND:
+            raise _Enough
 
+    started = search.inputs_run
     try:
         differs()
-    except _Difference:
+    except (_Difference, _Enough):
         pass
     except HypothesisException:  # flaky functions, say: what was found still stands
         search.stopped = "the functions did not answer the same input the same way twice"

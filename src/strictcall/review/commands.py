@@ -39,7 +39,7 @@ def run_check(
     from strictcall.review.check import find_differences, probes_for
     from strictcall.review.load import LoadError, load_function
     from strictcall.review.pin import write_regression_tests
-    from strictcall.review.values import arguments, mine_hints
+    from strictcall.review.values import arguments, draw_arguments, mine_hints
 
     wanted = 1 if contract else 2
     if len(specs) != wanted:
@@ -74,6 +74,11 @@ def run_check(
             return EXIT_TROUBLE
         old_function = contracts.reference(new_arity)
         strategy = contracts.reply_arguments(new_arity)
+        arity = new_arity
+
+        def fast(source: Any) -> tuple[Any, ...]:
+            return contracts.draw_reply(source, arity)
+
         keep: frozenset[int] = frozenset({1})  # the expected id stays a valid one
         keys: tuple[Any, ...] = ("result", "error", "id", "jsonrpc")
         probes: list[tuple[Any, ...]] = []
@@ -89,6 +94,10 @@ def run_check(
             return EXIT_TROUBLE
         hints = mine_hints([old_function, new.function], old_arity)
         strategy = arguments(old_arity, hints)
+
+        def fast(source: Any) -> tuple[Any, ...]:
+            return draw_arguments(source, old_arity, hints)
+
         keep = hints.mappings
         keys = hints.keys
         probes = probes_for(old_arity, hints)
@@ -101,6 +110,7 @@ def run_check(
         probes=probes,
         keep=keep,
         keys=keys,
+        fast=fast,
         max_examples=max_examples,
         timeout=timeout,
     )

@@ -8,7 +8,7 @@ from typing import Any, Final
 
 from strictcall.errors import MissingExtra
 from strictcall.reply import interpret_tool_reply
-from strictcall.review.values import FALSY, TRUTHY, Hints, _Builder
+from strictcall.review.values import FALSY, TRUTHY, Hints, HypothesisSource, Source, _Builder
 
 try:
     from hypothesis import strategies as st
@@ -22,15 +22,14 @@ FIXED_ID: Final = "call-7"
 
 _ABSENT: Final = object()
 
-_EXPECTED = st.sampled_from([FIXED_ID, 7])
-_ONE_IN = {n: st.integers(0, n - 1) for n in (3, 5, 6, 8)}
-_JSONRPC = st.sampled_from(["2.0", "2.0", _ABSENT, "1.0", 2.0])
-_ANY = st.sampled_from(FALSY + TRUTHY)
-_CODE = st.sampled_from([-32001, 0, _ABSENT, True, 1.0, "1", None])
-_MESSAGE = st.sampled_from(["Retry later", "", _ABSENT, None, 0])
-_IDS = {
-    expected: st.sampled_from([expected, expected, _ABSENT, None, "call-8", "7", 7.0, True, 8])
-    for expected in (FIXED_ID, 7)
+_EXPECTED: Final = (FIXED_ID, 7)
+_JSONRPC: Final = ("2.0", "2.0", _ABSENT, "1.0", 2.0)
+_ANY: Final = FALSY + TRUTHY
+_CODE: Final = (-32001, 0, _ABSENT, True, 1.0, "1", None)
+_MESSAGE: Final = ("Retry later", "", _ABSENT, None, 0)
+_IDS: Final = {
+    expected: (expected, expected, _ABSENT, None, "call-8", "7", 7.0, True, 8)
+    for expected in _EXPECTED
 }
 
 
@@ -54,23 +53,28 @@ def reply_arguments(arity: int) -> st.SearchStrategy[tuple[Any, ...]]:
 
     @st.composite
     def build(draw: st.DrawFn) -> tuple[Any, ...]:
-        expected: Any = draw(_EXPECTED) if arity == 2 else FIXED_ID
-        builder = _Builder(draw, _HINTS)
-        if draw(_ONE_IN[6]) == 5:
-            reply: Any = builder.value(1)
-        else:
-            reply = {}
-            _put(reply, "jsonrpc", draw(_JSONRPC))
-            _put(reply, "id", draw(_IDS[expected]))
-            if draw(_ONE_IN[3]) > 0:
-                reply["result"] = builder.value(1)
-            if draw(_ONE_IN[3]) == 2:
-                reply["error"] = _error(draw)
-            if draw(_ONE_IN[8]) == 7:
-                reply["extra"] = builder.value(2)
-        return (reply, expected) if arity == 2 else (reply,)
+        return draw_reply(HypothesisSource(draw), arity)
 
     return build()
+
+
+def draw_reply(source: Source, arity: int) -> tuple[Any, ...]:
+    """One (reply, expected_id), or (reply,), from `source`."""
+    expected: Any = source.pick(_EXPECTED) if arity == 2 else FIXED_ID
+    builder = _Builder(source, _HINTS)
+    if source.below(6) == 5:
+        reply: Any = builder.value(1)
+    else:
+        reply = {}
+        _put(reply, "jsonrpc", source.pick(_JSONRPC))
+        _put(reply, "id", source.pick(_IDS[expected]))
+        if source.below(3) > 0:
+            reply["result"] = builder.value(1)
+        if source.below(3) == 2:
+            reply["error"] = _error(source)
+        if source.below(8) == 7:
+            reply["extra"] = builder.value(2)
+    return (reply, expected) if arity == 2 else (reply,)
 
 
 def _put(target: dict[str, Any], key: str, value: Any) -> None:
@@ -78,12 +82,12 @@ def _put(target: dict[str, Any], key: str, value: Any) -> None:
         target[key] = value
 
 
-def _error(draw: st.DrawFn) -> Any:
-    if draw(_ONE_IN[5]) == 4:
-        return draw(_ANY)()
+def _error(source: Source) -> Any:
+    if source.below(5) == 4:
+        return source.pick(_ANY)()
     error: dict[str, Any] = {}
-    _put(error, "code", draw(_CODE))
-    _put(error, "message", draw(_MESSAGE))
-    if draw(_ONE_IN[3]) == 0:
-        error["data"] = draw(_ANY)()
+    _put(error, "code", source.pick(_CODE))
+    _put(error, "message", source.pick(_MESSAGE))
+    if source.below(3) == 0:
+        error["data"] = source.pick(_ANY)()
     return error

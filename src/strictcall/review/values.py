@@ -12,10 +12,11 @@ from __future__ import annotations
 import ast
 import inspect
 import itertools
+import random
 import textwrap
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from strictcall.errors import MissingExtra
 
@@ -25,6 +26,7 @@ except ImportError:  # pragma: no cover - the review extra is part of dev
     raise MissingExtra("review", "hypothesis") from None
 
 Key = str | int
+T = TypeVar("T")
 
 FALSY: tuple[Callable[[], Any], ...] = (
     lambda: 0,
@@ -65,8 +67,53 @@ def _index(size: int) -> st.SearchStrategy[int]:
     return strategy
 
 
-_BOOLEANS = st.booleans()
-_SMALL = {n: st.integers(0, n) for n in (3, 4, 5)}
+_SAMPLED: dict[int, tuple[tuple[Any, ...], st.SearchStrategy[Any]]] = {}
+
+
+class Source:
+    """Where an input's choices come from: hypothesis (which shrinks) or a seeded random
+    generator (a hundred times cheaper a draw, for the long tail of a run)."""
+
+    def pick(self, choices: tuple[T, ...]) -> T:
+        """One of `choices`; hypothesis shrinks towards the first."""
+        raise NotImplementedError
+
+    def below(self, size: int) -> int:
+        """An int from 0 to size - 1; hypothesis shrinks towards 0."""
+        raise NotImplementedError
+
+
+class HypothesisSource(Source):
+    """Choices drawn by hypothesis inside a composite strategy."""
+
+    def __init__(self, draw: st.DrawFn) -> None:
+        self.draw = draw
+
+    def pick(self, choices: tuple[T, ...]) -> T:
+        # Strategies are built once per tuple of choices: building costs more than drawing.
+        cached = _SAMPLED.get(id(choices))
+        if cached is None or cached[0] is not choices:
+            if len(_SAMPLED) > 4096:
+                _SAMPLED.clear()
+            cached = _SAMPLED[id(choices)] = (choices, st.sampled_from(choices))
+        value: T = self.draw(cached[1])
+        return value
+
+    def below(self, size: int) -> int:
+        return self.draw(_index(size))
+
+
+class RandomSource(Source):
+    """Choices from a seeded `random.Random`: the same run each time."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self.random = random.Random(seed)
+
+    def pick(self, choices: tuple[T, ...]) -> T:
+        return choices[self.random.randrange(len(choices))]
+
+    def below(self, size: int) -> int:
+        return self.random.randrange(size)
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,15 +254,25 @@ def arguments(arity: int, hints: Hints) -> st.SearchStrategy[tuple[Any, ...]]:
 
     @st.composite
     def build(draw: st.DrawFn) -> tuple[Any, ...]:
-        builder = _Builder(draw, hints)
-        for i in order:
-            if i in hints.mappings or (i in hints.dictish and draw(_SMALL[4]) < 4):
-                builder.args[i] = builder.mapping(0)
-            else:
-                builder.args[i] = builder.value(0, top=True)
-        return tuple(builder.args[i] for i in range(arity))
+        return draw_arguments(HypothesisSource(draw), arity, hints, order)
 
     return build()
+
+
+def draw_arguments(
+    source: Source, arity: int, hints: Hints, order: list[int] | None = None
+) -> tuple[Any, ...]:
+    """One argument tuple from `source`, as `arguments` draws it."""
+    if order is None:
+        linked = set(hints.links.values())
+        order = sorted(range(arity), key=lambda i: i not in linked)
+    builder = _Builder(source, hints)
+    for i in order:
+        if i in hints.mappings or (i in hints.dictish and source.below(5) < 4):
+            builder.args[i] = builder.mapping(0)
+        else:
+            builder.args[i] = builder.value(0, top=True)
+    return tuple(builder.args[i] for i in range(arity))
 
 
 def base_arguments(arity: int, hints: Hints) -> tuple[Any, ...]:
@@ -241,8 +298,8 @@ class _Builder:
     table, which is kept per hints): the falsy values first, so that shrinking reaches them.
     """
 
-    def __init__(self, draw: st.DrawFn, hints: Hints) -> None:
-        self.draw = draw
+    def __init__(self, source: Source, hints: Hints) -> None:
+        self.source = source
         self.hints = hints
         self.seen: list[Any] = []
         self.args: dict[int, Any] = {}
@@ -250,15 +307,15 @@ class _Builder:
     def value(self, depth: int, key: Key | None = None, *, top: bool = False) -> Any:
         linked = key is not None and self.hints.links.get(key) in self.args
         table = _choices(self.hints, key, top, depth < MAX_DEPTH, linked)
-        kind, payload = self.draw(table)
+        kind, payload = self.source.pick(table)
         if kind == "linked":
             return self.args[self.hints.links[key]]  # type: ignore[index]
         if kind == "dict":
             return self.mapping(depth + 1)
         if kind == "list":
-            return [self.value(depth + 1) for _ in range(self.draw(_SMALL[3]))]
+            return [self.value(depth + 1) for _ in range(self.source.below(4))]
         if kind == "again" and self.seen:
-            value = self.seen[self.draw(_index(len(self.seen)))]
+            value = self.seen[self.source.below(len(self.seen))]
         elif kind == "make":
             value = payload()
         elif kind == "constant":
@@ -271,22 +328,22 @@ class _Builder:
 
     def mapping(self, depth: int) -> dict[Any, Any]:
         keys = self.hints.keys or ("a",)
-        present = self.draw(_index(1 << len(keys)))  # one draw for all keys: bit i, key i
+        present = self.source.below(1 << len(keys))  # one draw for all keys: bit i, key i
         result: dict[Any, Any] = {}
         for bit, key in enumerate(keys):
             if present >> bit & 1:
                 result[key] = self.value(depth, key)
-        if self.draw(_SMALL[5]) == 5:  # now and then a key the code never names
+        if self.source.below(6) == 5:  # now and then a key the code never names
             result["extra"] = self.value(depth)
         return result
 
 
-_TABLES: dict[tuple[int, Any, bool, bool, bool], st.SearchStrategy[tuple[str, Any]]] = {}
+_TABLES: dict[tuple[int, Any, bool, bool, bool], tuple[tuple[str, Any], ...]] = {}
 
 
 def _choices(
     hints: Hints, key: Key | None, top: bool, nested: bool, linked: bool
-) -> st.SearchStrategy[tuple[str, Any]]:
+) -> tuple[tuple[str, Any], ...]:
     cache_key = (id(hints), key, top, nested, linked)
     table = _TABLES.get(cache_key)
     if table is not None:
@@ -307,7 +364,7 @@ def _choices(
         choices += [("dict", None), ("list", None)]
     if len(_TABLES) > 4096:  # hints of past checks: let them go
         _TABLES.clear()
-    table = _TABLES[cache_key] = st.sampled_from(choices)
+    table = _TABLES[cache_key] = tuple(choices)
     return table
 
 
