@@ -287,3 +287,15 @@ def test_the_console_command_checks_the_example_readers() -> None:
     assert done.returncode == EXIT_DIFFERENT
     assert '1. input: {"result": 0}' in done.stdout
     assert "Traceback" not in done.stderr
+
+
+def test_the_reply_contract_finds_the_seeds_null_result_in_the_half_fixed_reader() -> None:
+    status, report = check_json(
+        "--contract", "reply", f"{EXAMPLES / 'reply_reader.py'}:interpret_tool_reply"
+    )
+    assert status == EXIT_DIFFERENT
+    assert report["counterexamples"][0]["input"] == {
+        "reply": {"jsonrpc": "2.0", "id": "call-7", "result": None},
+        "expected_id": "call-7",
+    }
+    assert report["counterexamples"][0]["old"]["value"] == {"status": "ok", "value": None}

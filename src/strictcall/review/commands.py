@@ -73,15 +73,16 @@ def run_check(
             )
             return EXIT_TROUBLE
         old_function = contracts.reference(new_arity)
-        strategy = contracts.reply_arguments(new_arity)
+        str_ids = contracts.takes_str_ids(new.function)
+        strategy = contracts.reply_arguments(new_arity, str_ids=str_ids)
         arity = new_arity
 
         def fast(source: Any) -> tuple[Any, ...]:
-            return contracts.draw_reply(source, arity)
+            return contracts.draw_reply(source, arity, str_ids=str_ids)
 
         keep: frozenset[int] = frozenset({1})  # the expected id stays a valid one
         keys: tuple[Any, ...] = ("result", "error", "id", "jsonrpc")
-        probes: list[tuple[Any, ...]] = []
+        probes: list[tuple[Any, ...]] = contracts.probes(new_arity)
         names = ["reply", "expected_id"][:new_arity]
     else:
         old_function = old.function

@@ -8,7 +8,15 @@ from typing import Any, Final
 
 from strictcall.errors import MissingExtra
 from strictcall.reply import interpret_tool_reply
-from strictcall.review.values import FALSY, TRUTHY, Hints, HypothesisSource, Source, _Builder
+from strictcall.review.values import (
+    FALSY,
+    TRUTHY,
+    Hints,
+    HypothesisSource,
+    Source,
+    _Builder,
+    neighbours,
+)
 
 try:
     from hypothesis import strategies as st
@@ -48,19 +56,31 @@ def reference(arity: int) -> Callable[..., Any]:
 _HINTS = Hints(keys=("items", "count"))
 
 
-def reply_arguments(arity: int) -> st.SearchStrategy[tuple[Any, ...]]:
-    """A reply, mostly a well-formed envelope for the expected id, and the expected id."""
+def reply_arguments(arity: int, *, str_ids: bool = False) -> st.SearchStrategy[tuple[Any, ...]]:
+    """A reply, mostly a well-formed envelope for the expected id, and the expected id (a str
+    only when `str_ids`: the function says it takes no int)."""
 
     @st.composite
     def build(draw: st.DrawFn) -> tuple[Any, ...]:
-        return draw_reply(HypothesisSource(draw), arity)
+        return draw_reply(HypothesisSource(draw), arity, str_ids=str_ids)
 
     return build()
 
 
-def draw_reply(source: Source, arity: int) -> tuple[Any, ...]:
+def takes_str_ids(function: Callable[..., Any]) -> bool:
+    """True when the function's second parameter is annotated `str` (the seed's contract)."""
+    import inspect
+
+    try:
+        parameters = list(inspect.signature(function).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    return len(parameters) >= 2 and parameters[1].annotation in (str, "str")
+
+
+def draw_reply(source: Source, arity: int, *, str_ids: bool = False) -> tuple[Any, ...]:
     """One (reply, expected_id), or (reply,), from `source`."""
-    expected: Any = source.pick(_EXPECTED) if arity == 2 else FIXED_ID
+    expected: Any = FIXED_ID if arity == 1 or str_ids else source.pick(_EXPECTED)
     builder = _Builder(source, _HINTS)
     if source.below(6) == 5:
         reply: Any = builder.value(1)
@@ -75,6 +95,15 @@ def draw_reply(source: Source, arity: int) -> tuple[Any, ...]:
         if source.below(8) == 7:
             reply["extra"] = builder.value(2)
     return (reply, expected) if arity == 2 else (reply,)
+
+
+def probes(arity: int) -> list[tuple[Any, ...]]:
+    """A well-formed envelope for the expected id, then its neighbours: a result or an error
+    of each falsy and truthy value, each member left out or changed (the seed's null result
+    among them)."""
+    envelope = {"jsonrpc": "2.0", "id": FIXED_ID}
+    base = (envelope, FIXED_ID) if arity == 2 else (envelope,)
+    return [base, *neighbours(base, frozenset({1}), ("result", "error"))]
 
 
 def _put(target: dict[str, Any], key: str, value: Any) -> None:
