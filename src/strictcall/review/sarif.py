@@ -12,7 +12,6 @@ from strictcall.review.rules import RULES
 
 SARIF_VERSION: Final = "2.1.0"
 SARIF_SCHEMA: Final = "https://json.schemastore.org/sarif-2.1.0.json"
-INFORMATION_URI: Final = "https://github.com/strictcall/strictcall"
 
 
 def sarif_log(findings: Sequence[Finding], version: str) -> dict[str, Any]:
@@ -27,7 +26,6 @@ def sarif_log(findings: Sequence[Finding], version: str) -> dict[str, Any]:
                     "driver": {
                         "name": "strictcall",
                         "version": version,
-                        "informationUri": INFORMATION_URI,
                         "rules": [
                             {
                                 "id": rule.id,
