@@ -218,6 +218,3 @@ def probes_for(arity: int, hints: Hints) -> list[tuple[Any, ...]]:
         return []
     base = base_arguments(arity, hints)
     return [base, *neighbours(base, hints.mappings, hints.keys)]
-
-
-__all__ = ["Counterexample", "Report", "find_differences", "probes_for", "same_value"]

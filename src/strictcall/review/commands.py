@@ -37,7 +37,7 @@ def run_check(
         return EXIT_TROUBLE
     from strictcall.review import contract as contracts
     from strictcall.review.check import find_differences, probes_for
-    from strictcall.review.load import LoadError, load_function
+    from strictcall.review.load import Loaded, NotLoaded, load_function
     from strictcall.review.pin import write_regression_tests
     from strictcall.review.values import arguments, draw_arguments, mine_hints
 
@@ -52,17 +52,18 @@ def run_check(
     if max_examples < 0 or not timeout > 0:
         err.write("strictcall check: --max-examples must be >= 0 and --timeout > 0\n")
         return EXIT_TROUBLE
-    try:
-        if contract:
-            new = load_function(specs[0], label="NEW")
-            old_spec = contracts.REFERENCE_SPEC
-        else:
-            old = load_function(specs[0], label="OLD")
-            new = load_function(specs[1], label="NEW")
-            old_spec = old.spec
-    except LoadError as exc:
-        err.write(f"strictcall check: {exc}\n")
-        return EXIT_TROUBLE
+    loaded = [
+        load_function(spec, label=label)
+        for spec, label in zip(specs, ["NEW"] if contract else ["OLD", "NEW"], strict=True)
+    ]
+    for one in loaded:
+        if isinstance(one, NotLoaded):
+            err.write(f"strictcall check: {one.message}\n")
+            return EXIT_TROUBLE
+    functions = [one for one in loaded if isinstance(one, Loaded)]
+    new = functions[-1]
+    old = functions[0]
+    old_spec = contracts.REFERENCE_SPEC if contract else old.spec
 
     new_arity = _arity(new.function)
     if contract:

@@ -12,8 +12,15 @@ from pathlib import Path
 from typing import Any
 
 
-class LoadError(Exception):
-    """A spec that names no callable function; the message is one line for the user."""
+class _Refused(Exception):
+    """Ends a load early; its message becomes the NotLoaded answer."""
+
+
+@dataclass(frozen=True, slots=True)
+class NotLoaded:
+    """Why a spec names no function, in one line for the user."""
+
+    message: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +40,7 @@ def split_spec(spec: str) -> tuple[str, str]:
     """The module or path part and the attribute part of a spec."""
     where, sep, attribute = spec.rpartition(":")
     if not sep or not where or not attribute:
-        raise LoadError(f"{spec!r} is not module:function or path.py:function")
+        raise _Refused(f"{spec!r} is not module:function or path.py:function")
     return where, attribute
 
 
@@ -42,12 +49,15 @@ def is_path(where: str) -> bool:
     return where.endswith(".py") or "/" in where or "\\" in where
 
 
-def load_function(spec: str, *, label: str) -> Loaded:
-    """Import the function a spec names.
+def load_function(spec: str, *, label: str) -> Loaded | NotLoaded:
+    """Import the function a spec names, or say in one line why it cannot."""
+    try:
+        return _load(spec, label)
+    except _Refused as exc:
+        return NotLoaded(str(exc))
 
-    Raises:
-        LoadError: the file or module cannot be imported, or names nothing callable.
-    """
+
+def _load(spec: str, label: str) -> Loaded:
     where, attribute = split_spec(spec)
     path: Path | None = None
     module_name: str | None = None
@@ -55,25 +65,25 @@ def load_function(spec: str, *, label: str) -> Loaded:
         if is_path(where):
             path = Path(where).resolve()
             if not path.is_file():
-                raise LoadError(f"{label} {spec}: no such file {where}")
+                raise _Refused(f"{label} {spec}: no such file {where}")
             module = _import_path(path, label)
         else:
             module_name = where
             module = importlib.import_module(where)
-    except LoadError:
+    except _Refused:
         raise
     except SyntaxError as exc:
-        raise LoadError(
+        raise _Refused(
             f"{label} {spec}: cannot be imported: SyntaxError at line {exc.lineno}"
         ) from None
     except ModuleNotFoundError as exc:
-        raise LoadError(
+        raise _Refused(
             f"{label} {spec}: cannot be imported: no module named {exc.name!r}"
         ) from None
     except BaseException as exc:  # the module's own code ran and failed: say so in one line
         if isinstance(exc, KeyboardInterrupt):
             raise
-        raise LoadError(
+        raise _Refused(
             f"{label} {spec}: cannot be imported: {type(exc).__name__}{_where(exc)}"
         ) from None
     target: object = module
@@ -81,11 +91,11 @@ def load_function(spec: str, *, label: str) -> Loaded:
         try:
             target = getattr(target, part)
         except AttributeError:
-            raise LoadError(f"{label} {spec}: {where} has no {attribute!r}") from None
+            raise _Refused(f"{label} {spec}: {where} has no {attribute!r}") from None
     if not callable(target):
-        raise LoadError(f"{label} {spec}: {attribute!r} is not a function")
+        raise _Refused(f"{label} {spec}: {attribute!r} is not a function")
     if inspect.iscoroutinefunction(target):
-        raise LoadError(f"{label} {spec}: {attribute!r} is async; check takes plain functions")
+        raise _Refused(f"{label} {spec}: {attribute!r} is async; check takes plain functions")
     return Loaded(spec, target, path, module_name, attribute)
 
 
@@ -94,7 +104,7 @@ def _import_path(path: Path, label: str) -> object:
     name = f"_strictcall_check_{label.lower()}_{path.stem}"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
-        raise LoadError(f"{label} {path}: not a Python file")
+        raise _Refused(f"{label} {path}: not a Python file")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     # Its siblings import as they would when the file runs as a script.
