@@ -158,6 +158,24 @@ def test_on_loopback_the_operators_paths_are_open(server: RunningServer, db: Pat
     assert rpc(server, token, "count_notes", {}, 1) == 0
 
 
+@pytest.mark.parametrize("host", ["evil.example", "evil.example:80", "127.0.0.1.evil.example"])
+def test_on_loopback_a_foreign_host_name_still_needs_a_token(
+    server: RunningServer, db: Path, host: str
+) -> None:
+    # a page whose name was rebound to 127.0.0.1 sends its own name as the Host
+    url = server.base_url + "/ops/stats.json"
+    assert httpx.get(url, headers={"Host": host}, timeout=10).status_code == 401
+    token = operator_token(db)
+    authorized = {"Host": host, "Authorization": f"Bearer {token}"}
+    assert httpx.get(url, headers=authorized, timeout=10).status_code == 200
+
+
+@pytest.mark.parametrize("host", ["localhost", "localhost:8765", "[::1]:8765", "127.0.0.2"])
+def test_on_loopback_a_loopback_host_name_needs_no_token(server: RunningServer, host: str) -> None:
+    url = server.base_url + "/ops/stats.json"
+    assert httpx.get(url, headers={"Host": host}, timeout=10).status_code == 200
+
+
 @pytest.mark.parametrize("method", ["POST", "DELETE"])
 def test_the_operators_paths_answer_get_only(server: RunningServer, method: str) -> None:
     response = httpx.request(method, server.base_url + "/metrics", timeout=10)

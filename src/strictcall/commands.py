@@ -54,9 +54,7 @@ def run_serve(
                 _print_demo(out, base, tokens, store)
             out.flush()
 
-        app = build_app(
-            store, origins=origins, edge=edge, open_to_operators=is_loopback_host(host)
-        )
+        app = build_app(store, origins=origins, edge=edge, open_to_operators=is_loopback_host(host))
         serve(app, host, port, ready, edge=edge)
     finally:
         store.close()

@@ -5,7 +5,9 @@ An operator token opens them (`strictcall tokens create --operator`), sent as
 `Authorization: Bearer <token>` (Prometheus, curl) or as the password of HTTP Basic (a
 browser asks for it; the user name is ignored). An agent's token opens nothing here, and an
 operator's token calls no tool. A server bound to a loopback address serves them without a
-token: only this machine reaches it.
+token (only this machine reaches it) to requests whose Host is a loopback name or address: a
+page elsewhere whose name was rebound to 127.0.0.1 (DNS rebinding) sends its own name as the
+Host, and is asked for a token like any caller from afar.
 """
 
 from __future__ import annotations
@@ -13,12 +15,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import ipaddress
 from collections.abc import Callable
 from typing import Final
 
 import orjson
 
+from strictcall.edge import is_loopback_host
 from strictcall.http import Receive, Scope, Send, bearer_token
 from strictcall.ops.page import CONTENT_SECURITY_POLICY, render_fragment, render_page
 from strictcall.ops.stats import breakdown
@@ -32,14 +34,16 @@ _NO_METRICS: Final = (
 )
 
 
-def is_loopback(host: str) -> bool:
-    """Whether a bind address reaches only this machine (127.0.0.0/8, ::1, localhost)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
+def _host_header(scope: Scope) -> str | None:
+    """The host name of the request's Host header (without its port), or None."""
+    for name, value in scope["headers"]:
+        if name == b"host":
+            host = str(value.decode("latin-1"))
+            if host.startswith("["):
+                return host[1 : host.find("]")] if "]" in host else None
+            name_part, _, port = host.rpartition(":")
+            return name_part if name_part and port.isdigit() else host
+    return None
 
 
 def operator_token(scope: Scope) -> str | None:
@@ -85,7 +89,9 @@ class OpsApp:
         if scope["method"] not in ("GET", "HEAD"):
             await _send(send, scope, 405, b"method not allowed\n", extra=[(b"allow", b"GET, HEAD")])
             return
-        if not self.open_without_token and not await self._operator(scope, send):
+        host = _host_header(scope)
+        open_here = self.open_without_token and host is not None and is_loopback_host(host)
+        if not open_here and not await self._operator(scope, send):
             return
         path = scope["path"]
         if path == "/metrics":
