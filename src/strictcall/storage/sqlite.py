@@ -111,7 +111,7 @@ _MIGRATIONS: Final[Mapping[int, tuple[str, ...]]] = {
             n INTEGER NOT NULL,
             PRIMARY KEY (minute, tool, outcome, stage, code, reason, pointer)
         ) WITHOUT ROWID""",
-        f"""INSERT INTO audit_minutes
+        f"""INSERT OR IGNORE INTO audit_minutes
             SELECT CAST(at AS INTEGER) / {MINUTE_S} * {MINUTE_S}, coalesce(tool, ''), outcome,
                    coalesce(stage, ''), coalesce(code, ''), '', '', count(*)
             FROM audit GROUP BY 1, 2, 3, 4, 5""",
@@ -156,11 +156,21 @@ def _migrate(conn: sqlite3.Connection) -> None:
         conn.execute("BEGIN IMMEDIATE")
         try:
             for statement in _MIGRATIONS[target]:
-                conn.execute(statement)
+                _apply(conn, statement)
             conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(target),))
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
+            raise
+
+
+def _apply(conn: sqlite3.Connection, statement: str) -> None:
+    """One migration step. A column the step adds that is already there (a file whose version
+    was set back by hand) is what the step wants: SQLite has no ADD COLUMN IF NOT EXISTS."""
+    try:
+        conn.execute(statement)
+    except sqlite3.OperationalError as exc:
+        if not (statement.startswith("ALTER TABLE") and "duplicate column name" in str(exc)):
             raise
 
 
