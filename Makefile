@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run demo test lint typecheck unit bench fuzz load clean
+.PHONY: install run demo test lint typecheck unit browser bench fuzz load clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,8 +31,12 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-unit: $(STAMP)
+unit: $(STAMP) browser
 	$(BIN)/pytest --cov --cov-report=term
+
+## browser: Debian's chromium for the operator page's test (apt-get, when root and missing)
+browser: $(STAMP)
+	$(BIN)/python tests/browser.py
 
 ## bench: the side-by-side benchmark (peers installed into bench/.venv-peers)
 bench: $(STAMP)

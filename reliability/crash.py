@@ -40,6 +40,7 @@ import httpx
 import orjson
 
 from reliability import procs
+from reliability.progress import Progress
 from strictcall.storage.sqlite import SQLiteStore
 
 BURST_DEADLINE_S = 60.0
@@ -244,12 +245,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     rounds = []
     with tempfile.TemporaryDirectory(prefix="strictcall-crash-") as tmp:
         db = Path(tmp) / "crash.sqlite3"
-        for index in range(args.rounds):
-            crash = run_round(
-                db, Path(tmp), index, workers=args.workers, kill_after=rng.randint(5, 300)
-            )
-            rounds.append(crash)
-            print(round_line(crash), flush=True)
+        with Progress("crash: kill -9 rounds", total=args.rounds, unit="rounds") as progress:
+            for index in range(args.rounds):
+                crash = run_round(
+                    db, Path(tmp), index, workers=args.workers, kill_after=rng.randint(5, 300)
+                )
+                rounds.append(crash)
+                print(round_line(crash), flush=True)
+                progress.advance()
     failed = [c for c in rounds if c.problems]
     print("== crash summary ==")
     print(

@@ -8,6 +8,8 @@ inside a function, is read from the source, so that a wall breaks the build, not
     the sides     the server side imports nothing of the client, the client nothing of the server
     transports    choose no error code: they import no ErrorKind of the catalogue (the agent
                   loop adapters are a transport: a provider's turn in, its results out)
+    operations    metrics, spans, the page, the breakdown: read what the audit records; nothing
+                  below them imports them but the server that wires them and the commands
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ TRANSPORTS = {
 SERVICE = {"strictcall.notes", "strictcall.audit", "strictcall.storage"}
 CLIENT = {"strictcall.client"}
 FACE = {"strictcall.cli", "strictcall.commands", "strictcall.__main__"}
+OPERATIONS = {"strictcall.ops"}
+"""Metrics, spans, the operator page and the audit's breakdown (`strictcall.ops`)."""
 DRIVERS = {"sqlite3": "strictcall.storage.sqlite", "psycopg": "strictcall.storage.postgres"}
 DRIVERS["psycopg_pool"] = DRIVERS["psycopg"]
 
@@ -96,13 +100,13 @@ def test_every_module_belongs_to_one_layer() -> None:
     for name in MODULES:
         if name == "strictcall":
             continue
-        groups = [CORE, TRANSPORTS, SERVICE, CLIENT, FACE]
+        groups = [CORE, TRANSPORTS, SERVICE, CLIENT, FACE, OPERATIONS]
         assert sum(in_group(name, group) for group in groups) <= 1, name
 
 
 @pytest.mark.parametrize("name", sorted(n for n in MODULES if in_group(n, CORE)))
 def test_the_core_imports_no_transport_store_service_or_face(name: str) -> None:
-    walls = TRANSPORTS | SERVICE | CLIENT | FACE
+    walls = TRANSPORTS | SERVICE | CLIENT | FACE | OPERATIONS
     crossing = sorted(m for m in IMPORTS[name] if in_group(m, walls))
     assert not crossing, f"{name} imports {crossing}"
 
@@ -122,13 +126,35 @@ def test_the_reply_reader_imports_nothing_of_the_server_side() -> None:
     assert all(in_group(m, {"strictcall.errors", "strictcall.ids"}) for m in strictcall_imports)
 
 
-@pytest.mark.parametrize("name", sorted(n for n in MODULES if in_group(n, TRANSPORTS | SERVICE)))
+@pytest.mark.parametrize(
+    "name", sorted(n for n in MODULES if in_group(n, TRANSPORTS | SERVICE | OPERATIONS))
+)
 def test_the_server_side_imports_nothing_of_the_client(name: str) -> None:
     assert not [m for m in IMPORTS[name] if in_group(m, CLIENT)]
 
 
 def test_the_client_imports_nothing_of_the_server_side() -> None:
-    assert not [m for m in IMPORTS["strictcall.client"] if in_group(m, TRANSPORTS | SERVICE)]
+    server_side = TRANSPORTS | SERVICE | OPERATIONS
+    assert not [m for m in IMPORTS["strictcall.client"] if in_group(m, server_side)]
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if in_group(n, TRANSPORTS | SERVICE)))
+def test_only_the_server_wires_the_operations_in(name: str) -> None:
+    # the transports and the service know nothing of metrics, spans or the page: the server
+    # module builds them around the audit's records (and the commands read the breakdown)
+    if name == "strictcall.server":
+        return
+    assert not [m for m in IMPORTS[name] if in_group(m, OPERATIONS)], name
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if in_group(n, OPERATIONS)))
+def test_operations_choose_no_error_code(name: str) -> None:
+    kinds = {
+        f"strictcall.errors.{attribute}"
+        for attribute, value in vars(errors).items()
+        if isinstance(value, errors.ErrorKind)
+    }
+    assert not sorted(IMPORTS[name] & kinds), f"{name} picks error kinds itself"
 
 
 @pytest.mark.parametrize("name", sorted(n for n in MODULES if in_group(n, TRANSPORTS)))

@@ -10,6 +10,9 @@
     strictcall audit [--limit N] [--db PATH]
     strictcall check OLD NEW [--contract reply] [--write-tests FILE] [--json]
     strictcall lint PATH... [--format text|json|sarif] [--fix]
+    strictcall audit [--limit N] [--follow] [--db PATH]
+    strictcall tokens create --operator --identity NAME [--db PATH]
+    strictcall stats [--since 1h] [--json] [--db PATH]
 
 Output is UTF-8 whatever the locale. `call` exits 0 when the answer's ok is true, 1 when it is
 false, 2 for a usage error or unreadable standard input; no input produces a traceback.
@@ -187,6 +190,19 @@ def build_parser() -> argparse.ArgumentParser:
     lint.add_argument("paths", nargs="+", metavar="PATH", help="Python files or directories")
     lint.add_argument("--format", choices=["text", "json", "sarif"], default="text")
     lint.add_argument("--fix", action="store_true", help="apply the fixes that are certain")
+    # for operators (issue 16): an operator's token, the audit as it comes, the breakdown
+    create.add_argument(
+        "--operator",
+        action="store_true",
+        help="an operator's token (the page, /metrics) for --identity NAME; it calls no tool",
+    )
+    audit.add_argument(
+        "--follow", action="store_true", help="then print new calls as they come (Ctrl-C stops)"
+    )
+    stats = commands.add_parser("stats", help="calls and failures by stage, code and tool")
+    stats.add_argument("--since", default="1h", help="the window: 90s, 15m, 1h, 7d (default 1h)")
+    stats.add_argument("--json", action="store_true", help="one JSON document")
+    stats.add_argument("--db", type=_utf8_text, help=db_help)
     return parser
 
 
@@ -279,6 +295,12 @@ def _operate(args: argparse.Namespace, out: TextIO) -> int:
             edge=edge,
             allow_origins=args.allow_origin,
         )
+    if args.command == "tokens" and args.operator:
+        return commands.run_operator_token(db, args.identity, out=out, err=err)
+    if args.command == "stats":
+        return commands.run_stats(db, args.since, as_json=args.json, out=out, err=err)
+    if args.command == "audit" and args.follow:
+        return commands.run_audit_follow(db, args.limit, out=out, err=err)
     if args.command == "tokens":
         return commands.run_tokens_create(db, args.identity, out=out, err=err)
     if args.command == "notes" and args.action == "add":

@@ -1,5 +1,5 @@
 """The operator's commands behind the command line: serve (HTTP or MCP on stdio), tokens,
-notes, audit.
+notes, audit, stats.
 
 Each takes its streams as arguments and returns an exit status; only the command line parses.
 """
@@ -14,7 +14,7 @@ from typing import Final, TextIO, TypeVar
 
 from strictcall.edge import EdgeLimits
 from strictcall.seed import NOTES as SEED_NOTES
-from strictcall.storage import Store, StoreUnavailable, open_store
+from strictcall.storage import AuditRecord, Store, StoreUnavailable, open_store
 
 T = TypeVar("T")
 
@@ -54,7 +54,7 @@ def run_serve(
                 _print_demo(out, base, tokens, store)
             out.flush()
 
-        app = build_app(store, origins=origins, edge=edge)
+        app = build_app(store, origins=origins, edge=edge, open_to_operators=is_loopback_host(host))
         serve(app, host, port, ready, edge=edge)
     finally:
         store.close()
@@ -180,3 +180,94 @@ def run_audit(db: str, limit: int, *, out: TextIO, err: TextIO) -> int:
 def _shown(value: str | None) -> str:
     """An audit column as printed: "-" where the record has none (an empty str stays "")."""
     return "-" if value is None else value
+
+
+# --- for operators (issue 16): operator tokens, the audit as it comes, the breakdown ----------
+
+FOLLOW_POLL_S: Final = 0.25
+FOLLOW_BATCH: Final = 1000
+
+
+def run_operator_token(db: str, name: str, *, out: TextIO, err: TextIO) -> int:
+    """Create an operator's token (the page, /metrics); printed alone on the last line."""
+    token = _with_store(db, err, lambda store: store.create_operator_token(name))
+    if token is None:
+        return EXIT_FAILED
+    out.write(f"operator token for {name} (shown once, stored only as a hash):\n{token}\n")
+    return EXIT_OK
+
+
+def _audit_line(r: AuditRecord) -> str:
+    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(r.at))
+    return (
+        f"  {at}  {r.outcome:5}  {_shown(r.stage):8}  {_shown(r.code):22}"
+        f"  {_shown(r.tool):12}  {_shown(r.identity):10}  {r.latency_us:>7} us"
+        f"  call {_shown(r.call_id)}  {_shown(r.reason)}  {_shown(r.pointer)}\n"
+    )
+
+
+def run_audit_follow(db: str, limit: int, *, out: TextIO, err: TextIO) -> int:
+    """Print the last `limit` calls, oldest first, then each new one as it is recorded, until
+    Ctrl-C (exit 0) or the store fails (exit 1)."""
+    try:
+        store = open_store(db)
+    except StoreUnavailable:
+        err.write(f"strictcall: the store at {db} is unavailable\n")
+        return EXIT_FAILED
+    try:
+        newest, _ = store.calls_after(None, 0)
+        # the cursor counts records: start `limit` before the newest, and miss none after it
+        cursor = max(newest - limit, 0)
+        while True:
+            cursor, records = store.calls_after(cursor, FOLLOW_BATCH)
+            for r in records:
+                out.write(_audit_line(r))
+            out.flush()
+            if len(records) < FOLLOW_BATCH:
+                time.sleep(FOLLOW_POLL_S)
+    except KeyboardInterrupt:
+        return EXIT_OK
+    except StoreUnavailable:
+        err.write(f"strictcall: the store at {db} became unavailable\n")
+        return EXIT_FAILED
+    finally:
+        store.close()
+
+
+def run_stats(db: str, since: str, *, as_json: bool, out: TextIO, err: TextIO) -> int:
+    """Print the breakdown the operator page shows, over the last `since` (e.g. 1h)."""
+    import json
+
+    from strictcall.ops.stats import breakdown, parse_span
+
+    try:
+        span = parse_span(since)
+    except ValueError as exc:
+        err.write(f"strictcall stats: --since {since!r}: {exc}\n")
+        return 2
+    stats = _with_store(db, err, lambda store: breakdown(store, span))
+    if stats is None or not stats.store_ok:
+        if stats is not None:
+            err.write(f"strictcall: the store at {db} is unavailable\n")
+        return EXIT_FAILED
+    if as_json:
+        out.write(json.dumps(stats.as_json(), ensure_ascii=False) + "\n")
+        return EXIT_OK
+    rate = f"{100 * stats.failed / stats.calls:.1f} %" if stats.calls else "-"
+    out.write(f"calls in the last {since}: {stats.calls}, failed {stats.failed} ({rate})\n")
+    out.write("failures by stage and code:\n")
+    for stage, code, n in stats.by_stage_code:
+        out.write(f"  {n:>8}  {stage:8}  {code}\n")
+    out.write("calls by tool (calls, failed):\n")
+    for tool, n, failed in stats.by_tool:
+        out.write(f"  {n:>8}  {failed:>8}  {tool}\n")
+    out.write("top failing (tool, code, reason, pointer):\n")
+    for row in stats.top_failures:
+        out.write(
+            f"  {row.calls:>8}  {_shown(row.tool):12}  {_shown(row.code):22}"
+            f"  {_shown(row.reason):18}  {_shown(row.pointer)}\n"
+        )
+    out.write("most recent refusals (newest first):\n")
+    for r in stats.recent_refusals:
+        out.write(_audit_line(r))
+    return EXIT_OK

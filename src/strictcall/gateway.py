@@ -11,7 +11,7 @@ operator's flag): nothing in the call's text can change it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Final
 
@@ -46,6 +46,11 @@ _Climbed = tuple[CompiledTool, ToolContext, Arguments]
 
 _WORKERS: Final = 4
 
+AUDIT_POINTER_MAX: Final = 256
+"""The longest pointer an audit record keeps (declared names are the operator's, but deep)."""
+
+_ENVELOPE_NAMES: Final = frozenset({"name", "arguments"})
+
 # A NamedTuple's own constructor is a Python function; tuple.__new__ builds the same in C.
 _new_context: Final[Callable[[type[ToolContext], tuple[str, str | int, str]], ToolContext]] = (
     tuple.__new__
@@ -71,6 +76,7 @@ class Gateway:
         self._numbers = False
         self._pool: ThreadPoolExecutor | None = None
         self._pool_size: Final = workers
+        self._declared: dict[str, frozenset[str]] = {}
         for tool in tools:
             self.register(tool)
 
@@ -109,6 +115,29 @@ class Gateway:
             if type(name) is str and name in self._tools:
                 return name
         return None
+
+    def audit_pointer(self, tool: str | None, error: Mapping[str, object] | None) -> str | None:
+        """An error's pointer as an audit record may keep it: each member name the call
+        envelope or the tool's input schema declares is kept, any other name (one the model
+        made up, which is its text) is "*", array indexes stay; None where the error has no
+        pointer (or points at the whole call). At most `AUDIT_POINTER_MAX` characters."""
+        pointer = None if error is None else error.get("pointer")
+        if type(pointer) is not str or not pointer.startswith("/"):
+            return None
+        compiled = None if tool is None else self._tools.get(tool)
+        declared = _ENVELOPE_NAMES if compiled is None else self._declared_names(compiled)
+        kept = [
+            part if _is_index(part) or _unescaped(part) in declared else "*"
+            for part in pointer[1:].split("/")
+        ]
+        return ("/" + "/".join(kept))[:AUDIT_POINTER_MAX]
+
+    def _declared_names(self, compiled: CompiledTool) -> frozenset[str]:
+        names = self._declared.get(compiled.tool.name)
+        if names is None:
+            names = _ENVELOPE_NAMES | _member_names(compiled.arguments.advertised)
+            self._declared[compiled.tool.name] = names
+        return names
 
     def list_tools(self, format: ToolFormat = "mcp") -> list[dict[str, JSONValue]]:
         """The tools as an agent host lists them: "mcp", "openai", "openai-responses" or
@@ -284,3 +313,32 @@ def encode_answer(answer: dict[str, JSONValue]) -> bytes:
     if text is None:
         return orjson.dumps(fail(answer["call_id"], WITHHELD))
     return text
+
+
+def _is_index(part: str) -> bool:
+    """Whether a pointer's part is an array index (digits, no leading zero, at most 9)."""
+    return part.isascii() and part.isdigit() and len(part) <= 9 and (part == "0" or part[0] != "0")
+
+
+def _unescaped(part: str) -> str:
+    """A pointer's part as the member name it stands for (RFC 6901)."""
+    return part.replace("~1", "/").replace("~0", "~")
+
+
+def _member_names(schema: object) -> frozenset[str]:
+    """Every member name a schema declares anywhere in it (properties, required)."""
+    names: set[str] = set()
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            properties = node.get("properties")
+            if isinstance(properties, dict):
+                names.update(key for key in properties if isinstance(key, str))
+            required = node.get("required")
+            if isinstance(required, list):
+                names.update(key for key in required if isinstance(key, str))
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return frozenset(names)

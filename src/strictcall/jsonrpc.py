@@ -152,10 +152,12 @@ class RpcService:
             if request_id is None:
                 return None
             return {"jsonrpc": "2.0", "id": request_id, "result": answer["result"]}
-        self._audit(call_id, identity, tool, answer["error"], latency_us)
+        error = answer["error"]
+        pointer = self.gateway.audit_pointer(tool, error)
+        self._audit(call_id, identity, tool, error, latency_us, pointer)
         if request_id is None:
             return None
-        return error_reply(request_id, answer["error"])
+        return error_reply(request_id, error)
 
     def _audit(
         self,
@@ -164,8 +166,10 @@ class RpcService:
         tool: str | None,
         error: dict[str, JSONValue] | None,
         latency_us: int,
+        pointer: str | None = None,
     ) -> None:
-        self._record(AuditRecord.of_call(call_id, identity, tool, error, latency_us))
+        entry = AuditRecord.of_call(call_id, identity, tool, error, latency_us, pointer=pointer)
+        self._record(entry)
 
 
 def read_request(message: JSONValue) -> _Request | Rejection:

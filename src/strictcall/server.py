@@ -11,9 +11,9 @@ from __future__ import annotations
 import gc
 import importlib.util
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import FrameType
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from strictcall.errors import MissingExtra
 
@@ -30,6 +30,11 @@ from strictcall.jsonrpc import Recorder, RpcService
 from strictcall.notes import notes_gateway
 from strictcall.pipeline import Limits
 from strictcall.storage import AuditRecord, Store, StoreUnavailable
+from strictcall.tools import Tool
+
+if TYPE_CHECKING:
+    from strictcall.ops.metrics import Metrics
+    from strictcall.ops.tracing import CallTracer
 
 DEFAULT_HOST: Final = "127.0.0.1"
 DEFAULT_PORT: Final = 8765
@@ -56,24 +61,78 @@ def build_app(
     limits: Limits | None = None,
     origins: OriginPolicy | None = None,
     edge: EdgeLimits | None = None,
+    open_to_operators: bool = False,
+    observe: bool = True,
 ) -> RpcApp:
     """The ASGI app serving the notes tools from `store`: JSON-RPC at /rpc, MCP at /mcp, for
-    the browser `origins` admitted and within `edge.max_in_flight` calls per identity."""
+    the browser `origins` admitted and within `edge.max_in_flight` calls per identity; and for
+    operators the page at /, /ops/stats.json and /metrics (`strictcall.ops.app`), which need an
+    operator's token unless `open_to_operators` (a server bound to a loopback address).
+
+    Every call's audit record also feeds the Prometheus metrics (with strictcall[metrics]) and
+    an OpenTelemetry span (with strictcall[otel] and an SDK's tracer provider set); with
+    `observe` false, neither (the floor `bench/ops.py` measures their cost against).
+    """
     from strictcall.mcp import McpHttpApp  # the MCP SDK loads only for a server
+    from strictcall.ops.app import PATHS, OpsApp
 
     gateway = notes_gateway(store, limits=limits)
-    audit = AuditLog(store)
-    mcp = McpHttpApp(gateway, record=audit.record)
-    return RpcApp(
-        RpcService(gateway, audit.record),
+    metrics = _metrics(gateway.tools) if observe else None
+    audit = AuditLog(store, on_fault=None if metrics is None else metrics.audit_fault)
+    record = observed(audit.record, metrics, _tracer() if observe else None)
+    mcp = McpHttpApp(gateway, record=record)
+    ops = OpsApp(
+        store,
+        open_without_token=open_to_operators,
+        exposition=None if metrics is None else metrics.exposition,
+        health=lambda: {"audit records waiting": audit.pending, "audit records lost": audit.lost},
+    )
+    app = RpcApp(
+        RpcService(gateway, record),
         store,
         max_body=gateway.limits.max_size,
-        record=audit.record,
+        record=record,
         mounts={"/mcp": mcp},
-        lifespans=[audit.running, mcp.lifespan],
+        routes=dict.fromkeys(PATHS, ops),
+        lifespans=[audit.running, mcp.lifespan, *([] if metrics is None else [metrics.running])],
         origins=origins,
         max_in_flight=(edge if edge is not None else EdgeLimits()).max_in_flight,
+        count_in_flight=metrics is not None,
     )
+    if metrics is not None:
+        metrics.requests_in_flight = lambda: app.requests_in_flight
+    return app
+
+
+def observed(record: Recorder, metrics: Metrics | None, tracer: CallTracer | None) -> Recorder:
+    """`record`, with each record also counted in `metrics` and traced by `tracer`."""
+    if metrics is None and tracer is None:
+        return record
+
+    def observe(entry: AuditRecord) -> None:
+        if metrics is not None:
+            metrics.observe(entry)
+        if tracer is not None:
+            tracer.observe(entry)
+        record(entry)
+
+    return observe
+
+
+def _metrics(tools: Sequence[Tool]) -> Metrics | None:
+    """The app's metrics, or None without strictcall[metrics] (then /metrics says so)."""
+    try:
+        from strictcall.ops.metrics import Metrics
+    except MissingExtra:
+        return None
+    return Metrics(tool.name for tool in tools)
+
+
+def _tracer() -> CallTracer | None:
+    """A tracer of calls, or None without the OpenTelemetry API (no cost at all then)."""
+    from strictcall.ops import tracing
+
+    return tracing.CallTracer() if tracing.available() else None
 
 
 class _Server(uvicorn.Server):

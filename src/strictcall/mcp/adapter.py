@@ -215,7 +215,9 @@ class McpTools:
         if self._record is not None:
             error = result.structured_content if result.is_error else None
             latency_us = (time.perf_counter_ns() - started) // 1000
-            self._record(AuditRecord.of_call(call_id, identity, tool, error, latency_us))
+            pointer = self.gateway.audit_pointer(tool, error)
+            entry = AuditRecord.of_call(call_id, identity, tool, error, latency_us, pointer=pointer)
+            self._record(entry)
         return result
 
 
