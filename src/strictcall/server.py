@@ -11,7 +11,8 @@ from __future__ import annotations
 import gc
 import importlib.util
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from types import FrameType
 from typing import Final
 
@@ -24,6 +25,7 @@ except ImportError:  # pragma: no cover - exercised in a venv without the extra
 
 from strictcall.audit import AuditLog
 from strictcall.edge import EdgeLimits, OriginPolicy
+from strictcall.gateway import Gateway
 from strictcall.guard import guarded_protocol
 from strictcall.http import RpcApp
 from strictcall.jsonrpc import Recorder, RpcService
@@ -59,9 +61,22 @@ def build_app(
 ) -> RpcApp:
     """The ASGI app serving the notes tools from `store`: JSON-RPC at /rpc, MCP at /mcp, for
     the browser `origins` admitted and within `edge.max_in_flight` calls per identity."""
+    return build_gateway_app(notes_gateway(store, limits=limits), store, origins=origins, edge=edge)
+
+
+def build_gateway_app(
+    gateway: Gateway,
+    store: Store,
+    *,
+    origins: OriginPolicy | None = None,
+    edge: EdgeLimits | None = None,
+    lifespans: Sequence[Callable[[], AbstractAsyncContextManager[None]]] = (),
+) -> RpcApp:
+    """The ASGI app serving any gateway's tools: JSON-RPC at /rpc, MCP at /mcp, the callers'
+    tokens and the audit log in `store`. `lifespans` are entered at startup before the
+    server's own (e.g. a proxy's upstream session) and left at shutdown after them."""
     from strictcall.mcp import McpHttpApp  # the MCP SDK loads only for a server
 
-    gateway = notes_gateway(store, limits=limits)
     audit = AuditLog(store)
     mcp = McpHttpApp(gateway, record=audit.record)
     return RpcApp(
@@ -70,7 +85,7 @@ def build_app(
         max_body=gateway.limits.max_size,
         record=audit.record,
         mounts={"/mcp": mcp},
-        lifespans=[audit.running, mcp.lifespan],
+        lifespans=[*lifespans, audit.running, mcp.lifespan],
         origins=origins,
         max_in_flight=(edge if edge is not None else EdgeLimits()).max_in_flight,
     )
