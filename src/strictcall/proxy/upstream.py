@@ -12,6 +12,7 @@ again, and `on_listing` receives every listing, the first one before `running()`
 from __future__ import annotations
 
 import logging
+import os
 import shlex
 import time
 from collections.abc import AsyncIterator, Callable
@@ -297,7 +298,8 @@ class Upstream:
             client = create_mcp_http_client(headers=dict(self.spec.headers))
             return _http(self.spec.url, client)
         command, *args = self.spec.command
-        params = StdioServerParameters(command=command, args=args)
+        # the upstream sees the environment it would have had if the host had launched it
+        params = StdioServerParameters(command=command, args=args, env=dict(os.environ))
         return stdio_client(params, errlog=self._errlog)
 
     def _note(self, line: str) -> None:
