@@ -315,8 +315,7 @@ TOOL_ERROR: Final = ErrorKind(
     False,
     "Do not retry the same call; the tool reported a failure (its text withheld by default).",
 )
-"""A proxied MCP tool answered with an error result (isError); its text is withheld unless the
-operator passes it (`--pass-errors`, as `upstream_text`)."""
+"""A proxied MCP tool answered isError; its text withheld unless passed (`--pass-errors`)."""
 
 UPSTREAM_UNAVAILABLE: Final = ErrorKind(
     "upstream_unavailable",
