@@ -129,11 +129,10 @@ def run_proxy(
     try:
         if identity is not None:
             from strictcall.proxy import serve_proxy_stdio
-            from strictcall.server import audit_recorder
 
             err.write(f"strictcall proxy: MCP on stdio for {identity} (store: {db})\n")
             err.flush()
-            serve_proxy_stdio(proxy, identity, record=audit_recorder(store))
+            serve_proxy_stdio(proxy, identity, store=store)
         else:
             from strictcall.proxy import proxy_app
             from strictcall.server import DEFAULT_PORT, serve

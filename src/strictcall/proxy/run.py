@@ -7,8 +7,8 @@ from collections.abc import Callable, Collection
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Final, TextIO
 
+from strictcall.audit import AuditLog
 from strictcall.gateway import Gateway
-from strictcall.jsonrpc import Recorder
 from strictcall.pipeline import Limits
 from strictcall.proxy.tools import proxied_tools
 from strictcall.proxy.upstream import Listing, Upstream, UpstreamSpec
@@ -72,15 +72,21 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def serve_proxy_stdio(proxy: Proxy, identity: str, *, record: Recorder | None = None) -> None:
-    """Serve the proxy as MCP on stdin and stdout, as `identity`, until stdin ends.
+def serve_proxy_stdio(proxy: Proxy, identity: str, *, store: Store | None = None) -> None:
+    """Serve the proxy as MCP on stdin and stdout, as `identity`, until stdin ends; every call
+    audited in `store` (written in batches, as the HTTP server does).
 
     Raises:
         UpstreamFailed: the upstream did not start.
     """
     from strictcall.mcp import serve_stdio  # the MCP SDK loads only for a server
 
-    serve_stdio(proxy.gateway, identity, record=record, lifespans=[proxy.lifespan])
+    if store is None:
+        serve_stdio(proxy.gateway, identity, lifespans=[proxy.lifespan])
+        return
+    audit = AuditLog(store)
+    lifespans = [audit.running, proxy.lifespan]  # the audit's last records written last
+    serve_stdio(proxy.gateway, identity, record=audit.record, lifespans=lifespans)
 
 
 def proxy_app(proxy: Proxy, store: Store) -> RpcApp:
