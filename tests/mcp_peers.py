@@ -8,6 +8,7 @@ message saying so, except on CI (CI=true), where that is a failure.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -64,16 +65,17 @@ def fastmcp_command(call_log: Path | None = None) -> str:
     return shlex.join([sys.executable, str(FASTMCP_NOTES), *extra])
 
 
-def proxy_argv(upstream_cmd: str, db: Path, *extra: str) -> list[str]:
-    """`strictcall proxy` in front of `upstream_cmd`, on stdio as u1 unless `extra` says."""
+def proxy_argv(upstream_cmd: str | None, db: Path, *extra: str) -> list[str]:
+    """`strictcall proxy` in front of `upstream_cmd` (None: `extra` names the upstream), on
+    stdio as u1 unless `extra` says."""
     identity = [] if "--identity" in extra else ["--identity", "u1"]
+    upstream = [] if upstream_cmd is None else ["--upstream-cmd", upstream_cmd]
     return [
         sys.executable,
         "-m",
         "strictcall",
         "proxy",
-        "--upstream-cmd",
-        upstream_cmd,
+        *upstream,
         "--stdio",
         *identity,
         "--db",
@@ -158,6 +160,14 @@ class StdioPeer:
 
     def tool_names(self) -> set[str]:
         return {tool["name"] for tool in self.request("tools/list")["result"]["tools"]}
+
+    def kill(self) -> None:
+        """Kill the process and release its pipes."""
+        self.process.kill()
+        self.process.wait(timeout=DEADLINE_S)
+        assert self.process.stdin is not None
+        with contextlib.suppress(BrokenPipeError):
+            self.process.stdin.close()
 
     def close(self) -> int:
         """Close stdin (as a host does) and wait for the exit status."""

@@ -11,6 +11,7 @@ import os
 import re
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -65,7 +66,7 @@ def until(check: Any, what: str) -> Any:
 class Proxy:
     """A `strictcall proxy` on stdio, its stderr in a file."""
 
-    def __init__(self, tmp: Path, upstream_cmd: str, *extra: str) -> None:
+    def __init__(self, tmp: Path, upstream_cmd: str | None, *extra: str) -> None:
         self.stderr_path = tmp / "proxy.stderr"
         self._stderr = self.stderr_path.open("wb")
         self.peer = StdioPeer(proxy_argv(upstream_cmd, tmp / "audit.sqlite3", *extra), self._stderr)
@@ -370,3 +371,50 @@ def test_over_http_each_token_sees_and_calls_its_own_tools(
         timeout=DEADLINE_S,
     )
     assert response.json()["result"]["structuredContent"]["note_id"] == "n1"
+
+
+# --- an upstream over streamable HTTP ----------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_an_upstream_over_http_is_served_and_its_loss_is_unavailable(tmp_path: Path) -> None:
+    port = _free_port()
+    calls = tmp_path / "calls.log"
+    upstream = subprocess.Popen(
+        [*shlex.split(fastmcp_command(calls)), "--http", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        until(lambda: _listening(port), "the upstream listens")
+        proxy = Proxy(
+            tmp_path,
+            None,
+            "--upstream-url",
+            f"http://127.0.0.1:{port}/mcp",
+            "--upstream-header",
+            "X-Team: strictcall",
+        )
+        try:
+            assert proxy.peer.call("add", {"a": 1, "b": 2})["structuredContent"] == {"result": 3}
+            upstream.kill()
+            upstream.wait(timeout=DEADLINE_S)
+            error = error_of(proxy.peer.call("add", {"a": 1, "b": 2}))
+            assert_kind(error, UPSTREAM_UNAVAILABLE)
+        finally:
+            proxy.close()
+    finally:
+        upstream.kill()
+        upstream.wait(timeout=DEADLINE_S)
+    assert calls.read_text().split() == ["add"]

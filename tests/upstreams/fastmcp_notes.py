@@ -1,7 +1,7 @@
 """A small MCP server written with FastMCP (PyPI), as teams write theirs: the tests run it bare
 and behind `strictcall proxy`.
 
-    python fastmcp_notes.py [--call-log PATH]
+    python fastmcp_notes.py [--call-log PATH] [--http PORT]
 
 Every tool run appends its name to the call log, so a test can tell whether a value reached a
 tool. `broken_count` breaks its own output schema (FastMCP ships it anyway); `read_note` fails
@@ -101,4 +101,8 @@ server.add_tool(
 )
 
 if __name__ == "__main__":
-    server.run(show_banner=False)
+    if "--http" in sys.argv:  # streamable HTTP on 127.0.0.1, at /mcp
+        port = int(sys.argv[sys.argv.index("--http") + 1])
+        server.run(transport="http", host="127.0.0.1", port=port, show_banner=False)
+    else:
+        server.run(show_banner=False)

@@ -27,6 +27,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from mcp_types import CONNECTION_CLOSED
 
 from strictcall.errors import RETRY_AFTER_MS, UPSTREAM_UNAVAILABLE, JSONValue, StrictcallError
 from strictcall.tools import ToolFailure
@@ -158,6 +159,7 @@ class Upstream:
         self._restart_max_s = restart_max_s
         self._ping_s = ping_s
         self._live: _Connection | None = None
+        self._current: _Connection | None = None
         self._back_at = 0.0
         self.starts = 0
         """How many times the server was started and answered its first tools/list."""
@@ -208,13 +210,30 @@ class Upstream:
             # send_request, not call_tool: call_tool validates structured content itself (and
             # may list the tools first); the gateway checks the result at stage output.
             return await live.session.send_request(request, types.CallToolResult)
-        except MCPError:
-            if live.ended.is_set():
+        except MCPError as exc:
+            # The SDK answers a call whose connection broke with CONNECTION_CLOSED, a code
+            # servers use for their own errors too: a ping tells the two apart.
+            if live.ended.is_set() or (
+                exc.code == CONNECTION_CLOSED and not await self._answers_ping(live)
+            ):
+                live.ended.set()
                 raise self.unavailable() from None
             raise
         except anyio.get_cancelled_exc_class():
             live.suspect.set()  # timed out (or the caller left): is the server still there?
             raise
+
+    async def _answers_ping(self, live: _Connection) -> bool:
+        """Whether the upstream answers a ping (any answer) within `ping_s`."""
+        with anyio.move_on_after(self._ping_s):
+            try:
+                await live.session.send_ping()
+            except MCPError as exc:
+                return exc.code != CONNECTION_CLOSED
+            except Exception:
+                return False
+            return True
+        return False
 
     async def _supervise(
         self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
@@ -231,6 +250,7 @@ class Upstream:
                     ) as session,
                 ):
                     live = _Connection(session, ended)
+                    self._current = live  # a list_changed during the start is kept
                     with anyio.fail_after(START_TIMEOUT_S):
                         await session.initialize()
                         self._on_listing(await _list_tools(session))
@@ -247,7 +267,7 @@ class Upstream:
                     raise UpstreamFailed(self.spec, exc) from None
                 self._note(f"upstream failed ({_kind(exc)})")
             finally:
-                self._live = None
+                self._live = self._current = None
             self._back_at = time.monotonic() + backoff
             self._note(f"upstream unavailable; restarting in {backoff:g} s")
             await anyio.sleep(backoff)
@@ -287,7 +307,7 @@ class Upstream:
                 return
 
     async def _on_message(self, message: object) -> None:
-        live = self._live
+        live = self._current
         if live is not None and isinstance(message, types.ToolListChangedNotification):
             live.relist.set()
 
