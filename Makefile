@@ -41,6 +41,7 @@ browser: $(STAMP)
 ## bench: the side-by-side benchmark (peers installed into bench/.venv-peers)
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
+	$(BIN)/python bench/proxy_overhead.py
 
 ## fuzz: the long fuzzing harness; N inputs per target (make fuzz N=100000)
 N ?= 20000

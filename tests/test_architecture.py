@@ -10,6 +10,9 @@ inside a function, is read from the source, so that a wall breaks the build, not
                   loop adapters are a transport: a provider's turn in, its results out)
     operations    metrics, spans, the page, the breakdown: read what the audit records; nothing
                   below them imports them but the server that wires them and the commands
+    the proxy     serves an upstream's tools through the core and the transports; nothing but
+                  the command line imports it, and it imports nothing of strictcall's client
+                  (it speaks to its upstream through the MCP SDK's)
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ TRANSPORTS = {
 }
 SERVICE = {"strictcall.notes", "strictcall.audit", "strictcall.storage"}
 CLIENT = {"strictcall.client"}
+PROXY = {"strictcall.proxy"}
 FACE = {"strictcall.cli", "strictcall.commands", "strictcall.__main__"}
 OPERATIONS = {"strictcall.ops"}
 """Metrics, spans, the operator page and the audit's breakdown (`strictcall.ops`)."""
@@ -100,13 +104,13 @@ def test_every_module_belongs_to_one_layer() -> None:
     for name in MODULES:
         if name == "strictcall":
             continue
-        groups = [CORE, TRANSPORTS, SERVICE, CLIENT, FACE, OPERATIONS]
+        groups = [CORE, TRANSPORTS, SERVICE, CLIENT, PROXY, FACE, OPERATIONS]
         assert sum(in_group(name, group) for group in groups) <= 1, name
 
 
 @pytest.mark.parametrize("name", sorted(n for n in MODULES if in_group(n, CORE)))
 def test_the_core_imports_no_transport_store_service_or_face(name: str) -> None:
-    walls = TRANSPORTS | SERVICE | CLIENT | FACE | OPERATIONS
+    walls = TRANSPORTS | SERVICE | CLIENT | PROXY | FACE | OPERATIONS
     crossing = sorted(m for m in IMPORTS[name] if in_group(m, walls))
     assert not crossing, f"{name} imports {crossing}"
 
@@ -165,3 +169,21 @@ def test_a_transport_chooses_no_error_code(name: str) -> None:
         if isinstance(value, errors.ErrorKind)
     }
     assert not sorted(IMPORTS[name] & kinds), f"{name} picks error kinds itself"
+
+
+@pytest.mark.parametrize(
+    "name", sorted(n for n in MODULES if in_group(n, CORE | TRANSPORTS | SERVICE | CLIENT))
+)
+def test_nothing_but_the_command_line_imports_the_proxy(name: str) -> None:
+    assert not [m for m in IMPORTS[name] if in_group(m, PROXY)], name
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if in_group(n, PROXY)))
+def test_the_proxy_imports_nothing_of_the_client(name: str) -> None:
+    assert not [m for m in IMPORTS[name] if in_group(m, CLIENT)], name
+
+
+def test_the_walker_sees_the_proxy() -> None:
+    assert {"strictcall.proxy.upstream", "strictcall.proxy.tools"} <= set(MODULES)
+    assert "strictcall.gateway.Gateway" in IMPORTS["strictcall.proxy.run"]
+    assert "strictcall.proxy" in IMPORTS["strictcall.commands"]

@@ -4,6 +4,9 @@
     strictcall call --identity ID [--call-id ID] RAW handle() one call; RAW "-" reads stdin
     strictcall serve [--host H] [--port P] [--db PATH] [--demo]
     strictcall serve --mcp-stdio --identity ID [--db PATH]
+    strictcall proxy (--upstream-cmd CMD | --upstream-url URL [--upstream-header H]...)
+                     [--stdio --identity ID | --host H --port N] [--db PATH] [--allow FILE]
+                     [--pass-errors TOOL]... [--timeout S]
     strictcall tokens create --identity ID [--db PATH]
     strictcall notes add --owner ID --text TEXT [--db PATH]
     strictcall notes list --owner ID [--db PATH]
@@ -154,6 +157,46 @@ def build_parser() -> argparse.ArgumentParser:
         f"(default {DEFAULT_MAX_IN_FLIGHT})",
     )
 
+    proxy = commands.add_parser(
+        "proxy", help="serve an MCP server's tools through strictcall (stdio or HTTP)"
+    )
+    upstream = proxy.add_mutually_exclusive_group(required=True)
+    upstream.add_argument(
+        "--upstream-cmd", type=_utf8_text, help='the MCP server to run, e.g. "node server.js"'
+    )
+    upstream.add_argument("--upstream-url", type=_utf8_text, help="a streamable HTTP MCP server")
+    proxy.add_argument(
+        "--upstream-header",
+        action="append",
+        default=[],
+        type=_utf8_text,
+        metavar='"NAME: VALUE"',
+        help="with --upstream-url: a header sent with every request (repeatable)",
+    )
+    proxy.add_argument(
+        "--stdio", action="store_true", help="serve MCP on stdin/stdout as --identity"
+    )
+    proxy.add_argument(
+        "--identity", type=_utf8_text, help="with --stdio: the caller every call runs as"
+    )
+    proxy.add_argument("--host", default="127.0.0.1", help="HTTP: default 127.0.0.1")
+    proxy.add_argument("--port", type=int, help="HTTP: default 8765; 0 picks a free one")
+    proxy.add_argument("--db", type=_utf8_text, help=db_help + "; tokens and the audit log")
+    proxy.add_argument(
+        "--allow", type=_utf8_text, metavar="FILE", help="allow-list: identity -> tool names"
+    )
+    proxy.add_argument(
+        "--pass-errors",
+        action="append",
+        default=[],
+        type=_utf8_text,
+        metavar="TOOL",
+        help="pass this tool's error text to the caller as upstream_text (repeatable)",
+    )
+    proxy.add_argument(
+        "--timeout", type=float, default=60.0, help="seconds a call may take (default 60)"
+    )
+
     tokens = commands.add_parser("tokens", help="API tokens").add_subparsers(
         dest="action", required=True, metavar="ACTION"
     )
@@ -220,7 +263,10 @@ def main(
     # Started with a standard stream closed, Python sets it to None: read it as empty, and
     # answer with the exit status alone when there is nowhere to write.
     out = stdout if stdout is not None else _buffer_of(sys.stdout)
-    if out is None and args.command == "serve" and not args.mcp_stdio:
+    if out is None and (
+        (args.command == "serve" and not args.mcp_stdio)
+        or (args.command == "proxy" and not args.stdio)
+    ):
         # A server started with stdout closed still serves (its log setup needs a stream too).
         sys.stdout = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115
         out = _buffer_of(sys.stdout)
@@ -301,6 +347,30 @@ def _operate(args: argparse.Namespace, out: TextIO) -> int:
         return commands.run_stats(db, args.since, as_json=args.json, out=out, err=err)
     if args.command == "audit" and args.follow:
         return commands.run_audit_follow(db, args.limit, out=out, err=err)
+    if args.command == "proxy":
+        if args.stdio != (args.identity is not None) or (args.stdio and args.port is not None):
+            err.write("strictcall proxy: --stdio takes --identity ID (and no --port)\n")
+            return EXIT_USAGE
+        if args.upstream_header and args.upstream_url is None:
+            err.write("strictcall proxy: --upstream-header goes with --upstream-url\n")
+            return EXIT_USAGE
+        if not args.timeout > 0:
+            err.write("strictcall proxy: --timeout is a positive number of seconds\n")
+            return EXIT_USAGE
+        return commands.run_proxy(
+            args.upstream_cmd,
+            args.upstream_url,
+            args.upstream_header,
+            db=db,
+            identity=args.identity,
+            host=args.host,
+            port=args.port,
+            allow=args.allow,
+            pass_errors=args.pass_errors,
+            timeout=args.timeout,
+            out=out,
+            err=err,
+        )
     if args.command == "tokens":
         return commands.run_tokens_create(db, args.identity, out=out, err=err)
     if args.command == "notes" and args.action == "add":

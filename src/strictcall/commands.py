@@ -83,6 +83,90 @@ def run_serve_mcp_stdio(db: str, identity: str, *, err: TextIO) -> int:
     return EXIT_OK
 
 
+# --- proxy: strictcall in front of an MCP server ----------------------------------------------
+
+
+def run_proxy(
+    upstream: str | None,
+    upstream_url: str | None,
+    headers: list[str],
+    *,
+    db: str,
+    identity: str | None,
+    host: str,
+    port: int | None,
+    allow: str | None,
+    pass_errors: list[str],
+    timeout: float,
+    out: TextIO,
+    err: TextIO,
+) -> int:
+    """Serve one upstream MCP server's tools through the gateway: MCP on stdio as `identity`
+    (when given), else HTTP on `port` with the store's tokens. Standard output carries MCP
+    alone in stdio mode; everything else goes to `err`."""
+    from strictcall.proxy import (  # the MCP SDK loads only here
+        PolicyError,
+        Proxy,
+        UpstreamFailed,
+        UpstreamSpec,
+        load_allow_list,
+    )
+
+    try:
+        spec = (
+            UpstreamSpec.of_url(upstream_url, headers)
+            if upstream_url is not None
+            else UpstreamSpec.of_command(upstream or "")
+        )
+        allowed = None if allow is None else load_allow_list(allow)
+    except (ValueError, PolicyError) as exc:
+        err.write(f"strictcall proxy: {exc}\n")
+        return EXIT_FAILED
+    store = _open_store(db, err)
+    if store is None:
+        return EXIT_FAILED
+    proxy = Proxy(spec, errlog=err, allowed=allowed, pass_errors=pass_errors, timeout=timeout)
+    try:
+        if identity is not None:
+            from strictcall.proxy import serve_proxy_stdio
+
+            err.write(f"strictcall proxy: MCP on stdio for {identity} (store: {db})\n")
+            err.flush()
+            serve_proxy_stdio(proxy, identity, store=store)
+        else:
+            from strictcall.proxy import proxy_app
+            from strictcall.server import DEFAULT_PORT, serve
+
+            def ready(bound_host: str, bound_port: int) -> None:
+                out.write(f"strictcall proxy listening on http://{bound_host}:{bound_port}")
+                out.write(f" (store: {db}; upstream: {spec.describe()})\n")
+                out.flush()
+
+            serve(proxy_app(proxy, store), host, DEFAULT_PORT if port is None else port, ready)
+    except (UpstreamFailed, BaseExceptionGroup) as exc:
+        failed = _upstream_failure(exc, UpstreamFailed)
+        if failed is None:
+            raise
+        err.write(f"strictcall proxy: {failed}\n")
+        return EXIT_FAILED
+    finally:
+        proxy.gateway.close()
+        store.close()
+    return EXIT_OK
+
+
+def _upstream_failure(exc: BaseException, kind: type[Exception]) -> BaseException | None:
+    """The `kind` exception in `exc`, found through the exception groups of task groups."""
+    if isinstance(exc, kind):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _upstream_failure(inner, kind)
+            if found is not None:
+                return found
+    return None
+
+
 def _open_store(db: str, err: TextIO) -> Store | None:
     """The store at `db` for a server, or None (and a message) when it cannot be opened."""
     try:

@@ -203,6 +203,8 @@ class StrictcallError(Exception):
     │   ├── ToolFailure                         a declared failure: its code (execute)
     │   └── WouldWait                           an inline_first handler must not wait
     ├── ClientGone                              an HTTP client left mid-request (http)
+    ├── UpstreamFailed                          a proxy's upstream did not start (proxy)
+    ├── PolicyError (also ValueError)           a proxy's allow-list file is malformed
     ├── StoreError                              raised by a store (storage.base)
     │   ├── StoreUnavailable                    the database cannot serve now (retryable)
     │   ├── StoreBusy                           a write asked not to wait would have had to
@@ -307,6 +309,22 @@ STORE_UNAVAILABLE: Final = ErrorKind(
 )
 """The notes store could not serve the call (locked, read-only, full or missing)."""
 
+TOOL_ERROR: Final = ErrorKind(
+    "tool_error",
+    Stage.EXECUTE,
+    False,
+    "Do not retry the same call; the tool reported a failure (its text withheld by default).",
+)
+"""A proxied MCP tool answered isError; its text withheld unless passed (`--pass-errors`)."""
+
+UPSTREAM_UNAVAILABLE: Final = ErrorKind(
+    "upstream_unavailable",
+    Stage.EXECUTE,
+    True,
+    "Retry after `retry_after_ms`; the upstream MCP server is being restarted.",
+)
+"""The proxied MCP server crashed, hung or is not running; strictcall restarts it."""
+
 IDEMPOTENCY_CONFLICT: Final = ErrorKind(
     "idempotency_conflict",
     Stage.EXECUTE,
@@ -367,6 +385,8 @@ CATALOGUE: Final[tuple[ErrorKind, ...]] = (
     BUSY,
     STORE_UNAVAILABLE,
     IDEMPOTENCY_CONFLICT,
+    TOOL_ERROR,
+    UPSTREAM_UNAVAILABLE,
     INVALID_TOOL_RESULT,
     UNAUTHENTICATED,
     FORBIDDEN_ORIGIN,

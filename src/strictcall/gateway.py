@@ -12,6 +12,7 @@ operator's flag): nothing in the call's text can change it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from types import TracebackType
 from typing import TYPE_CHECKING, Final
 
@@ -40,7 +41,14 @@ from strictcall.pipeline import (
     route_call,
     succeed,
 )
+from strictcall.schema import SchemaDefinitionError
 from strictcall.tools import Arguments, Tool, ToolContext
+
+Allowed = Callable[[str], AbstractSet[str] | None]
+"""Which tools an identity may see and call: their names, or None for every tool."""
+
+_VIEWS_KEPT: Final = 256
+"""Per-identity views of the tools kept at once (one per distinct allow-list, usually few)."""
 
 _Climbed = tuple[CompiledTool, ToolContext, Arguments]
 
@@ -67,8 +75,12 @@ class Gateway:
         *,
         limits: Limits | None = None,
         workers: int = _WORKERS,
+        allowed: Allowed | None = None,
     ) -> None:
-        """`workers`: the threads that run tools with a timeout (made on first use)."""
+        """`workers`: the threads that run tools with a timeout (made on first use).
+        `allowed`: which tools each identity may see and call; a tool it may not is answered
+        at route exactly like one that does not exist (its `available` lists only the
+        caller's tools)."""
         if workers < 1:
             raise ValueError("a gateway needs at least one worker thread")
         self.limits: Final = limits if limits is not None else Limits()
@@ -77,6 +89,10 @@ class Gateway:
         self._pool: ThreadPoolExecutor | None = None
         self._pool_size: Final = workers
         self._declared: dict[str, frozenset[str]] = {}
+        self._allowed = allowed
+        self._views: dict[frozenset[str], dict[str, CompiledTool]] = {}
+        self.generation = 0
+        """Bumped whenever the set of tools changes, for those who cache a listing."""
         for tool in tools:
             self.register(tool)
 
@@ -92,7 +108,50 @@ class Gateway:
         compiled = CompiledTool.compile(tool)
         self._tools[tool.name] = compiled
         self._numbers = self._numbers or compiled.arguments.admits_numbers
+        self._views.clear()
+        self.generation += 1
         return tool
+
+    def replace_tools(self, tools: Iterable[Tool]) -> dict[str, str]:
+        """Serve exactly `tools` from now on (calls already running finish with the old ones).
+
+        A tool whose schema cannot be compiled, or that repeats a name, is left out: the
+        result maps each such name to the reason, and the others are served.
+        """
+        compiled: dict[str, CompiledTool] = {}
+        refused: dict[str, str] = {}
+        for tool in tools:
+            if tool.name in compiled or tool.name in refused:
+                refused[tool.name] = "the name is listed twice"
+                compiled.pop(tool.name, None)
+                continue
+            try:
+                compiled[tool.name] = CompiledTool.compile(tool)
+            except SchemaDefinitionError as exc:
+                refused[tool.name] = str(exc)
+        # one assignment each: a call routes against the old dict or the new, never a mixture
+        self._tools = compiled
+        self._numbers = any(c.arguments.admits_numbers for c in compiled.values())
+        self._views = {}
+        self._declared = {}
+        self.generation += 1
+        return refused
+
+    def tools_for(self, identity: str) -> Mapping[str, CompiledTool]:
+        """The tools `identity` may see and call, by name."""
+        if self._allowed is None:
+            return self._tools
+        names = self._allowed(identity)
+        if names is None:
+            return self._tools
+        key = names if type(names) is frozenset else frozenset(names)
+        view = self._views.get(key)
+        if view is None:
+            view = {name: c for name, c in self._tools.items() if name in key}
+            if len(self._views) >= _VIEWS_KEPT:
+                self._views.clear()
+            self._views[key] = view
+        return view
 
     @property
     def reads_numbers(self) -> bool:
@@ -139,12 +198,16 @@ class Gateway:
             self._declared[compiled.tool.name] = names
         return names
 
-    def list_tools(self, format: ToolFormat = "mcp") -> list[dict[str, JSONValue]]:
+    def list_tools(
+        self, format: ToolFormat = "mcp", *, identity: str | None = None
+    ) -> list[dict[str, JSONValue]]:
         """The tools as an agent host lists them: "mcp", "openai", "openai-responses" or
-        "anthropic"; the schemas are the strict ones the gateway enforces."""
+        "anthropic"; the schemas are the strict ones the gateway enforces. With `identity`,
+        only the tools that identity may call."""
+        tools = self._tools if identity is None else self.tools_for(identity)
         return [
             describe_tool(c.tool, c.arguments.advertised, c.result.advertised, format)
-            for c in self._tools.values()
+            for c in tools.values()
         ]
 
     def call(self, raw: str | bytes, identity: str, call_id: str | int) -> dict[str, JSONValue]:
@@ -254,7 +317,8 @@ class Gateway:
         self, call: JSONValue, has_float: bool, identity: str, call_id: str | int
     ) -> _Climbed | Rejection:
         """Rungs 2 to 4: route, shape, resource."""
-        compiled = route_call(call, self._tools)
+        tools = self._tools if self._allowed is None else self.tools_for(identity)
+        compiled = route_call(call, tools)
         if type(compiled) is Rejection:
             return compiled
         rejection = check_envelope(call)

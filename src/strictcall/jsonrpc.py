@@ -52,6 +52,9 @@ _REQUEST_MEMBERS: Final = frozenset({"jsonrpc", "id", "method", "params"})
 
 Recorder = Callable[[AuditRecord], None]
 
+_LISTINGS_KEPT: Final = 256
+"""Per-identity tools/list results kept at once."""
+
 
 def error_reply(request_id: JSONValue, error: dict[str, JSONValue]) -> dict[str, JSONValue]:
     """A JSON-RPC error reply carrying the structured `error` as its data."""
@@ -95,7 +98,9 @@ class RpcService:
     def __init__(self, gateway: Gateway, record: Recorder) -> None:
         self.gateway: Final = gateway
         self._record = record
-        self._tools_list: Final = {"tools": gateway.list_tools("mcp")}
+        # per identity, and rebuilt when the gateway's tools change (a proxy's upstream)
+        self._generation = gateway.generation
+        self._listings: dict[str, dict[str, JSONValue]] = {}
 
     async def answer(self, body: bytes, identity: str) -> bytes | None:
         """The reply body for a request body, or None when nothing is to be answered."""
@@ -129,7 +134,7 @@ class RpcService:
         if request.method == "tools/list":
             if request.request_id is None:
                 return None
-            return {"jsonrpc": "2.0", "id": request.request_id, "result": self._tools_list}
+            return {"jsonrpc": "2.0", "id": request.request_id, "result": self._listing(identity)}
         self._audit(request.request_id, identity, None, NO_SUCH_METHOD.as_error(), 0)
         if request.request_id is None:
             return None
@@ -158,6 +163,19 @@ class RpcService:
         if request_id is None:
             return None
         return error_reply(request_id, error)
+
+    def _listing(self, identity: str) -> dict[str, JSONValue]:
+        """tools/list's result for `identity`: the tools it may call."""
+        if self.gateway.generation != self._generation:
+            self._generation = self.gateway.generation
+            self._listings = {}
+        listing = self._listings.get(identity)
+        if listing is None:
+            listing = {"tools": self.gateway.list_tools("mcp", identity=identity)}
+            if len(self._listings) >= _LISTINGS_KEPT:
+                self._listings.clear()
+            self._listings[identity] = listing
+        return listing
 
     def _audit(
         self,

@@ -389,9 +389,12 @@ def _failure_of(compiled: CompiledTool, ctx: ToolContext, exc: Exception) -> Rej
     if isinstance(exc, ForbiddenOrMissing):
         return FORBIDDEN
     if isinstance(exc, ToolFailure) and exc.kind in compiled.tool.failures:
-        if exc.retry_after_ms is None:
+        if exc.retry_after_ms is None and exc.details is None:
             return Rejection(exc.kind)
-        return Rejection(exc.kind, _frozen({"retry_after_ms": exc.retry_after_ms}))
+        details: dict[str, JSONValue] = {} if exc.details is None else dict(exc.details)
+        if exc.retry_after_ms is not None:
+            details["retry_after_ms"] = exc.retry_after_ms
+        return Rejection(exc.kind, _frozen(details))
     _log_failure(ctx, exc)
     return INTERNAL
 

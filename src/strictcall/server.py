@@ -12,6 +12,7 @@ import gc
 import importlib.util
 import logging
 from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from types import FrameType
 from typing import TYPE_CHECKING, Final
 
@@ -24,6 +25,7 @@ except ImportError:  # pragma: no cover - exercised in a venv without the extra
 
 from strictcall.audit import AuditLog
 from strictcall.edge import EdgeLimits, OriginPolicy
+from strictcall.gateway import Gateway
 from strictcall.guard import guarded_protocol
 from strictcall.http import RpcApp
 from strictcall.jsonrpc import Recorder, RpcService
@@ -64,10 +66,33 @@ def build_app(
     open_to_operators: bool = False,
     observe: bool = True,
 ) -> RpcApp:
-    """The ASGI app serving the notes tools from `store`: JSON-RPC at /rpc, MCP at /mcp, for
-    the browser `origins` admitted and within `edge.max_in_flight` calls per identity; and for
-    operators the page at /, /ops/stats.json and /metrics (`strictcall.ops.app`), which need an
-    operator's token unless `open_to_operators` (a server bound to a loopback address).
+    """The ASGI app serving the notes tools from `store` (see `build_gateway_app`)."""
+    return build_gateway_app(
+        notes_gateway(store, limits=limits),
+        store,
+        origins=origins,
+        edge=edge,
+        open_to_operators=open_to_operators,
+        observe=observe,
+    )
+
+
+def build_gateway_app(
+    gateway: Gateway,
+    store: Store,
+    *,
+    origins: OriginPolicy | None = None,
+    edge: EdgeLimits | None = None,
+    lifespans: Sequence[Callable[[], AbstractAsyncContextManager[None]]] = (),
+    open_to_operators: bool = False,
+    observe: bool = True,
+) -> RpcApp:
+    """The ASGI app serving any gateway's tools: JSON-RPC at /rpc, MCP at /mcp, the callers'
+    tokens and the audit log in `store`, for the browser `origins` admitted and within
+    `edge.max_in_flight` calls per identity; and for operators the page at /,
+    /ops/stats.json and /metrics (`strictcall.ops.app`), which need an operator's token unless
+    `open_to_operators` (a server bound to a loopback address). `lifespans` are entered at
+    startup before the server's own (e.g. a proxy's upstream session) and left after them.
 
     Every call's audit record also feeds the Prometheus metrics (with strictcall[metrics]) and
     an OpenTelemetry span (with strictcall[otel] and an SDK's tracer provider set); with
@@ -76,7 +101,6 @@ def build_app(
     from strictcall.mcp import McpHttpApp  # the MCP SDK loads only for a server
     from strictcall.ops.app import PATHS, OpsApp
 
-    gateway = notes_gateway(store, limits=limits)
     metrics = _metrics(gateway.tools) if observe else None
     audit = AuditLog(store, on_fault=None if metrics is None else metrics.audit_fault)
     record = observed(audit.record, metrics, _tracer() if observe else None)
@@ -94,7 +118,12 @@ def build_app(
         record=record,
         mounts={"/mcp": mcp},
         routes=dict.fromkeys(PATHS, ops),
-        lifespans=[audit.running, mcp.lifespan, *([] if metrics is None else [metrics.running])],
+        lifespans=[
+            *lifespans,
+            audit.running,
+            mcp.lifespan,
+            *([] if metrics is None else [metrics.running]),
+        ],
         origins=origins,
         max_in_flight=(edge if edge is not None else EdgeLimits()).max_in_flight,
         count_in_flight=metrics is not None,

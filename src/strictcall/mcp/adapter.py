@@ -42,6 +42,9 @@ MCP_PARAMS: Final = frozenset({"_meta", "task", "inputResponses", "requestState"
 """Members of tools/call params that belong to MCP itself, not to the call; any other member
 besides name and arguments reaches the gateway, which refuses it."""
 
+_LISTINGS_KEPT: Final = 256
+"""Per-identity tool listings kept at once."""
+
 Context = ServerRequestContext[Any, Any]
 IdentityOf = Callable[[Context], str | None]
 
@@ -86,10 +89,11 @@ def _moved_refs(schema: JSONValue, base: str) -> JSONValue:
     return moved
 
 
-def describe_tools(gateway: Gateway) -> list[types.Tool]:
-    """The gateway's tools as MCP lists them, with non-object output schemas wrapped."""
+def describe_tools(gateway: Gateway, identity: str | None = None) -> list[types.Tool]:
+    """The gateway's tools as MCP lists them, with non-object output schemas wrapped; with
+    `identity`, only those that identity may call."""
     tools = []
-    for listed in gateway.list_tools("mcp"):
+    for listed in gateway.list_tools("mcp", identity=identity):
         output_schema = listed["outputSchema"]
         if result_is_wrapped(output_schema):
             output_schema = wrap_schema(output_schema)
@@ -161,10 +165,22 @@ class McpTools:
         self._identity_of = identity_of
         self._call_scope = call_scope
         self._record = record
-        self._tools: Final = describe_tools(gateway)
-        self._wrapped: Final = frozenset(
-            tool.name for tool in gateway.tools if result_is_wrapped(tool.output_schema)
-        )
+        # Both follow the gateway's tools, which may change while serving (a proxy's upstream
+        # lists new ones): rebuilt when its generation moves.
+        self._generation = -1
+        self._listings: dict[str, list[types.Tool]] = {}
+        self._wrapped: frozenset[str] = frozenset()
+        self._follow()
+
+    def _follow(self) -> None:
+        """Forget what was derived from the gateway's tools if they changed since."""
+        generation = self.gateway.generation
+        if generation != self._generation:
+            self._generation = generation
+            self._listings = {}
+            self._wrapped = frozenset(
+                tool.name for tool in self.gateway.tools if result_is_wrapped(tool.output_schema)
+            )
 
     def server(self) -> Server[Any]:
         """A new low-level SDK server answering with these tools."""
@@ -178,8 +194,18 @@ class McpTools:
     async def list_tools(
         self, ctx: Context, params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        """tools/list: every tool, on one page."""
-        return types.ListToolsResult(tools=self._tools)
+        """tools/list: every tool the caller may call, on one page."""
+        identity = self._identity_of(ctx)
+        if identity is None:  # a transport that forgot the caller: show nothing
+            return types.ListToolsResult(tools=[])
+        self._follow()
+        listing = self._listings.get(identity)
+        if listing is None:
+            listing = describe_tools(self.gateway, identity)
+            if len(self._listings) >= _LISTINGS_KEPT:
+                self._listings.clear()
+            self._listings[identity] = listing
+        return types.ListToolsResult(tools=listing)
 
     async def call_tool(
         self, ctx: Context, params: types.CallToolRequestParams
@@ -205,6 +231,7 @@ class McpTools:
         call = {key: value for key, value in params.items() if key not in MCP_PARAMS}
         tool = self.gateway.tool_named(call)
         call_id = f"mcp-{self._call_scope()}:{json_text(request_id)}"
+        self._follow()
         started = time.perf_counter_ns()
         if identity is None:  # a transport that forgot the caller: refuse, never guess
             answer = fail(call_id, NO_TOKEN)

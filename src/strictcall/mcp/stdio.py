@@ -15,6 +15,8 @@ import secrets
 import sys
 import threading
 from collections import Counter
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from typing import IO, Final, Protocol, cast
 
 import anyio
@@ -38,10 +40,16 @@ def serve_stdio(
     *,
     record: Recorder | None = None,
     stdin: IO[bytes] | None = None,
+    lifespans: Sequence[Callable[[], AbstractAsyncContextManager[None]]] = (),
 ) -> None:
-    """Serve MCP on this process's stdin and stdout as `identity` until stdin ends."""
+    """Serve MCP on this process's stdin and stdout as `identity` until stdin ends.
+
+    `lifespans` are entered, in order, in the serving event loop before the first line is read
+    and left after the last answer (e.g. a proxy's upstream session); one that fails to enter
+    raises here, and nothing is served.
+    """
     source = stdin if stdin is not None else _private_stdin()
-    anyio.run(_serve_stdio, gateway, identity, record, source)
+    anyio.run(_serve_with, lifespans, gateway, identity, record, source)
     if stdin is None:  # stdin has ended, so its reader has returned
         source.close()
 
@@ -53,6 +61,19 @@ def _private_stdin() -> IO[bytes]:
         return os.fdopen(os.dup(sys.stdin.fileno()), "rb")
     except (AttributeError, OSError, ValueError):  # started with stdin closed: it has ended
         return io.BytesIO()
+
+
+async def _serve_with(
+    lifespans: Sequence[Callable[[], AbstractAsyncContextManager[None]]],
+    gateway: Gateway,
+    identity: str,
+    record: Recorder | None,
+    stdin: IO[bytes],
+) -> None:
+    async with AsyncExitStack() as stack:
+        for lifespan in lifespans:
+            await stack.enter_async_context(lifespan())
+        await _serve_stdio(gateway, identity, record, stdin)
 
 
 async def _serve_stdio(
