@@ -14,7 +14,7 @@ from typing import Final, TextIO, TypeVar
 
 from strictcall.edge import EdgeLimits
 from strictcall.seed import NOTES as SEED_NOTES
-from strictcall.storage import Store, StoreUnavailable, open_store
+from strictcall.storage import Store, StoreUnavailable, open_store, unavailable_because
 
 T = TypeVar("T")
 
@@ -38,6 +38,7 @@ def run_serve(
     call, and loopback ones when bound to a loopback address; `edge` bounds slow requests,
     connections and calls in flight per identity."""
     from strictcall.edge import OriginPolicy, is_loopback_host
+    from strictcall.listen import ListenError
     from strictcall.server import build_app, serve  # the server stack loads only here
 
     origins = OriginPolicy(frozenset(allow_origins), loopback=is_loopback_host(host))
@@ -49,15 +50,31 @@ def run_serve(
 
         def ready(bound_host: str, bound_port: int) -> None:
             base = f"http://{bound_host}:{bound_port}"
-            out.write(f"strictcall listening on {base} (store: {db})\n")
+            out.write(f"strictcall listening on {base} (store: {db}); Ctrl-C stops it\n")
             if tokens:
                 _print_demo(out, base, tokens, store)
+            else:
+                quoted = shlex.quote(db)
+                out.write(
+                    "callers need a token: make one with"
+                    f" `strictcall tokens create --identity NAME --db {quoted}`\n"
+                )
+            out.flush()
+
+        def stopping() -> None:
+            out.write("strictcall: stopping (finishing the requests in flight)\n")
             out.flush()
 
         app = build_app(store, origins=origins, edge=edge)
-        serve(app, host, port, ready, edge=edge)
+        try:
+            serve(app, host, port, ready, edge=edge, on_stopping=stopping)
+        except ListenError as exc:
+            err.write(f"strictcall: {exc}\n")
+            return EXIT_FAILED
     finally:
         store.close()
+    out.write("strictcall: stopped\n")
+    out.flush()
     return EXIT_OK
 
 
@@ -87,8 +104,8 @@ def _open_store(db: str, err: TextIO) -> Store | None:
     """The store at `db` for a server, or None (and a message) when it cannot be opened."""
     try:
         return open_store(db)
-    except StoreUnavailable:
-        err.write(f"strictcall: cannot open the store at {db}\n")
+    except StoreUnavailable as exc:
+        err.write(f"strictcall: cannot open the store at {db}: {unavailable_because(db, exc)}\n")
         return None
 
 
@@ -119,11 +136,14 @@ def _print_demo(out: TextIO, base: str, tokens: dict[str, str], store: Store) ->
 
 def _with_store(db: str, err: TextIO, action: Callable[[Store], T]) -> T | None:
     """`action` on the store at `db`, closed after; None (and a message) when it is unavailable."""
+    store = _open_store(db, err)
+    if store is None:
+        return None
     try:
-        with closing(open_store(db)) as store:
+        with closing(store):
             return action(store)
-    except StoreUnavailable:
-        err.write(f"strictcall: the store at {db} is unavailable\n")
+    except StoreUnavailable as exc:
+        err.write(f"strictcall: cannot use the store at {db}: {unavailable_because(db, exc)}\n")
         return None
 
 
@@ -152,6 +172,8 @@ def run_notes_list(db: str, owner: str, *, out: TextIO, err: TextIO) -> int:
     notes = _with_store(db, err, lambda store: store.list_notes(owner))
     if notes is None:  # [] is an owner without notes, not a failure
         return EXIT_FAILED
+    if not notes:
+        err.write(f"strictcall: {owner} has no notes in {db}\n")
     for note in notes:
         out.write(f"{note.note_id}\t{json.dumps(note.text, ensure_ascii=False)}\n")
     return EXIT_OK
