@@ -30,7 +30,7 @@ from strictcall.errors import JSONValue, Rejection, Stage
 from strictcall.gateway import Gateway
 from strictcall.ids import valid_id
 from strictcall.jsontext import dump_text
-from strictcall.pipeline import read_call
+from strictcall.pipeline import read_message
 from strictcall.refusals import NO_SUCH_METHOD, NOT_A_REQUEST, WITHHELD
 from strictcall.storage import AuditRecord
 
@@ -99,7 +99,7 @@ class RpcService:
 
     async def answer(self, body: bytes, identity: str) -> bytes | None:
         """The reply body for a request body, or None when nothing is to be answered."""
-        document = read_call(body, self.gateway.limits, numbers=self.gateway.reads_numbers)
+        document = read_message(body, self.gateway.limits, numbers=self.gateway.reads_numbers)
         if isinstance(document, Rejection):
             self._audit(None, identity, None, document.as_error(), 0)
             return encode_replies([error_reply(None, document.as_error())], batch=False)

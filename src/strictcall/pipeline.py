@@ -121,8 +121,23 @@ WITHHELD: Final = Rejection(INVALID_TOOL_RESULT)
 # --- 1. parse ----------------------------------------------------------------------------------
 
 
-def read_call(raw: str | bytes, limits: Limits, *, numbers: bool = True) -> Document | Rejection:
-    """Rung 1: parse the call's text strictly (`numbers`: see `jsontext.parse_document`)."""
+CALL_LEVELS: Final = 1
+"""Levels of a call's text above its arguments: the call object {name, arguments}."""
+
+MESSAGE_LEVELS: Final = 2
+"""Levels of a JSON-RPC or MCP message above the arguments: the message and its params (a batch
+adds one more)."""
+
+
+def read_call(
+    raw: str | bytes, limits: Limits, *, numbers: bool = True, levels: int = CALL_LEVELS
+) -> Document | Rejection:
+    """Rung 1: parse the call's text strictly (`numbers`: see `jsontext.parse_document`).
+
+    The depth limit counts the whole text; `levels` is how many of its levels sit above the
+    arguments, so that a too-deep refusal can say in `arguments_limit` how deep the arguments
+    themselves may nest on this transport.
+    """
     try:
         return _parse_document(
             raw, max_size=limits.max_size, max_depth=limits.max_depth, numbers=numbers
@@ -133,6 +148,7 @@ def read_call(raw: str | bytes, limits: Limits, *, numbers: bool = True) -> Docu
         details: dict[str, JSONValue] = {"reason": exc.fault.value}
         if exc.fault is TextFault.TOO_DEEP:
             details["limit"] = limits.max_depth
+            details["arguments_limit"] = max(limits.max_depth - levels - _is_batch(raw, levels), 0)
         if exc.line is not None:
             details["line"] = exc.line
             details["column"] = exc.column
@@ -168,6 +184,20 @@ def too_large(limit: int) -> Rejection:
         if len(_TOO_LARGE) < 64:  # a handful of limits per process; never grows without end
             _TOO_LARGE[limit] = known
     return known
+
+
+def read_message(raw: str | bytes, limits: Limits, *, numbers: bool = True) -> Document | Rejection:
+    """Rung 1 for a transport that reads a whole JSON-RPC message (the JSON-RPC endpoint, MCP):
+    `read_call`, with the message's own levels above the arguments."""
+    return read_call(raw, limits, numbers=numbers, levels=MESSAGE_LEVELS)
+
+
+def _is_batch(raw: str | bytes, levels: int) -> int:
+    """1 when a message's text is a batch (its arguments one level deeper), else 0."""
+    if levels != MESSAGE_LEVELS or not isinstance(raw, str | bytes):
+        return 0
+    first = raw.lstrip()[:1]
+    return 1 if first == "[" or first == b"[" else 0
 
 
 # --- 2. route ----------------------------------------------------------------------------------
