@@ -299,6 +299,14 @@ TIMEOUT: Final = ErrorKind(
 BUSY: Final = ErrorKind("busy", Stage.EXECUTE, True, "Retry after `retry_after_ms` milliseconds.")
 """The tool declared itself temporarily unable to serve the call."""
 
+AT_CAPACITY: Final = ErrorKind(
+    "at_capacity",
+    Stage.EXECUTE,
+    True,
+    "Retry after `retry_after_ms`; the call never started: no worker was free in time.",
+)
+"""The call never started: no worker thread was free within its time limit, or too many hung."""
+
 STORE_UNAVAILABLE: Final = ErrorKind(
     "store_unavailable",
     Stage.EXECUTE,
@@ -365,6 +373,7 @@ CATALOGUE: Final[tuple[ErrorKind, ...]] = (
     INTERNAL_ERROR,
     TIMEOUT,
     BUSY,
+    AT_CAPACITY,
     STORE_UNAVAILABLE,
     IDEMPOTENCY_CONFLICT,
     INVALID_TOOL_RESULT,

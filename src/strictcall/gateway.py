@@ -16,7 +16,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
-    from concurrent.futures import ThreadPoolExecutor
+    from strictcall.workers import Workers
 
 import orjson
 
@@ -63,13 +63,14 @@ class Gateway:
         limits: Limits | None = None,
         workers: int = _WORKERS,
     ) -> None:
-        """`workers`: the threads that run tools with a timeout (made on first use)."""
+        """`workers`: the threads that run tools with a timeout (made on first use); a thread
+        held by a call past its time limit is replaced (see `strictcall.workers`)."""
         if workers < 1:
             raise ValueError("a gateway needs at least one worker thread")
         self.limits: Final = limits if limits is not None else Limits()
         self._tools: dict[str, CompiledTool] = {}
         self._numbers = False
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool: Workers | None = None
         self._pool_size: Final = workers
         for tool in tools:
             self.register(tool)
@@ -240,11 +241,11 @@ class Gateway:
             return rejection
         return compiled, ctx, arguments
 
-    def _workers(self) -> ThreadPoolExecutor:
+    def _workers(self) -> Workers:
         if self._pool is None:
-            from concurrent.futures import ThreadPoolExecutor
+            from strictcall.workers import Workers
 
-            self._pool = ThreadPoolExecutor(self._pool_size, thread_name_prefix="strictcall-tool")
+            self._pool = Workers(self._pool_size)
         return self._pool
 
     def close(self) -> None:
