@@ -32,14 +32,16 @@ def test_a_failed_list_read_fails_the_crash_round() -> None:
 
 def test_a_reply_that_is_not_a_reply_to_the_read_fails_the_crash_round() -> None:
     round_ = crash.CrashRound(identity="crash-x")
-    for reply in ({"jsonrpc": "2.0", "id": "other", "result": []}, {"result": []}, None):
+    replies: list[Any] = [{"jsonrpc": "2.0", "id": "other", "result": []}, {"result": []}, None]
+    for reply in replies:
         assert crash.read_result(round_, reply, "list-x") is None
     assert len(round_.failed_reads) == 3
 
 
 def test_an_empty_list_is_a_successful_read_not_a_failure() -> None:
     round_ = crash.CrashRound(identity="crash-x")
-    for value in ([], 0):
+    values: list[Any] = [[], 0]
+    for value in values:
         reply = {"jsonrpc": "2.0", "id": "list-x", "result": value}
         assert crash.read_result(round_, reply, "list-x") == value
     assert round_.failed_reads == []
