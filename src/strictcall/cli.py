@@ -2,6 +2,7 @@
 
     strictcall demo                                  seed 002's demo, byte for byte
     strictcall call --identity ID [--call-id ID] RAW handle() one call; RAW "-" reads stdin
+    strictcall call --identity ID [--call-id ID] --db PATH RAW   any notes tool, full gateway
     strictcall serve [--host H] [--port P] [--db PATH] [--demo]
     strictcall serve --mcp-stdio --identity ID [--db PATH]
     strictcall tokens create --identity ID [--db PATH]
@@ -20,6 +21,7 @@ import io
 import json
 import os
 import sys
+import uuid
 from collections.abc import Sequence
 from typing import Any, BinaryIO, TextIO
 
@@ -139,12 +141,26 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action=_Version)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands.add_parser("demo", help="print seed 002's demo, byte for byte")
-    call = commands.add_parser("call", help="check one read_note call and print the answer")
+    db_help = "the SQLite file (default: $STRICTCALL_DB, else ./strictcall.sqlite3)"
+    call = commands.add_parser(
+        "call",
+        help="answer one call: seed 002's read_note demo, or with --db any notes tool",
+    )
     call.add_argument("--identity", required=True, type=_name, help="the caller")
-    call.add_argument("--call-id", default="call-1", type=_utf8_text, help="echoed in the answer")
+    call.add_argument(
+        "--call-id",
+        type=_utf8_text,
+        help='echoed in the answer (default "call-1"; with --db a fresh one, since writes are'
+        " idempotent per call id)",
+    )
+    call.add_argument(
+        "--db",
+        type=_db_path,
+        help="run the call on this notes store through the full gateway, with every detail"
+        " (without it: the seed's handle() on its in-memory demo notes)",
+    )
     call.add_argument("raw", metavar="RAW", help='the call as JSON text, or "-" for stdin')
 
-    db_help = "the SQLite file (default: $STRICTCALL_DB, else ./strictcall.sqlite3)"
     serve = commands.add_parser(
         "serve", help="serve the notes tools over HTTP (JSON-RPC 2.0 at /rpc, MCP at /mcp)"
     )
@@ -287,7 +303,16 @@ def _call(args: argparse.Namespace, stdin: BinaryIO | None, out: BinaryIO) -> in
         except OSError as exc:
             print(f"strictcall call: cannot read standard input: {exc.strerror}", file=sys.stderr)
             return EXIT_USAGE
-    answer = handle(raw, args.identity, args.call_id)
+    if args.db is None:
+        answer = handle(raw, args.identity, "call-1" if args.call_id is None else args.call_id)
+    else:
+        from strictcall import commands
+
+        call_id = f"cli-{uuid.uuid4().hex}" if args.call_id is None else args.call_id
+        done = commands.run_call(args.db, raw, args.identity, call_id, err=sys.stderr)
+        if done is None:
+            return EXIT_REFUSED
+        answer = done
     _write_lines(out, [json.dumps(answer, ensure_ascii=False)])
     return EXIT_OK if answer["ok"] is True else EXIT_REFUSED
 

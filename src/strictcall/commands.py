@@ -10,9 +10,10 @@ import shlex
 import time
 from collections.abc import Callable, Sequence
 from contextlib import closing
-from typing import Final, TextIO, TypeVar
+from typing import Any, Final, TextIO, TypeVar
 
 from strictcall.edge import EdgeLimits
+from strictcall.errors import Stage
 from strictcall.seed import NOTES as SEED_NOTES
 from strictcall.storage import Store, StoreUnavailable, open_store, unavailable_because
 
@@ -100,6 +101,41 @@ def run_serve_mcp_stdio(db: str, identity: str, *, err: TextIO) -> int:
     return EXIT_OK
 
 
+def run_call(db: str, raw: str | bytes, identity: str, call_id: str, *, err: TextIO) -> Answer:
+    """One call to any notes tool on the store at `db`, through the full gateway (every check,
+    every detail of the catalogue), audited like a call to the server; None (and a message)
+    when the store cannot be opened."""
+    from strictcall.jsontext import JSONTextError, loads_strict
+    from strictcall.notes import notes_gateway
+    from strictcall.storage import AuditRecord
+
+    store = _open_store(db, err)
+    if store is None:
+        return None
+    try:
+        with notes_gateway(store) as gateway:
+            started = time.perf_counter_ns()
+            answer = gateway.call(raw, identity, call_id)
+            latency_us = (time.perf_counter_ns() - started) // 1000
+        error = answer.get("error")
+        tool = None
+        if error is None or error["stage"] not in (Stage.PARSE, Stage.ROUTE):
+            try:  # it was read and routed, so it parses, and its name is a tool's
+                tool = loads_strict(raw)["name"]
+            except JSONTextError:  # pragma: no cover - read once already
+                tool = None
+        try:
+            store.record_call(AuditRecord.of_call(call_id, identity, tool, error, latency_us))
+        except StoreUnavailable as exc:
+            err.write(f"strictcall: the call was not audited: {unavailable_because(db, exc)}\n")
+        return answer
+    finally:
+        store.close()
+
+
+Answer = dict[str, Any] | None
+
+
 def _open_store(db: str, err: TextIO) -> Store | None:
     """The store at `db` for a server, or None (and a message) when it cannot be opened."""
     try:
@@ -128,8 +164,10 @@ def _print_demo(out: TextIO, base: str, tokens: dict[str, str], store: Store) ->
     )
     for owner in DEMO_OWNERS:
         auth = shlex.quote("Authorization: Bearer " + tokens[owner])
+        # u2 reads u1's note: the refusal a newcomer should see once, labelled as intended
+        label = owner if owner == "u1" else f"{owner}, refused on purpose: not {owner}'s note"
         out.write(
-            f"try ({owner}): curl -s {base}/rpc -H {auth}"
+            f"try ({label}): curl -s {base}/rpc -H {auth}"
             f" -H 'Content-Type: application/json' -d {shlex.quote(read)}\n"
         )
 
