@@ -165,7 +165,7 @@ def _print_demo(out: TextIO, base: str, tokens: dict[str, str], store: Store) ->
     for owner in DEMO_OWNERS:
         auth = shlex.quote("Authorization: Bearer " + tokens[owner])
         # u2 reads u1's note: the refusal a newcomer should see once, labelled as intended
-        label = owner if owner == "u1" else f"{owner}, refused on purpose: not {owner}'s note"
+        label = owner if owner == "u1" else f"{owner}, refused on purpose, not {owner}'s note"
         out.write(
             f"try ({label}): curl -s {base}/rpc -H {auth}"
             f" -H 'Content-Type: application/json' -d {shlex.quote(read)}\n"
