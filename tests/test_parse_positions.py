@@ -13,7 +13,7 @@ import pytest
 from strictcall import Gateway, Tool, errors
 from strictcall.jsonrpc import RpcService
 from strictcall.jsontext import MAX_DEPTH, JSONTextError, TextFault, loads_strict
-from strictcall.store import AuditRecord
+from strictcall.storage import AuditRecord
 
 
 def refusal(raw: str | bytes, **limits: int) -> JSONTextError:

@@ -22,7 +22,7 @@ import pytest
 
 from servers import RunningServer, start_server
 from strictcall.commands import _prepare_demo
-from strictcall.store import SQLiteStore
+from strictcall.storage.sqlite import SQLiteStore
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")

@@ -147,7 +147,8 @@ PARSE_REASONS: Final = frozenset(
 """The reasons of parse errors; every other reason is a shape error's."""
 
 RETRY_AFTER_MS: Final = 250
-"""The retry hint (`retry_after_ms`) of every retryable refusal strictcall makes itself."""
+"""The retry hint (`retry_after_ms`) of the retryable refusals strictcall makes itself, but
+`at_capacity`'s: there it is the tool's time limit, by when a worker thread is likely free."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +208,7 @@ class StrictcallError(Exception):
     │   ├── StoreUnavailable                    the database cannot serve now (retryable)
     │   ├── StoreBusy                           a write asked not to wait would have had to
     │   └── IdempotencyConflict                 a call id reused for another write
+    ├── ListenError                             a server cannot listen there (listen)
     └── ClientError                             raised by the client (client)
         ├── ToolError                           the server answered with a JSON-RPC error
         │   └── UncorrelatedError               ... with id null (parse, protocol, auth)

@@ -7,8 +7,10 @@ import errno
 import socket
 from contextlib import suppress
 
+from strictcall.errors import StrictcallError
 
-class ListenError(Exception):
+
+class ListenError(StrictcallError):
     """The server cannot listen where it was asked to; the message says why, for the operator."""
 
 
