@@ -174,3 +174,16 @@ def test_json_rpc_batch_says_its_arguments_have_one_level_less_again() -> None:
     reply = rpc_answer(orjson.dumps([request({"value": nested(MAX_DEPTH)})]))
     data = reply["error"]["data"]
     assert data["arguments_limit"] == MAX_DEPTH - 3
+
+
+def test_mcp_says_the_envelope_leaves_the_arguments_two_levels_less() -> None:
+    from strictcall.mcp.intake import Refused, read_message
+    from strictcall.pipeline import Limits
+
+    deep = orjson.dumps(request({"value": nested(MAX_DEPTH - 2)}))
+    refused = read_message(deep, Limits())
+    assert isinstance(refused, Refused)
+    assert refused.error["reason"] == "too_deep"
+    assert (refused.error["limit"], refused.error["arguments_limit"]) == (MAX_DEPTH, MAX_DEPTH - 2)
+    fits = read_message(orjson.dumps(request({"value": nested(MAX_DEPTH - 3)})), Limits())
+    assert not isinstance(fits, Refused)

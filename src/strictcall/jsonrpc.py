@@ -122,7 +122,7 @@ class RpcService:
         request = read_request(message)
         if isinstance(request, Rejection):
             request_id = valid_id(message)
-            self._audit(request_id, identity, None, request.as_error(), 0)
+            self._audit(request_id, identity, self._tool_in(message), request.as_error(), 0)
             return error_reply(request_id, request.as_error())
         if request.method == "tools/call":
             return await self._call_tool(request, identity, has_float)
@@ -156,6 +156,12 @@ class RpcService:
         if request_id is None:
             return None
         return error_reply(request_id, answer["error"])
+
+    def _tool_in(self, message: JSONValue) -> str | None:
+        """The registered tool a message's params name, when they can be read, for the audit."""
+        params = message.get("params") if type(message) is dict else None
+        name = params.get("name") if type(params) is dict else None
+        return name if type(name) is str and name in self._tool_names else None
 
     def _audit(
         self,

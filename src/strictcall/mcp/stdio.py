@@ -29,7 +29,6 @@ from strictcall.ids import valid_id
 from strictcall.jsonrpc import Recorder
 from strictcall.mcp.adapter import McpTools, result_message
 from strictcall.mcp.intake import DirectCall, Refused, read_message, refuse_too_large
-from strictcall.storage import AuditRecord
 
 
 def serve_stdio(
@@ -206,8 +205,7 @@ class StdioIntake:
         await self._answer(refuse_too_large(self._limits))
 
     async def _answer(self, refused: Refused) -> None:
-        if self._record is not None:
-            self._record(AuditRecord.of_call(None, self._identity, None, refused.error, 0))
+        self._tools.record_refusal(refused.request_id, refused.name, refused.error, self._identity)
         await self._answers.send(SessionMessage(refused.message()))
 
     async def end(self) -> None:
