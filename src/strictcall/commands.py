@@ -85,19 +85,25 @@ def run_serve_mcp_stdio(db: str, identity: str, *, err: TextIO) -> int:
     Standard output carries MCP alone; the one line about the store goes to `err`.
     """
     from strictcall.mcp import serve_stdio  # the MCP SDK loads only here
+    from strictcall.mcp.stdio import exit_interrupted
     from strictcall.notes import notes_gateway
     from strictcall.server import audit_recorder
 
     store = _open_store(db, err)
     if store is None:
         return EXIT_FAILED
+    interrupted = False
     try:
         err.write(f"strictcall: MCP on stdio for {identity} (store: {db})\n")
         err.flush()
         with notes_gateway(store) as gateway:
             serve_stdio(gateway, identity, record=audit_recorder(store))
+    except KeyboardInterrupt:
+        interrupted = True
     finally:
         store.close()
+    if interrupted:
+        exit_interrupted()  # 130, without waiting on threads still in a read or a write
     return EXIT_OK
 
 

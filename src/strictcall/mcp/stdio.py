@@ -5,15 +5,27 @@ reads, so that every line gets an answer: blank lines carry no message and are s
 longer than the limit is skipped unread and refused; every other line goes through the strict
 intake (`strictcall.mcp.intake`). When stdin ends, the requests still running are answered
 (within `DRAIN_S`) before the session ends: the SDK alone would cancel them unanswered.
+
+On SIGINT the session stops at once: one cancel scope around all of it is cancelled (asyncio's
+own handling cancelled the main task once, which left the portal waiting on a line handed in
+before the interrupt, and let the SDK's streams raise BrokenResourceError out of the run), and
+`serve_stdio` raises KeyboardInterrupt. Whatever still holds the process `INTERRUPT_GRACE_S`
+later (a write blocked on a full pipe, a thread in a query) is cut short with
+`os._exit(130)`: SQLite keeps every committed write. The command line then ends the process
+with `exit_interrupted` rather than through the interpreter's finalization, which could wait
+forever on the lock of a stream a daemon thread was reading when it was frozen.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import io
 import os
 import secrets
+import signal
 import sys
 import threading
+import time
 from collections import Counter
 from typing import IO, Final, Protocol, cast
 
@@ -38,11 +50,65 @@ def serve_stdio(
     record: Recorder | None = None,
     stdin: IO[bytes] | None = None,
 ) -> None:
-    """Serve MCP on this process's stdin and stdout as `identity` until stdin ends."""
+    """Serve MCP on this process's stdin and stdout as `identity` until stdin ends.
+
+    Raises:
+        KeyboardInterrupt: SIGINT stopped the session (within `INTERRUPT_GRACE_S`).
+    """
     source = stdin if stdin is not None else _private_stdin()
-    anyio.run(_serve_stdio, gateway, identity, record, source)
+    if anyio.run(_serve_stdio, gateway, identity, record, source):
+        # The reader may still be blocked on stdin, holding its buffer: leave it to the exit.
+        raise KeyboardInterrupt
     if stdin is None:  # stdin has ended, so its reader has returned
         source.close()
+
+
+INTERRUPT_GRACE_S: Final = 0.8
+"""How long after SIGINT the process may take to stop cleanly before it is made to."""
+
+INTERRUPTED_EXIT: Final = 130
+"""The exit status after SIGINT (128 + the signal's number), as the command line's."""
+
+
+class _Interrupt:
+    """SIGINT, received on the event loop: it cancels the session's scope."""
+
+    def __init__(self) -> None:
+        self.received = False
+
+    async def watch(self, session: anyio.CancelScope) -> None:
+        with anyio.open_signal_receiver(signal.SIGINT) as signals:
+            async for _ in signals:
+                self.received = True
+                _exit_after(INTERRUPT_GRACE_S)
+                session.cancel()
+                return
+
+
+def exit_interrupted() -> None:
+    """End the process at once with INTERRUPTED_EXIT, its standard streams flushed (after the
+    store is closed: the caller's part)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):  # closed, or a pipe nobody reads any more
+            pass
+    os._exit(INTERRUPTED_EXIT)
+
+
+def _exit_after(seconds: float) -> None:
+    """End the process with INTERRUPTED_EXIT in `seconds`, unless it has ended by then."""
+
+    def cut_short() -> None:
+        time.sleep(seconds)
+        try:
+            sys.stderr.write("strictcall: stopped without finishing (interrupted)\n")
+            sys.stderr.flush()
+        finally:
+            os._exit(INTERRUPTED_EXIT)
+
+    threading.Thread(target=cut_short, name="strictcall-interrupt", daemon=True).start()
 
 
 def _private_stdin() -> IO[bytes]:
@@ -55,6 +121,24 @@ def _private_stdin() -> IO[bytes]:
 
 
 async def _serve_stdio(
+    gateway: Gateway, identity: str, record: Recorder | None, stdin: IO[bytes]
+) -> bool:
+    """Serve until stdin ends (False) or SIGINT (True)."""
+    interrupt = _Interrupt()
+    try:
+        async with anyio.create_task_group() as everything:
+            everything.start_soon(interrupt.watch, everything.cancel_scope)
+            await _session(gateway, identity, record, stdin)
+            everything.cancel_scope.cancel()  # stdin ended: stop watching for SIGINT
+    except BaseException:
+        # Once interrupted, what the SDK's streams raise while they are torn down (closed or
+        # broken streams, in exception groups) is the interrupt's doing, not a failure.
+        if not interrupt.received:
+            raise
+    return interrupt.received
+
+
+async def _session(
     gateway: Gateway, identity: str, record: Recorder | None, stdin: IO[bytes]
 ) -> None:
     scope = f"stdio-{secrets.token_hex(8)}"
@@ -216,8 +300,14 @@ class StdioIntake:
         await self._messages.aclose()
 
 
-_SESSION_OVER: Final = (RuntimeError, anyio.ClosedResourceError, anyio.BrokenResourceError)
-"""What handing a line over raises once the server has stopped (the portal, or the streams)."""
+_SESSION_OVER: Final = (
+    RuntimeError,
+    anyio.ClosedResourceError,
+    anyio.BrokenResourceError,
+    concurrent.futures.CancelledError,
+)
+"""What handing a line over raises once the server has stopped (the portal, the streams, or
+the line's task, cancelled by an interrupt)."""
 
 
 def read_lines(stream: IO[bytes], limit: int, intake: StdioIntake, portal: BlockingPortal) -> None:
