@@ -159,9 +159,7 @@ class RpcService:
 
     def _tool_in(self, message: JSONValue) -> str | None:
         """The registered tool a message's params name, when they can be read, for the audit."""
-        params = message.get("params") if type(message) is dict else None
-        name = params.get("name") if type(params) is dict else None
-        return name if type(name) is str and name in self._tool_names else None
+        return self.gateway.tool_named(message.get("params") if type(message) is dict else None)
 
     def _audit(
         self,

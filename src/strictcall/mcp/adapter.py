@@ -232,7 +232,7 @@ class McpTools:
         call_id = (
             None if request_id is None else f"mcp-{self._call_scope()}:{json_text(request_id)}"
         )
-        tool = name if name in self._names else None
+        tool = self.gateway.tool_named({"name": name})
         self._record(AuditRecord.of_call(call_id, identity, tool, error, 0))
 
 
