@@ -69,7 +69,6 @@ __all__ = [
     "ToolFailure",
     "UncorrelatedError",
     "WouldWait",
-    "__version__",
     "handle",
     "interpret_tool_reply",
     "loads_strict",

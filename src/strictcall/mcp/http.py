@@ -86,13 +86,12 @@ class McpHttpApp:
     async def _refuse(
         self, refused: Refused, status: int, scope: Scope, receive: Receive, send: Send
     ) -> None:
-        identity = scope.get(IDENTITY_KEY)
-        self._tools.record_refusal(
-            refused.request_id,
-            refused.name,
-            refused.error,
-            identity if isinstance(identity, str) else None,
-        )
+        if self._record is not None:
+            identity = scope.get(IDENTITY_KEY)
+            caller = identity if isinstance(identity, str) else None
+            self._record(
+                self._tools.refusal_record(refused.request_id, refused.name, refused.error, caller)
+            )
         response = Response(refused.body(), status_code=status, media_type="application/json")
         await response(scope, receive, send)
 

@@ -289,7 +289,12 @@ class StdioIntake:
         await self._answer(refuse_too_large(self._limits))
 
     async def _answer(self, refused: Refused) -> None:
-        self._tools.record_refusal(refused.request_id, refused.name, refused.error, self._identity)
+        if self._record is not None:
+            self._record(
+                self._tools.refusal_record(
+                    refused.request_id, refused.name, refused.error, self._identity
+                )
+            )
         await self._answers.send(SessionMessage(refused.message()))
 
     async def end(self) -> None:
