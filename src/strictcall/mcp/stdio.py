@@ -63,8 +63,9 @@ def serve_stdio(
         source.close()
 
 
-INTERRUPT_GRACE_S: Final = 0.8
-"""How long after SIGINT the process may take to stop cleanly before it is made to."""
+INTERRUPT_GRACE_S: Final = 0.5
+"""How long after SIGINT the process may take to stop cleanly before it is made to: half the
+second promised, the other half left for a loaded machine to deliver the signal and end it."""
 
 INTERRUPTED_EXIT: Final = 130
 """The exit status after SIGINT (128 + the signal's number), as the command line's."""
