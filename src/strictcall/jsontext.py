@@ -157,7 +157,7 @@ def parse_document(
     )
     # each level takes two characters, so a short text cannot nest too deep
     if len(text) > 2 * max_depth and text.count(brace) + text.count(bracket) > max_depth:
-        _check_depth(raw, value, max_depth)
+        _check_depth(value, max_depth, raw)
     has_float = long_number = False
     if numbers and numeric.search(text) is not None:
         has_float = floatish.search(text) is not None
@@ -236,8 +236,9 @@ def _too_deep(raw: str | bytes, max_depth: int) -> JSONTextError:
     return JSONTextError(TextFault.TOO_DEEP)  # not reached for a text that nests too deep
 
 
-def _check_depth(raw: str | bytes, value: JSONValue, max_depth: int) -> None:
-    """Walk a text with many containers (orjson bounds it at 1024 levels) for its depth.
+def _check_depth(value: JSONValue, max_depth: int, raw: str | bytes | None = None) -> None:
+    """Walk a value with many containers (orjson bounds it at 1024 levels) for its depth;
+    `raw`, the text it was parsed from when there was one, locates a refusal.
 
     Raises:
         JSONTextError: nesting is deeper than `max_depth`.
@@ -249,7 +250,7 @@ def _check_depth(raw: str | bytes, value: JSONValue, max_depth: int) -> None:
         if kind is not dict and kind is not list:
             continue
         if depth > max_depth:
-            raise _too_deep(raw, max_depth)
+            raise JSONTextError(TextFault.TOO_DEEP) if raw is None else _too_deep(raw, max_depth)
         for item in node.values() if kind is dict else node:
             stack.append((item, depth + 1))
 
