@@ -7,9 +7,11 @@ STAMP := $(VENV)/.installed
 .PHONY: install run demo test lint typecheck unit browser bench fuzz load clean
 
 $(STAMP): pyproject.toml
+	@echo "strictcall: first run: creating $(VENV) and installing strictcall with its dev tools (about a minute)..."
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	touch $(STAMP)
+	@echo "strictcall: installed; the commands are in $(BIN) (or run: . $(VENV)/bin/activate)"
 
 install: $(STAMP)
 

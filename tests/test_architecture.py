@@ -2,7 +2,7 @@
 inside a function, is read from the source, so that a wall breaks the build, not a review.
 
     the core      errors, ids, jsontext, schema, tools, pipeline, gateway, listing, seed, reply,
-                  refusals: no transport, no store, no service, no database driver
+                  refusals, workers: no transport, no store, no service, no database driver
     storage       only storage.sqlite imports sqlite3, only storage.postgres imports psycopg
     the reader    reply imports nothing of the server side
     the sides     the server side imports nothing of the client, the client nothing of the server
@@ -39,6 +39,7 @@ CORE = {
     "strictcall.seed",
     "strictcall.reply",
     "strictcall.refusals",
+    "strictcall.workers",
 }
 TRANSPORTS = {
     "strictcall.jsonrpc",
@@ -49,6 +50,7 @@ TRANSPORTS = {
     "strictcall.guard",
     "strictcall.edge",
     "strictcall.adapters",
+    "strictcall.listen",
 }
 SERVICE = {"strictcall.notes", "strictcall.audit", "strictcall.storage"}
 CLIENT = {"strictcall.client"}

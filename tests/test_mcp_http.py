@@ -158,7 +158,9 @@ def test_hostile_bodies_get_a_json_rpc_error_before_the_sdk_reads_them(
 ) -> None:
     reply = assert_refused(post(server, body, tokens["u1"]), 400, kind)
     assert reply["id"] == kept_id
-    expected = ("u1", kind.code, None)
+    # the tool, where the body names one readably, is audited with the refusal (issue 14)
+    readable = b'"count_notes"' in body and not body.startswith(b"[")
+    expected = ("u1", kind.code, "count_notes" if readable else None)
     recent = recent_audit(
         server.db, 1, lambda rs: bool(rs) and (rs[0].identity, rs[0].code, rs[0].tool) == expected
     )

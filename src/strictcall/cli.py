@@ -2,6 +2,7 @@
 
     strictcall demo                                  seed 002's demo, byte for byte
     strictcall call --identity ID [--call-id ID] RAW handle() one call; RAW "-" reads stdin
+    strictcall call --identity ID [--call-id ID] --db PATH RAW   any notes tool, full gateway
     strictcall serve [--host H] [--port P] [--db PATH] [--demo]
     strictcall serve --mcp-stdio --identity ID [--db PATH]
     strictcall proxy (--upstream-cmd CMD | --upstream-url URL [--upstream-header H]...)
@@ -28,8 +29,9 @@ import io
 import json
 import os
 import sys
+import uuid
 from collections.abc import Sequence
-from typing import BinaryIO, TextIO
+from typing import Any, BinaryIO, TextIO
 
 from strictcall.edge import (
     DEFAULT_BODY_GRACE_S,
@@ -46,6 +48,7 @@ from strictcall.seed import demo_lines, handle
 EXIT_OK = 0
 EXIT_REFUSED = 1
 EXIT_USAGE = 2
+MAX_PORT = 65535
 
 
 def _utf8_text(value: str) -> str:
@@ -79,25 +82,101 @@ def _positive_int(value: str) -> int:
     return number
 
 
+def _name(value: str) -> str:
+    """An argparse type: an identity or owner, which names someone only when not empty."""
+    if not _utf8_text(value):
+        raise argparse.ArgumentTypeError("must not be empty")
+    return value
+
+
+def _db_path(value: str) -> str:
+    """An argparse type: the store's file; an empty path names no file."""
+    if not _utf8_text(value):
+        raise argparse.ArgumentTypeError(
+            "must not be empty (leave --db out for $STRICTCALL_DB, else ./strictcall.sqlite3)"
+        )
+    return value
+
+
+def _port(value: str) -> int:
+    """An argparse type: a TCP port, 0-65535 (0: the system picks a free one)."""
+    try:
+        port = int(value, 10)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= MAX_PORT:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a port: give 0-{MAX_PORT} (0 picks a free one)"
+        )
+    return port
+
+
+def _limit(value: str) -> int:
+    """An argparse type: a count of rows, 0 or more."""
+    try:
+        limit = int(value, 10)
+    except ValueError:
+        limit = -1
+    if limit < 0:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a count: give 0 or more")
+    return limit
+
+
+class _Version(argparse.Action):
+    """--version: the installed package's version, read only when asked for."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        from strictcall import __version__
+
+        sys.stdout.write(f"strictcall {__version__}\n")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every subcommand."""
     parser = argparse.ArgumentParser(
         prog="strictcall", description="A strict tool-call boundary for LLM agents."
     )
+    parser.add_argument("--version", action=_Version)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands.add_parser("demo", help="print seed 002's demo, byte for byte")
-    call = commands.add_parser("call", help="check one read_note call and print the answer")
-    call.add_argument("--identity", required=True, type=_utf8_text, help="the caller")
-    call.add_argument("--call-id", default="call-1", type=_utf8_text, help="echoed in the answer")
+    db_help = "the SQLite file (default: $STRICTCALL_DB, else ./strictcall.sqlite3)"
+    call = commands.add_parser(
+        "call",
+        help="answer one call: seed 002's read_note demo, or with --db any notes tool",
+    )
+    call.add_argument("--identity", required=True, type=_name, help="the caller")
+    call.add_argument(
+        "--call-id",
+        type=_utf8_text,
+        help='echoed in the answer (default "call-1"; with --db a fresh one, since writes are'
+        " idempotent per call id)",
+    )
+    call.add_argument(
+        "--db",
+        type=_db_path,
+        help="run the call on this notes store through the full gateway, with every detail"
+        " (without it: the seed's handle() on its in-memory demo notes)",
+    )
     call.add_argument("raw", metavar="RAW", help='the call as JSON text, or "-" for stdin')
 
-    db_help = "the SQLite file (default: $STRICTCALL_DB, else ./strictcall.sqlite3)"
     serve = commands.add_parser(
         "serve", help="serve the notes tools over HTTP (JSON-RPC 2.0 at /rpc, MCP at /mcp)"
     )
     serve.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1")
-    serve.add_argument("--port", type=int, default=8765, help="default 8765; 0 picks a free one")
-    serve.add_argument("--db", type=_utf8_text, help=db_help)
+    serve.add_argument(
+        "--port", type=_port, default=8765, help="0-65535, default 8765; 0 picks a free one"
+    )
+    serve.add_argument("--db", type=_db_path, help=db_help)
     serve.add_argument(
         "--demo", action="store_true", help="give u1 and u2 demo notes and print their tokens"
     )
@@ -107,7 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve MCP on stdin/stdout instead of HTTP, as --identity (for MCP hosts)",
     )
     serve.add_argument(
-        "--identity", type=_utf8_text, help="with --mcp-stdio: the caller every call runs as"
+        "--identity", type=_name, help="with --mcp-stdio: the caller every call runs as"
     )
     edge = serve.add_argument_group("the edge (HTTP)")
     edge.add_argument(
@@ -201,23 +280,25 @@ def build_parser() -> argparse.ArgumentParser:
         dest="action", required=True, metavar="ACTION"
     )
     create = tokens.add_parser("create", help="create a token; printed alone on the last line")
-    create.add_argument("--identity", required=True, type=_utf8_text)
-    create.add_argument("--db", type=_utf8_text, help=db_help)
+    create.add_argument("--identity", required=True, type=_name)
+    create.add_argument("--db", type=_db_path, help=db_help)
 
     notes = commands.add_parser("notes", help="notes, as the operator").add_subparsers(
         dest="action", required=True, metavar="ACTION"
     )
     add = notes.add_parser("add", help="add a note; its id is printed")
-    add.add_argument("--owner", required=True, type=_utf8_text)
+    add.add_argument("--owner", required=True, type=_name)
     add.add_argument("--text", required=True, type=_utf8_text)
-    add.add_argument("--db", type=_utf8_text, help=db_help)
+    add.add_argument("--db", type=_db_path, help=db_help)
     listing = notes.add_parser("list", help="list an owner's notes, oldest first")
-    listing.add_argument("--owner", required=True, type=_utf8_text)
-    listing.add_argument("--db", type=_utf8_text, help=db_help)
+    listing.add_argument("--owner", required=True, type=_name)
+    listing.add_argument("--db", type=_db_path, help=db_help)
 
     audit = commands.add_parser("audit", help="recent calls and counts by stage and code")
-    audit.add_argument("--limit", type=int, default=20, help="how many recent calls (default 20)")
-    audit.add_argument("--db", type=_utf8_text, help=db_help)
+    audit.add_argument(
+        "--limit", type=_limit, default=20, help="how many recent calls, 0 or more (default 20)"
+    )
+    audit.add_argument("--db", type=_db_path, help=db_help)
 
     # Review agent code by counterexample (strictcall.review): check and lint.
     check = commands.add_parser("check", help="search for inputs on which two functions differ")
@@ -245,7 +326,7 @@ def build_parser() -> argparse.ArgumentParser:
     stats = commands.add_parser("stats", help="calls and failures by stage, code and tool")
     stats.add_argument("--since", default="1h", help="the window: 90s, 15m, 1h, 7d (default 1h)")
     stats.add_argument("--json", action="store_true", help="one JSON document")
-    stats.add_argument("--db", type=_utf8_text, help=db_help)
+    stats.add_argument("--db", type=_db_path, help=db_help)
     return parser
 
 
@@ -307,21 +388,33 @@ def _call(args: argparse.Namespace, stdin: BinaryIO | None, out: BinaryIO) -> in
         except OSError as exc:
             print(f"strictcall call: cannot read standard input: {exc.strerror}", file=sys.stderr)
             return EXIT_USAGE
-    answer = handle(raw, args.identity, args.call_id)
+    if args.db is None:
+        answer = handle(raw, args.identity, "call-1" if args.call_id is None else args.call_id)
+    else:
+        from strictcall import commands
+
+        call_id = f"cli-{uuid.uuid4().hex}" if args.call_id is None else args.call_id
+        done = commands.run_call(args.db, raw, args.identity, call_id, err=sys.stderr)
+        if done is None:
+            return EXIT_REFUSED
+        answer = done
     _write_lines(out, [json.dumps(answer, ensure_ascii=False)])
     return EXIT_OK if answer["ok"] is True else EXIT_REFUSED
 
 
 def _operate(args: argparse.Namespace, out: TextIO) -> int:
     from strictcall import commands
-    from strictcall.storage import default_db
 
-    db = args.db if args.db is not None else default_db()
     err = sys.stderr
-    if args.command == "serve" and (args.mcp_stdio or args.identity is not None):
-        if not (args.mcp_stdio and args.identity and not args.demo):
-            err.write("strictcall serve: --mcp-stdio takes --identity ID (and no --demo)\n")
+    db = args.db if args.db is not None else _db_from_environment(err)
+    if db is None:
+        return EXIT_USAGE
+    if args.command == "serve":
+        misuse = _serve_misuse(args)
+        if misuse is not None:
+            err.write(f"strictcall serve: {misuse}\n")
             return EXIT_USAGE
+    if args.command == "serve" and args.mcp_stdio:
         return commands.run_serve_mcp_stdio(db, args.identity, err=err)
     if args.command == "serve":
         edge = EdgeLimits(
@@ -402,6 +495,33 @@ def _review(args: argparse.Namespace, out: TextIO) -> int:
         return EXIT_REFUSED
     except KeyboardInterrupt:
         return 130
+
+
+def _db_from_environment(err: TextIO) -> str | None:
+    """$STRICTCALL_DB, else the default file; None (and a message) when it is set but empty."""
+    from strictcall.storage import DEFAULT_DB_PATH, default_db
+
+    db = default_db()
+    if db is None:
+        err.write(
+            "strictcall: STRICTCALL_DB is set but empty; give it a file path,"
+            f" or unset it for ./{DEFAULT_DB_PATH}\n"
+        )
+    return db
+
+
+def _serve_misuse(args: argparse.Namespace) -> str | None:
+    """What is wrong with the flags given to serve, in the user's terms; None when nothing."""
+    if args.mcp_stdio and args.identity is None:
+        return "--mcp-stdio needs --identity ID: the caller every call runs as"
+    if args.mcp_stdio and args.demo:
+        return "--demo is for the HTTP server; leave it out with --mcp-stdio"
+    if not args.mcp_stdio and args.identity is not None:
+        return (
+            "--identity was given without --mcp-stdio; over HTTP each caller's token says who"
+            " it is, so leave --identity out (or add --mcp-stdio to serve MCP on stdio)"
+        )
+    return None
 
 
 def _write_lines(out: BinaryIO, lines: list[str]) -> None:

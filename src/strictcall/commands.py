@@ -10,11 +10,18 @@ import shlex
 import time
 from collections.abc import Callable, Sequence
 from contextlib import closing
-from typing import Final, TextIO, TypeVar
+from typing import Any, Final, TextIO, TypeVar
 
 from strictcall.edge import EdgeLimits
+from strictcall.errors import Stage
 from strictcall.seed import NOTES as SEED_NOTES
-from strictcall.storage import AuditRecord, Store, StoreUnavailable, open_store
+from strictcall.storage import (
+    AuditRecord,
+    Store,
+    StoreUnavailable,
+    open_store,
+    unavailable_because,
+)
 
 T = TypeVar("T")
 
@@ -38,6 +45,7 @@ def run_serve(
     call, and loopback ones when bound to a loopback address; `edge` bounds slow requests,
     connections and calls in flight per identity."""
     from strictcall.edge import OriginPolicy, is_loopback_host
+    from strictcall.listen import ListenError
     from strictcall.server import build_app, serve  # the server stack loads only here
 
     origins = OriginPolicy(frozenset(allow_origins), loopback=is_loopback_host(host))
@@ -49,15 +57,31 @@ def run_serve(
 
         def ready(bound_host: str, bound_port: int) -> None:
             base = f"http://{bound_host}:{bound_port}"
-            out.write(f"strictcall listening on {base} (store: {db})\n")
+            out.write(f"strictcall listening on {base} (store: {db}); Ctrl-C stops it\n")
             if tokens:
                 _print_demo(out, base, tokens, store)
+            else:
+                quoted = shlex.quote(db)
+                out.write(
+                    "callers need a token: make one with"
+                    f" `strictcall tokens create --identity NAME --db {quoted}`\n"
+                )
+            out.flush()
+
+        def stopping() -> None:
+            out.write("strictcall: stopping (finishing the requests in flight)\n")
             out.flush()
 
         app = build_app(store, origins=origins, edge=edge, open_to_operators=is_loopback_host(host))
-        serve(app, host, port, ready, edge=edge)
+        try:
+            serve(app, host, port, ready, edge=edge, on_stopping=stopping)
+        except ListenError as exc:
+            err.write(f"strictcall: {exc}\n")
+            return EXIT_FAILED
     finally:
         store.close()
+    out.write("strictcall: stopped\n")
+    out.flush()
     return EXIT_OK
 
 
@@ -67,19 +91,25 @@ def run_serve_mcp_stdio(db: str, identity: str, *, err: TextIO) -> int:
     Standard output carries MCP alone; the one line about the store goes to `err`.
     """
     from strictcall.mcp import serve_stdio  # the MCP SDK loads only here
+    from strictcall.mcp.stdio import exit_interrupted
     from strictcall.notes import notes_gateway
     from strictcall.server import audit_recorder
 
     store = _open_store(db, err)
     if store is None:
         return EXIT_FAILED
+    interrupted = False
     try:
         err.write(f"strictcall: MCP on stdio for {identity} (store: {db})\n")
         err.flush()
         with notes_gateway(store) as gateway:
             serve_stdio(gateway, identity, record=audit_recorder(store))
+    except KeyboardInterrupt:
+        interrupted = True
     finally:
         store.close()
+    if interrupted:
+        exit_interrupted()  # 130, without waiting on threads still in a read or a write
     return EXIT_OK
 
 
@@ -167,12 +197,47 @@ def _upstream_failure(exc: BaseException, kind: type[Exception]) -> BaseExceptio
     return None
 
 
+def run_call(db: str, raw: str | bytes, identity: str, call_id: str, *, err: TextIO) -> Answer:
+    """One call to any notes tool on the store at `db`, through the full gateway (every check,
+    every detail of the catalogue), audited like a call to the server; None (and a message)
+    when the store cannot be opened."""
+    from strictcall.jsontext import JSONTextError, loads_strict
+    from strictcall.notes import notes_gateway
+    from strictcall.storage import AuditRecord
+
+    store = _open_store(db, err)
+    if store is None:
+        return None
+    try:
+        with notes_gateway(store) as gateway:
+            started = time.perf_counter_ns()
+            answer = gateway.call(raw, identity, call_id)
+            latency_us = (time.perf_counter_ns() - started) // 1000
+        error = answer.get("error")
+        tool = None
+        if error is None or error["stage"] not in (Stage.PARSE, Stage.ROUTE):
+            try:  # it was read and routed, so it parses, and its name is a tool's
+                tool = loads_strict(raw)["name"]
+            except JSONTextError:  # pragma: no cover - read once already
+                tool = None
+        try:
+            store.record_call(AuditRecord.of_call(call_id, identity, tool, error, latency_us))
+        except StoreUnavailable as exc:
+            err.write(f"strictcall: the call was not audited: {unavailable_because(db, exc)}\n")
+        return answer
+    finally:
+        store.close()
+
+
+Answer = dict[str, Any] | None
+
+
 def _open_store(db: str, err: TextIO) -> Store | None:
     """The store at `db` for a server, or None (and a message) when it cannot be opened."""
     try:
         return open_store(db)
-    except StoreUnavailable:
-        err.write(f"strictcall: cannot open the store at {db}\n")
+    except StoreUnavailable as exc:
+        err.write(f"strictcall: cannot open the store at {db}: {unavailable_because(db, exc)}\n")
         return None
 
 
@@ -195,19 +260,24 @@ def _print_demo(out: TextIO, base: str, tokens: dict[str, str], store: Store) ->
     )
     for owner in DEMO_OWNERS:
         auth = shlex.quote("Authorization: Bearer " + tokens[owner])
+        # u2 reads u1's note: the refusal a newcomer should see once, labelled as intended
+        label = owner if owner == "u1" else f"{owner}, refused on purpose, not {owner}'s note"
         out.write(
-            f"try ({owner}): curl -s {base}/rpc -H {auth}"
+            f"try ({label}): curl -s {base}/rpc -H {auth}"
             f" -H 'Content-Type: application/json' -d {shlex.quote(read)}\n"
         )
 
 
 def _with_store(db: str, err: TextIO, action: Callable[[Store], T]) -> T | None:
     """`action` on the store at `db`, closed after; None (and a message) when it is unavailable."""
+    store = _open_store(db, err)
+    if store is None:
+        return None
     try:
-        with closing(open_store(db)) as store:
+        with closing(store):
             return action(store)
-    except StoreUnavailable:
-        err.write(f"strictcall: the store at {db} is unavailable\n")
+    except StoreUnavailable as exc:
+        err.write(f"strictcall: cannot use the store at {db}: {unavailable_because(db, exc)}\n")
         return None
 
 
@@ -236,6 +306,8 @@ def run_notes_list(db: str, owner: str, *, out: TextIO, err: TextIO) -> int:
     notes = _with_store(db, err, lambda store: store.list_notes(owner))
     if notes is None:  # [] is an owner without notes, not a failure
         return EXIT_FAILED
+    if not notes:
+        err.write(f"strictcall: {owner} has no notes in {db}\n")
     for note in notes:
         out.write(f"{note.note_id}\t{json.dumps(note.text, ensure_ascii=False)}\n")
     return EXIT_OK

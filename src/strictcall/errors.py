@@ -147,7 +147,8 @@ PARSE_REASONS: Final = frozenset(
 """The reasons of parse errors; every other reason is a shape error's."""
 
 RETRY_AFTER_MS: Final = 250
-"""The retry hint (`retry_after_ms`) of every retryable refusal strictcall makes itself."""
+"""The retry hint (`retry_after_ms`) of the retryable refusals strictcall makes itself, but
+`at_capacity`'s: there it is the tool's time limit, by when a worker thread is likely free."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +210,7 @@ class StrictcallError(Exception):
     │   ├── StoreUnavailable                    the database cannot serve now (retryable)
     │   ├── StoreBusy                           a write asked not to wait would have had to
     │   └── IdempotencyConflict                 a call id reused for another write
+    ├── ListenError                             a server cannot listen there (listen)
     └── ClientError                             raised by the client (client)
         ├── ToolError                           the server answered with a JSON-RPC error
         │   └── UncorrelatedError               ... with id null (parse, protocol, auth)
@@ -301,6 +303,14 @@ TIMEOUT: Final = ErrorKind(
 BUSY: Final = ErrorKind("busy", Stage.EXECUTE, True, "Retry after `retry_after_ms` milliseconds.")
 """The tool declared itself temporarily unable to serve the call."""
 
+AT_CAPACITY: Final = ErrorKind(
+    "at_capacity",
+    Stage.EXECUTE,
+    True,
+    "Retry after `retry_after_ms`; the call never started: no worker was free in time.",
+)
+"""The call never started: no worker thread was free within its time limit, or too many hung."""
+
 STORE_UNAVAILABLE: Final = ErrorKind(
     "store_unavailable",
     Stage.EXECUTE,
@@ -383,6 +393,7 @@ CATALOGUE: Final[tuple[ErrorKind, ...]] = (
     INTERNAL_ERROR,
     TIMEOUT,
     BUSY,
+    AT_CAPACITY,
     STORE_UNAVAILABLE,
     IDEMPOTENCY_CONFLICT,
     TOOL_ERROR,

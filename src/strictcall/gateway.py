@@ -17,7 +17,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
-    from concurrent.futures import ThreadPoolExecutor
+    from strictcall.workers import Workers
 
 import orjson
 
@@ -77,7 +77,8 @@ class Gateway:
         workers: int = _WORKERS,
         allowed: Allowed | None = None,
     ) -> None:
-        """`workers`: the threads that run tools with a timeout (made on first use).
+        """`workers`: the threads that run tools with a timeout (made on first use); a thread
+        held by a call past its time limit is replaced (see `strictcall.workers`).
         `allowed`: which tools each identity may see and call; a tool it may not is answered
         at route exactly like one that does not exist (its `available` lists only the
         caller's tools)."""
@@ -86,7 +87,7 @@ class Gateway:
         self.limits: Final = limits if limits is not None else Limits()
         self._tools: dict[str, CompiledTool] = {}
         self._numbers = False
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool: Workers | None = None
         self._pool_size: Final = workers
         self._declared: dict[str, frozenset[str]] = {}
         self._allowed = allowed
@@ -333,11 +334,11 @@ class Gateway:
             return rejection
         return compiled, ctx, arguments
 
-    def _workers(self) -> ThreadPoolExecutor:
+    def _workers(self) -> Workers:
         if self._pool is None:
-            from concurrent.futures import ThreadPoolExecutor
+            from strictcall.workers import Workers
 
-            self._pool = ThreadPoolExecutor(self._pool_size, thread_name_prefix="strictcall-tool")
+            self._pool = Workers(self._pool_size)
         return self._pool
 
     def close(self) -> None:

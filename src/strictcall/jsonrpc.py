@@ -30,7 +30,7 @@ from strictcall.errors import JSONValue, Rejection, Stage
 from strictcall.gateway import Gateway
 from strictcall.ids import valid_id
 from strictcall.jsontext import dump_text
-from strictcall.pipeline import read_call
+from strictcall.pipeline import read_message
 from strictcall.refusals import NO_SUCH_METHOD, NOT_A_REQUEST, WITHHELD
 from strictcall.storage import AuditRecord
 
@@ -104,7 +104,7 @@ class RpcService:
 
     async def answer(self, body: bytes, identity: str) -> bytes | None:
         """The reply body for a request body, or None when nothing is to be answered."""
-        document = read_call(body, self.gateway.limits, numbers=self.gateway.reads_numbers)
+        document = read_message(body, self.gateway.limits, numbers=self.gateway.reads_numbers)
         if isinstance(document, Rejection):
             self._audit(None, identity, None, document.as_error(), 0)
             return encode_replies([error_reply(None, document.as_error())], batch=False)
@@ -127,7 +127,7 @@ class RpcService:
         request = read_request(message)
         if isinstance(request, Rejection):
             request_id = valid_id(message)
-            self._audit(request_id, identity, None, request.as_error(), 0)
+            self._audit(request_id, identity, self._tool_in(message), request.as_error(), 0)
             return error_reply(request_id, request.as_error())
         if request.method == "tools/call":
             return await self._call_tool(request, identity, has_float)
@@ -176,6 +176,10 @@ class RpcService:
                 self._listings.clear()
             self._listings[identity] = listing
         return listing
+
+    def _tool_in(self, message: JSONValue) -> str | None:
+        """The registered tool a message's params name, when they can be read, for the audit."""
+        return self.gateway.tool_named(message.get("params") if type(message) is dict else None)
 
     def _audit(
         self,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import importlib.util
 import logging
+import socket
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from types import FrameType
@@ -29,6 +30,7 @@ from strictcall.gateway import Gateway
 from strictcall.guard import guarded_protocol
 from strictcall.http import RpcApp
 from strictcall.jsonrpc import Recorder, RpcService
+from strictcall.listen import bind_listeners
 from strictcall.notes import notes_gateway
 from strictcall.pipeline import Limits
 from strictcall.storage import AuditRecord, Store, StoreUnavailable
@@ -167,9 +169,15 @@ def _tracer() -> CallTracer | None:
 class _Server(uvicorn.Server):
     """uvicorn's server, telling `on_ready` the bound address once it listens."""
 
-    def __init__(self, config: uvicorn.Config, on_ready: Callable[[str, int], None]) -> None:
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        on_ready: Callable[[str, int], None],
+        on_stopping: Callable[[], None] | None = None,
+    ) -> None:
         super().__init__(config)
         self._on_ready = on_ready
+        self._on_stopping = on_stopping
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         """Begin the graceful stop; the signal is not raised again after it (uvicorn would),
@@ -186,6 +194,12 @@ class _Server(uvicorn.Server):
             host, port = self.servers[0].sockets[0].getsockname()[:2]
             self._on_ready(str(host), int(port))
 
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        # Told here, on the loop, not in the signal handler, which may interrupt a write.
+        if self._on_stopping is not None and self.started:
+            self._on_stopping()
+        await super().shutdown(sockets)
+
 
 def serve(
     app: RpcApp,
@@ -194,9 +208,18 @@ def serve(
     on_ready: Callable[[str, int], None],
     *,
     edge: EdgeLimits | None = None,
+    on_stopping: Callable[[], None] | None = None,
 ) -> None:
     """Serve `app` until SIGTERM or SIGINT; `port` 0 lets the system choose one. Requests
-    must arrive within `edge`'s deadlines, on at most `edge.max_connections` connections."""
+    must arrive within `edge`'s deadlines, on at most `edge.max_connections` connections.
+
+    `on_ready` is told the bound address once the server listens, `on_stopping` that a stop
+    has begun (the requests in flight are then finished).
+
+    Raises:
+        ListenError: the host does not resolve, or the port cannot be bound (in use, say).
+    """
+    sockets = bind_listeners(host, port)
     config = uvicorn.Config(
         app,
         host=host,
@@ -212,4 +235,4 @@ def serve(
         date_header=False,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
     )
-    _Server(config, on_ready).run()
+    _Server(config, on_ready, on_stopping).run(sockets=sockets)

@@ -247,6 +247,21 @@ class McpTools:
             self._record(entry)
         return result
 
+    def refusal_record(
+        self,
+        request_id: types.RequestId | None,
+        name: str | None,
+        error: dict[str, JSONValue],
+        identity: str | None,
+    ) -> AuditRecord:
+        """The audit record of a message refused before the SDK saw it, with its call id and
+        tool when they could be read (a tool only when it is one of the gateway's)."""
+        call_id = (
+            None if request_id is None else f"mcp-{self._call_scope()}:{json_text(request_id)}"
+        )
+        tool = self.gateway.tool_named({"name": name})
+        return AuditRecord.of_call(call_id, identity, tool, error, 0)
+
 
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version

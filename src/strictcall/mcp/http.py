@@ -23,7 +23,6 @@ from strictcall.http import IDENTITY_KEY, Message, Receive, Scope, Send, read_bo
 from strictcall.jsonrpc import Recorder
 from strictcall.mcp.adapter import Context, McpTools, result_message
 from strictcall.mcp.intake import DirectCall, Refused, read_message, refuse_too_large
-from strictcall.storage import AuditRecord
 
 
 def identity_in_scope(ctx: Context) -> str | None:
@@ -89,7 +88,10 @@ class McpHttpApp:
     ) -> None:
         if self._record is not None:
             identity = scope.get(IDENTITY_KEY)
-            self._record(AuditRecord.of_call(None, identity, None, refused.error, 0))
+            caller = identity if isinstance(identity, str) else None
+            self._record(
+                self._tools.refusal_record(refused.request_id, refused.name, refused.error, caller)
+            )
         response = Response(refused.body(), status_code=status, media_type="application/json")
         await response(scope, receive, send)
 

@@ -17,16 +17,23 @@ from pydantic import ValidationError
 from strictcall.errors import JSONValue, Rejection
 from strictcall.ids import valid_id
 from strictcall.jsonrpc import error_reply, read_request
-from strictcall.pipeline import Limits, read_call, too_large
+from strictcall.pipeline import Limits, too_large
+from strictcall.pipeline import read_message as read_text
 from strictcall.refusals import NOT_A_REQUEST
 
 
 class Refused:
     """A message refused before the SDK saw it, and its JSON-RPC error reply (HTTP 400)."""
 
-    __slots__ = ("error", "reply", "status")
+    __slots__ = ("error", "name", "reply", "request_id", "status")
 
-    def __init__(self, request_id: str | int | None, refusal: Rejection) -> None:
+    def __init__(
+        self, request_id: str | int | None, refusal: Rejection, name: str | None = None
+    ) -> None:
+        self.request_id: Final = request_id
+        """The message's id, when it had a valid one."""
+        self.name: Final = name
+        """The tool a tools/call named, when its params could be read (for the audit log)."""
         self.error: Final = refusal.as_error()
         """The structured error {code, stage, retryable, ...}."""
         self.reply: Final[dict[str, Any]] = error_reply(request_id, self.error)
@@ -56,7 +63,7 @@ _RESPONSE_MEMBERS: Final = frozenset({"jsonrpc", "id", "result", "error"})
 def read_message(raw: bytes, limits: Limits) -> types.JSONRPCMessage | DirectCall | Refused:
     """One JSON-RPC 2.0 message read strictly: a request or notification as
     `strictcall.jsonrpc` accepts them, or a response; anything else is refused."""
-    document = read_call(raw, limits)
+    document = read_text(raw, limits)
     if isinstance(document, Rejection):
         return Refused(None, document)
     message = document.value
@@ -73,7 +80,16 @@ def read_message(raw: bytes, limits: Limits) -> types.JSONRPCMessage | DirectCal
             return types.jsonrpc_message_adapter.validate_python(message, by_name=False)
         except ValidationError:
             pass
-    return Refused(valid_id(message), NOT_A_REQUEST)
+    return Refused(valid_id(message), NOT_A_REQUEST, named_tool(message))
+
+
+def named_tool(message: JSONValue) -> str | None:
+    """The tool name a message's params hold, when they can be read: a str, else None."""
+    if type(message) is not dict:
+        return None
+    params = message.get("params")
+    name = params.get("name") if type(params) is dict else None
+    return name if type(name) is str else None
 
 
 def _sdk_refuses(params: dict[str, JSONValue]) -> bool:

@@ -5,15 +5,27 @@ reads, so that every line gets an answer: blank lines carry no message and are s
 longer than the limit is skipped unread and refused; every other line goes through the strict
 intake (`strictcall.mcp.intake`). When stdin ends, the requests still running are answered
 (within `DRAIN_S`) before the session ends: the SDK alone would cancel them unanswered.
+
+On SIGINT the session stops at once: one cancel scope around all of it is cancelled (asyncio's
+own handling cancelled the main task once, which left the portal waiting on a line handed in
+before the interrupt, and let the SDK's streams raise BrokenResourceError out of the run), and
+`serve_stdio` raises KeyboardInterrupt. Whatever still holds the process `INTERRUPT_GRACE_S`
+later (a write blocked on a full pipe, a thread in a query) is cut short with
+`os._exit(130)`: SQLite keeps every committed write. The command line then ends the process
+with `exit_interrupted` rather than through the interpreter's finalization, which could wait
+forever on the lock of a stream a daemon thread was reading when it was frozen.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import io
 import os
 import secrets
+import signal
 import sys
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
@@ -31,7 +43,6 @@ from strictcall.ids import valid_id
 from strictcall.jsonrpc import Recorder
 from strictcall.mcp.adapter import McpTools, result_message
 from strictcall.mcp.intake import DirectCall, Refused, read_message, refuse_too_large
-from strictcall.storage import AuditRecord
 
 
 def serve_stdio(
@@ -47,11 +58,65 @@ def serve_stdio(
     `lifespans` are entered, in order, in the serving event loop before the first line is read
     and left after the last answer (e.g. a proxy's upstream session); one that fails to enter
     raises here, and nothing is served.
+
+    Raises:
+        KeyboardInterrupt: SIGINT stopped the session (within `INTERRUPT_GRACE_S`).
     """
     source = stdin if stdin is not None else _private_stdin()
-    anyio.run(_serve_with, lifespans, gateway, identity, record, source)
+    if anyio.run(_serve_with, lifespans, gateway, identity, record, source):
+        # The reader may still be blocked on stdin, holding its buffer: leave it to the exit.
+        raise KeyboardInterrupt
     if stdin is None:  # stdin has ended, so its reader has returned
         source.close()
+
+
+INTERRUPT_GRACE_S: Final = 0.5
+"""How long after SIGINT the process may take to stop cleanly before it is made to: half the
+second promised, the other half left for a loaded machine to deliver the signal and end it."""
+
+INTERRUPTED_EXIT: Final = 130
+"""The exit status after SIGINT (128 + the signal's number), as the command line's."""
+
+
+class _Interrupt:
+    """SIGINT, received on the event loop: it cancels the session's scope."""
+
+    def __init__(self) -> None:
+        self.received = False
+
+    async def watch(self, session: anyio.CancelScope) -> None:
+        with anyio.open_signal_receiver(signal.SIGINT) as signals:
+            async for _ in signals:
+                self.received = True
+                _exit_after(INTERRUPT_GRACE_S)
+                session.cancel()
+                return
+
+
+def exit_interrupted() -> None:
+    """End the process at once with INTERRUPTED_EXIT, its standard streams flushed (after the
+    store is closed: the caller's part)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):  # closed, or a pipe nobody reads any more
+            pass
+    os._exit(INTERRUPTED_EXIT)
+
+
+def _exit_after(seconds: float) -> None:
+    """End the process with INTERRUPTED_EXIT in `seconds`, unless it has ended by then."""
+
+    def cut_short() -> None:
+        time.sleep(seconds)
+        try:
+            sys.stderr.write("strictcall: stopped without finishing (interrupted)\n")
+            sys.stderr.flush()
+        finally:
+            os._exit(INTERRUPTED_EXIT)
+
+    threading.Thread(target=cut_short, name="strictcall-interrupt", daemon=True).start()
 
 
 def _private_stdin() -> IO[bytes]:
@@ -69,14 +134,33 @@ async def _serve_with(
     identity: str,
     record: Recorder | None,
     stdin: IO[bytes],
-) -> None:
+) -> bool:
+    """`_serve_stdio` inside `lifespans`: whether SIGINT stopped it."""
     async with AsyncExitStack() as stack:
         for lifespan in lifespans:
             await stack.enter_async_context(lifespan())
-        await _serve_stdio(gateway, identity, record, stdin)
+        return await _serve_stdio(gateway, identity, record, stdin)
 
 
 async def _serve_stdio(
+    gateway: Gateway, identity: str, record: Recorder | None, stdin: IO[bytes]
+) -> bool:
+    """Serve until stdin ends (False) or SIGINT (True)."""
+    interrupt = _Interrupt()
+    try:
+        async with anyio.create_task_group() as everything:
+            everything.start_soon(interrupt.watch, everything.cancel_scope)
+            await _session(gateway, identity, record, stdin)
+            everything.cancel_scope.cancel()  # stdin ended: stop watching for SIGINT
+    except BaseException:
+        # Once interrupted, what the SDK's streams raise while they are torn down (closed or
+        # broken streams, in exception groups) is the interrupt's doing, not a failure.
+        if not interrupt.received:
+            raise
+    return interrupt.received
+
+
+async def _session(
     gateway: Gateway, identity: str, record: Recorder | None, stdin: IO[bytes]
 ) -> None:
     scope = f"stdio-{secrets.token_hex(8)}"
@@ -228,7 +312,11 @@ class StdioIntake:
 
     async def _answer(self, refused: Refused) -> None:
         if self._record is not None:
-            self._record(AuditRecord.of_call(None, self._identity, None, refused.error, 0))
+            self._record(
+                self._tools.refusal_record(
+                    refused.request_id, refused.name, refused.error, self._identity
+                )
+            )
         await self._answers.send(SessionMessage(refused.message()))
 
     async def end(self) -> None:
@@ -239,8 +327,14 @@ class StdioIntake:
         await self._messages.aclose()
 
 
-_SESSION_OVER: Final = (RuntimeError, anyio.ClosedResourceError, anyio.BrokenResourceError)
-"""What handing a line over raises once the server has stopped (the portal, or the streams)."""
+_SESSION_OVER: Final = (
+    RuntimeError,
+    anyio.ClosedResourceError,
+    anyio.BrokenResourceError,
+    concurrent.futures.CancelledError,
+)
+"""What handing a line over raises once the server has stopped (the portal, the streams, or
+the line's task, cancelled by an interrupt)."""
 
 
 def read_lines(stream: IO[bytes], limit: int, intake: StdioIntake, portal: BlockingPortal) -> None:

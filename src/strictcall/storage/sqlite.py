@@ -11,6 +11,7 @@ Database faults (locked, read-only, disk full, the file deleted under the server
 
 from __future__ import annotations
 
+import errno
 import hmac
 import os
 import sqlite3
@@ -151,7 +152,7 @@ def _migrate(conn: sqlite3.Connection) -> None:
     row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     version = int(row[0])
     if version > SCHEMA_VERSION:
-        raise sqlite3.DatabaseError("schema newer than this strictcall")
+        raise sqlite3.DatabaseError(NEWER_SCHEMA)
     for target in range(version + 1, SCHEMA_VERSION + 1):
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -613,3 +614,75 @@ def _key(part: object) -> object:
 def _none(stored: str) -> str | None:
     """A per-minute key's part as read: '' was none (no tool, stage, code... is named '')."""
     return None if stored == "" else str(stored)
+
+
+# --- why a store failed, for the operator -------------------------------------------------------
+
+# SQLite's primary result codes (the low byte of an extended code).
+_SQLITE_PERM: Final = 3
+_SQLITE_BUSY: Final = 5
+_SQLITE_LOCKED: Final = 6
+_SQLITE_READONLY: Final = 8
+_SQLITE_IOERR: Final = 10
+_SQLITE_CORRUPT: Final = 11
+_SQLITE_FULL: Final = 13
+_SQLITE_CANTOPEN: Final = 14
+_SQLITE_AUTH: Final = 23
+_SQLITE_NOTADB: Final = 26
+_SQLITE_READONLY_DIRECTORY: Final = 1544
+
+NEWER_SCHEMA: Final = "schema newer than this strictcall"
+"""The message `_migrate` raises for a file written by a later version."""
+
+_BY_CODE: Final = {
+    _SQLITE_PERM: "permission denied",
+    _SQLITE_AUTH: "permission denied",
+    _SQLITE_BUSY: "it is locked by another process; try again when that process is done",
+    _SQLITE_LOCKED: "it is locked by another process; try again when that process is done",
+    _SQLITE_READONLY: "it is read-only (the file or its directory cannot be written)",
+    _SQLITE_IOERR: "the disk reported an I/O error",
+    _SQLITE_CORRUPT: "it is not a database (not SQLite, or damaged)",
+    _SQLITE_NOTADB: "it is not a database (not SQLite, or damaged)",
+    _SQLITE_FULL: "the disk is full",
+}
+
+
+def describe_failure(path: str | os.PathLike[str], exc: BaseException) -> str:
+    """Why the store at `path` failed with `exc`, in the operator's words (one short clause).
+
+    A StoreUnavailable says only "retry later", all a caller of a tool needs; an operator
+    starting a command needs the cause: it is read from the SQLite or OS error the store was
+    handling (the exception's context) and from the path itself.
+    """
+    cause = exc.__cause__ or exc.__context__
+    where = Path(path)
+    if isinstance(cause, sqlite3.Error):
+        code = cause.sqlite_errorcode
+        if code is None and str(cause) == NEWER_SCHEMA:
+            return "it was written by a newer strictcall; upgrade strictcall to open it"
+        if code == _SQLITE_READONLY_DIRECTORY:
+            return f"it is read-only: its directory {where.parent} cannot be written"
+        if code is not None and code & 0xFF != _SQLITE_CANTOPEN and code & 0xFF in _BY_CODE:
+            return _BY_CODE[code & 0xFF]
+    if isinstance(cause, OSError) and cause.errno == errno.ENOENT and where.parent.is_dir():
+        return "the file was removed while it was being opened"
+    return _why_not_opened(where)
+
+
+def _why_not_opened(path: Path) -> str:
+    """Why a file cannot be opened, from the path alone."""
+    directory = path.parent
+    if not directory.is_dir():
+        if directory.exists():
+            return f"{directory} is not a directory"
+        return f"the directory {directory} does not exist"
+    if path.is_dir():
+        return "it is a directory, not a file"
+    if path.exists():
+        if not os.access(path, os.R_OK | os.W_OK):
+            return "permission denied: the file cannot be read and written by this user"
+    elif not os.access(directory, os.W_OK | os.X_OK):
+        return f"permission denied: this user cannot create a file in {directory}"
+    if not os.access(directory, os.W_OK | os.X_OK):
+        return f"it is read-only: its directory {directory} cannot be written"
+    return "SQLite could not open the file"
