@@ -11,8 +11,8 @@ else is accepted (no bool, float or null ids, no unknown members). Methods:
 A failure is a JSON-RPC error whose "data" is the structured error {code, stage, retryable,
 ...}; its "code" comes from `ERROR_CODES` by stage, its "message" is the stage's fixed text.
 Unparsable text is -32700 with id null; a malformed envelope -32600 (id null unless the id was
-valid); an empty batch one -32600; a notification (no id) is run and gets no answer, so a batch
-of notifications gets no body at all.
+valid); an empty batch one -32600; params by position (an array) -32602. A notification (no id)
+is run and gets no answer, so a batch of notifications gets no body at all.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from strictcall.gateway import Gateway
 from strictcall.ids import valid_id
 from strictcall.jsontext import dump_text
 from strictcall.pipeline import read_message
-from strictcall.refusals import NO_SUCH_METHOD, NOT_A_REQUEST, WITHHELD
+from strictcall.refusals import NO_SUCH_METHOD, NOT_A_REQUEST, POSITIONAL_PARAMS, WITHHELD
 from strictcall.storage import AuditRecord
 
 ERROR_CODES: Final[Mapping[Stage, tuple[int, str]]] = MappingProxyType(
@@ -128,6 +128,8 @@ class RpcService:
         if isinstance(request, Rejection):
             request_id = valid_id(message)
             self._audit(request_id, identity, self._tool_in(message), request.as_error(), 0)
+            if request is POSITIONAL_PARAMS and "id" not in message:
+                return None  # a valid notification: refused, but never answered
             return error_reply(request_id, request.as_error())
         if request.method == "tools/call":
             return await self._call_tool(request, identity, has_float)
@@ -195,7 +197,8 @@ class RpcService:
 
 
 def read_request(message: JSONValue) -> _Request | Rejection:
-    """A valid JSON-RPC 2.0 request, or the invalid_request rejection."""
+    """A valid JSON-RPC 2.0 request, or its rejection: invalid_request, or invalid_arguments
+    for params given by position (an array)."""
     if type(message) is not dict or not _REQUEST_MEMBERS.issuperset(message):
         return NOT_A_REQUEST
     if message.get("jsonrpc") != "2.0" or type(message.get("method")) is not str:
@@ -204,6 +207,8 @@ def read_request(message: JSONValue) -> _Request | Rejection:
     if "id" in message and valid_id(message) is None:
         return NOT_A_REQUEST
     params = message.get("params")
+    if type(params) is list:  # by position: a valid request, but no method takes those
+        return POSITIONAL_PARAMS
     if "params" in message and type(params) is not dict:
         return NOT_A_REQUEST
     return _Request(request_id, message["method"], params if params is not None else {})

@@ -14,6 +14,7 @@ from strictcall.errors import (
     AUTH_UNAVAILABLE,
     BUSY,
     FORBIDDEN_ORIGIN,
+    INVALID_ARGUMENTS,
     INVALID_REQUEST,
     RETRY_AFTER_MS,
     UNAUTHENTICATED,
@@ -31,6 +32,7 @@ __all__ = [
     "NOT_A_REQUEST",
     "NO_SUCH_METHOD",
     "NO_TOKEN",
+    "POSITIONAL_PARAMS",
     "WITHHELD",
     "malformed_call",
     "too_large",
@@ -62,3 +64,11 @@ def malformed_call(pointer: str, reason: Reason, expected: JSONValue = None) -> 
     if expected is not None:
         details["expected"] = expected
     return Rejection(INVALID_REQUEST, MappingProxyType(details))
+
+
+POSITIONAL_PARAMS: Final = Rejection(
+    INVALID_ARGUMENTS,
+    MappingProxyType({"pointer": "", "reason": Reason.TYPE.value, "expected": "object"}),
+)
+"""A request whose params are an array: JSON-RPC allows them, but every method here takes its
+params by name (JSON-RPC -32602 Invalid params; the pointer is the params' root)."""

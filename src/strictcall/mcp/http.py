@@ -1,7 +1,8 @@
 """MCP streamable HTTP at /mcp, stateless with JSON responses; the identity comes from the
 bearer token, checked by `strictcall.http` before this app is reached.
 
-A POST body is read (up to the limit) and through the strict intake before the SDK sees it:
+GET is 405 Method Not Allowed (no server-to-client stream is offered). A POST body is read
+(up to the limit) and through the strict intake before the SDK sees it:
 refusals are the body of a 400 (413 when too large), a tools/call the SDK would refuse
 without detail is answered by the gateway as a tool result, and everything else is replayed to
 the SDK's session manager.
@@ -21,7 +22,7 @@ from starlette.responses import Response
 from strictcall.gateway import Gateway
 from strictcall.http import IDENTITY_KEY, Message, Receive, Scope, Send, read_body
 from strictcall.jsonrpc import Recorder
-from strictcall.mcp.adapter import Context, McpTools, result_message
+from strictcall.mcp.adapter import Context, McpTools, protocol_version, result_message
 from strictcall.mcp.intake import DirectCall, Refused, read_message, refuse_too_large
 
 
@@ -56,12 +57,18 @@ class McpHttpApp:
         return self.manager.run()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["method"] == "GET":
+            # No server-to-client stream is offered (stateless, JSON responses): the spec's
+            # answer is 405, never an event stream that stays silent until shutdown.
+            response = Response(status_code=405, headers={"Allow": "POST"})
+            await response(scope, receive, send)
+            return
         if scope["method"] == "POST":
             body = await read_body(receive, self.limits.max_size)
             if body is None:
                 await self._refuse(refuse_too_large(self.limits), 413, scope, receive, send)
                 return
-            message = read_message(body, self.limits)
+            message = read_message(body, self.limits, self._tools.serves)
             if isinstance(message, Refused):
                 await self._refuse(message, message.status, scope, receive, send)
                 return
@@ -78,7 +85,7 @@ class McpHttpApp:
         result = await self._tools.answer_call(
             call.params, call.request_id, identity if isinstance(identity, str) else None
         )
-        reply = result_message(call.request_id, result)
+        reply = result_message(call.request_id, result, protocol_version(call.params))
         body = orjson.dumps(reply.model_dump(by_alias=True, mode="json", exclude_none=True))
         response = Response(body, status_code=200, media_type="application/json")
         await response(scope, receive, send)
@@ -92,7 +99,11 @@ class McpHttpApp:
             self._record(
                 self._tools.refusal_record(refused.request_id, refused.name, refused.error, caller)
             )
-        response = Response(refused.body(), status_code=status, media_type="application/json")
+        if refused.answered:
+            body = refused.body()
+            response = Response(body, status_code=status, media_type="application/json")
+        else:  # a notification: accepted, as the SDK acknowledges every notification
+            response = Response(status_code=202)
         await response(scope, receive, send)
 
 

@@ -41,7 +41,7 @@ from mcp.shared.message import SessionMessage
 from strictcall.gateway import Gateway
 from strictcall.ids import valid_id
 from strictcall.jsonrpc import Recorder
-from strictcall.mcp.adapter import McpTools, result_message
+from strictcall.mcp.adapter import McpTools, protocol_version, result_message
 from strictcall.mcp.intake import DirectCall, Refused, read_message, refuse_too_large
 
 
@@ -286,7 +286,7 @@ class StdioIntake:
         """Pass on or answer one line (its newline removed); a blank line carries no message."""
         if not line.strip(b" \t\r"):
             return
-        message = read_message(line, self._limits)
+        message = read_message(line, self._limits, self._tools.serves)
         if isinstance(message, Refused):
             await self._answer(message)
             return
@@ -294,7 +294,7 @@ class StdioIntake:
             result = await self._tools.answer_call(
                 message.params, message.request_id, self._identity
             )
-            reply = result_message(message.request_id, result)
+            reply = result_message(message.request_id, result, protocol_version(message.params))
             await self._answers.send(SessionMessage(reply))
             return
         if isinstance(message, types.JSONRPCRequest):
@@ -317,7 +317,8 @@ class StdioIntake:
                     refused.request_id, refused.name, refused.error, self._identity
                 )
             )
-        await self._answers.send(SessionMessage(refused.message()))
+        if refused.answered:
+            await self._answers.send(SessionMessage(refused.message()))
 
     async def end(self) -> None:
         """Stdin has ended: so does the session, once the requests still running are answered
