@@ -16,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from mcp.client.client import Client
 
+from mcp_results import tool_error
 from strictcall import Gateway, ToolContext, tool
 from strictcall.errors import (
     FORBIDDEN_OR_MISSING,
@@ -31,7 +32,6 @@ from strictcall.errors import (
     Stage,
 )
 from strictcall.jsonrpc import ERROR_CODES
-from mcp_results import tool_error
 from strictcall.mcp import (
     RESULT_MEMBER,
     WRAP_MARKER,
@@ -183,7 +183,7 @@ def test_success_is_the_value_and_exactly_one_text_block(
     assert json.loads(text) == value
 
 
-def test_failure_is_is_error_with_the_structured_error_as_json_text_and_no_structured_content() -> None:
+def test_failure_is_is_error_with_the_error_as_json_text_and_no_structured_content() -> None:
     error = {"code": "invalid_arguments", "stage": "shape", "retryable": False, "pointer": "/a"}
     result = tool_result({"ok": False, "call_id": "c", "error": error}, wrapped=True)
     assert tool_error(result) == error

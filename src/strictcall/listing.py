@@ -1,5 +1,7 @@
 """Tool listings in the formats agent hosts read: MCP, OpenAI function tools, Anthropic tools.
 
+- Every host wants an input schema whose root says `type: "object"`; it is added where a
+  tool's schema leaves it implicit (`object_rooted`).
 - MCP (and /rpc's tools/list) wants an object `outputSchema`: a tool whose result is not
   declared an object is listed wrapped, as the schema of {"result": value}, marked with
   `x-fastmcp-wrap-result` so that FastMCP's client unwraps the value again.
@@ -37,12 +39,11 @@ def describe_tool(
     Raises:
         ValueError: an unknown format.
     """
+    parameters = object_rooted(input_schema)
     strict = None
     if format in ("openai", "openai-responses"):
-        strict = strict_schema(input_schema)
-        parameters = strict if strict is not None else copy.deepcopy(input_schema)
-    else:
-        parameters = copy.deepcopy(input_schema)
+        strict = strict_schema(parameters)
+        parameters = strict if strict is not None else parameters
     if format == "mcp":
         return {
             "name": tool.name,
@@ -71,6 +72,24 @@ def describe_tool(
     if format == "anthropic":
         return {"name": tool.name, "description": tool.description, "input_schema": parameters}
     raise ValueError(f"unknown tool format {format!r}")
+
+
+def object_rooted(input_schema: JSONValue) -> JSONValue:
+    """An input schema as hosts list it (a fresh copy), its root declared `type: "object"`:
+    every host requires that (MCP's inputSchema, OpenAI's and Anthropic's tools), and it keeps
+    what the tool accepts, since the gateway refuses arguments that are not an object whatever
+    the schema says (`pipeline.check_arguments`)."""
+    if input_schema is True:
+        return {"type": "object"}
+    if not isinstance(input_schema, dict):
+        return copy.deepcopy(input_schema)
+    rooted = copy.deepcopy(input_schema)
+    declared = rooted.get("type")
+    if declared is None:
+        return {"type": "object", **rooted}
+    if isinstance(declared, list) and "object" in declared:
+        rooted["type"] = "object"
+    return rooted
 
 
 def result_is_wrapped(output_schema: JSONValue) -> bool:
