@@ -215,3 +215,22 @@ def test_describe_tool_copies_the_schemas_it_is_given() -> None:
     assert entry["inputSchema"] == schema
     assert entry["inputSchema"] is not schema
     assert entry["outputSchema"] is not schema
+
+
+@pytest.mark.parametrize("format", FORMATS)
+def test_a_schema_without_a_root_type_is_listed_as_the_object_the_gateway_requires(
+    format: ToolFormat,
+) -> None:
+    implicit = Tool(
+        "implicit",
+        "Its schema leaves the root's type implicit.",
+        {"properties": {"a": {"type": "integer"}}, "required": ["a"]},
+        {"type": "null"},
+        lambda c, a: None,
+    )
+    with Gateway([implicit]) as gw:
+        schema = listed_input(gw.list_tools(format)[0], format)
+        assert schema["type"] == "object"
+        assert gw.call('{"name":"implicit","arguments":[1]}', "u1", "c")["ok"] is False
+        assert gw.call('{"name":"implicit","arguments":{"a":1}}', "u1", "c")["ok"] is True
+    assert "type" not in implicit.input_schema
