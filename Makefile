@@ -22,7 +22,8 @@ run: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/strictcall demo
 
-## test: lint, type checks and the whole test suite
+## test: lint, type checks and the whole test suite (the TypeScript MCP client test installs
+## tests/ts's npm packages with `npm ci` when they are missing; it needs node and npm)
 test: lint typecheck unit
 
 lint: $(STAMP)
@@ -55,4 +56,4 @@ load: $(STAMP)
 	$(BIN)/python reliability/load.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .coverage
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .coverage tests/ts/node_modules
