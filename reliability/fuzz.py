@@ -823,8 +823,12 @@ def _mcp_outcome(answers: list[tuple[bytes, Any]]) -> str:
         return str(data.get("code")) if type(data) is dict else f"sdk {value['error'].get('code')}"
     result = value.get("result")
     if type(result) is dict and result.get("isError") is True:
-        content = result.get("structuredContent")
-        return str(content.get("code")) if type(content) is dict else "tool error"
+        blocks = result.get("content")
+        try:
+            error = json.loads(blocks[0]["text"]) if type(blocks) is list and blocks else None
+        except (KeyError, TypeError, ValueError):
+            error = None
+        return str(error.get("code")) if type(error) is dict else "tool error"
     return "ok"
 
 

@@ -3,17 +3,14 @@ embed) on a real `strictcall serve --mcp-stdio` and on /mcp of a real `strictcal
 success and falsy value arrives, and every refusal is an isError result it hands back, never a
 throw (it checks structuredContent against the tool's outputSchema even on error results).
 
-The client is the Node script tests/ts/client.mjs; its packages are installed once per session
-with `npm ci` from the committed package-lock.json when tests/ts/node_modules is missing or
-older than the lock. Without node and npm the tests are skipped locally and fail in CI
-(CI=true), where the suite must run them.
+The client is the Node script tests/ts/client.mjs; `node_client` installs its packages (npm ci,
+once per session, when missing). Without node and npm the tests are skipped locally and fail in
+CI (CI=true), where the suite must run them.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -22,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from node_client import TS_DIR, node_with_packages
 from servers import RunningServer, create_token, start_server
 from strictcall.errors import (
     FORBIDDEN_OR_MISSING,
@@ -32,48 +30,13 @@ from strictcall.errors import (
 from strictcall.notes import notes_gateway
 from strictcall.storage.sqlite import SQLiteStore
 
-TS_DIR = Path(__file__).resolve().parent / "ts"
-NPM_DEADLINE_S = 300
 RUN_DEADLINE_S = 120
 WRAPPED = {"list_notes", "count_notes", "delete_note"}
 
 
-def _unavailable(reason: str) -> None:
-    """Skip locally, fail in CI: there the TypeScript client must run."""
-    message = f"the TypeScript MCP client test needs {reason}"
-    if os.environ.get("CI") == "true":
-        pytest.fail(message + " (CI=true: not skipped)")
-    pytest.skip(message + "; install Node.js 18+ with npm to run it")
-
-
-def _installed() -> bool:
-    """Whether node_modules holds what package-lock.json pins (npm writes its own copy of the
-    lock into node_modules when it installs)."""
-    marker = TS_DIR / "node_modules" / ".package-lock.json"
-    lock = TS_DIR / "package-lock.json"
-    return marker.exists() and marker.stat().st_mtime >= lock.stat().st_mtime
-
-
-@pytest.fixture(scope="session")
+@pytest.fixture
 def node() -> str:
-    """The node executable, with tests/ts's packages installed (npm ci, at most once)."""
-    node = shutil.which("node")
-    npm = shutil.which("npm")
-    if node is None or npm is None:
-        _unavailable("node and npm on PATH")
-    assert node is not None and npm is not None
-    if not _installed():
-        done = subprocess.run(
-            [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
-            cwd=TS_DIR,
-            capture_output=True,
-            text=True,
-            timeout=NPM_DEADLINE_S,
-            check=False,
-        )
-        if done.returncode != 0:
-            _unavailable(f"`npm ci` in tests/ts to succeed: {done.stderr.strip()[-500:]}")
-    return node
+    return node_with_packages()
 
 
 @pytest.fixture
