@@ -24,6 +24,8 @@ from strictcall.http import IDENTITY_KEY, Message, Receive, Scope, Send, read_bo
 from strictcall.jsonrpc import Recorder
 from strictcall.mcp.adapter import Context, McpTools, protocol_version, result_message
 from strictcall.mcp.intake import DirectCall, Refused, read_message, refuse_too_large
+from strictcall.mcp.sdk_errors import kind_of, scrubbed
+from strictcall.storage import AuditRecord
 
 
 def identity_in_scope(ctx: Context) -> str | None:
@@ -76,7 +78,9 @@ class McpHttpApp:
                 await self._answer_directly(message, scope, receive, send)
                 return
             receive = _replay(body, receive)
-        await self.manager.handle_request(scope, receive, send)
+        identity = scope.get(IDENTITY_KEY)
+        watched = SdkErrors(send, identity if isinstance(identity, str) else None, self._record)
+        await self.manager.handle_request(scope, receive, watched)
 
     async def _answer_directly(
         self, call: DirectCall, scope: Scope, receive: Receive, send: Send
@@ -105,6 +109,65 @@ class McpHttpApp:
         else:  # a notification: accepted, as the SDK acknowledges every notification
             response = Response(status_code=202)
         await response(scope, receive, send)
+
+
+class SdkErrors:
+    """The ASGI send of the SDK's responses: a JSON body that is a JSON-RPC error the SDK wrote
+    itself is audited and scrubbed of what the caller sent (`strictcall.mcp.sdk_errors`);
+    everything else passes unchanged."""
+
+    def __init__(self, send: Send, identity: str | None, record: Recorder | None) -> None:
+        self._send = send
+        self._identity = identity
+        self._record = record
+        self._start: Message | None = None
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start" and _is_json(message):
+            self._start = message  # held until the body shows what it is
+            return
+        start, self._start = self._start, None
+        if start is None:
+            await self._send(message)
+            return
+        if message["type"] == "http.response.body" and not message.get("more_body", False):
+            body = self._scrubbed(message.get("body", b""))
+            if body is not None:
+                await self._send({**start, "headers": _with_length(start["headers"], body)})
+                await self._send({**message, "body": body})
+                return
+        await self._send(start)
+        await self._send(message)
+
+    def _scrubbed(self, body: bytes) -> bytes | None:
+        """The body with its SDK error scrubbed, or None when it is not an SDK error reply."""
+        try:
+            reply = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return None
+        if type(reply) is not dict or type(reply.get("error")) is not dict:
+            return None
+        error = reply["error"]
+        data = error.get("data")
+        if type(data) is dict and "stage" in data:  # strictcall's own structured error
+            return None
+        code = error.get("code")
+        if self._record is not None and type(code) is int:
+            refusal = kind_of(code).as_error()
+            self._record(AuditRecord.of_call(None, self._identity, None, refusal, 0))
+        return orjson.dumps({**reply, "error": scrubbed(error)})
+
+
+def _is_json(start: Message) -> bool:
+    return any(
+        name.lower() == b"content-type" and value.startswith(b"application/json")
+        for name, value in start.get("headers", [])
+    )
+
+
+def _with_length(headers: list[tuple[bytes, bytes]], body: bytes) -> list[tuple[bytes, bytes]]:
+    kept = [(name, value) for name, value in headers if name.lower() != b"content-length"]
+    return [*kept, (b"content-length", str(len(body)).encode("ascii"))]
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:

@@ -29,6 +29,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from collections.abc import Callable
 from typing import IO, Final, Protocol, cast
 
 import anyio
@@ -43,6 +44,8 @@ from strictcall.ids import valid_id
 from strictcall.jsonrpc import Recorder
 from strictcall.mcp.adapter import McpTools, protocol_version, result_message
 from strictcall.mcp.intake import DirectCall, Refused, read_message, refuse_too_large
+from strictcall.mcp.sdk_errors import kind_of, scrubbed_message
+from strictcall.storage import AuditRecord
 
 
 def serve_stdio(
@@ -174,7 +177,14 @@ async def _session(
         BlockingPortal() as portal,
     ):
         await unused.aclose()
-        answers = Answers(write_stream)
+
+        def on_error(message: types.JSONRPCError) -> types.JSONRPCError:
+            if record is not None:
+                error = kind_of(message.error.code).as_error()
+                record(AuditRecord.of_call(None, identity, None, error, 0))
+            return scrubbed_message(message)
+
+        answers = Answers(write_stream, on_error)
         intake = StdioIntake(read_send, answers, tools, identity, record)
         reader = threading.Thread(
             target=read_lines,
@@ -211,10 +221,16 @@ class WriteSide(Protocol):
 
 class Answers:
     """The write side of a stdio session, watched for the answers to the requests stdin passed
-    on, so that the end of stdin can wait for them."""
+    on, so that the end of stdin can wait for them. The SDK's own error replies go through
+    `on_error` (which audits and scrubs them); strictcall's own answers go by `send_own`."""
 
-    def __init__(self, inner: WriteSide) -> None:
+    def __init__(
+        self,
+        inner: WriteSide,
+        on_error: Callable[[types.JSONRPCError], types.JSONRPCError] | None = None,
+    ) -> None:
         self._inner = inner
+        self._on_error = on_error
         self._waiting: Counter[str] = Counter()
         self._settled = anyio.Event()
         self._settled.set()
@@ -240,6 +256,13 @@ class Answers:
         await self._settled.wait()
 
     async def send(self, item: SessionMessage, /) -> None:
+        """Send what the SDK writes (its error replies through `on_error`)."""
+        if self._on_error is not None and isinstance(item.message, types.JSONRPCError):
+            item = SessionMessage(self._on_error(item.message), metadata=item.metadata)
+        await self.send_own(item)
+
+    async def send_own(self, item: SessionMessage) -> None:
+        """Send an answer strictcall wrote itself."""
         await self._inner.send(item)
         message = item.message
         if (
@@ -295,7 +318,7 @@ class StdioIntake:
                 message.params, message.request_id, self._identity
             )
             reply = result_message(message.request_id, result, protocol_version(message.params))
-            await self._answers.send(SessionMessage(reply))
+            await self._answers.send_own(SessionMessage(reply))
             return
         if isinstance(message, types.JSONRPCRequest):
             self._answers.expect(message.id)
@@ -318,7 +341,7 @@ class StdioIntake:
                 )
             )
         if refused.answered:
-            await self._answers.send(SessionMessage(refused.message()))
+            await self._answers.send_own(SessionMessage(refused.message()))
 
     async def end(self) -> None:
         """Stdin has ended: so does the session, once the requests still running are answered
