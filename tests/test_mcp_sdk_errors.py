@@ -23,7 +23,8 @@ from strictcall.errors import (
     INVALID_REQUEST,
     UNKNOWN_METHOD,
 )
-from strictcall.mcp.sdk_errors import MAX_DATA, MAX_MESSAGE, kind_of, scrubbed
+from strictcall.mcp.sdk_errors import MAX_DATA, MAX_MESSAGE, scrubbed
+from strictcall.refusals import protocol_refusal
 
 DEADLINE_S = 60
 HUGE_VERSION = "v" * 5000
@@ -31,13 +32,13 @@ SERVE_STDIO = ("serve", "--mcp-stdio", "--identity", "u1")
 
 
 def test_each_sdk_code_is_audited_as_the_closest_catalogue_kind() -> None:
-    assert kind_of(types.METHOD_NOT_FOUND) is UNKNOWN_METHOD
-    assert kind_of(types.INVALID_PARAMS) is INVALID_ARGUMENTS
-    assert kind_of(types.PARSE_ERROR) is INVALID_JSON
-    assert kind_of(types.INTERNAL_ERROR) is INTERNAL_ERROR
-    assert kind_of(0) is INTERNAL_ERROR
+    assert protocol_refusal(types.METHOD_NOT_FOUND).kind is UNKNOWN_METHOD
+    assert protocol_refusal(types.INVALID_PARAMS).kind is INVALID_ARGUMENTS
+    assert protocol_refusal(types.PARSE_ERROR).kind is INVALID_JSON
+    assert protocol_refusal(types.INTERNAL_ERROR).kind is INTERNAL_ERROR
+    assert protocol_refusal(0).kind is INTERNAL_ERROR
     for code in (types.INVALID_REQUEST, types.UNSUPPORTED_PROTOCOL_VERSION, types.HEADER_MISMATCH):
-        assert kind_of(code) is INVALID_REQUEST
+        assert protocol_refusal(code).kind is INVALID_REQUEST
 
 
 @pytest.mark.parametrize(

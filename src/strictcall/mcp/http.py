@@ -24,7 +24,8 @@ from strictcall.http import IDENTITY_KEY, Message, Receive, Scope, Send, read_bo
 from strictcall.jsonrpc import Recorder
 from strictcall.mcp.adapter import Context, McpTools, protocol_version, result_message
 from strictcall.mcp.intake import DirectCall, Refused, read_message, refuse_too_large
-from strictcall.mcp.sdk_errors import kind_of, scrubbed
+from strictcall.mcp.sdk_errors import scrubbed
+from strictcall.refusals import protocol_refusal
 from strictcall.storage import AuditRecord
 
 
@@ -153,7 +154,7 @@ class SdkErrors:
             return None
         code = error.get("code")
         if self._record is not None and type(code) is int:
-            refusal = kind_of(code).as_error()
+            refusal = protocol_refusal(code).as_error()
             self._record(AuditRecord.of_call(None, self._identity, None, refusal, 0))
         return orjson.dumps({**reply, "error": scrubbed(error)})
 

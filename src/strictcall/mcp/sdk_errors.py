@@ -6,7 +6,7 @@ before initialize or with params its model refuses, -32022 for a protocol versio
 serve, -32020 for HTTP routing headers that disagree with the body, ...). Some of them repeat
 the caller's text: -32022 puts the requested version in `data.requested`, whatever its length,
 and the SDK's -32601 puts the method name in `data`. Here such data is replaced by nothing of
-the caller's, and the error is recorded with the catalogue kind closest to its code.
+the caller's; the transports audit the error as `strictcall.refusals.protocol_refusal` says.
 """
 
 from __future__ import annotations
@@ -16,14 +16,6 @@ from typing import Any, Final
 import mcp_types as types
 from mcp_types.version import KNOWN_PROTOCOL_VERSIONS
 
-from strictcall.errors import (
-    INTERNAL_ERROR,
-    INVALID_ARGUMENTS,
-    INVALID_JSON,
-    INVALID_REQUEST,
-    UNKNOWN_METHOD,
-    ErrorKind,
-)
 from strictcall.jsontext import dump_text
 
 MAX_MESSAGE: Final = 200
@@ -38,19 +30,6 @@ _STANDARD_MESSAGES: Final = {
     types.INVALID_PARAMS: "Invalid params",
     types.INTERNAL_ERROR: "Internal error",
 }
-
-
-def kind_of(code: int) -> ErrorKind:
-    """The catalogue kind an SDK error is audited as."""
-    if code == types.METHOD_NOT_FOUND:
-        return UNKNOWN_METHOD
-    if code == types.INVALID_PARAMS:
-        return INVALID_ARGUMENTS
-    if code == types.PARSE_ERROR:
-        return INVALID_JSON
-    if code == types.INTERNAL_ERROR or code == 0:  # the SDK's stray handler failures are code 0
-        return INTERNAL_ERROR
-    return INVALID_REQUEST
 
 
 def scrubbed_message(message: types.JSONRPCError) -> types.JSONRPCError:

@@ -44,7 +44,8 @@ from strictcall.ids import valid_id
 from strictcall.jsonrpc import Recorder
 from strictcall.mcp.adapter import McpTools, protocol_version, result_message
 from strictcall.mcp.intake import DirectCall, Refused, read_message, refuse_too_large
-from strictcall.mcp.sdk_errors import kind_of, scrubbed_message
+from strictcall.mcp.sdk_errors import scrubbed_message
+from strictcall.refusals import protocol_refusal
 from strictcall.storage import AuditRecord
 
 
@@ -180,7 +181,7 @@ async def _session(
 
         def on_error(message: types.JSONRPCError) -> types.JSONRPCError:
             if record is not None:
-                error = kind_of(message.error.code).as_error()
+                error = protocol_refusal(message.error.code).as_error()
                 record(AuditRecord.of_call(None, identity, None, error, 0))
             return scrubbed_message(message)
 
