@@ -142,6 +142,8 @@ class SdkErrors:
 
     def _scrubbed(self, body: bytes) -> bytes | None:
         """The body with its SDK error scrubbed, or None when it is not an SDK error reply."""
+        if b'"error"' not in body:  # a result: left unread
+            return None
         try:
             reply = orjson.loads(body)
         except orjson.JSONDecodeError:
