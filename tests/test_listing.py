@@ -21,7 +21,7 @@ from gateway_tools import (
 )
 from strictcall import Gateway, Tool, tool
 from strictcall.errors import JSONValue
-from strictcall.listing import RESULT_MEMBER, ToolFormat, describe_tool, wrap_schema
+from strictcall.listing import RESULT_MEMBER, ToolFormat, describe_tool, object_rooted, wrap_schema
 
 FORMATS: tuple[ToolFormat, ...] = get_args(ToolFormat)
 EXACT = "x-strictcall-exact-integer"
@@ -234,3 +234,20 @@ def test_a_schema_without_a_root_type_is_listed_as_the_object_the_gateway_requir
         assert gw.call('{"name":"implicit","arguments":[1]}', "u1", "c")["ok"] is False
         assert gw.call('{"name":"implicit","arguments":{"a":1}}', "u1", "c")["ok"] is True
     assert "type" not in implicit.input_schema
+
+
+@pytest.mark.parametrize(
+    ("declared", "listed"),
+    [
+        (True, {"type": "object"}),
+        (False, False),
+        ({"type": ["object", "null"], "properties": {}}, {"type": "object", "properties": {}}),
+        ({"type": "object"}, {"type": "object"}),
+        ({"type": "string"}, {"type": "string"}),  # a tool that takes nothing stays so
+    ],
+    ids=["true", "false", "nullable-object", "object", "string"],
+)
+def test_a_listed_input_schema_says_object_where_the_gateway_takes_only_objects(
+    declared: JSONValue, listed: JSONValue
+) -> None:
+    assert object_rooted(declared) == listed
