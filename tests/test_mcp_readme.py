@@ -90,8 +90,9 @@ def test_the_http_snippet_reaches_the_server_with_its_token(server: RunningServe
 
 
 def snippet(language: str) -> str:
-    """The one code block of `language` in the MCP section."""
+    """The one code block of `language` in the MCP section that starts an MCP host."""
     blocks = re.findall(rf"```{language}\n(.*?)```", SECTION, re.S)
+    blocks = [block for block in blocks if "--mcp-stdio" in block]
     assert len(blocks) == 1
     block: str = blocks[0]
     return block
