@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from mcp_peers import DEADLINE_S, StdioPeer, everything_command, fastmcp_command, proxy_argv
+from mcp_results import wire_error
 from strictcall.errors import (
     INVALID_ARGUMENTS,
     INVALID_JSON,
@@ -164,8 +165,8 @@ def test_there_are_29_hostile_lines_with_distinct_names() -> None:
 
 
 def structured_error(answer: dict[str, Any]) -> dict[str, Any]:
-    """The structured error of an answer: a JSON-RPC error's data, or an isError result's
-    structuredContent (whose one text block says the same)."""
+    """The structured error of an answer: a JSON-RPC error's data, or the JSON in an isError
+    result's one text block (it has no structuredContent)."""
     if "error" in answer:
         assert "result" not in answer
         data: dict[str, Any] = answer["error"]["data"]
@@ -173,9 +174,7 @@ def structured_error(answer: dict[str, Any]) -> dict[str, Any]:
         return data
     result = answer["result"]
     assert result["isError"] is True, f"let through: {answer}"
-    error: dict[str, Any] = result["structuredContent"]
-    assert [json.loads(block["text"]) for block in result["content"]] == [error]
-    return error
+    return wire_error(result)
 
 
 @pytest.fixture(scope="module")

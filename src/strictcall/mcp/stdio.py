@@ -29,7 +29,6 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
-from collections.abc import Callable
 from typing import IO, Final, Protocol, cast
 
 import anyio
