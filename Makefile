@@ -4,12 +4,14 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run demo test lint typecheck unit bench fuzz load clean
+.PHONY: install run demo test lint typecheck unit browser bench fuzz load clean
 
 $(STAMP): pyproject.toml
+	@echo "strictcall: first run: creating $(VENV) and installing strictcall with its dev tools (about a minute)..."
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	touch $(STAMP)
+	@echo "strictcall: installed; the commands are in $(BIN) (or run: . $(VENV)/bin/activate)"
 
 install: $(STAMP)
 
@@ -20,22 +22,29 @@ run: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/strictcall demo
 
-## test: lint, type checks and the whole test suite
+## test: lint, type checks and the whole test suite (the TypeScript MCP client test installs
+## tests/ts's npm packages with `npm ci` when they are missing; it needs node and npm)
 test: lint typecheck unit
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests examples bench reliability
 	$(BIN)/ruff format --check src tests examples bench reliability
+	$(BIN)/strictcall lint src
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-unit: $(STAMP)
+unit: $(STAMP) browser
 	$(BIN)/pytest --cov --cov-report=term
+
+## browser: Debian's chromium for the operator page's test (apt-get, when root and missing)
+browser: $(STAMP)
+	$(BIN)/python tests/browser.py
 
 ## bench: the side-by-side benchmark (peers installed into bench/.venv-peers)
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
+	$(BIN)/python bench/proxy_overhead.py
 
 ## fuzz: the long fuzzing harness; N inputs per target (make fuzz N=100000)
 N ?= 20000
@@ -47,4 +56,4 @@ load: $(STAMP)
 	$(BIN)/python reliability/load.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .coverage
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .coverage tests/ts/node_modules

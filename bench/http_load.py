@@ -30,6 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # reliability/, for progress
+
+from reliability.progress import Progress
+
 HOST = "127.0.0.1"
 N1_TEXT = "退款窗口为 7 天。"
 U2_TEXT = "另一份私人笔记。"
@@ -553,11 +557,14 @@ def load_targets(
         if warmup_s > 0:
             for one in live:
                 run_wrk(one.url, one.script, connections[0], warmup_s, threads)
-        for _ in range(runs):
-            for conns in connections:
-                for one in live:
-                    if "status" not in one.out:
-                        _load_once(one, conns, duration_s, threads)
+        loads = runs * len(connections) * len(live)
+        with Progress("HTTP: wrk runs", total=loads, unit="runs") as progress:
+            for _ in range(runs):
+                for conns in connections:
+                    for one in live:
+                        if "status" not in one.out:
+                            _load_once(one, conns, duration_s, threads)
+                        progress.advance()
         for one in live:
             if "status" not in one.out:
                 wrong_after = _check_calls(one.target, one.port)

@@ -37,9 +37,11 @@ sys.path.insert(0, str(BENCH))
 
 import adapters  # noqa: E402
 import http_load  # noqa: E402
+import ops  # noqa: E402
 import postgres_http  # noqa: E402
 import startup  # noqa: E402
 from http_load import log  # noqa: E402
+from reliability.progress import Progress  # noqa: E402
 
 # The goals of issue 6, part 3.
 GATEWAY_MAX_RATIO = 1.0
@@ -65,6 +67,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--skip-peers", action="store_true", help="no peers venv, no peer rows")
     parser.add_argument("--skip-http", action="store_true")
     parser.add_argument("--skip-startup", action="store_true")
+    parser.add_argument("--skip-ops", action="store_true", help="no operator figures (issue 16)")
+    parser.add_argument("--ops-records", type=int, default=1_000_000, help="audit records")
     parser.add_argument(
         "--skip-postgres",
         action="store_true",
@@ -79,6 +83,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.quick:
         args.rounds, args.duration, args.http_runs, args.warmup = 3, 2, 1, 1
         args.startup_runs, args.serve_runs = 3, 1
+        args.ops_records = 100_000
     args.connection_counts = [int(c) for c in args.connections.split(",") if c.strip()]
     return args
 
@@ -259,11 +264,31 @@ def postgres_part(args: argparse.Namespace, wrk: str | None, workdir: Path) -> d
         return {"skipped": "--skip-postgres"}
     if wrk is None:
         return {"skipped": "wrk is not available"}
-    conns = int(args.connections.split(",")[0])
+    conns = args.connection_counts[0]
     try:
         return postgres_http.run(conns, args.duration, 1, max(args.threads, 2), workdir)
     except Exception as exc:  # no server at the URL, no driver: said in the results
         return {"skipped": f"{type(exc).__name__}: {str(exc)[:300]}"}
+
+
+def ops_part(args: argparse.Namespace, wrk: str | None, workdir: Path) -> dict[str, Any]:
+    """The operator's figures (bench/ops.py): the cost of metrics and spans at the first
+    connection count, the page with `--ops-records` audit records."""
+    try:
+        return ops.run(
+            workdir,
+            records=args.ops_records,
+            page_runs=20,
+            connections=args.connection_counts[:1],
+            duration=args.duration,
+            runs=args.http_runs,
+            threads=args.threads,
+            warmup=args.warmup,
+            skip_http=args.skip_http or wrk is None,
+        )
+    except Exception as exc:
+        log(f"ops: failed: {type(exc).__name__}: {str(exc)[:300]}")
+        return {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
 
 
 def _no_target(name: str, why: str) -> http_load.HttpTarget:
@@ -550,6 +575,19 @@ def render(report: dict[str, Any], args: argparse.Namespace) -> str:
         *startup_table(report["startup"]),
         "",
     ]
+    if report.get("ops") is not None:
+        out += [
+            "## Operators: metrics, spans and the page (issue 16)",
+            "",
+            ops.__doc__.split("\n\n")[1].strip() if ops.__doc__ else "",
+            "",
+            *(
+                ops.table(report["ops"])
+                if "error" not in report["ops"]
+                else [f"not measured: {report['ops']['error']}"]
+            ),
+            "",
+        ]
     return "\n".join(out)
 
 
@@ -605,6 +643,10 @@ def main(argv: list[str] | None = None) -> int:
         report["wrk"] = None if args.skip_http else ensure_wrk()
         report["versions"] = versions(sys.executable)
         report["peer_versions"] = versions(peers_python) if peers_python else {}
+        parts = Progress(
+            "bench: parts (in-process, HTTP, PostgreSQL, start-up, operators)", total=5
+        )
+        parts.__enter__()
         processes = [in_process(sys.executable, "inprocess_strictcall.py", args)]
         if peers_python is not None:
             processes.append(in_process(peers_python, "inprocess_peers.py", args))
@@ -612,6 +654,7 @@ def main(argv: list[str] | None = None) -> int:
             processes.append({"process": "peers", "error": "the peers venv could not be made"})
         report["in_process"] = processes
         report["adapters"] = in_process(sys.executable, "adapters.py", args)
+        parts.advance()
         with tempfile.TemporaryDirectory(prefix="strictcall-bench-") as tmp:
             workdir = Path(tmp)
             if args.skip_http:
@@ -621,10 +664,14 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 report["http"] = http_part(args, peers_python, workdir)
             report["postgres"] = postgres_part(args, report["wrk"], workdir)
+            parts.advance()
             if args.skip_startup:
                 report["startup"] = _skipped_startup("--skip-startup")
             else:
                 report["startup"] = startup_part(args, workdir)
+            parts.advance()
+            report["ops"] = None if args.skip_ops else ops_part(args, report["wrk"], workdir)
+            parts.finish()
     finally:
         http_load.stop_all()
     report["loadavg_end"] = _loadavg()

@@ -42,6 +42,8 @@ import httpx
 import orjson
 
 from reliability import procs
+from reliability.progress import Progress
+from strictcall import interpret_tool_reply
 from strictcall.storage import is_database_url, open_store
 
 BURST_DEADLINE_S = 60.0
@@ -65,11 +67,14 @@ class CrashRound:
     notes_after: int = -1
     duplicate_texts: int = 0
     audit_missing: int = -1  # acknowledged calls without an audit record (reported, not failed)
+    failed_reads: list[str] = field(default_factory=list)  # checks that could not read
     seconds: float = 0.0
 
     @property
     def problems(self) -> list[str]:
         problems = []
+        if self.failed_reads:
+            problems.append(f"reads for the checks failed: {self.failed_reads}")
         if self.integrity != "ok":
             problems.append(f"integrity_check: {self.integrity}")
         if self.lost:
@@ -183,11 +188,13 @@ def _verify(server: procs.HttpServer, token: str, crash: CrashRound) -> None:
             reply = call(f"check-{call_id}", "read_note", {"note_id": note_id})
             if reply.get("result") != {"note_id": note_id, "text": crash.sent[call_id]}:
                 crash.lost.append(call_id)
-        listed = call(f"list-before-{crash.identity}", "list_notes", {}).get("result") or []
-        existing = {note["text"] for note in listed}
-        crash.committed_unacked = sum(
-            1 for cid, text in crash.sent.items() if cid not in crash.acked and text in existing
-        )
+        list_id = f"list-before-{crash.identity}"
+        listed = read_result(crash, call(list_id, "list_notes", {}), list_id)
+        if listed is not None:
+            existing = {note["text"] for note in listed}
+            crash.committed_unacked = sum(
+                1 for cid, text in crash.sent.items() if cid not in crash.acked and text in existing
+            )
         for call_id, text in crash.sent.items():
             reply = call(call_id, "create_note", {"text": text})
             result = reply.get("result")
@@ -196,10 +203,26 @@ def _verify(server: procs.HttpServer, token: str, crash: CrashRound) -> None:
                 crash.retry_failures.append(f"{call_id}: {error}")
             elif call_id in crash.acked and result["note_id"] != crash.acked[call_id]:
                 crash.replayed_differently.append(call_id)
-        crash.notes_after = call(f"count-{crash.identity}", "count_notes", {}).get("result", -1)
-        listed = call(f"list-{crash.identity}", "list_notes", {}).get("result") or []
-        texts = [note["text"] for note in listed]
-        crash.duplicate_texts = len(texts) - len(set(texts))
+        count_id = f"count-{crash.identity}"
+        counted = read_result(crash, call(count_id, "count_notes", {}), count_id)
+        crash.notes_after = counted if isinstance(counted, int) else -1
+        list_id = f"list-{crash.identity}"
+        listed = read_result(crash, call(list_id, "list_notes", {}), list_id)
+        if listed is not None:
+            texts = [note["text"] for note in listed]
+            crash.duplicate_texts = len(texts) - len(set(texts))
+
+
+def read_result(crash: CrashRound, reply: Any, call_id: str) -> Any:
+    """The value of a successful reply to `call_id`; None, with the read counted as failed in
+    `crash`, for anything else (an error, a reply to another id, not a reply). A failed read
+    must fail the round: read as "no notes", it would let the checks pass with nothing to check.
+    """
+    read = interpret_tool_reply(reply, call_id)
+    if read["status"] == "ok":
+        return read["value"]
+    crash.failed_reads.append(f"{call_id}: {read['status']}")
+    return None
 
 
 def run_round(
@@ -252,12 +275,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     rounds = []
     with tempfile.TemporaryDirectory(prefix="strictcall-crash-") as tmp:
         db: Path | str = Path(tmp) / "crash.sqlite3" if args.db is None else args.db
-        for index in range(args.rounds):
-            crash = run_round(
-                db, Path(tmp), index, workers=args.workers, kill_after=rng.randint(5, 300)
-            )
-            rounds.append(crash)
-            print(round_line(crash), flush=True)
+        with Progress("crash: kill -9 rounds", total=args.rounds, unit="rounds") as progress:
+            for index in range(args.rounds):
+                crash = run_round(
+                    db, Path(tmp), index, workers=args.workers, kill_after=rng.randint(5, 300)
+                )
+                rounds.append(crash)
+                print(round_line(crash), flush=True)
+                progress.advance()
     failed = [c for c in rounds if c.problems]
     print("== crash summary ==")
     print(

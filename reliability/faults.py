@@ -131,7 +131,9 @@ class FaultResult:
             problems.append(f"/healthz answered {self.healthz_during[0]} during the fault")
         if self.recovered is None or not self.recovered.ok:
             problems.append(f"no recovery: {self.recovered}")
-        if self.copies != 1:
+        if self.copies < 0:
+            problems.append("the list after the fault failed: the copies could not be counted")
+        elif self.copies != 1:
             problems.append(f"the retried write is there {self.copies} times")
         if self.unaudited:
             problems.append(f"calls made during the fault never audited: {self.unaudited}")
@@ -455,8 +457,10 @@ def exercise(
         if answer.ok or not answer.retryable_fault:
             break
         time.sleep(0.05)  # bounded poll for the recovery
-    _, listed = rpc.call("list_notes", {}, f"{tag}-list")
-    result.copies = sum(1 for note in listed or [] if note["text"] == text)
+    listing, listed = rpc.call("list_notes", {}, f"{tag}-list")
+    # a failed list must not read as "no copies": it leaves copies at -1, a problem of its own
+    if listing.ok and isinstance(listed, list):
+        result.copies = sum(1 for note in listed if note["text"] == text)
     result.alive = server.alive()
     ids = [f"{tag}-write", f"{tag}-read"] + ([f"{tag}-read-later"] if lasting_s else [])
     # the write's id is used again by the retries, so only the reads tell whether a call made

@@ -46,6 +46,7 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
 import httpx
 
 from reliability import mutate, oracle, procs
+from reliability.progress import Progress
 from strictcall.errors import UNAUTHENTICATED
 from strictcall.gateway import Gateway, encode_answer
 from strictcall.jsonrpc import RpcService
@@ -87,6 +88,8 @@ class Tally:
         call_id: str | int | None = None,
     ) -> None:
         self.inputs += 1
+        if _PROGRESS:
+            _PROGRESS[-1].advance()
         self.families[family] += 1
         self.outcomes[outcome] += 1
         self.fail(problems, family, data, call_id)
@@ -820,8 +823,12 @@ def _mcp_outcome(answers: list[tuple[bytes, Any]]) -> str:
         return str(data.get("code")) if type(data) is dict else f"sdk {value['error'].get('code')}"
     result = value.get("result")
     if type(result) is dict and result.get("isError") is True:
-        content = result.get("structuredContent")
-        return str(content.get("code")) if type(content) is dict else "tool error"
+        blocks = result.get("content")
+        try:
+            error = json.loads(blocks[0]["text"]) if type(blocks) is list and blocks else None
+        except (KeyError, TypeError, ValueError):
+            error = None
+        return str(error.get("code")) if type(error) is dict else "tool error"
     return "ok"
 
 
@@ -841,25 +848,18 @@ class _CountingHandler(logging.Handler):
 
 def run(targets: Sequence[str], inputs: int, seed: int, workdir: Path, workers: int) -> list[Tally]:
     """Fuzz each target with `inputs` inputs."""
-    tallies = []
+    tallies: list[Tally] = []
     logger = logging.getLogger("strictcall")
     handler = _CountingHandler()
     logger.addHandler(handler)
     propagate, logger.propagate = logger.propagate, False
     for target in targets:
-        if target == "handle":
-            tallies.append(run_handle(inputs, seed))
-        elif target == "gateway":
-            tallies.append(run_gateway(inputs, seed, workdir))
-        elif target == "http":
-            tallies.append(run_http(inputs, seed, workdir, workers))
-        elif target in ("mcp", "mcp-http"):
-            if not mcp_available():
-                print(f"{target}: strictcall.mcp is not available; the target was skipped")
-            elif target == "mcp":
-                tallies.append(run_mcp(inputs, seed, workdir))
-            else:
-                tallies.append(run_mcp_http(inputs, seed, workdir))
+        with Progress(f"fuzz: {target}", total=inputs, unit="inputs") as progress:
+            _PROGRESS.append(progress)
+            try:
+                _run_target(target, inputs, seed, workdir, workers, tallies)
+            finally:
+                _PROGRESS.pop()
         if tallies and tallies[-1].target == target:
             print(summary_line(tallies[-1]), flush=True)
     logger.removeHandler(handler)
@@ -867,6 +867,29 @@ def run(targets: Sequence[str], inputs: int, seed: int, workdir: Path, workers: 
     if handler.count:
         print(f"(the in-process tools logged {handler.count} failures, not shown)")
     return tallies
+
+
+_PROGRESS: list[Progress] = []
+"""The running target's progress, advanced by each input its tally records."""
+
+
+def _run_target(
+    target: str, inputs: int, seed: int, workdir: Path, workers: int, tallies: list[Tally]
+) -> None:
+    """Fuzz one target, its tally appended to `tallies` (none when it is not available)."""
+    if target == "handle":
+        tallies.append(run_handle(inputs, seed))
+    elif target == "gateway":
+        tallies.append(run_gateway(inputs, seed, workdir))
+    elif target == "http":
+        tallies.append(run_http(inputs, seed, workdir, workers))
+    elif target in ("mcp", "mcp-http"):
+        if not mcp_available():
+            print(f"{target}: strictcall.mcp is not available; the target was skipped")
+        elif target == "mcp":
+            tallies.append(run_mcp(inputs, seed, workdir))
+        else:
+            tallies.append(run_mcp_http(inputs, seed, workdir))
 
 
 def summary_line(tally: Tally) -> str:

@@ -45,6 +45,7 @@ import httpx
 import orjson
 
 from reliability import procs
+from reliability.progress import Progress
 from strictcall.errors import (
     FORBIDDEN_OR_MISSING,
     INVALID_ARGUMENTS,
@@ -356,11 +357,23 @@ async def drive(
             await asyncio.sleep(seconds / 2)  # a measurement point, not a readiness wait
             report.rss_kib["middle"] = server.rss_kib()
 
-        await asyncio.gather(middle(), *(worker(k) for k in range(connections)))
+        async def ticker(progress: Progress) -> None:
+            while time.monotonic() < deadline:
+                await asyncio.sleep(PROGRESS_EVERY_S)  # how often to say so, not a wait
+                progress.update(min(time.monotonic() - started, seconds))
+
+        what = f"load: {connections} connections"
+        with Progress(what, total=seconds, unit="s") as progress:
+            await asyncio.gather(
+                middle(), ticker(progress), *(worker(k) for k in range(connections))
+            )
         report.seconds = time.monotonic() - started
         report.rss_kib["end"] = server.rss_kib()
     for connection in raw:
         await connection.close()
+
+
+PROGRESS_EVERY_S = 0.5
 
 
 def run(

@@ -337,6 +337,19 @@ def mcp_expectation(line: bytes, sdk_accepts: Any) -> McpExpectation:
     return McpExpectation(1, message["id"])
 
 
+def _error_text(content: Any) -> Any:
+    """The structured error in an MCP error result's one text block, or None."""
+    if type(content) is not list or len(content) != 1 or type(content[0]) is not dict:
+        return None
+    text = content[0].get("text")
+    if type(text) is not str:
+        return None
+    try:
+        return loads_strict(text)
+    except JSONTextError:
+        return None
+
+
 def mcp_reply_problems(reply: Any) -> list[str]:
     """What is wrong with one answer on the MCP server's stdout."""
     if type(reply) is not dict or reply.get("jsonrpc") != "2.0":
@@ -345,7 +358,9 @@ def mcp_reply_problems(reply: Any) -> list[str]:
         result = reply["result"]
         if type(result) is dict and "isError" in result:
             if result["isError"] is True:
-                return error_problems(result.get("structuredContent"))
+                if "structuredContent" in result:  # it would have to match the outputSchema
+                    return ["MCP error result with structuredContent"]
+                return error_problems(_error_text(result.get("content")))
             if type(result.get("content")) is not list or len(result["content"]) != 1:
                 return ["MCP tool result without exactly one content block"]
         return []

@@ -32,6 +32,16 @@ class RunningServer:
     process: subprocess.Popen[str]
     db: Path | str
     lines: list[str] = field(default_factory=list)
+    output: queue.Queue[str | None] | None = None
+    """The rest of its output (stdout and stderr), line by line; None at the end."""
+
+    def output_after_exit(self) -> list[str]:
+        """Every line the server wrote after it had started, once it has exited."""
+        assert self.output is not None and self.process.poll() is not None
+        rest = []
+        while (line := self.output.get(timeout=STOP_DEADLINE_S)) is not None:
+            rest.append(line)
+        return rest
 
     def stop(self, sig: int = signal.SIGTERM) -> int:
         """Signal the server and wait for it to exit; returns its exit status."""
@@ -91,7 +101,7 @@ def start_server(db: Path | str, *extra: str) -> RunningServer:
         if match:
             base_url = match.group(1)
         if base_url is not None and sum("curl" in s for s in seen) >= wanted_curls:
-            return RunningServer(base_url, process, db, seen)
+            return RunningServer(base_url, process, db, seen, lines)
     process.kill()
     process.wait(timeout=STOP_DEADLINE_S)
     raise AssertionError(f"server did not start: {seen!r}")

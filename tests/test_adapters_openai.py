@@ -195,7 +195,7 @@ def test_an_unknown_tool_is_refused_with_the_available_tools() -> None:
         ('{"a": 1, "a": 2}', "duplicate_member"),
         ('{"a": NaN}', "syntax"),
         ('{"a": 1e400}', "number_out_of_range"),
-        ('{"a": "\\ud800"}', "syntax"),
+        ('{"a": "\\ud800"}', "lone_surrogate"),
         ('{"a": 1} {"a": 2}', "syntax"),
         ("{'a': 1}", "syntax"),
         ("[" * 65 + "]" * 65, "too_deep"),

@@ -54,7 +54,8 @@ def test_the_core_install_has_no_server_mcp_or_client_library(core_venv: Path) -
     done = run_in(
         core_venv,
         "import importlib.util as u\n"
-        "print(sorted(m for m in ('uvicorn', 'mcp', 'httpx', 'starlette', 'anyio')"
+        "print(sorted(m for m in ('uvicorn', 'mcp', 'httpx', 'starlette', 'anyio',"
+        " 'prometheus_client', 'opentelemetry')"
         " if u.find_spec(m) is not None))",
     )
     assert done.returncode == 0, done.stderr
@@ -87,8 +88,9 @@ def test_the_core_install_runs_a_call_through_the_gateway(core_venv: Path) -> No
         ("from strictcall import Client", "client"),
         ("import strictcall.mcp", "mcp"),
         ("import strictcall.server", "server"),
+        ("import strictcall.ops.metrics", "metrics"),
     ],
-    ids=["client", "mcp", "server"],
+    ids=["client", "mcp", "server", "metrics"],
 )
 def test_a_missing_extra_is_one_error_naming_it(core_venv: Path, code: str, extra: str) -> None:
     done = run_in(

@@ -52,8 +52,10 @@ EXCEPTIONS: dict[str, str] = {
     ),
     "params_not_object": (
         "A call that is not a JSON object is unknown_tool (route) through Gateway.call; on the "
-        "wires the call is the request's params, which JSON-RPC and MCP require to be an "
-        "object: the message is not a request there (invalid_request, protocol)."
+        "wires the call is the request's params, which every method here takes by name: params "
+        'by position (an array) are invalid_arguments (shape, -32602, pointer ""), and '
+        "params that are neither an array nor an object make the message not a request "
+        "(invalid_request, protocol)."
     ),
 }
 """Where a transport cannot give the same answer, and why; pinned by the README."""
@@ -416,9 +418,14 @@ def test_every_transport_gives_the_same_answer(transports: Transports, case: Cas
     elif case.exception == "params_not_object":
         assert outcomes["gateway"].kind == "error"
         assert outcomes["gateway"].value["code"] == errors.UNKNOWN_TOOL.code
+        positional = case.text.startswith(b"[")
         for outcome in wires:
             assert outcome.kind == "error"
-            assert outcome.value["code"] == errors.INVALID_REQUEST.code
+            if positional:
+                assert outcome.value["code"] == errors.INVALID_ARGUMENTS.code
+                assert outcome.value["pointer"] == ""
+            else:
+                assert outcome.value["code"] == errors.INVALID_REQUEST.code
     else:  # pragma: no cover - a case names an exception the table does not have
         raise AssertionError(case.exception)
 

@@ -144,3 +144,27 @@ def test_tools_list_notification_gets_no_answer() -> None:
 def test_tools_list_gives_mcp_definitions() -> None:
     reply = Service().answer({"jsonrpc": "2.0", "id": "l", "method": "tools/list"})
     assert [tool["name"] for tool in reply["result"]["tools"]] == ["echo", "broken"]
+
+
+def test_params_by_position_are_invalid_params_and_audited() -> None:
+    service = Service()
+    reply = service.answer({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": [1]})
+    assert reply["id"] == 7 and reply["error"]["code"] == -32602
+    assert reply["error"]["data"]["code"] == INVALID_ARGUMENTS.code
+    assert reply["error"]["data"]["pointer"] == ""
+    assert service.answer({"jsonrpc": "2.0", "method": "tools/list", "params": []}) is None
+    assert [r.code for r in service.records] == [INVALID_ARGUMENTS.code] * 2
+
+
+def test_params_that_are_not_structured_are_still_an_invalid_request() -> None:
+    reply = Service().answer({"jsonrpc": "2.0", "id": 8, "method": "tools/list", "params": 3})
+    assert reply["id"] == 8 and reply["error"]["code"] == -32600
+
+
+def test_a_100000_character_unknown_method_gets_a_short_answer() -> None:
+    service = Service()
+    body = orjson.dumps({"jsonrpc": "2.0", "id": 9, "method": "m" * 100_000})
+    reply = asyncio.run(service.rpc.answer(body, "u1"))
+    assert reply is not None and len(reply) < 300
+    assert orjson.loads(reply)["error"]["data"]["code"] == UNKNOWN_METHOD.code
+    assert [r.code for r in service.records] == [UNKNOWN_METHOD.code]

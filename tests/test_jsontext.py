@@ -242,8 +242,8 @@ def test_str_and_bytes_subclasses_are_read_as_the_text_they_hold() -> None:
 
 
 def test_raw_lone_surrogate_in_a_str_is_refused() -> None:
-    assert fault_of('"\ud800"') is TextFault.SYNTAX
-    assert fault_of('["a\udfff"]') is TextFault.SYNTAX
+    assert fault_of('"\ud800"') is TextFault.LONE_SURROGATE
+    assert fault_of('["a\udfff"]') is TextFault.LONE_SURROGATE
 
 
 # --- the error itself --------------------------------------------------------------------------

@@ -19,9 +19,9 @@ from gateway_tools import (
     call_text,
     make_gateway,
 )
-from strictcall import Gateway, Tool
+from strictcall import Gateway, Tool, tool
 from strictcall.errors import JSONValue
-from strictcall.listing import ToolFormat, describe_tool
+from strictcall.listing import RESULT_MEMBER, ToolFormat, describe_tool, object_rooted, wrap_schema
 
 FORMATS: tuple[ToolFormat, ...] = get_args(ToolFormat)
 EXACT = "x-strictcall-exact-integer"
@@ -58,19 +58,60 @@ def test_the_default_listing_is_mcp(gateway: Gateway) -> None:
     assert gateway.list_tools() == gateway.list_tools("mcp")
 
 
-def test_an_openai_listing_is_a_strict_function_tool(gateway: Gateway) -> None:
+def test_an_openai_listing_is_a_function_tool(gateway: Gateway) -> None:
     entry = gateway.list_tools("openai")[0]
     assert set(entry) == {"type", "function"}
     assert entry["type"] == "function"
     assert set(entry["function"]) == {"name", "description", "parameters", "strict"}
-    assert entry["function"]["strict"] is True
     assert entry["function"]["name"] == CREATE_EVENT.name
 
 
-def test_an_openai_responses_listing_is_a_flat_strict_function_tool(gateway: Gateway) -> None:
+def test_an_openai_responses_listing_is_a_flat_function_tool(gateway: Gateway) -> None:
     entry = gateway.list_tools("openai-responses")[0]
     assert set(entry) == {"type", "name", "description", "parameters", "strict"}
-    assert (entry["type"], entry["strict"], entry["name"]) == ("function", True, CREATE_EVENT.name)
+    assert (entry["type"], entry["name"]) == ("function", CREATE_EVENT.name)
+
+
+@tool()
+def add(a: int, b: int = 0) -> int:
+    """Add two integers."""
+    return a + b
+
+
+CLOSED = Tool(
+    "closed",
+    "Every member required, every object closed.",
+    {
+        "type": "object",
+        "properties": {
+            "b": {"type": ["integer", "null"], "minimum": 0},
+            "a": {"type": "string", "pattern": "^[a-z]+$"},
+        },
+        "required": ["a", "b"],
+        "additionalProperties": False,
+    },
+    {"type": "null"},
+    lambda c, a: None,
+)
+
+
+@pytest.mark.parametrize("format", ["openai", "openai-responses"])
+def test_openai_strict_is_true_only_for_a_schema_that_qualifies_as_it_stands(
+    format: ToolFormat,
+) -> None:
+    with Gateway([add, CLOSED, *ALL_TOOLS]) as gw:
+        entries = gw.list_tools(format)
+        mcp = {entry["name"]: entry["inputSchema"] for entry in gw.list_tools("mcp")}
+    flat = [entry["function"] if format == "openai" else entry for entry in entries]
+    strict = {entry["name"]: entry["strict"] for entry in flat}
+    assert strict["add"] is False  # b is optional: strict mode would make it required
+    assert strict["closed"] is True
+    assert strict[CREATE_EVENT.name] is False  # minLength, uniqueItems, optional members
+    for entry in flat:
+        if entry["strict"] is False:
+            assert entry["parameters"] == mcp[entry["name"]]  # listed unchanged
+    closed = next(entry for entry in flat if entry["name"] == "closed")
+    assert closed["parameters"]["required"] == ["b", "a"]  # the properties' order, same set
 
 
 def test_an_anthropic_listing_has_an_input_schema(gateway: Gateway) -> None:
@@ -156,10 +197,11 @@ def test_listing_never_changes_the_declared_tool(gateway: Gateway) -> None:
     assert CREATE_EVENT.input_schema == before
 
 
-def test_a_boolean_output_schema_is_listed_as_is(gateway: Gateway) -> None:
+def test_a_boolean_output_schema_is_listed_wrapped_for_mcp(gateway: Gateway) -> None:
     open_tool = Tool("open", "", {"type": "object"}, True, lambda c, a: None)
     with Gateway([open_tool]) as gw:
-        assert gw.list_tools("mcp")[0]["outputSchema"] is True
+        assert gw.list_tools("mcp")[0]["outputSchema"] == wrap_schema(True)
+        assert wrap_schema(True)["properties"] == {RESULT_MEMBER: True}
 
 
 def test_an_unknown_format_is_refused() -> None:
@@ -173,3 +215,39 @@ def test_describe_tool_copies_the_schemas_it_is_given() -> None:
     assert entry["inputSchema"] == schema
     assert entry["inputSchema"] is not schema
     assert entry["outputSchema"] is not schema
+
+
+@pytest.mark.parametrize("format", FORMATS)
+def test_a_schema_without_a_root_type_is_listed_as_the_object_the_gateway_requires(
+    format: ToolFormat,
+) -> None:
+    implicit = Tool(
+        "implicit",
+        "Its schema leaves the root's type implicit.",
+        {"properties": {"a": {"type": "integer"}}, "required": ["a"]},
+        {"type": "null"},
+        lambda c, a: None,
+    )
+    with Gateway([implicit]) as gw:
+        schema = listed_input(gw.list_tools(format)[0], format)
+        assert schema["type"] == "object"
+        assert gw.call('{"name":"implicit","arguments":[1]}', "u1", "c")["ok"] is False
+        assert gw.call('{"name":"implicit","arguments":{"a":1}}', "u1", "c")["ok"] is True
+    assert "type" not in implicit.input_schema
+
+
+@pytest.mark.parametrize(
+    ("declared", "listed"),
+    [
+        (True, {"type": "object"}),
+        (False, False),
+        ({"type": ["object", "null"], "properties": {}}, {"type": "object", "properties": {}}),
+        ({"type": "object"}, {"type": "object"}),
+        ({"type": "string"}, {"type": "string"}),  # a tool that takes nothing stays so
+    ],
+    ids=["true", "false", "nullable-object", "object", "string"],
+)
+def test_a_listed_input_schema_says_object_where_the_gateway_takes_only_objects(
+    declared: JSONValue, listed: JSONValue
+) -> None:
+    assert object_rooted(declared) == listed

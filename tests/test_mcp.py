@@ -16,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from mcp.client.client import Client
 
+from mcp_results import tool_error
 from strictcall import Gateway, ToolContext, tool
 from strictcall.errors import (
     FORBIDDEN_OR_MISSING,
@@ -25,6 +26,7 @@ from strictcall.errors import (
     INVALID_TOOL_RESULT,
     REQUEST_TOO_LARGE,
     UNAUTHENTICATED,
+    UNKNOWN_METHOD,
     UNKNOWN_TOOL,
     ErrorKind,
     Stage,
@@ -32,6 +34,7 @@ from strictcall.errors import (
 from strictcall.jsonrpc import ERROR_CODES
 from strictcall.mcp import (
     RESULT_MEMBER,
+    WRAP_MARKER,
     DirectCall,
     McpTools,
     Refused,
@@ -126,6 +129,7 @@ def test_wrapped_schema_is_an_object_holding_result_and_moves_local_references()
         },
         "required": [RESULT_MEMBER],
         "additionalProperties": False,
+        WRAP_MARKER: True,
     }
     jsonschema_rs.meta.validate(wrapped)
     validator = jsonschema_rs.Draft202012Validator(wrapped)
@@ -134,17 +138,20 @@ def test_wrapped_schema_is_an_object_holding_result_and_moves_local_references()
 
 
 def test_listing_gives_every_tool_with_object_output_schemas(store: SQLiteStore) -> None:
-    tools = {t.name: t for t in describe_tools(notes_gateway(store))}
+    gateway = notes_gateway(store)
+    tools = {t.name: t for t in describe_tools(gateway)}
     assert set(tools) == NOTES
-    plain = {t["name"]: t for t in notes_gateway(store).list_tools("mcp")}
+    plain = {t["name"]: t for t in gateway.list_tools("mcp")}
+    declared = {t.name: t.output_schema for t in gateway.tools}
     for name, listed in tools.items():
         assert listed.description == plain[name]["description"]
         assert listed.input_schema == plain[name]["inputSchema"]
+        assert listed.output_schema == plain[name]["outputSchema"]
         assert listed.output_schema is not None and listed.output_schema["type"] == "object"
         if name in WRAPPED:
-            assert listed.output_schema == wrap_schema(plain[name]["outputSchema"])
+            assert listed.output_schema == wrap_schema(declared[name])
         else:
-            assert listed.output_schema == plain[name]["outputSchema"]
+            assert listed.output_schema == declared[name]
 
 
 # --- tools/call answers ------------------------------------------------------------------------
@@ -176,20 +183,15 @@ def test_success_is_the_value_and_exactly_one_text_block(
     assert json.loads(text) == value
 
 
-def test_failure_is_is_error_with_the_structured_error_twice() -> None:
+def test_failure_is_is_error_with_the_error_as_json_text_and_no_structured_content() -> None:
     error = {"code": "invalid_arguments", "stage": "shape", "retryable": False, "pointer": "/a"}
     result = tool_result({"ok": False, "call_id": "c", "error": error}, wrapped=True)
-    assert result.is_error is True
-    assert result.structured_content == error
-    assert len(result.content) == 1
-    block = result.content[0]
-    assert isinstance(block, types.TextContent) and json.loads(block.text) == error
+    assert tool_error(result) == error
 
 
 def test_a_value_that_cannot_be_written_is_withheld() -> None:
     result = tool_result({"ok": True, "call_id": "c", "result": "\ud800"}, wrapped=True)
-    assert result.is_error is True
-    assert_error(result.structured_content, INVALID_TOOL_RESULT)
+    assert_error(tool_error(result), INVALID_TOOL_RESULT)
 
 
 # --- intake ------------------------------------------------------------------------------------
@@ -236,7 +238,6 @@ INVALID_MESSAGES: list[tuple[Any, str | int | None]] = [
     ({"jsonrpc": "2.0", "id": 1.5, "method": "tools/list"}, None),
     ({"jsonrpc": "2.0", "id": None, "method": "tools/list"}, None),
     ({"jsonrpc": "2.0", "id": 1, "method": 5}, 1),
-    ({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": [1]}, 1),
     ({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "extra": 1}, 1),
     ({"jsonrpc": "2.0", "method": "notifications/initialized", "params": 3}, None),
     ({"jsonrpc": "2.0", "id": 1, "result": {}, "error": {"code": 1, "message": "m"}}, 1),
@@ -266,7 +267,6 @@ INVALID_MESSAGES: list[tuple[Any, str | int | None]] = [
         "float-id",
         "null-id",
         "int-method",
-        "array-params",
         "extra-member",
         "notification-number-params",
         "result-and-error",
@@ -288,6 +288,40 @@ def test_anything_but_a_json_rpc_message_is_an_invalid_request(
     assert type(refused.reply["id"]) is type(kept_id)
     assert isinstance(refused.message(), types.JSONRPCError)
     assert json.loads(refused.body()) == refused.reply
+
+
+def test_params_by_position_are_invalid_params_not_an_invalid_request() -> None:
+    raw = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":[1]}'
+    refused = assert_refused(read_message(raw, LIMITS), INVALID_ARGUMENTS)
+    assert refused.reply["error"]["code"] == -32602
+    assert refused.reply["id"] == 1
+    assert refused.error["pointer"] == ""
+    assert refused.status == 400
+
+
+def test_a_method_the_server_does_not_serve_is_refused_without_echoing_its_name(
+    store: SQLiteStore,
+) -> None:
+    tools = tools_for(store, "u1", [])
+    method = "x" * 100_000
+    raw = json.dumps({"jsonrpc": "2.0", "id": 9, "method": method}).encode()
+    refused = assert_refused(read_message(raw, LIMITS, tools.serves), UNKNOWN_METHOD)
+    assert refused.reply["error"]["code"] == -32601
+    assert refused.reply["id"] == 9
+    assert len(refused.body()) < 300
+    assert method not in refused.body().decode()
+    for served in ("initialize", "ping", "tools/list", "tools/call"):
+        assert tools.serves(served)
+    for unserved in ("prompts/list", "resources/read", "tools/destroy", ""):
+        assert not tools.serves(unserved)
+
+
+def test_a_notification_of_an_unknown_method_passes_to_the_sdk_unanswered(
+    store: SQLiteStore,
+) -> None:
+    tools = tools_for(store, "u1", [])
+    raw = b'{"jsonrpc":"2.0","method":"notifications/whatever"}'
+    assert isinstance(read_message(raw, LIMITS, tools.serves), types.JSONRPCNotification)
 
 
 @pytest.mark.parametrize(
@@ -362,13 +396,12 @@ def test_every_tool_through_the_official_client(
             assert deleted.structured_content == {"result": None} and not deleted.is_error
             gone = await client.call_tool("read_note", {"note_id": note["note_id"]})
             assert gone.is_error
-            assert_error(gone.structured_content, FORBIDDEN_OR_MISSING)
+            assert_error(tool_error(gone), FORBIDDEN_OR_MISSING)
             extra = await client.call_tool("create_note", {"text": "x", "admin": True})
-            assert_error(extra.structured_content, INVALID_ARGUMENTS)
-            assert extra.structured_content is not None
-            assert extra.structured_content["pointer"] == "/arguments/admin"
+            assert_error(tool_error(extra), INVALID_ARGUMENTS)
+            assert tool_error(extra)["pointer"] == "/arguments/admin"
             unknown = await client.call_tool("drop_tables", {})
-            assert_error(unknown.structured_content, UNKNOWN_TOOL)
+            assert_error(tool_error(unknown), UNKNOWN_TOOL)
 
     run(session)
     assert [(r.tool, r.outcome) for r in audit] == [
@@ -394,7 +427,7 @@ def test_a_call_without_an_identity_is_refused_before_any_tool(store: SQLiteStor
         async with Client(server, mode="legacy") as client:
             refused = await client.call_tool("create_note", {"text": "x"})
             assert refused.is_error
-            assert_error(refused.structured_content, UNAUTHENTICATED)
+            assert_error(tool_error(refused), UNAUTHENTICATED)
 
     run(session)
     assert store.count_notes("u1") == 0
@@ -423,20 +456,19 @@ def test_params_members_other_than_mcp_ones_reach_the_gateway_and_are_refused() 
             )
             assert ok.structured_content == {"result": 3}
             lax = await client.call_tool("echo", {"n": 3.0})
-            assert_error(lax.structured_content, INVALID_ARGUMENTS)
+            assert_error(tool_error(lax), INVALID_ARGUMENTS)
             extra = await client.session.send_request(
                 raw_call({"name": "echo", "arguments": {"n": 1}, "admin": True}),
                 types.CallToolResult,
             )
-            assert extra.is_error and extra.structured_content is not None
-            assert extra.structured_content["pointer"] == "/admin"
+            assert tool_error(extra)["pointer"] == "/admin"
             missing = await client.session.send_request(
                 raw_call({"name": "echo"}), types.CallToolResult
             )
-            assert missing.is_error and missing.structured_content is not None
-            assert missing.structured_content["pointer"] == "/arguments"
-            assert missing.structured_content["reason"] == "missing_member"
-            assert missing.structured_content["expected"] == "n"
+            refused = tool_error(missing)
+            assert refused["pointer"] == "/arguments"
+            assert refused["reason"] == "missing_member"
+            assert refused["expected"] == "n"
 
     run(session)
 
@@ -466,15 +498,12 @@ def test_call_params_the_sdk_would_refuse_bare_are_answered_by_the_gateway(
         result = await tools.answer_call(direct.params, direct.request_id, "u1")
 
     run(answer)
-    assert result is not None and result.is_error is True
-    structured = result.structured_content
-    assert structured is not None
+    assert result is not None
+    structured = tool_error(result)
     assert_error(structured, kind)
     assert structured.get("pointer") == pointer
     if kind is UNKNOWN_TOOL:
         assert structured["available"] == sorted(NOTES)
-    assert isinstance(result.content[0], types.TextContent)
-    assert json.loads(result.content[0].text) == structured
     assert [record.code for record in audit] == [kind.code]
 
 
@@ -490,5 +519,5 @@ def test_an_unknown_tool_with_bad_arguments_is_refused_at_route_first(store: SQL
         result = await tools.answer_call(direct.params, direct.request_id, "u1")
 
     run(answer)
-    assert result is not None and result.structured_content is not None
-    assert_error(result.structured_content, UNKNOWN_TOOL)
+    assert result is not None
+    assert_error(tool_error(result), UNKNOWN_TOOL)

@@ -21,6 +21,7 @@ from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from mcp_results import tool_error
 from servers import RunningServer, create_token, start_server
 from strictcall.errors import FORBIDDEN_OR_MISSING, INVALID_ARGUMENTS, UNKNOWN_TOOL, ErrorKind
 from strictcall.mcp import RESULT_MEMBER
@@ -120,16 +121,12 @@ def value_of(result: types.CallToolResult, name: str) -> Any:
 
 
 def error_of(result: types.CallToolResult, kind: ErrorKind) -> dict[str, Any]:
-    """A failure's structured error, checked against `kind` and the one text block."""
-    assert result.is_error is True
-    error = result.structured_content
-    assert isinstance(error, dict)
+    """A failure's structured error, read from the one text block (there is no
+    structuredContent on an error) and checked against `kind`."""
+    error = tool_error(result)
     assert error["code"] == kind.code
     assert error["stage"] == kind.stage.value
     assert error["retryable"] is kind.retryable
-    assert len(result.content) == 1
-    block = result.content[0]
-    assert isinstance(block, types.TextContent) and json.loads(block.text) == error
     return error
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -19,10 +20,12 @@ from mcp.shared.exceptions import MCPError
 from servers import RunningServer, create_token, recent_audit, start_server
 from strictcall import Client as RpcClient
 from strictcall.errors import (
+    INVALID_ARGUMENTS,
     INVALID_JSON,
     INVALID_REQUEST,
     REQUEST_TOO_LARGE,
     UNAUTHENTICATED,
+    UNKNOWN_METHOD,
     ErrorKind,
 )
 from strictcall.jsonrpc import ERROR_CODES
@@ -158,7 +161,9 @@ def test_hostile_bodies_get_a_json_rpc_error_before_the_sdk_reads_them(
 ) -> None:
     reply = assert_refused(post(server, body, tokens["u1"]), 400, kind)
     assert reply["id"] == kept_id
-    expected = ("u1", kind.code, None)
+    # the tool, where the body names one readably, is audited with the refusal (issue 14)
+    readable = b'"count_notes"' in body and not body.startswith(b"[")
+    expected = ("u1", kind.code, "count_notes" if readable else None)
     recent = recent_audit(
         server.db, 1, lambda rs: bool(rs) and (rs[0].identity, rs[0].code, rs[0].tool) == expected
     )
@@ -203,3 +208,58 @@ def test_mcp_and_json_rpc_serve_one_identity_the_same_notes(
     read = [r for r in recent if r.tool == "read_note" and r.identity == "u1"]
     assert read and read[0].outcome == "ok" and read[0].call_id is not None
     assert read[0].call_id.startswith("mcp-http-") and read[0].call_id.endswith(":7")
+
+
+def test_get_is_405_post_only_and_never_an_event_stream(
+    server: RunningServer, tokens: dict[str, str]
+) -> None:
+    headers = {"Accept": "text/event-stream", "Authorization": f"Bearer {tokens['u1']}"}
+    response = httpx.get(server.base_url + "/mcp", headers=headers, timeout=DEADLINE_S)
+    assert response.status_code == 405
+    assert response.headers["allow"] == "POST"
+    assert not response.headers.get("content-type", "").startswith("text/event-stream")
+
+
+def test_a_100000_character_unknown_method_gets_a_short_answer_and_is_audited(
+    server: RunningServer, tokens: dict[str, str], db: str
+) -> None:
+    method = "q" * 100_000
+    body = json.dumps({"jsonrpc": "2.0", "id": 5, "method": method}).encode()
+    response = post(server, body, tokens["u2"])
+    reply = assert_refused(response, 200, UNKNOWN_METHOD)
+    assert reply["id"] == 5
+    assert len(response.content) < 300
+    recent = recent_audit(
+        db, 10, lambda rs: any(r.code == UNKNOWN_METHOD.code and r.identity == "u2" for r in rs)
+    )
+    assert any(r.code == UNKNOWN_METHOD.code and r.identity == "u2" for r in recent)
+    assert method not in repr(recent)
+
+
+def test_params_by_position_are_invalid_params(
+    server: RunningServer, tokens: dict[str, str]
+) -> None:
+    body = b'{"jsonrpc":"2.0","id":6,"method":"tools/call","params":["count_notes"]}'
+    reply = assert_refused(post(server, body, tokens["u2"]), 400, INVALID_ARGUMENTS)
+    assert reply["error"]["code"] == -32602 and reply["id"] == 6
+    notification = b'{"jsonrpc":"2.0","method":"notifications/x","params":[1]}'
+    accepted = post(server, notification, tokens["u2"])
+    assert accepted.status_code == 202 and accepted.content == b""
+
+
+def test_sigterm_with_a_get_open_shuts_down_cleanly_without_an_error_line(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "notes.sqlite3"
+    token = create_token(db, "u1")
+    running = start_server(db)
+    headers = {"Accept": "text/event-stream", "Authorization": f"Bearer {token}"}
+    with (
+        httpx.Client(base_url=running.base_url, headers=headers, timeout=DEADLINE_S) as http,
+        http.stream("GET", "/mcp") as response,  # held open while the server is stopped
+    ):
+        status = response.status_code
+        exit_status = running.stop()
+    assert (status, exit_status) == (405, 0)
+    output = running.output_after_exit()
+    assert not [line for line in output if "ERROR" in line or "Traceback" in line], output

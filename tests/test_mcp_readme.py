@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from node_client import TS_DIR, node_with_packages
 from servers import RunningServer, create_token, start_server
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
@@ -44,7 +47,7 @@ def server(db: Path) -> Iterator[RunningServer]:
 def shown(result: Any) -> dict[str, Any]:
     """A tool result as the README shows it: on the wire, without the SDK's _meta stamp."""
     wire: dict[str, Any] = result.model_dump(by_alias=True, mode="json", exclude_none=True)
-    return {k: wire[k] for k in ("content", "structuredContent", "isError")}
+    return {k: wire[k] for k in ("content", "structuredContent", "isError") if k in wire}
 
 
 async def use(client: Client) -> None:
@@ -84,3 +87,47 @@ def test_the_http_snippet_reaches_the_server_with_its_token(server: RunningServe
                 await use(client)
 
     anyio.run(session)
+
+
+def snippet(language: str) -> str:
+    """The one code block of `language` in the MCP section that starts an MCP host."""
+    blocks = re.findall(rf"```{language}\n(.*?)```", SECTION, re.S)
+    blocks = [block for block in blocks if "--mcp-stdio" in block]
+    assert len(blocks) == 1
+    block: str = blocks[0]
+    return block
+
+
+def with_real_paths(code: str, db: Path) -> str:
+    command = str(Path(sys.executable).parent / "strictcall")
+    return code.replace(README_COMMAND, command).replace(README_DB, str(db))
+
+
+def test_the_python_host_snippet_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = with_real_paths(snippet("python"), tmp_path / "python-host.sqlite3")
+    body = "".join(f"    {line}\n" for line in code.splitlines())
+    namespace: dict[str, Any] = {}
+    exec(f"async def main():\n{body}", namespace)
+
+    async def bounded() -> None:
+        with anyio.fail_after(DEADLINE_S):
+            await namespace["main"]()
+
+    anyio.run(bounded)
+    printed = capsys.readouterr().out
+    assert "structured_content={'result': 0}" in printed and "is_error=False" in printed
+
+
+def test_the_typescript_host_snippet_runs(tmp_path: Path) -> None:
+    node = node_with_packages()
+    code = with_real_paths(snippet("js"), tmp_path / "ts-host.sqlite3")
+    script = TS_DIR / f"readme-snippet-{uuid.uuid4().hex}.mjs"  # where its imports resolve
+    script.write_text(code, encoding="utf-8")
+    try:
+        done = subprocess.run(
+            [node, str(script)], capture_output=True, text=True, timeout=DEADLINE_S, check=False
+        )
+    finally:
+        script.unlink()
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "structuredContent: { result: 0 }" in done.stdout

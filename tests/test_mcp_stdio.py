@@ -20,15 +20,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-import mcp_types as types
 import pytest
 
+from mcp_results import wire_error
 from servers import strictcall
 from strictcall.errors import (
     INVALID_ARGUMENTS,
     INVALID_JSON,
     INVALID_REQUEST,
     REQUEST_TOO_LARGE,
+    UNKNOWN_METHOD,
     UNKNOWN_TOOL,
     ErrorKind,
 )
@@ -267,15 +268,15 @@ PROBES: list[tuple[str, bytes, Refusal | ToolError]] = [
     ("null-id", read_note(24, {}).replace(b"24", b"null"), Refusal(INVALID_REQUEST, None)),
     ("string-id-kept", b'{"jsonrpc":"2.0","id":"k","method":5}', Refusal(INVALID_REQUEST, "k")),
     (
-        "bad-notification",
-        b'{"jsonrpc":"2.0","method":"x","params":[]}',
-        Refusal(INVALID_REQUEST, None),
+        "params-by-position",
+        b'{"jsonrpc":"2.0","id":27,"method":"tools/list","params":[]}',
+        Refusal(INVALID_ARGUMENTS, 27),
     ),
     ("batch", b'[{"jsonrpc":"2.0","id":1,"method":"tools/list"}]', Refusal(INVALID_REQUEST, None)),
     (
         "unknown-method",
         b'{"jsonrpc":"2.0","id":25,"method":"nope"}',
-        Refusal(None, 25, types.METHOD_NOT_FOUND),
+        Refusal(UNKNOWN_METHOD, 25),
     ),
     (
         "trailing-data",
@@ -309,11 +310,9 @@ def test_every_hostile_line_is_answered_and_the_server_keeps_serving(
     else:
         assert answer["id"] == expected.request_id
         result = answer["result"]
-        assert result["isError"] is True
-        error = result["structuredContent"]
+        error = wire_error(result)
         assert error["code"] == expected.kind.code
         assert error["stage"] == expected.kind.stage.value
-        assert [json.loads(block["text"]) for block in result["content"]] == [error]
         if expected.pointer is not None:
             assert error["pointer"] == expected.pointer
         if expected.reason is not None:
@@ -344,6 +343,29 @@ def test_refused_lines_are_audited_without_their_text(server: StdioServer, db: P
     refused = [r for r in recent if r.code == INVALID_JSON.code]
     assert refused and all(r.identity == "u1" and r.stage == "parse" for r in refused)
     assert "secret-value" not in repr(recent)
+
+
+def test_a_100000_character_unknown_method_gets_a_short_answer_and_is_audited(
+    server: StdioServer, db: Path
+) -> None:
+    method = "m" * 100_000
+    answer = server.request(method)
+    assert answer["error"]["code"] == ERROR_CODES[UNKNOWN_METHOD.stage][0]
+    assert answer["error"]["data"]["code"] == UNKNOWN_METHOD.code
+    assert len(json.dumps(answer)) < 300
+    store = SQLiteStore(str(db))
+    try:
+        recent = store.recent_calls(50)
+    finally:
+        store.close()
+    assert any(r.code == UNKNOWN_METHOD.code and r.identity == "u1" for r in recent)
+    assert method not in repr(recent)
+
+
+def test_a_notification_with_params_by_position_gets_no_answer(server: StdioServer) -> None:
+    server.send(b'{"jsonrpc":"2.0","method":"notifications/x","params":[1]}')
+    answer = server.request("tools/list")  # the next line on stdout answers this request
+    assert {tool["name"] for tool in answer["result"]["tools"]} >= {"count_notes"}
 
 
 def test_blank_lines_carry_no_message_and_get_no_answer(server: StdioServer) -> None:

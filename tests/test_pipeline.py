@@ -70,7 +70,10 @@ def test_read_call_refuses_text_over_the_size_limit_before_parsing() -> None:
         ("{,}", {"reason": "syntax", "line": 1, "column": 2}),
         ('{\n"a":\n}', {"reason": "syntax", "line": 3, "column": 1}),
         ('{"a": 1, "a": 2}', {"reason": "duplicate_member"}),
-        ("[[[[1]]]]", {"reason": "too_deep", "limit": 3}),
+        (
+            "[[[[1]]]]",
+            {"reason": "too_deep", "limit": 3, "arguments_limit": 2, "line": 1, "column": 4},
+        ),
         (None, {"reason": "not_text"}),
         (12, {"reason": "not_text"}),
     ],

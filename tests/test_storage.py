@@ -163,7 +163,7 @@ def test_an_audit_record_with_a_nul_in_its_call_id_is_written(store: Store) -> N
     [written] = store.recent_calls(1)
     # SQLite's text ends at the NUL; PostgreSQL's holds none, so it keeps the JSON escape
     assert written.call_id in ('"a', '"a\\u0000"')
-    assert written[2:] == ("u1", "read_note", "ok", None, None, 1)
+    assert written[2:] == ("u1", "read_note", "ok", None, None, 1, None, None)
 
 
 def test_an_empty_batch_of_audit_records_writes_nothing(store: Store) -> None:

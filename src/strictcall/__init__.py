@@ -32,12 +32,25 @@ _LAZY = frozenset({"Client", "ProtocolError", "ToolError", "UncorrelatedError"})
 
 
 def __getattr__(name: str) -> object:
-    """The HTTP client's names, imported on first use so that `import strictcall` stays fast."""
+    """The HTTP client's names and `__version__`, found on first use so that `import strictcall`
+    stays fast."""
+    if name == "__version__":
+        return _version()
     if name in _LAZY:
         from strictcall import client
 
         return getattr(client, name)
     raise AttributeError(f"module 'strictcall' has no attribute {name!r}")
+
+
+def _version() -> str:
+    """The installed distribution's version, from its metadata (one source: pyproject.toml)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("strictcall")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "0+unknown"
 
 
 __all__ = [

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from typing import Final
 
@@ -28,10 +28,12 @@ log = logging.getLogger("strictcall")
 class AuditLog:
     """Audit records waiting to be written to a store."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, on_fault: Callable[[], None] | None = None) -> None:
+        """`on_fault`: told each time the store cannot take a batch (a metric counts it)."""
         self._store = store
         self._pending: list[AuditRecord] = []
         self._lost = 0
+        self._on_fault = on_fault
 
     @property
     def pending(self) -> int:
@@ -67,6 +69,8 @@ class AuditLog:
         try:
             self._store.record_calls(batch)
         except StoreUnavailable:
+            if self._on_fault is not None:
+                self._on_fault()
             return batch
         return []
 

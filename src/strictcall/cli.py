@@ -2,12 +2,21 @@
 
     strictcall demo                                  seed 002's demo, byte for byte
     strictcall call --identity ID [--call-id ID] RAW handle() one call; RAW "-" reads stdin
+    strictcall call --identity ID [--call-id ID] --db PATH|URL RAW   any notes tool, full gateway
     strictcall serve [--host H] [--port P] [--db PATH|URL] [--workers N] [--demo]
     strictcall serve --mcp-stdio --identity ID [--db PATH|URL]
+    strictcall proxy (--upstream-cmd CMD | --upstream-url URL [--upstream-header H]...)
+                     [--stdio --identity ID | --host H --port N] [--db PATH|URL] [--allow FILE]
+                     [--pass-errors TOOL]... [--timeout S]
     strictcall tokens create --identity ID [--db PATH|URL]
     strictcall notes add --owner ID --text TEXT [--db PATH|URL]
     strictcall notes list --owner ID [--db PATH|URL]
     strictcall audit [--limit N] [--db PATH|URL]
+    strictcall check OLD NEW [--contract reply] [--write-tests FILE] [--json]
+    strictcall lint PATH... [--format text|json|sarif] [--fix]
+    strictcall audit [--limit N] [--follow] [--db PATH|URL]
+    strictcall tokens create --operator --identity NAME [--db PATH|URL]
+    strictcall stats [--since 1h] [--json] [--db PATH|URL]
 
 Output is UTF-8 whatever the locale. `call` exits 0 when the answer's ok is true, 1 when it is
 false, 2 for a usage error or unreadable standard input; no input produces a traceback.
@@ -20,8 +29,9 @@ import io
 import json
 import os
 import sys
+import uuid
 from collections.abc import Sequence
-from typing import BinaryIO, TextIO
+from typing import Any, BinaryIO, TextIO
 
 from strictcall.edge import (
     DEFAULT_BODY_GRACE_S,
@@ -38,6 +48,7 @@ from strictcall.seed import demo_lines, handle
 EXIT_OK = 0
 EXIT_REFUSED = 1
 EXIT_USAGE = 2
+MAX_PORT = 65535
 
 
 def _utf8_text(value: str) -> str:
@@ -71,28 +82,104 @@ def _positive_int(value: str) -> int:
     return number
 
 
+def _name(value: str) -> str:
+    """An argparse type: an identity or owner, which names someone only when not empty."""
+    if not _utf8_text(value):
+        raise argparse.ArgumentTypeError("must not be empty")
+    return value
+
+
+def _db_path(value: str) -> str:
+    """An argparse type: the store's file or URL; an empty one names no store."""
+    if not _utf8_text(value):
+        raise argparse.ArgumentTypeError(
+            "must not be empty (leave --db out for $STRICTCALL_DB, else ./strictcall.sqlite3)"
+        )
+    return value
+
+
+def _port(value: str) -> int:
+    """An argparse type: a TCP port, 0-65535 (0: the system picks a free one)."""
+    try:
+        port = int(value, 10)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= MAX_PORT:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a port: give 0-{MAX_PORT} (0 picks a free one)"
+        )
+    return port
+
+
+def _limit(value: str) -> int:
+    """An argparse type: a count of rows, 0 or more."""
+    try:
+        limit = int(value, 10)
+    except ValueError:
+        limit = -1
+    if limit < 0:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a count: give 0 or more")
+    return limit
+
+
+class _Version(argparse.Action):
+    """--version: the installed package's version, read only when asked for."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        from strictcall import __version__
+
+        sys.stdout.write(f"strictcall {__version__}\n")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every subcommand."""
     parser = argparse.ArgumentParser(
         prog="strictcall", description="A strict tool-call boundary for LLM agents."
     )
+    parser.add_argument("--version", action=_Version)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands.add_parser("demo", help="print seed 002's demo, byte for byte")
-    call = commands.add_parser("call", help="check one read_note call and print the answer")
-    call.add_argument("--identity", required=True, type=_utf8_text, help="the caller")
-    call.add_argument("--call-id", default="call-1", type=_utf8_text, help="echoed in the answer")
-    call.add_argument("raw", metavar="RAW", help='the call as JSON text, or "-" for stdin')
-
     db_help = (
         "a SQLite file path or a postgresql:// URL"
         " (default: $STRICTCALL_DB, else ./strictcall.sqlite3)"
     )
+    call = commands.add_parser(
+        "call",
+        help="answer one call: seed 002's read_note demo, or with --db any notes tool",
+    )
+    call.add_argument("--identity", required=True, type=_name, help="the caller")
+    call.add_argument(
+        "--call-id",
+        type=_utf8_text,
+        help='echoed in the answer (default "call-1"; with --db a fresh one, since writes are'
+        " idempotent per call id)",
+    )
+    call.add_argument(
+        "--db",
+        type=_db_path,
+        help="run the call on this notes store through the full gateway, with every detail"
+        " (without it: the seed's handle() on its in-memory demo notes)",
+    )
+    call.add_argument("raw", metavar="RAW", help='the call as JSON text, or "-" for stdin')
+
     serve = commands.add_parser(
         "serve", help="serve the notes tools over HTTP (JSON-RPC 2.0 at /rpc, MCP at /mcp)"
     )
     serve.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1")
-    serve.add_argument("--port", type=int, default=8765, help="default 8765; 0 picks a free one")
-    serve.add_argument("--db", type=_utf8_text, help=db_help)
+    serve.add_argument(
+        "--port", type=_port, default=8765, help="0-65535, default 8765; 0 picks a free one"
+    )
+    serve.add_argument("--db", type=_db_path, help=db_help)
     serve.add_argument(
         "--workers",
         type=_positive_int,
@@ -108,7 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve MCP on stdin/stdout instead of HTTP, as --identity (for MCP hosts)",
     )
     serve.add_argument(
-        "--identity", type=_utf8_text, help="with --mcp-stdio: the caller every call runs as"
+        "--identity", type=_name, help="with --mcp-stdio: the caller every call runs as"
     )
     edge = serve.add_argument_group("the edge (HTTP)")
     edge.add_argument(
@@ -158,27 +245,97 @@ def build_parser() -> argparse.ArgumentParser:
         f"(default {DEFAULT_MAX_IN_FLIGHT})",
     )
 
+    proxy = commands.add_parser(
+        "proxy", help="serve an MCP server's tools through strictcall (stdio or HTTP)"
+    )
+    upstream = proxy.add_mutually_exclusive_group(required=True)
+    upstream.add_argument(
+        "--upstream-cmd", type=_utf8_text, help='the MCP server to run, e.g. "node server.js"'
+    )
+    upstream.add_argument("--upstream-url", type=_utf8_text, help="a streamable HTTP MCP server")
+    proxy.add_argument(
+        "--upstream-header",
+        action="append",
+        default=[],
+        type=_utf8_text,
+        metavar='"NAME: VALUE"',
+        help="with --upstream-url: a header sent with every request (repeatable)",
+    )
+    proxy.add_argument(
+        "--stdio", action="store_true", help="serve MCP on stdin/stdout as --identity"
+    )
+    proxy.add_argument(
+        "--identity", type=_utf8_text, help="with --stdio: the caller every call runs as"
+    )
+    proxy.add_argument("--host", default="127.0.0.1", help="HTTP: default 127.0.0.1")
+    proxy.add_argument("--port", type=int, help="HTTP: default 8765; 0 picks a free one")
+    proxy.add_argument("--db", type=_utf8_text, help=db_help + "; tokens and the audit log")
+    proxy.add_argument(
+        "--allow", type=_utf8_text, metavar="FILE", help="allow-list: identity -> tool names"
+    )
+    proxy.add_argument(
+        "--pass-errors",
+        action="append",
+        default=[],
+        type=_utf8_text,
+        metavar="TOOL",
+        help="pass this tool's error text to the caller as upstream_text (repeatable)",
+    )
+    proxy.add_argument(
+        "--timeout", type=float, default=60.0, help="seconds a call may take (default 60)"
+    )
+
     tokens = commands.add_parser("tokens", help="API tokens").add_subparsers(
         dest="action", required=True, metavar="ACTION"
     )
     create = tokens.add_parser("create", help="create a token; printed alone on the last line")
-    create.add_argument("--identity", required=True, type=_utf8_text)
-    create.add_argument("--db", type=_utf8_text, help=db_help)
+    create.add_argument("--identity", required=True, type=_name)
+    create.add_argument("--db", type=_db_path, help=db_help)
 
     notes = commands.add_parser("notes", help="notes, as the operator").add_subparsers(
         dest="action", required=True, metavar="ACTION"
     )
     add = notes.add_parser("add", help="add a note; its id is printed")
-    add.add_argument("--owner", required=True, type=_utf8_text)
+    add.add_argument("--owner", required=True, type=_name)
     add.add_argument("--text", required=True, type=_utf8_text)
-    add.add_argument("--db", type=_utf8_text, help=db_help)
+    add.add_argument("--db", type=_db_path, help=db_help)
     listing = notes.add_parser("list", help="list an owner's notes, oldest first")
-    listing.add_argument("--owner", required=True, type=_utf8_text)
-    listing.add_argument("--db", type=_utf8_text, help=db_help)
+    listing.add_argument("--owner", required=True, type=_name)
+    listing.add_argument("--db", type=_db_path, help=db_help)
 
     audit = commands.add_parser("audit", help="recent calls and counts by stage and code")
-    audit.add_argument("--limit", type=int, default=20, help="how many recent calls (default 20)")
-    audit.add_argument("--db", type=_utf8_text, help=db_help)
+    audit.add_argument(
+        "--limit", type=_limit, default=20, help="how many recent calls, 0 or more (default 20)"
+    )
+    audit.add_argument("--db", type=_db_path, help=db_help)
+
+    # Review agent code by counterexample (strictcall.review): check and lint.
+    check = commands.add_parser("check", help="search for inputs on which two functions differ")
+    check.add_argument(
+        "specs", nargs="+", metavar="OLD NEW", help="module:function or path.py:function"
+    )
+    check.add_argument("--contract", choices=["reply"], help="check NEW against a contract")
+    check.add_argument("--write-tests", metavar="FILE", help="write the counterexamples as pytest")
+    check.add_argument("--json", action="store_true", help="print the counterexamples as JSON")
+    check.add_argument("--max-examples", type=int, default=2000, help="inputs to generate")
+    check.add_argument("--timeout", type=float, default=1.0, help="seconds allowed per call")
+    lint = commands.add_parser("lint", help="find truthiness used where presence may be meant")
+    lint.add_argument("paths", nargs="+", metavar="PATH", help="Python files or directories")
+    lint.add_argument("--format", choices=["text", "json", "sarif"], default="text")
+    lint.add_argument("--fix", action="store_true", help="apply the fixes that are certain")
+    # for operators (issue 16): an operator's token, the audit as it comes, the breakdown
+    create.add_argument(
+        "--operator",
+        action="store_true",
+        help="an operator's token (the page, /metrics) for --identity NAME; it calls no tool",
+    )
+    audit.add_argument(
+        "--follow", action="store_true", help="then print new calls as they come (Ctrl-C stops)"
+    )
+    stats = commands.add_parser("stats", help="calls and failures by stage, code and tool")
+    stats.add_argument("--since", default="1h", help="the window: 90s, 15m, 1h, 7d (default 1h)")
+    stats.add_argument("--json", action="store_true", help="one JSON document")
+    stats.add_argument("--db", type=_db_path, help=db_help)
     return parser
 
 
@@ -196,12 +353,21 @@ def main(
     # Started with a standard stream closed, Python sets it to None: read it as empty, and
     # answer with the exit status alone when there is nowhere to write.
     out = stdout if stdout is not None else _buffer_of(sys.stdout)
-    if out is None and args.command == "serve" and not args.mcp_stdio:
+    if out is None and (
+        (args.command == "serve" and not args.mcp_stdio)
+        or (args.command == "proxy" and not args.stdio)
+    ):
         # A server started with stdout closed still serves (its log setup needs a stream too).
         sys.stdout = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115
         out = _buffer_of(sys.stdout)
     if out is None:
         return EXIT_REFUSED
+    if args.command in ("check", "lint"):
+        text = io.TextIOWrapper(out, encoding="utf-8", write_through=True)
+        try:
+            return _review(args, text)
+        finally:
+            text.detach()  # the caller's stream stays open
     try:
         if args.command == "demo":
             _write_lines(out, demo_lines())
@@ -231,23 +397,33 @@ def _call(args: argparse.Namespace, stdin: BinaryIO | None, out: BinaryIO) -> in
         except OSError as exc:
             print(f"strictcall call: cannot read standard input: {exc.strerror}", file=sys.stderr)
             return EXIT_USAGE
-    answer = handle(raw, args.identity, args.call_id)
+    if args.db is None:
+        answer = handle(raw, args.identity, "call-1" if args.call_id is None else args.call_id)
+    else:
+        from strictcall import commands
+
+        call_id = f"cli-{uuid.uuid4().hex}" if args.call_id is None else args.call_id
+        done = commands.run_call(args.db, raw, args.identity, call_id, err=sys.stderr)
+        if done is None:
+            return EXIT_REFUSED
+        answer = done
     _write_lines(out, [json.dumps(answer, ensure_ascii=False)])
     return EXIT_OK if answer["ok"] is True else EXIT_REFUSED
 
 
 def _operate(args: argparse.Namespace, out: TextIO) -> int:
     from strictcall import commands
-    from strictcall.storage import default_db
 
-    db = args.db if args.db is not None else default_db()
     err = sys.stderr
-    if args.command == "serve" and (args.mcp_stdio or args.identity is not None):
-        if not (args.mcp_stdio and args.identity and not args.demo and args.workers == 1):
-            err.write(
-                "strictcall serve: --mcp-stdio takes --identity ID (and no --demo or --workers)\n"
-            )
+    db = args.db if args.db is not None else _db_from_environment(err)
+    if db is None:
+        return EXIT_USAGE
+    if args.command == "serve":
+        misuse = _serve_misuse(args)
+        if misuse is not None:
+            err.write(f"strictcall serve: {misuse}\n")
             return EXIT_USAGE
+    if args.command == "serve" and args.mcp_stdio:
         return commands.run_serve_mcp_stdio(db, args.identity, err=err)
     if args.command == "serve":
         edge = EdgeLimits(
@@ -268,6 +444,36 @@ def _operate(args: argparse.Namespace, out: TextIO) -> int:
             allow_origins=args.allow_origin,
             workers=args.workers,
         )
+    if args.command == "tokens" and args.operator:
+        return commands.run_operator_token(db, args.identity, out=out, err=err)
+    if args.command == "stats":
+        return commands.run_stats(db, args.since, as_json=args.json, out=out, err=err)
+    if args.command == "audit" and args.follow:
+        return commands.run_audit_follow(db, args.limit, out=out, err=err)
+    if args.command == "proxy":
+        if args.stdio != (args.identity is not None) or (args.stdio and args.port is not None):
+            err.write("strictcall proxy: --stdio takes --identity ID (and no --port)\n")
+            return EXIT_USAGE
+        if args.upstream_header and args.upstream_url is None:
+            err.write("strictcall proxy: --upstream-header goes with --upstream-url\n")
+            return EXIT_USAGE
+        if not args.timeout > 0:
+            err.write("strictcall proxy: --timeout is a positive number of seconds\n")
+            return EXIT_USAGE
+        return commands.run_proxy(
+            args.upstream_cmd,
+            args.upstream_url,
+            args.upstream_header,
+            db=db,
+            identity=args.identity,
+            host=args.host,
+            port=args.port,
+            allow=args.allow,
+            pass_errors=args.pass_errors,
+            timeout=args.timeout,
+            out=out,
+            err=err,
+        )
     if args.command == "tokens":
         return commands.run_tokens_create(db, args.identity, out=out, err=err)
     if args.command == "notes" and args.action == "add":
@@ -275,6 +481,59 @@ def _operate(args: argparse.Namespace, out: TextIO) -> int:
     if args.command == "notes":
         return commands.run_notes_list(db, args.owner, out=out, err=err)
     return commands.run_audit(db, args.limit, out=out, err=err)
+
+
+def _review(args: argparse.Namespace, out: TextIO) -> int:
+    from strictcall.review import commands
+
+    try:
+        if args.command == "check":
+            return commands.run_check(
+                args.specs,
+                contract=args.contract,
+                write_tests=args.write_tests,
+                as_json=args.json,
+                max_examples=args.max_examples,
+                timeout=args.timeout,
+                out=out,
+                err=sys.stderr,
+            )
+        return commands.run_lint(
+            args.paths, output=args.format, fix=args.fix, out=out, err=sys.stderr
+        )
+    except (BrokenPipeError, ConnectionResetError):
+        return EXIT_REFUSED
+    except KeyboardInterrupt:
+        return 130
+
+
+def _db_from_environment(err: TextIO) -> str | None:
+    """$STRICTCALL_DB, else the default file; None (and a message) when it is set but empty."""
+    from strictcall.storage import DEFAULT_DB_PATH, default_db
+
+    db = default_db()
+    if db is None:
+        err.write(
+            "strictcall: STRICTCALL_DB is set but empty; give it a file path,"
+            f" or unset it for ./{DEFAULT_DB_PATH}\n"
+        )
+    return db
+
+
+def _serve_misuse(args: argparse.Namespace) -> str | None:
+    """What is wrong with the flags given to serve, in the user's terms; None when nothing."""
+    if args.mcp_stdio and args.identity is None:
+        return "--mcp-stdio needs --identity ID: the caller every call runs as"
+    if args.mcp_stdio and args.demo:
+        return "--demo is for the HTTP server; leave it out with --mcp-stdio"
+    if args.mcp_stdio and args.workers != 1:
+        return "--workers is for the HTTP server; leave it out with --mcp-stdio"
+    if not args.mcp_stdio and args.identity is not None:
+        return (
+            "--identity was given without --mcp-stdio; over HTTP each caller's token says who"
+            " it is, so leave --identity out (or add --mcp-stdio to serve MCP on stdio)"
+        )
+    return None
 
 
 def _write_lines(out: BinaryIO, lines: list[str]) -> None:

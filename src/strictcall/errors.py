@@ -147,7 +147,8 @@ PARSE_REASONS: Final = frozenset(
 """The reasons of parse errors; every other reason is a shape error's."""
 
 RETRY_AFTER_MS: Final = 250
-"""The retry hint (`retry_after_ms`) of every retryable refusal strictcall makes itself."""
+"""The retry hint (`retry_after_ms`) of the retryable refusals strictcall makes itself, but
+`at_capacity`'s: there it is the tool's time limit, by when a worker thread is likely free."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,11 +204,14 @@ class StrictcallError(Exception):
     │   ├── ToolFailure                         a declared failure: its code (execute)
     │   └── WouldWait                           an inline_first handler must not wait
     ├── ClientGone                              an HTTP client left mid-request (http)
+    ├── UpstreamFailed                          a proxy's upstream did not start (proxy)
+    ├── PolicyError (also ValueError)           a proxy's allow-list file is malformed
     ├── StoreError                              raised by a store (storage.base)
     │   ├── StoreUnavailable                    the database cannot serve now (retryable)
     │   │   └── SchemaTooNew                    ... its schema is newer than this code
     │   ├── StoreBusy                           a write asked not to wait would have had to
     │   └── IdempotencyConflict                 a call id reused for another write
+    ├── ListenError                             a server cannot listen there (listen)
     └── ClientError                             raised by the client (client)
         ├── ToolError                           the server answered with a JSON-RPC error
         │   └── UncorrelatedError               ... with id null (parse, protocol, auth)
@@ -300,6 +304,14 @@ TIMEOUT: Final = ErrorKind(
 BUSY: Final = ErrorKind("busy", Stage.EXECUTE, True, "Retry after `retry_after_ms` milliseconds.")
 """The tool declared itself temporarily unable to serve the call."""
 
+AT_CAPACITY: Final = ErrorKind(
+    "at_capacity",
+    Stage.EXECUTE,
+    True,
+    "Retry after `retry_after_ms`; the call never started: no worker was free in time.",
+)
+"""The call never started: no worker thread was free within its time limit, or too many hung."""
+
 STORE_UNAVAILABLE: Final = ErrorKind(
     "store_unavailable",
     Stage.EXECUTE,
@@ -307,6 +319,22 @@ STORE_UNAVAILABLE: Final = ErrorKind(
     "Retry the same call (same call id) after `retry_after_ms`; nothing was changed.",
 )
 """The notes store could not serve the call (locked, read-only, full or missing)."""
+
+TOOL_ERROR: Final = ErrorKind(
+    "tool_error",
+    Stage.EXECUTE,
+    False,
+    "Do not retry the same call; the tool reported a failure (its text withheld by default).",
+)
+"""A proxied MCP tool answered isError; its text withheld unless passed (`--pass-errors`)."""
+
+UPSTREAM_UNAVAILABLE: Final = ErrorKind(
+    "upstream_unavailable",
+    Stage.EXECUTE,
+    True,
+    "Retry after `retry_after_ms`; the upstream MCP server is being restarted.",
+)
+"""The proxied MCP server crashed, hung or is not running; strictcall restarts it."""
 
 IDEMPOTENCY_CONFLICT: Final = ErrorKind(
     "idempotency_conflict",
@@ -366,8 +394,11 @@ CATALOGUE: Final[tuple[ErrorKind, ...]] = (
     INTERNAL_ERROR,
     TIMEOUT,
     BUSY,
+    AT_CAPACITY,
     STORE_UNAVAILABLE,
     IDEMPOTENCY_CONFLICT,
+    TOOL_ERROR,
+    UPSTREAM_UNAVAILABLE,
     INVALID_TOOL_RESULT,
     UNAUTHENTICATED,
     FORBIDDEN_ORIGIN,

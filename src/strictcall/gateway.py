@@ -11,12 +11,13 @@ operator's flag): nothing in the call's text can change it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from types import TracebackType
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
-    from concurrent.futures import ThreadPoolExecutor
+    from strictcall.workers import Workers
 
 import orjson
 
@@ -40,11 +41,23 @@ from strictcall.pipeline import (
     route_call,
     succeed,
 )
+from strictcall.schema import SchemaDefinitionError
 from strictcall.tools import Arguments, Tool, ToolContext
+
+Allowed = Callable[[str], AbstractSet[str] | None]
+"""Which tools an identity may see and call: their names, or None for every tool."""
+
+_VIEWS_KEPT: Final = 256
+"""Per-identity views of the tools kept at once (one per distinct allow-list, usually few)."""
 
 _Climbed = tuple[CompiledTool, ToolContext, Arguments]
 
 _WORKERS: Final = 4
+
+AUDIT_POINTER_MAX: Final = 256
+"""The longest pointer an audit record keeps (declared names are the operator's, but deep)."""
+
+_ENVELOPE_NAMES: Final = frozenset({"name", "arguments"})
 
 # A NamedTuple's own constructor is a Python function; tuple.__new__ builds the same in C.
 _new_context: Final[Callable[[type[ToolContext], tuple[str, str | int, str]], ToolContext]] = (
@@ -62,15 +75,25 @@ class Gateway:
         *,
         limits: Limits | None = None,
         workers: int = _WORKERS,
+        allowed: Allowed | None = None,
     ) -> None:
-        """`workers`: the threads that run tools with a timeout (made on first use)."""
+        """`workers`: the threads that run tools with a timeout (made on first use); a thread
+        held by a call past its time limit is replaced (see `strictcall.workers`).
+        `allowed`: which tools each identity may see and call; a tool it may not is answered
+        at route exactly like one that does not exist (its `available` lists only the
+        caller's tools)."""
         if workers < 1:
             raise ValueError("a gateway needs at least one worker thread")
         self.limits: Final = limits if limits is not None else Limits()
         self._tools: dict[str, CompiledTool] = {}
         self._numbers = False
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool: Workers | None = None
         self._pool_size: Final = workers
+        self._declared: dict[str, frozenset[str]] = {}
+        self._allowed = allowed
+        self._views: dict[frozenset[str], dict[str, CompiledTool]] = {}
+        self.generation = 0
+        """Bumped whenever the set of tools changes, for those who cache a listing."""
         for tool in tools:
             self.register(tool)
 
@@ -86,7 +109,50 @@ class Gateway:
         compiled = CompiledTool.compile(tool)
         self._tools[tool.name] = compiled
         self._numbers = self._numbers or compiled.arguments.admits_numbers
+        self._views.clear()
+        self.generation += 1
         return tool
+
+    def replace_tools(self, tools: Iterable[Tool]) -> dict[str, str]:
+        """Serve exactly `tools` from now on (calls already running finish with the old ones).
+
+        A tool whose schema cannot be compiled, or that repeats a name, is left out: the
+        result maps each such name to the reason, and the others are served.
+        """
+        compiled: dict[str, CompiledTool] = {}
+        refused: dict[str, str] = {}
+        for tool in tools:
+            if tool.name in compiled or tool.name in refused:
+                refused[tool.name] = "the name is listed twice"
+                compiled.pop(tool.name, None)
+                continue
+            try:
+                compiled[tool.name] = CompiledTool.compile(tool)
+            except SchemaDefinitionError as exc:
+                refused[tool.name] = str(exc)
+        # one assignment each: a call routes against the old dict or the new, never a mixture
+        self._tools = compiled
+        self._numbers = any(c.arguments.admits_numbers for c in compiled.values())
+        self._views = {}
+        self._declared = {}
+        self.generation += 1
+        return refused
+
+    def tools_for(self, identity: str) -> Mapping[str, CompiledTool]:
+        """The tools `identity` may see and call, by name."""
+        if self._allowed is None:
+            return self._tools
+        names = self._allowed(identity)
+        if names is None:
+            return self._tools
+        key = names if type(names) is frozenset else frozenset(names)
+        view = self._views.get(key)
+        if view is None:
+            view = {name: c for name, c in self._tools.items() if name in key}
+            if len(self._views) >= _VIEWS_KEPT:
+                self._views.clear()
+            self._views[key] = view
+        return view
 
     @property
     def reads_numbers(self) -> bool:
@@ -110,12 +176,39 @@ class Gateway:
                 return name
         return None
 
-    def list_tools(self, format: ToolFormat = "mcp") -> list[dict[str, JSONValue]]:
+    def audit_pointer(self, tool: str | None, error: Mapping[str, object] | None) -> str | None:
+        """An error's pointer as an audit record may keep it: each member name the call
+        envelope or the tool's input schema declares is kept, any other name (one the model
+        made up, which is its text) is "*", array indexes stay; None where the error has no
+        pointer (or points at the whole call). At most `AUDIT_POINTER_MAX` characters."""
+        pointer = None if error is None else error.get("pointer")
+        if type(pointer) is not str or not pointer.startswith("/"):
+            return None
+        compiled = None if tool is None else self._tools.get(tool)
+        declared = _ENVELOPE_NAMES if compiled is None else self._declared_names(compiled)
+        kept = [
+            part if _is_index(part) or _unescaped(part) in declared else "*"
+            for part in pointer[1:].split("/")
+        ]
+        return ("/" + "/".join(kept))[:AUDIT_POINTER_MAX]
+
+    def _declared_names(self, compiled: CompiledTool) -> frozenset[str]:
+        names = self._declared.get(compiled.tool.name)
+        if names is None:
+            names = _ENVELOPE_NAMES | _member_names(compiled.arguments.advertised)
+            self._declared[compiled.tool.name] = names
+        return names
+
+    def list_tools(
+        self, format: ToolFormat = "mcp", *, identity: str | None = None
+    ) -> list[dict[str, JSONValue]]:
         """The tools as an agent host lists them: "mcp", "openai", "openai-responses" or
-        "anthropic"; the schemas are the strict ones the gateway enforces."""
+        "anthropic"; the schemas are the strict ones the gateway enforces. With `identity`,
+        only the tools that identity may call."""
+        tools = self._tools if identity is None else self.tools_for(identity)
         return [
             describe_tool(c.tool, c.arguments.advertised, c.result.advertised, format)
-            for c in self._tools.values()
+            for c in tools.values()
         ]
 
     def call(self, raw: str | bytes, identity: str, call_id: str | int) -> dict[str, JSONValue]:
@@ -225,7 +318,8 @@ class Gateway:
         self, call: JSONValue, has_float: bool, identity: str, call_id: str | int
     ) -> _Climbed | Rejection:
         """Rungs 2 to 4: route, shape, resource."""
-        compiled = route_call(call, self._tools)
+        tools = self._tools if self._allowed is None else self.tools_for(identity)
+        compiled = route_call(call, tools)
         if type(compiled) is Rejection:
             return compiled
         rejection = check_envelope(call)
@@ -240,11 +334,11 @@ class Gateway:
             return rejection
         return compiled, ctx, arguments
 
-    def _workers(self) -> ThreadPoolExecutor:
+    def _workers(self) -> Workers:
         if self._pool is None:
-            from concurrent.futures import ThreadPoolExecutor
+            from strictcall.workers import Workers
 
-            self._pool = ThreadPoolExecutor(self._pool_size, thread_name_prefix="strictcall-tool")
+            self._pool = Workers(self._pool_size)
         return self._pool
 
     def close(self) -> None:
@@ -284,3 +378,32 @@ def encode_answer(answer: dict[str, JSONValue]) -> bytes:
     if text is None:
         return orjson.dumps(fail(answer["call_id"], WITHHELD))
     return text
+
+
+def _is_index(part: str) -> bool:
+    """Whether a pointer's part is an array index (digits, no leading zero, at most 9)."""
+    return part.isascii() and part.isdigit() and len(part) <= 9 and (part == "0" or part[0] != "0")
+
+
+def _unescaped(part: str) -> str:
+    """A pointer's part as the member name it stands for (RFC 6901)."""
+    return part.replace("~1", "/").replace("~0", "~")
+
+
+def _member_names(schema: object) -> frozenset[str]:
+    """Every member name a schema declares anywhere in it (properties, required)."""
+    names: set[str] = set()
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            properties = node.get("properties")
+            if isinstance(properties, dict):
+                names.update(key for key in properties if isinstance(key, str))
+            required = node.get("required")
+            if isinstance(required, list):
+                names.update(key for key in required if isinstance(key, str))
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return frozenset(names)

@@ -4,6 +4,8 @@
     GET  /healthz  {"status": "ok"}; 503 {"status": "store_unavailable", ...} while the store
                    cannot serve (a load balancer takes the server out until it can)
     /mcp, ...      mounted apps (MCP streamable HTTP), behind the same token check
+    /, /metrics..  routes: apps at exact paths that check their callers themselves (the
+                   operator's page and metrics, `strictcall.ops.app`)
 
 The identity comes from `Authorization: Bearer <token>` and from nothing else. A missing or
 unknown token is HTTP 401 with a JSON-RPC error body (stage auth) and never reaches a tool or a
@@ -36,6 +38,7 @@ _JSON_HEADERS: Final = [(b"content-type", b"application/json")]
 _HEALTHY: Final = b'{"status":"ok"}'
 _STORE_DOWN: Final = b'{"status":"store_unavailable","retry_after_ms":%d}' % RETRY_AFTER_MS
 
+
 IDENTITY_KEY: Final = "strictcall.identity"
 """The scope key under which a mounted app finds the caller's identity (a str)."""
 
@@ -56,12 +59,15 @@ class RpcApp:
         max_body: int,
         record: Recorder,
         mounts: dict[str, ASGIApp] | None = None,
+        routes: dict[str, ASGIApp] | None = None,
         lifespans: Sequence[Callable[[], AbstractAsyncContextManager[None]]] = (),
         origins: OriginPolicy | None = None,
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+        count_in_flight: bool = False,
     ) -> None:
         """`origins`: which browser origins may call (`OriginPolicy`; none but requests without
-        an Origin by default). `max_in_flight`: one identity's calls answered at once."""
+        an Origin by default). `max_in_flight`: one identity's calls answered at once.
+        `count_in_flight`: keep `requests_in_flight`, all requests (for the metrics)."""
         self.origins: Final = origins if origins is not None else OriginPolicy()
         self.in_flight: Final = InFlight(max_in_flight)
         self.service: Final = service
@@ -69,7 +75,11 @@ class RpcApp:
         self.max_body: Final = max_body
         self._record = record
         self.mounts: Final = dict(mounts) if mounts is not None else {}
+        self.routes: Final = dict(routes) if routes is not None else {}
         self.lifespans: Final = tuple(lifespans)
+        self._count_in_flight = count_in_flight
+        self.requests_in_flight = 0
+        """HTTP requests being answered now (counted with `count_in_flight`)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -77,6 +87,16 @@ class RpcApp:
             return
         if scope["type"] != "http":
             return
+        if not self._count_in_flight:
+            await self._http(scope, receive, send)
+            return
+        self.requests_in_flight += 1  # a plain int on the loop: a gauge's lock costs more
+        try:
+            await self._http(scope, receive, send)
+        finally:
+            self.requests_in_flight -= 1
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope["path"]
         if path == "/healthz":
             if scope["method"] in ("GET", "HEAD"):
@@ -86,6 +106,9 @@ class RpcApp:
                     await _respond(send, 503, _STORE_DOWN)
             else:
                 await _respond(send, 405, _error_body(405), allow=b"GET, HEAD")
+            return
+        if path in self.routes:  # the operator's paths: they check their callers themselves
+            await self.routes[path](scope, receive, send)
             return
         if path == "/rpc":
             app: ASGIApp = self._rpc

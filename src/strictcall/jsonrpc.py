@@ -11,8 +11,8 @@ else is accepted (no bool, float or null ids, no unknown members). Methods:
 A failure is a JSON-RPC error whose "data" is the structured error {code, stage, retryable,
 ...}; its "code" comes from `ERROR_CODES` by stage, its "message" is the stage's fixed text.
 Unparsable text is -32700 with id null; a malformed envelope -32600 (id null unless the id was
-valid); an empty batch one -32600; a notification (no id) is run and gets no answer, so a batch
-of notifications gets no body at all.
+valid); an empty batch one -32600; params by position (an array) -32602. A notification (no id)
+is run and gets no answer, so a batch of notifications gets no body at all.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from strictcall.errors import JSONValue, Rejection, Stage
 from strictcall.gateway import Gateway
 from strictcall.ids import valid_id
 from strictcall.jsontext import dump_text
-from strictcall.pipeline import read_call
-from strictcall.refusals import NO_SUCH_METHOD, NOT_A_REQUEST, WITHHELD
+from strictcall.pipeline import read_message
+from strictcall.refusals import NO_SUCH_METHOD, NOT_A_REQUEST, POSITIONAL_PARAMS, WITHHELD
 from strictcall.storage import AuditRecord
 
 ERROR_CODES: Final[Mapping[Stage, tuple[int, str]]] = MappingProxyType(
@@ -51,6 +51,9 @@ ERROR_CODES: Final[Mapping[Stage, tuple[int, str]]] = MappingProxyType(
 _REQUEST_MEMBERS: Final = frozenset({"jsonrpc", "id", "method", "params"})
 
 Recorder = Callable[[AuditRecord], None]
+
+_LISTINGS_KEPT: Final = 256
+"""Per-identity tools/list results kept at once."""
 
 
 def error_reply(request_id: JSONValue, error: dict[str, JSONValue]) -> dict[str, JSONValue]:
@@ -95,11 +98,13 @@ class RpcService:
     def __init__(self, gateway: Gateway, record: Recorder) -> None:
         self.gateway: Final = gateway
         self._record = record
-        self._tools_list: Final = {"tools": gateway.list_tools("mcp")}
+        # per identity, and rebuilt when the gateway's tools change (a proxy's upstream)
+        self._generation = gateway.generation
+        self._listings: dict[str, dict[str, JSONValue]] = {}
 
     async def answer(self, body: bytes, identity: str) -> bytes | None:
         """The reply body for a request body, or None when nothing is to be answered."""
-        document = read_call(body, self.gateway.limits, numbers=self.gateway.reads_numbers)
+        document = read_message(body, self.gateway.limits, numbers=self.gateway.reads_numbers)
         if isinstance(document, Rejection):
             self._audit(None, identity, None, document.as_error(), 0)
             return encode_replies([error_reply(None, document.as_error())], batch=False)
@@ -122,14 +127,16 @@ class RpcService:
         request = read_request(message)
         if isinstance(request, Rejection):
             request_id = valid_id(message)
-            self._audit(request_id, identity, None, request.as_error(), 0)
+            self._audit(request_id, identity, self._tool_in(message), request.as_error(), 0)
+            if request is POSITIONAL_PARAMS and "id" not in message:
+                return None  # a valid notification: refused, but never answered
             return error_reply(request_id, request.as_error())
         if request.method == "tools/call":
             return await self._call_tool(request, identity, has_float)
         if request.method == "tools/list":
             if request.request_id is None:
                 return None
-            return {"jsonrpc": "2.0", "id": request.request_id, "result": self._tools_list}
+            return {"jsonrpc": "2.0", "id": request.request_id, "result": self._listing(identity)}
         self._audit(request.request_id, identity, None, NO_SUCH_METHOD.as_error(), 0)
         if request.request_id is None:
             return None
@@ -152,10 +159,29 @@ class RpcService:
             if request_id is None:
                 return None
             return {"jsonrpc": "2.0", "id": request_id, "result": answer["result"]}
-        self._audit(call_id, identity, tool, answer["error"], latency_us)
+        error = answer["error"]
+        pointer = self.gateway.audit_pointer(tool, error)
+        self._audit(call_id, identity, tool, error, latency_us, pointer)
         if request_id is None:
             return None
-        return error_reply(request_id, answer["error"])
+        return error_reply(request_id, error)
+
+    def _listing(self, identity: str) -> dict[str, JSONValue]:
+        """tools/list's result for `identity`: the tools it may call."""
+        if self.gateway.generation != self._generation:
+            self._generation = self.gateway.generation
+            self._listings = {}
+        listing = self._listings.get(identity)
+        if listing is None:
+            listing = {"tools": self.gateway.list_tools("mcp", identity=identity)}
+            if len(self._listings) >= _LISTINGS_KEPT:
+                self._listings.clear()
+            self._listings[identity] = listing
+        return listing
+
+    def _tool_in(self, message: JSONValue) -> str | None:
+        """The registered tool a message's params name, when they can be read, for the audit."""
+        return self.gateway.tool_named(message.get("params") if type(message) is dict else None)
 
     def _audit(
         self,
@@ -164,12 +190,15 @@ class RpcService:
         tool: str | None,
         error: dict[str, JSONValue] | None,
         latency_us: int,
+        pointer: str | None = None,
     ) -> None:
-        self._record(AuditRecord.of_call(call_id, identity, tool, error, latency_us))
+        entry = AuditRecord.of_call(call_id, identity, tool, error, latency_us, pointer=pointer)
+        self._record(entry)
 
 
 def read_request(message: JSONValue) -> _Request | Rejection:
-    """A valid JSON-RPC 2.0 request, or the invalid_request rejection."""
+    """A valid JSON-RPC 2.0 request, or its rejection: invalid_request, or invalid_arguments
+    for params given by position (an array)."""
     if type(message) is not dict or not _REQUEST_MEMBERS.issuperset(message):
         return NOT_A_REQUEST
     if message.get("jsonrpc") != "2.0" or type(message.get("method")) is not str:
@@ -178,6 +207,8 @@ def read_request(message: JSONValue) -> _Request | Rejection:
     if "id" in message and valid_id(message) is None:
         return NOT_A_REQUEST
     params = message.get("params")
+    if type(params) is list:  # by position: a valid request, but no method takes those
+        return POSITIONAL_PARAMS
     if "params" in message and type(params) is not dict:
         return NOT_A_REQUEST
     return _Request(request_id, message["method"], params if params is not None else {})

@@ -86,13 +86,17 @@ class TextFault(StrEnum):
     TOO_LARGE = "too_large"
     NOT_TEXT = "not_text"
     SYNTAX = "syntax"
+    INVALID_UTF8 = "invalid_utf8"
+    LONE_SURROGATE = "lone_surrogate"
     DUPLICATE_MEMBER = "duplicate_member"
     TOO_DEEP = "too_deep"
     NUMBER_OUT_OF_RANGE = "number_out_of_range"
 
 
 class JSONTextError(StrictcallError, ValueError):
-    """The text is not strict JSON; `fault` says why and `line`/`column` where, when known."""
+    """The text is not strict JSON; `fault` says why and `line`/`column` where, when known:
+    the first offending character, lines counted from 1 at each "\\n", columns from 1 in
+    characters (an invalid UTF-8 byte is at the column after the characters before it)."""
 
     def __init__(self, fault: TextFault, line: int | None = None, column: int | None = None):
         super().__init__(fault.value)
@@ -146,42 +150,95 @@ def parse_document(
     try:
         value = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise JSONTextError(_fault_of(exc), exc.lineno, exc.colno) from None
+        raise _refusal(raw, exc, max_depth) from None
     text: Any = raw  # str or bytes: the needles below are of the same type
     colon, backslash, brace, bracket, numeric, floatish, long_digits = (
         _STR_NEEDLES if kind is str else _BYTES_NEEDLES
     )
     # each level takes two characters, so a short text cannot nest too deep
     if len(text) > 2 * max_depth and text.count(brace) + text.count(bracket) > max_depth:
-        _check_depth(value, max_depth)
+        _check_depth(value, max_depth, raw)
     has_float = long_number = False
     if numbers and numeric.search(text) is not None:
         has_float = floatish.search(text) is not None
         long_number = long_digits.search(text) is not None
     if long_number or backslash in text:
-        return _new_document(Document, (_parse_exactly(raw), has_float))
+        return _new_document(Document, (_parse_exactly(raw, max_depth), has_float))
     if text.count(colon) != orjson.dumps(value).count(b":"):
         raise JSONTextError(TextFault.DUPLICATE_MEMBER)
     return _new_document(Document, (value, has_float))
 
 
-# orjson's messages for the two refusals that are not about syntax: nesting beyond its own limit
-# of 1024, and a number (integer or not) beyond the range of a double.
+# orjson's messages for the refusals that are not plain syntax, by their start. Its position for
+# a lone surrogate escape is the escape's backslash, as wanted; for invalid UTF-8 (reported for
+# bytes as "str is not valid UTF-8", at column 1) and too deep nesting it is found again here.
+_NOT_UTF8: Final = "str is not valid UTF-8"
 _ORJSON_FAULTS: Final = (
     ("depth limit exceeded", TextFault.TOO_DEEP),
     ("number is infinity", TextFault.NUMBER_OUT_OF_RANGE),
+    ("no low surrogate", TextFault.LONE_SURROGATE),
+    ("invalid high surrogate", TextFault.LONE_SURROGATE),
+    ("invalid low surrogate", TextFault.LONE_SURROGATE),
 )
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 
-def _fault_of(exc: orjson.JSONDecodeError) -> TextFault:
+def _refusal(raw: str | bytes, exc: orjson.JSONDecodeError, max_depth: int) -> JSONTextError:
+    """The refusal for a text orjson refused, at its first offending character (only this,
+    the error path, pays for finding it)."""
+    if exc.msg.startswith(_NOT_UTF8):
+        if isinstance(raw, str):
+            found = _SURROGATE.search(raw)
+            if found is not None:
+                return _located(TextFault.LONE_SURROGATE, raw, found.start())
+        else:
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as bad:
+                return _located(TextFault.INVALID_UTF8, raw, bad.start)
     for prefix, fault in _ORJSON_FAULTS:
         if exc.msg.startswith(prefix):
-            return fault
-    return TextFault.SYNTAX
+            if fault is TextFault.TOO_DEEP:
+                return _too_deep(raw, max_depth)
+            return JSONTextError(fault, exc.lineno, exc.colno)
+    return JSONTextError(TextFault.SYNTAX, exc.lineno, exc.colno)
 
 
-def _check_depth(value: JSONValue, max_depth: int) -> None:
-    """Walk a text with many containers (orjson bounds it at 1024 levels) for its depth.
+def _located(fault: TextFault, raw: str | bytes, offset: int) -> JSONTextError:
+    """`fault` at `offset` (characters in a str, bytes in bytes), as a line and a column."""
+    if isinstance(raw, str):
+        start = raw.rfind("\n", 0, offset) + 1
+        return JSONTextError(fault, raw.count("\n", 0, start) + 1, offset - start + 1)
+    start = raw.rfind(b"\n", 0, offset) + 1
+    before = raw[start:offset].decode("utf-8", errors="replace")  # valid up to `offset`
+    return JSONTextError(fault, raw.count(b"\n", 0, start) + 1, len(before) + 1)
+
+
+# A string (skipped whole, so that brackets inside it never count) or a bracket.
+_STR_TOKENS: Final = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
+_BYTES_TOKENS: Final = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
+_OPENING: Final = frozenset({"[", "{", b"[", b"{"})
+
+
+def _too_deep(raw: str | bytes, max_depth: int) -> JSONTextError:
+    """TOO_DEEP at the bracket that opens level `max_depth` + 1."""
+    tokens = _STR_TOKENS if isinstance(raw, str) else _BYTES_TOKENS
+    depth = 0
+    for token in tokens.finditer(raw):  # type: ignore[arg-type]
+        at = token.start()
+        first = raw[at : at + 1]
+        if first in _OPENING:
+            depth += 1
+            if depth > max_depth:
+                return _located(TextFault.TOO_DEEP, raw, at)
+        elif first != '"' and first != b'"':
+            depth -= 1
+    return JSONTextError(TextFault.TOO_DEEP)  # not reached for a text that nests too deep
+
+
+def _check_depth(value: JSONValue, max_depth: int, raw: str | bytes | None = None) -> None:
+    """Walk a value with many containers (orjson bounds it at 1024 levels) for its depth;
+    `raw`, the text it was parsed from when there was one, locates a refusal.
 
     Raises:
         JSONTextError: nesting is deeper than `max_depth`.
@@ -193,7 +250,7 @@ def _check_depth(value: JSONValue, max_depth: int) -> None:
         if kind is not dict and kind is not list:
             continue
         if depth > max_depth:
-            raise JSONTextError(TextFault.TOO_DEEP)
+            raise JSONTextError(TextFault.TOO_DEEP) if raw is None else _too_deep(raw, max_depth)
         for item in node.values() if kind is dict else node:
             stack.append((item, depth + 1))
 
@@ -209,12 +266,15 @@ def _refuse_duplicates(pairs: list[tuple[str, JSONValue]]) -> dict[str, JSONValu
     return obj
 
 
+_DEEPEST_EXACT: Final = 900
+"""Where the exact parse, which recurses, may give up (Python's recursion limit is 1000)."""
+
 _EXACT_DECODER: Final = json.JSONDecoder(
     object_pairs_hook=_refuse_duplicates, parse_constant=_refuse_constant
 )
 
 
-def _parse_exactly(raw: str | bytes) -> JSONValue:
+def _parse_exactly(raw: str | bytes, max_depth: int) -> JSONValue:
     """Parse text orjson already accepted (so valid UTF-8, no surrogates, depth bounded) exactly.
 
     Raises:
@@ -226,7 +286,7 @@ def _parse_exactly(raw: str | bytes) -> JSONValue:
     except JSONTextError:
         raise
     except RecursionError:  # only with a max_depth near orjson's own limit of 1024
-        raise JSONTextError(TextFault.TOO_DEEP) from None
+        raise _too_deep(raw, min(max_depth, _DEEPEST_EXACT)) from None
     except ValueError:  # the int digit limit
         raise JSONTextError(TextFault.NUMBER_OUT_OF_RANGE) from None
     return value

@@ -19,16 +19,18 @@ from __future__ import annotations
 import inspect
 import logging
 import math
+import threading
 import traceback
-from collections.abc import Awaitable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
-    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import Executor
 
 from strictcall.errors import (
+    AT_CAPACITY,
     FORBIDDEN_OR_MISSING,
     INTERNAL_ERROR,
     INVALID_ARGUMENTS,
@@ -121,8 +123,23 @@ WITHHELD: Final = Rejection(INVALID_TOOL_RESULT)
 # --- 1. parse ----------------------------------------------------------------------------------
 
 
-def read_call(raw: str | bytes, limits: Limits, *, numbers: bool = True) -> Document | Rejection:
-    """Rung 1: parse the call's text strictly (`numbers`: see `jsontext.parse_document`)."""
+CALL_LEVELS: Final = 1
+"""Levels of a call's text above its arguments: the call object {name, arguments}."""
+
+MESSAGE_LEVELS: Final = 2
+"""Levels of a JSON-RPC or MCP message above the arguments: the message and its params (a batch
+adds one more)."""
+
+
+def read_call(
+    raw: str | bytes, limits: Limits, *, numbers: bool = True, levels: int = CALL_LEVELS
+) -> Document | Rejection:
+    """Rung 1: parse the call's text strictly (`numbers`: see `jsontext.parse_document`).
+
+    The depth limit counts the whole text; `levels` is how many of its levels sit above the
+    arguments, so that a too-deep refusal can say in `arguments_limit` how deep the arguments
+    themselves may nest on this transport.
+    """
     try:
         return _parse_document(
             raw, max_size=limits.max_size, max_depth=limits.max_depth, numbers=numbers
@@ -133,6 +150,7 @@ def read_call(raw: str | bytes, limits: Limits, *, numbers: bool = True) -> Docu
         details: dict[str, JSONValue] = {"reason": exc.fault.value}
         if exc.fault is TextFault.TOO_DEEP:
             details["limit"] = limits.max_depth
+            details["arguments_limit"] = max(limits.max_depth - levels - _is_batch(raw, levels), 0)
         if exc.line is not None:
             details["line"] = exc.line
             details["column"] = exc.column
@@ -168,6 +186,20 @@ def too_large(limit: int) -> Rejection:
         if len(_TOO_LARGE) < 64:  # a handful of limits per process; never grows without end
             _TOO_LARGE[limit] = known
     return known
+
+
+def read_message(raw: str | bytes, limits: Limits, *, numbers: bool = True) -> Document | Rejection:
+    """Rung 1 for a transport that reads a whole JSON-RPC message (the JSON-RPC endpoint, MCP):
+    `read_call`, with the message's own levels above the arguments."""
+    return read_call(raw, limits, numbers=numbers, levels=MESSAGE_LEVELS)
+
+
+def _is_batch(raw: str | bytes, levels: int) -> int:
+    """1 when a message's text is a batch (its arguments one level deeper), else 0."""
+    if levels != MESSAGE_LEVELS or not isinstance(raw, str | bytes):
+        return 0
+    first = raw.lstrip()[:1]
+    return 1 if first == "[" or first == b"[" else 0
 
 
 # --- 2. route ----------------------------------------------------------------------------------
@@ -278,12 +310,14 @@ def execute_call(
     compiled: CompiledTool,
     ctx: ToolContext,
     arguments: Arguments,
-    pool: ThreadPoolExecutor | None,
+    pool: Executor | None,
 ) -> tuple[JSONValue, Rejection | None]:
     """Rung 5, from synchronous code: run the handler (async handlers in a private loop).
 
     A sync handler with a timeout runs on `pool` so that it can be timed out (after an inline
-    try, for `inline_first`); with no pool it runs in place, untimed.
+    try, for `inline_first`); with no pool it runs in place, untimed. Its time limit counts
+    from when it starts: a call that waits its whole time limit for a thread without getting
+    one never ran, and is answered `at_capacity`, not `timeout`.
 
     Raises:
         RuntimeError: an async handler was called from inside a running event loop.
@@ -304,34 +338,66 @@ def execute_call(
             done, result = run_inline(tool.handler, ctx, arguments)
             if done:
                 return result, None
-        from concurrent.futures import TimeoutError as FutureTimeout
-
-        future = pool.submit(tool.handler, ctx, arguments)
-        try:
-            return future.result(timeout=tool.timeout), None
-        except FutureTimeout:
-            if not future.done():
-                future.cancel()
-                return None, TIMED_OUT
-            # It raised a TimeoutError of its own (re-raised here), or it just finished.
-            return future.result(), None
+        return _on_pool(compiled, ctx, arguments, pool, tool.timeout)
     except _TimeLimit:
         return None, TIMED_OUT
     except Exception as exc:
         return None, _failure_of(compiled, ctx, exc)
 
 
+def _on_pool(
+    compiled: CompiledTool, ctx: ToolContext, arguments: Arguments, pool: Executor, limit: float
+) -> tuple[JSONValue, Rejection | None]:
+    """A sync handler on a worker thread: `limit` seconds to start, then `limit` to finish."""
+    from concurrent.futures import TimeoutError as FutureTimeout
+
+    from strictcall.workers import Workers  # loaded by the first pooled call
+
+    name = compiled.tool.name
+    if isinstance(pool, Workers) and not pool.admits(name):
+        return None, at_capacity(limit)
+    started = threading.Event()
+    future = pool.submit(_begin_then, started.set, compiled.tool.handler, ctx, arguments)
+    if not started.wait(limit):
+        if future.cancel():  # still queued: it never ran
+            return None, at_capacity(limit)
+        started.wait()  # a thread took it just now; its limit starts there
+    try:
+        return future.result(timeout=limit), None
+    except FutureTimeout:
+        if not future.done():
+            if isinstance(pool, Workers):
+                pool.overdue(future, name)
+            return None, TIMED_OUT
+        # It raised a TimeoutError of its own (re-raised here), or it just finished.
+        return future.result(), None
+
+
+def _begin_then(
+    begin: Callable[[], object], handler: Callable[..., JSONValue], *args: object
+) -> JSONValue:
+    """On the worker thread: say the call has started, then run it."""
+    begin()
+    return handler(*args)
+
+
+def at_capacity(limit: float) -> Rejection:
+    """`at_capacity`, with a hint to retry after about the tool's time limit."""
+    return Rejection(AT_CAPACITY, _frozen({"retry_after_ms": max(1, round(limit * 1000))}))
+
+
 async def execute_call_async(
     compiled: CompiledTool,
     ctx: ToolContext,
     arguments: Arguments,
-    pool: ThreadPoolExecutor | None = None,
+    pool: Executor | None = None,
 ) -> tuple[JSONValue, Rejection | None]:
     """Rung 5, from a running event loop: await async handlers, call sync ones in place.
 
-    A sync handler with a timeout runs on a worker thread of `pool` (asyncio's default
-    executor when None) so that the loop can time it out; with `inline_first`, only when an
-    inline try says it would wait.
+    A sync handler with a timeout runs on a worker thread of `pool` so that the loop can time
+    it out, its limit counted from when it starts, as `execute_call` says (asyncio's default
+    executor when `pool` is None, the limit then counting the wait too); with `inline_first`,
+    only when an inline try says it would wait.
     """
     tool = compiled.tool
     try:
@@ -347,12 +413,46 @@ async def execute_call_async(
                 return result, None
         import asyncio
 
-        work = asyncio.get_running_loop().run_in_executor(pool, tool.handler, ctx, arguments)
+        if pool is not None:
+            return await _on_pool_async(compiled, ctx, arguments, pool, tool.timeout)
+        work = asyncio.get_running_loop().run_in_executor(None, tool.handler, ctx, arguments)
         return await _awaited(work, tool.timeout), None
     except _TimeLimit:
         return None, TIMED_OUT
     except Exception as exc:
         return None, _failure_of(compiled, ctx, exc)
+
+
+async def _on_pool_async(
+    compiled: CompiledTool, ctx: ToolContext, arguments: Arguments, pool: Executor, limit: float
+) -> tuple[JSONValue, Rejection | None]:
+    """`_on_pool`, awaited from the event loop."""
+    import asyncio
+
+    from strictcall.workers import Workers
+
+    name = compiled.tool.name
+    if isinstance(pool, Workers) and not pool.admits(name):
+        return None, at_capacity(limit)
+    loop = asyncio.get_running_loop()
+    started = asyncio.Event()
+
+    def begin() -> None:
+        loop.call_soon_threadsafe(started.set)
+
+    future = pool.submit(_begin_then, begin, compiled.tool.handler, ctx, arguments)
+    try:
+        async with asyncio.timeout(limit):
+            await started.wait()
+    except TimeoutError:
+        if future.cancel():  # still queued: it never ran
+            return None, at_capacity(limit)
+    try:
+        return await _awaited(asyncio.wrap_future(future), limit), None
+    except _TimeLimit:
+        if isinstance(pool, Workers):
+            pool.overdue(future, name)
+        raise
 
 
 async def _awaited(work: Awaitable[JSONValue], timeout: float | None) -> JSONValue:
@@ -389,9 +489,12 @@ def _failure_of(compiled: CompiledTool, ctx: ToolContext, exc: Exception) -> Rej
     if isinstance(exc, ForbiddenOrMissing):
         return FORBIDDEN
     if isinstance(exc, ToolFailure) and exc.kind in compiled.tool.failures:
-        if exc.retry_after_ms is None:
+        if exc.retry_after_ms is None and exc.details is None:
             return Rejection(exc.kind)
-        return Rejection(exc.kind, _frozen({"retry_after_ms": exc.retry_after_ms}))
+        details: dict[str, JSONValue] = {} if exc.details is None else dict(exc.details)
+        if exc.retry_after_ms is not None:
+            details["retry_after_ms"] = exc.retry_after_ms
+        return Rejection(exc.kind, _frozen(details))
     _log_failure(ctx, exc)
     return INTERNAL
 

@@ -14,6 +14,9 @@ from strictcall.errors import (
     AUTH_UNAVAILABLE,
     BUSY,
     FORBIDDEN_ORIGIN,
+    INTERNAL_ERROR,
+    INVALID_ARGUMENTS,
+    INVALID_JSON,
     INVALID_REQUEST,
     RETRY_AFTER_MS,
     UNAUTHENTICATED,
@@ -31,8 +34,10 @@ __all__ = [
     "NOT_A_REQUEST",
     "NO_SUCH_METHOD",
     "NO_TOKEN",
+    "POSITIONAL_PARAMS",
     "WITHHELD",
     "malformed_call",
+    "protocol_refusal",
     "too_large",
 ]
 
@@ -62,3 +67,29 @@ def malformed_call(pointer: str, reason: Reason, expected: JSONValue = None) -> 
     if expected is not None:
         details["expected"] = expected
     return Rejection(INVALID_REQUEST, MappingProxyType(details))
+
+
+POSITIONAL_PARAMS: Final = Rejection(
+    INVALID_ARGUMENTS,
+    MappingProxyType({"pointer": "", "reason": Reason.TYPE.value, "expected": "object"}),
+)
+"""A request whose params are an array: JSON-RPC allows them, but every method here takes its
+params by name (JSON-RPC -32602 Invalid params; the pointer is the params' root)."""
+
+
+_BY_JSON_RPC_CODE: Final = MappingProxyType(
+    {
+        -32700: Rejection(INVALID_JSON),
+        -32601: NO_SUCH_METHOD,
+        -32602: Rejection(INVALID_ARGUMENTS),
+        -32603: Rejection(INTERNAL_ERROR),
+        0: Rejection(INTERNAL_ERROR),  # the MCP SDK's code for a handler that failed
+    }
+)
+
+
+def protocol_refusal(code: int) -> Rejection:
+    """The refusal a JSON-RPC error that another layer answered (the MCP SDK's own protocol
+    errors) is audited as: by its code, and invalid_request for any other code (-32600, and
+    MCP's -32020 to -32022 for headers, capabilities and protocol versions)."""
+    return _BY_JSON_RPC_CODE.get(code, NOT_A_REQUEST)

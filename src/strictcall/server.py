@@ -7,7 +7,7 @@ before its answer is sent, so no acknowledged write is lost.
 
 `serve_workers` runs N such servers as processes on one listening socket (uvicorn's supervisor:
 it restarts a worker that dies; SIGINT or SIGTERM to it stops them all, each finishing its
-requests in flight). Each worker (`strictcall.workers`) opens its own store, with its own
+requests in flight). Each worker (`strictcall.processes`) opens its own store, with its own
 connections and token cache.
 """
 
@@ -20,10 +20,10 @@ import logging
 import os
 import socket
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import asdict
 from types import FrameType
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from strictcall.errors import MissingExtra
 
@@ -35,12 +35,19 @@ except ImportError:  # pragma: no cover - exercised in a venv without the extra
 
 from strictcall.audit import AuditLog
 from strictcall.edge import EdgeLimits, OriginPolicy
+from strictcall.gateway import Gateway
 from strictcall.guard import guarded_protocol
 from strictcall.http import RpcApp
 from strictcall.jsonrpc import Recorder, RpcService
+from strictcall.listen import bind_listeners
 from strictcall.notes import notes_gateway
 from strictcall.pipeline import Limits
 from strictcall.storage import AuditRecord, Store, StoreUnavailable
+from strictcall.tools import Tool
+
+if TYPE_CHECKING:
+    from strictcall.ops.metrics import Metrics
+    from strictcall.ops.tracing import CallTracer
 
 DEFAULT_HOST: Final = "127.0.0.1"
 DEFAULT_PORT: Final = 8765
@@ -73,15 +80,11 @@ def build_app(
     origins: OriginPolicy | None = None,
     edge: EdgeLimits | None = None,
     close_store: bool = False,
+    open_to_operators: bool = False,
+    observe: bool = True,
 ) -> RpcApp:
-    """The ASGI app serving the notes tools from `store`: JSON-RPC at /rpc, MCP at /mcp, for
-    the browser `origins` admitted and within `edge.max_in_flight` calls per identity. With
+    """The ASGI app serving the notes tools from `store` (see `build_gateway_app`). With
     `close_store`, the app closes the store when the server stops, after the last audit batch."""
-    from strictcall.mcp import McpHttpApp  # the MCP SDK loads only for a server
-
-    gateway = notes_gateway(store, limits=limits)
-    audit = AuditLog(store)
-    mcp = McpHttpApp(gateway, record=audit.record)
 
     @asynccontextmanager
     async def closing() -> AsyncIterator[None]:
@@ -91,24 +94,116 @@ def build_app(
             if close_store:
                 store.close()
 
-    return RpcApp(
-        RpcService(gateway, audit.record),
+    return build_gateway_app(
+        notes_gateway(store, limits=limits),
+        store,
+        origins=origins,
+        edge=edge,
+        lifespans=[closing],  # entered first, left last
+        open_to_operators=open_to_operators,
+        observe=observe,
+    )
+
+
+def build_gateway_app(
+    gateway: Gateway,
+    store: Store,
+    *,
+    origins: OriginPolicy | None = None,
+    edge: EdgeLimits | None = None,
+    lifespans: Sequence[Callable[[], AbstractAsyncContextManager[None]]] = (),
+    open_to_operators: bool = False,
+    observe: bool = True,
+) -> RpcApp:
+    """The ASGI app serving any gateway's tools: JSON-RPC at /rpc, MCP at /mcp, the callers'
+    tokens and the audit log in `store`, for the browser `origins` admitted and within
+    `edge.max_in_flight` calls per identity; and for operators the page at /,
+    /ops/stats.json and /metrics (`strictcall.ops.app`), which need an operator's token unless
+    `open_to_operators` (a server bound to a loopback address). `lifespans` are entered at
+    startup before the server's own (e.g. a proxy's upstream session) and left after them.
+
+    Every call's audit record also feeds the Prometheus metrics (with strictcall[metrics]) and
+    an OpenTelemetry span (with strictcall[otel] and an SDK's tracer provider set); with
+    `observe` false, neither (the floor `bench/ops.py` measures their cost against).
+    """
+    from strictcall.mcp import McpHttpApp  # the MCP SDK loads only for a server
+    from strictcall.ops.app import PATHS, OpsApp
+
+    metrics = _metrics(gateway.tools) if observe else None
+    audit = AuditLog(store, on_fault=None if metrics is None else metrics.audit_fault)
+    record = observed(audit.record, metrics, _tracer() if observe else None)
+    mcp = McpHttpApp(gateway, record=record)
+    ops = OpsApp(
+        store,
+        open_without_token=open_to_operators,
+        exposition=None if metrics is None else metrics.exposition,
+        health=lambda: {"audit records waiting": audit.pending, "audit records lost": audit.lost},
+    )
+    app = RpcApp(
+        RpcService(gateway, record),
         store,
         max_body=gateway.limits.max_size,
-        record=audit.record,
+        record=record,
         mounts={"/mcp": mcp},
-        lifespans=[closing, audit.running, mcp.lifespan],  # left in reverse order
+        routes=dict.fromkeys(PATHS, ops),
+        lifespans=[
+            *lifespans,
+            audit.running,
+            mcp.lifespan,
+            *([] if metrics is None else [metrics.running]),
+        ],
         origins=origins,
         max_in_flight=(edge if edge is not None else EdgeLimits()).max_in_flight,
+        count_in_flight=metrics is not None,
     )
+    if metrics is not None:
+        metrics.requests_in_flight = lambda: app.requests_in_flight
+    return app
+
+
+def observed(record: Recorder, metrics: Metrics | None, tracer: CallTracer | None) -> Recorder:
+    """`record`, with each record also counted in `metrics` and traced by `tracer`."""
+    if metrics is None and tracer is None:
+        return record
+
+    def observe(entry: AuditRecord) -> None:
+        if metrics is not None:
+            metrics.observe(entry)
+        if tracer is not None:
+            tracer.observe(entry)
+        record(entry)
+
+    return observe
+
+
+def _metrics(tools: Sequence[Tool]) -> Metrics | None:
+    """The app's metrics, or None without strictcall[metrics] (then /metrics says so)."""
+    try:
+        from strictcall.ops.metrics import Metrics
+    except MissingExtra:
+        return None
+    return Metrics(tool.name for tool in tools)
+
+
+def _tracer() -> CallTracer | None:
+    """A tracer of calls, or None without the OpenTelemetry API (no cost at all then)."""
+    from strictcall.ops import tracing
+
+    return tracing.CallTracer() if tracing.available() else None
 
 
 class _Server(uvicorn.Server):
     """uvicorn's server, telling `on_ready` the bound address once it listens."""
 
-    def __init__(self, config: uvicorn.Config, on_ready: Callable[[str, int], None]) -> None:
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        on_ready: Callable[[str, int], None],
+        on_stopping: Callable[[], None] | None = None,
+    ) -> None:
         super().__init__(config)
         self._on_ready = on_ready
+        self._on_stopping = on_stopping
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         """Begin the graceful stop; the signal is not raised again after it (uvicorn would),
@@ -124,6 +219,12 @@ class _Server(uvicorn.Server):
         if self.started and self.servers:
             host, port = self.servers[0].sockets[0].getsockname()[:2]
             self._on_ready(str(host), int(port))
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        # Told here, on the loop, not in the signal handler, which may interrupt a write.
+        if self._on_stopping is not None and self.started:
+            self._on_stopping()
+        await super().shutdown(sockets)
 
 
 def _config(app: RpcApp | str, host: str, port: int, **more: object) -> uvicorn.Config:
@@ -150,22 +251,34 @@ def serve(
     on_ready: Callable[[str, int], None],
     *,
     edge: EdgeLimits | None = None,
+    on_stopping: Callable[[], None] | None = None,
 ) -> None:
     """Serve `app` until SIGTERM or SIGINT; `port` 0 lets the system choose one. Requests
-    must arrive within `edge`'s deadlines, on at most `edge.max_connections` connections."""
+    must arrive within `edge`'s deadlines, on at most `edge.max_connections` connections.
+
+    `on_ready` is told the bound address once the server listens, `on_stopping` that a stop
+    has begun (the requests in flight are then finished).
+
+    Raises:
+        ListenError: the host does not resolve, or the port cannot be bound (in use, say).
+    """
+    sockets = bind_listeners(host, port)
     # httptools, one write per response, slow requests cut off (strictcall.guard)
     protocol = guarded_protocol(edge if edge is not None else EdgeLimits())
-    _Server(_config(app, host, port, http=protocol), on_ready).run()
+    _Server(_config(app, host, port, http=protocol), on_ready, on_stopping).run(sockets=sockets)
 
 
 class _Workers(Multiprocess):
     """uvicorn's supervisor, telling `on_ready` the bound address once every worker serves."""
 
     def __init__(
-        self, config: uvicorn.Config, sock: socket.socket, on_ready: Callable[[str, int], None]
+        self,
+        config: uvicorn.Config,
+        sockets: list[socket.socket],
+        on_ready: Callable[[str, int], None],
     ) -> None:
-        super().__init__(config, sockets=[sock])
-        self._sock = sock
+        super().__init__(config, sockets=sockets)
+        self._sockets = sockets
         self._on_ready = on_ready
 
     def init_processes(self) -> None:
@@ -175,7 +288,7 @@ class _Workers(Multiprocess):
                 log.error("a worker did not start; stopping")
                 self.should_exit.set()
                 return
-        host, port = self._sock.getsockname()[:2]
+        host, port = self._sockets[0].getsockname()[:2]
         self._on_ready(str(host), int(port))
 
 
@@ -189,28 +302,36 @@ def serve_workers(
     edge: EdgeLimits | None = None,
     allow_origins: Sequence[str] = (),
     loopback: bool = False,
+    open_to_operators: bool = False,
 ) -> None:
-    """Serve the notes tools from `db` in `workers` processes on one socket, until SIGTERM or
-    SIGINT to this process (or SIGINT to its process group, as Ctrl-C sends): each worker then
-    finishes its requests in flight and closes its store. Each applies `edge` to its own
-    connections and calls (so N workers take N times `edge.max_connections`)."""
+    """Serve the notes tools from `db` in `workers` processes on the sockets bound to `host`
+    and `port`, until SIGTERM or SIGINT to this process (or SIGINT to its process group, as
+    Ctrl-C sends): each worker then finishes its requests in flight and closes its store. Each
+    applies `edge` to its own connections and calls (so N workers take N times
+    `edge.max_connections`) and admits the same origins and operators as one server would.
+
+    Raises:
+        ListenError: the host does not resolve, or the port cannot be bound (in use, say).
+    """
     settings = {
         "db": db,
         "edge": asdict(edge if edge is not None else EdgeLimits()),
         "origins": sorted(allow_origins),
         "loopback": loopback,
+        "open_to_operators": open_to_operators,
     }
     os.environ[WORKER_ENV] = json.dumps(settings)  # inherited by the spawned workers
     config = _config(
-        "strictcall.workers:app",
+        "strictcall.processes:app",
         host,
         port,
         factory=True,
         workers=workers,
-        http="strictcall.workers:Protocol",  # a class made in each worker, from its settings
+        http="strictcall.processes:Protocol",  # a class made in each worker, from its settings
     )
-    sock = config.bind_socket()
+    sockets = bind_listeners(host, port)
     try:
-        _Workers(config, sock, on_ready).run()
+        _Workers(config, sockets, on_ready).run()
     finally:
-        sock.close()
+        for sock in sockets:
+            sock.close()

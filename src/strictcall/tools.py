@@ -75,12 +75,24 @@ def run_inline(handler: Handler, ctx: ToolContext, arguments: Arguments) -> tupl
 
 
 class ToolFailure(ToolSignal):
-    """Raised by a tool for a failure it declared; the agent sees its code and retryable flag."""
+    """Raised by a tool for a failure it declared; the agent sees its code and retryable flag.
 
-    def __init__(self, kind: ErrorKind, *, retry_after_ms: int | None = None) -> None:
+    `details` (optional) are added to the structured error as they are: only what the operator
+    chose to show the model belongs there (e.g. a proxied tool's own error text, with
+    `--pass-errors`), never a caller's values by accident.
+    """
+
+    def __init__(
+        self,
+        kind: ErrorKind,
+        *,
+        retry_after_ms: int | None = None,
+        details: Mapping[str, JSONValue] | None = None,
+    ) -> None:
         super().__init__(kind.code)
         self.kind = kind
         self.retry_after_ms = retry_after_ms
+        self.details = details
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,9 +36,11 @@ def agents_function_tools(
     enforces.
 
     `strict` is the SDK's strict mode (OpenAI's constrained decoding) for the tools: True for
-    all of them, False for none, None (the default) for each tool whose schema the SDK can make
-    strict (not one with an open object, say). The gateway checks every call against its schema
-    either way; strict decoding only helps the model get a call right the first time.
+    all of them, False for none, None (the default) for each tool `list_tools("openai")` marks
+    strict, i.e. whose schema is in OpenAI's strict subset as it stands (the SDK would make
+    other schemas strict by rewriting them, optional members made required, which changes what
+    the model may send). The gateway checks every call against its schema either way; strict
+    decoding only helps the model get a call right the first time.
 
     Raises:
         MissingExtra: the `agents` package (extra `agents`) is not installed.
@@ -46,7 +48,6 @@ def agents_function_tools(
     """
     try:
         from agents import FunctionTool
-        from agents.exceptions import UserError
     except ImportError:
         raise MissingExtra("agents", "agents") from None
     identity_of = identity if identity is not None else context_identity
@@ -63,13 +64,7 @@ def agents_function_tools(
                 strict_json_schema=strict_schema,
             )
 
-        if strict is not None:
-            tools.append(make(strict))
-            continue
-        try:
-            tools.append(make(True))
-        except UserError:  # the SDK cannot make this schema strict
-            tools.append(make(False))
+        tools.append(make(function["strict"] if strict is None else strict))
     return tools
 
 

@@ -21,14 +21,15 @@ try:
 except ImportError:  # pragma: no cover - exercised in a venv without the extra
     raise MissingExtra("mcp", "mcp") from None
 
+from strictcall.listing import RESULT_MEMBER, WRAP_MARKER, result_is_wrapped, wrap_schema
 from strictcall.mcp.adapter import (
     MCP_PARAMS,
-    RESULT_MEMBER,
     McpTools,
     describe_tools,
-    result_is_wrapped,
+    error_result,
+    protocol_version,
+    result_message,
     tool_result,
-    wrap_schema,
 )
 from strictcall.mcp.http import McpHttpApp, identity_in_scope
 from strictcall.mcp.intake import DirectCall, Refused, read_message, refuse_too_large
@@ -38,6 +39,7 @@ __all__ = [
     "DRAIN_S",
     "MCP_PARAMS",
     "RESULT_MEMBER",
+    "WRAP_MARKER",
     "Answers",
     "DirectCall",
     "McpHttpApp",
@@ -45,11 +47,14 @@ __all__ = [
     "Refused",
     "StdioIntake",
     "describe_tools",
+    "error_result",
     "identity_in_scope",
+    "protocol_version",
     "read_lines",
     "read_message",
     "refuse_too_large",
     "result_is_wrapped",
+    "result_message",
     "serve_stdio",
     "tool_result",
     "wrap_schema",

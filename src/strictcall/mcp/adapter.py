@@ -1,13 +1,14 @@
 """MCP's view of the gateway: tools/list and tools/call on the official SDK's low-level server.
 
-- tools/list gives each tool's name, description, inputSchema and outputSchema. MCP wants an
-  object schema there, so a tool whose result is not declared an object is advertised wrapped:
-  {"type": "object", "properties": {"result": <schema>}, "required": ["result"], ...}.
+- tools/list gives each tool's name, description, inputSchema and outputSchema as
+  `strictcall.listing` lists them for MCP (a result that is not declared an object is listed
+  wrapped, as the schema of {"result": value}).
 - tools/call hands the raw params (never the SDK's coerced model) to the gateway. Success:
   structuredContent holds the validated value (wrapped as {"result": value} for those tools)
   and one text block holds the value as JSON, so [], "" and null are never an empty content
-  list. Failure: isError, structuredContent holds the structured error {code, stage,
-  retryable, ...} and one text block the same JSON.
+  list. Failure: isError, and one text block holding the structured error {code, stage,
+  retryable, ...} as JSON; no structuredContent, which would have to match the tool's
+  outputSchema (the TypeScript client checks it even on errors, and throws).
 
 A call id names one call to the gateway (writes are idempotent per identity and call id). An
 MCP request id is only unique within one connection, and hosts restart their ids at every
@@ -17,30 +18,36 @@ launch, so the call id is the request id qualified by its connection (`call_scop
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
+from mcp_types.methods import SPEC_CLIENT_METHODS, serialize_server_result
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from strictcall.errors import JSONValue
 from strictcall.gateway import Gateway
 from strictcall.jsonrpc import Recorder
 from strictcall.jsontext import dump_text
+from strictcall.listing import RESULT_MEMBER, result_is_wrapped
 from strictcall.pipeline import fail
 from strictcall.refusals import NO_TOKEN, WITHHELD
 from strictcall.storage import AuditRecord
 
 SERVER_NAME: Final = "strictcall"
 
-RESULT_MEMBER: Final = "result"
-"""The member that holds a result that is not an object, in structuredContent and in the
-advertised outputSchema."""
-
 MCP_PARAMS: Final = frozenset({"_meta", "task", "inputResponses", "requestState"})
 """Members of tools/call params that belong to MCP itself, not to the call; any other member
 besides name and arguments reaches the gateway, which refuses it."""
+
+_LISTINGS_KEPT: Final = 256
+"""Per-identity tool listings kept at once."""
+
+HANDSHAKE_ERA: Final = "2025-11-25"
+"""The wire version of answers to requests without the 2026-07-28 envelope (every version
+reached by the initialize handshake shares its result shapes)."""
 
 Context = ServerRequestContext[Any, Any]
 IdentityOf = Callable[[Context], str | None]
@@ -49,91 +56,83 @@ IdentityOf = Callable[[Context], str | None]
 # --- tools/list --------------------------------------------------------------------------------
 
 
-def result_is_wrapped(output_schema: JSONValue) -> bool:
-    """Whether a tool's results are wrapped as {"result": value}: unless its schema declares an
-    object, a value may be something MCP's structuredContent cannot hold."""
-    return not (isinstance(output_schema, dict) and output_schema.get("type") == "object")
-
-
-def wrap_schema(schema: JSONValue) -> dict[str, JSONValue]:
-    """The object schema of {"result": value} for a value of `schema`; its local references
-    ("#/$defs/...") are moved along with it."""
-    return {
-        "type": "object",
-        "properties": {RESULT_MEMBER: _moved_refs(schema, "#/properties/" + RESULT_MEMBER)},
-        "required": [RESULT_MEMBER],
-        "additionalProperties": False,
-    }
-
-
-_DATA_KEYWORDS: Final = frozenset({"const", "enum", "default", "examples"})
-"""Keywords whose values are instances, not schemas: a "$ref" inside one is data."""
-
-
-def _moved_refs(schema: JSONValue, base: str) -> JSONValue:
-    if isinstance(schema, list):
-        return [_moved_refs(item, base) for item in schema]
-    if not isinstance(schema, dict):
-        return schema
-    moved: dict[str, JSONValue] = {}
-    for key, value in schema.items():
-        if key == "$ref" and isinstance(value, str) and (value == "#" or value.startswith("#/")):
-            moved[key] = base + value[1:]
-        elif key in _DATA_KEYWORDS:
-            moved[key] = value
-        else:
-            moved[key] = _moved_refs(value, base)
-    return moved
-
-
-def describe_tools(gateway: Gateway) -> list[types.Tool]:
-    """The gateway's tools as MCP lists them, with non-object output schemas wrapped."""
-    tools = []
-    for listed in gateway.list_tools("mcp"):
-        output_schema = listed["outputSchema"]
-        if result_is_wrapped(output_schema):
-            output_schema = wrap_schema(output_schema)
-        tools.append(
-            types.Tool(
-                name=listed["name"],
-                description=listed["description"],
-                input_schema=listed["inputSchema"],
-                output_schema=output_schema,
-            )
+def describe_tools(gateway: Gateway, identity: str | None = None) -> list[types.Tool]:
+    """The gateway's tools as MCP lists them (`Gateway.list_tools("mcp")`, non-object output
+    schemas wrapped there), as SDK models; with `identity`, only those that identity may call."""
+    return [
+        types.Tool(
+            name=listed["name"],
+            description=listed["description"],
+            input_schema=listed["inputSchema"],
+            output_schema=listed["outputSchema"],
         )
-    return tools
+        for listed in gateway.list_tools("mcp", identity=identity)
+    ]
 
 
 # --- tools/call --------------------------------------------------------------------------------
 
 
 def tool_result(answer: dict[str, JSONValue], *, wrapped: bool) -> types.CallToolResult:
-    """A gateway answer as an MCP tool result: the value (or the structured error) in
-    structuredContent and, as JSON, in exactly one text block."""
+    """A gateway answer as an MCP tool result: a value in structuredContent and, as JSON, in
+    exactly one text block; a structured error as JSON in exactly one text block, with
+    isError."""
+    return answered(answer, wrapped=wrapped)[0]
+
+
+def answered(
+    answer: dict[str, JSONValue], *, wrapped: bool
+) -> tuple[types.CallToolResult, dict[str, JSONValue] | None]:
+    """A gateway answer as an MCP tool result, and the structured error it carries (None for a
+    success)."""
     if answer["ok"] is True:
         value = answer["result"]
         text = json_text(value)
         if text is not None:
             structured = {RESULT_MEMBER: value} if wrapped else value
-            return types.CallToolResult(
+            result = types.CallToolResult(
                 content=[types.TextContent(text=text)], structured_content=structured
             )
+            return result, None
         error = WITHHELD.as_error()
     else:
         error = answer["error"]
-    error_text = json_text(error)  # the catalogue's errors always write; None never reaches here
+    return error_result(error), error
+
+
+def error_result(error: dict[str, JSONValue]) -> types.CallToolResult:
+    """A structured error as an isError tool result: the error as JSON in the one text block,
+    and no structuredContent (it would have to match the tool's outputSchema; clients that
+    check it, such as the TypeScript SDK's, throw instead of showing the error)."""
+    text = json_text(error)  # the catalogue's errors always write; None never reaches here
     return types.CallToolResult(
-        content=[types.TextContent(text="" if error_text is None else error_text)],
-        structured_content=error,
-        is_error=True,
+        content=[types.TextContent(text="" if text is None else text)], is_error=True
     )
 
 
+def protocol_version(params: Mapping[str, JSONValue]) -> str:
+    """The wire version a request's answer is written for: the one its 2026-07-28 envelope
+    names (params._meta), otherwise the handshake era's."""
+    meta = params.get("_meta")
+    if isinstance(meta, dict):
+        version = meta.get(types.PROTOCOL_VERSION_META_KEY)
+        if isinstance(version, str) and version in MODERN_PROTOCOL_VERSIONS:
+            return version
+    return HANDSHAKE_ERA
+
+
 def result_message(
-    request_id: types.RequestId, result: types.CallToolResult
+    request_id: types.RequestId, result: types.CallToolResult, version: str = HANDSHAKE_ERA
 ) -> types.JSONRPCResponse:
-    """A tool result as the JSON-RPC response that carries it."""
+    """A tool result as the JSON-RPC response that carries it, written for wire `version` (on
+    2026-07-28: `resultType` "complete" and the server's name in `_meta`, as the SDK writes its
+    own results)."""
     dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+    if version in MODERN_PROTOCOL_VERSIONS:
+        dumped["resultType"] = "complete"
+        server_info = {"name": SERVER_NAME, "version": _version()}
+        dumped["_meta"] = {types.SERVER_INFO_META_KEY: server_info}
+    dumped = serialize_server_result("tools/call", version, dumped)
     return types.JSONRPCResponse(jsonrpc="2.0", id=request_id, result=dumped)
 
 
@@ -161,10 +160,33 @@ class McpTools:
         self._identity_of = identity_of
         self._call_scope = call_scope
         self._record = record
-        self._tools: Final = describe_tools(gateway)
-        self._wrapped: Final = frozenset(
-            tool.name for tool in gateway.tools if result_is_wrapped(tool.output_schema)
-        )
+        # Both follow the gateway's tools, which may change while serving (a proxy's upstream
+        # lists new ones): rebuilt when its generation moves.
+        self._generation = -1
+        self._listings: dict[str, list[types.Tool]] = {}
+        self._wrapped: frozenset[str] = frozenset()
+        self._follow()
+        answering = self.server()
+        self._methods: Final = frozenset(
+            method
+            for method in SPEC_CLIENT_METHODS
+            if answering.get_request_handler(method) is not None
+        ) | {"initialize"}
+
+    def _follow(self) -> None:
+        """Forget what was derived from the gateway's tools if they changed since."""
+        generation = self.gateway.generation
+        if generation != self._generation:
+            self._generation = generation
+            self._listings = {}
+            self._wrapped = frozenset(
+                tool.name for tool in self.gateway.tools if result_is_wrapped(tool.output_schema)
+            )
+
+    def serves(self, method: str) -> bool:
+        """Whether the server answers requests for `method` (any other gets -32601 from
+        strictcall, which echoes nothing of it)."""
+        return method in self._methods
 
     def server(self) -> Server[Any]:
         """A new low-level SDK server answering with these tools."""
@@ -178,8 +200,18 @@ class McpTools:
     async def list_tools(
         self, ctx: Context, params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        """tools/list: every tool, on one page."""
-        return types.ListToolsResult(tools=self._tools)
+        """tools/list: every tool the caller may call, on one page."""
+        identity = self._identity_of(ctx)
+        if identity is None:  # a transport that forgot the caller: show nothing
+            return types.ListToolsResult(tools=[])
+        self._follow()
+        listing = self._listings.get(identity)
+        if listing is None:
+            listing = describe_tools(self.gateway, identity)
+            if len(self._listings) >= _LISTINGS_KEPT:
+                self._listings.clear()
+            self._listings[identity] = listing
+        return types.ListToolsResult(tools=listing)
 
     async def call_tool(
         self, ctx: Context, params: types.CallToolRequestParams
@@ -205,18 +237,35 @@ class McpTools:
         call = {key: value for key, value in params.items() if key not in MCP_PARAMS}
         tool = self.gateway.tool_named(call)
         call_id = f"mcp-{self._call_scope()}:{json_text(request_id)}"
+        self._follow()
         started = time.perf_counter_ns()
         if identity is None:  # a transport that forgot the caller: refuse, never guess
             answer = fail(call_id, NO_TOKEN)
         else:
             # only a gateway whose tools take numbers needs to know (Gateway.reads_numbers)
             answer = await self.gateway.call_parsed_async(call, identity, call_id)
-        result = tool_result(answer, wrapped=tool in self._wrapped)
+        result, error = answered(answer, wrapped=tool in self._wrapped)
         if self._record is not None:
-            error = result.structured_content if result.is_error else None
             latency_us = (time.perf_counter_ns() - started) // 1000
-            self._record(AuditRecord.of_call(call_id, identity, tool, error, latency_us))
+            pointer = self.gateway.audit_pointer(tool, error)
+            entry = AuditRecord.of_call(call_id, identity, tool, error, latency_us, pointer=pointer)
+            self._record(entry)
         return result
+
+    def refusal_record(
+        self,
+        request_id: types.RequestId | None,
+        name: str | None,
+        error: dict[str, JSONValue],
+        identity: str | None,
+    ) -> AuditRecord:
+        """The audit record of a message refused before the SDK saw it, with its call id and
+        tool when they could be read (a tool only when it is one of the gateway's)."""
+        call_id = (
+            None if request_id is None else f"mcp-{self._call_scope()}:{json_text(request_id)}"
+        )
+        tool = self.gateway.tool_named({"name": name})
+        return AuditRecord.of_call(call_id, identity, tool, error, 0)
 
 
 def _version() -> str:

@@ -1,7 +1,8 @@
 """MCP streamable HTTP at /mcp, stateless with JSON responses; the identity comes from the
 bearer token, checked by `strictcall.http` before this app is reached.
 
-A POST body is read (up to the limit) and through the strict intake before the SDK sees it:
+GET is 405 Method Not Allowed (no server-to-client stream is offered). A POST body is read
+(up to the limit) and through the strict intake before the SDK sees it:
 refusals are the body of a 400 (413 when too large), a tools/call the SDK would refuse
 without detail is answered by the gateway as a tool result, and everything else is replayed to
 the SDK's session manager.
@@ -21,8 +22,10 @@ from starlette.responses import Response
 from strictcall.gateway import Gateway
 from strictcall.http import IDENTITY_KEY, Message, Receive, Scope, Send, read_body
 from strictcall.jsonrpc import Recorder
-from strictcall.mcp.adapter import Context, McpTools, result_message
+from strictcall.mcp.adapter import Context, McpTools, protocol_version, result_message
 from strictcall.mcp.intake import DirectCall, Refused, read_message, refuse_too_large
+from strictcall.mcp.sdk_errors import scrubbed
+from strictcall.refusals import protocol_refusal
 from strictcall.storage import AuditRecord
 
 
@@ -57,12 +60,18 @@ class McpHttpApp:
         return self.manager.run()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["method"] == "GET":
+            # No server-to-client stream is offered (stateless, JSON responses): the spec's
+            # answer is 405, never an event stream that stays silent until shutdown.
+            response = Response(status_code=405, headers={"Allow": "POST"})
+            await response(scope, receive, send)
+            return
         if scope["method"] == "POST":
             body = await read_body(receive, self.limits.max_size)
             if body is None:
                 await self._refuse(refuse_too_large(self.limits), 413, scope, receive, send)
                 return
-            message = read_message(body, self.limits)
+            message = read_message(body, self.limits, self._tools.serves)
             if isinstance(message, Refused):
                 await self._refuse(message, message.status, scope, receive, send)
                 return
@@ -70,7 +79,9 @@ class McpHttpApp:
                 await self._answer_directly(message, scope, receive, send)
                 return
             receive = _replay(body, receive)
-        await self.manager.handle_request(scope, receive, send)
+        identity = scope.get(IDENTITY_KEY)
+        watched = SdkErrors(send, identity if isinstance(identity, str) else None, self._record)
+        await self.manager.handle_request(scope, receive, watched)
 
     async def _answer_directly(
         self, call: DirectCall, scope: Scope, receive: Receive, send: Send
@@ -79,7 +90,7 @@ class McpHttpApp:
         result = await self._tools.answer_call(
             call.params, call.request_id, identity if isinstance(identity, str) else None
         )
-        reply = result_message(call.request_id, result)
+        reply = result_message(call.request_id, result, protocol_version(call.params))
         body = orjson.dumps(reply.model_dump(by_alias=True, mode="json", exclude_none=True))
         response = Response(body, status_code=200, media_type="application/json")
         await response(scope, receive, send)
@@ -89,9 +100,77 @@ class McpHttpApp:
     ) -> None:
         if self._record is not None:
             identity = scope.get(IDENTITY_KEY)
-            self._record(AuditRecord.of_call(None, identity, None, refused.error, 0))
-        response = Response(refused.body(), status_code=status, media_type="application/json")
+            caller = identity if isinstance(identity, str) else None
+            self._record(
+                self._tools.refusal_record(refused.request_id, refused.name, refused.error, caller)
+            )
+        if refused.answered:
+            body = refused.body()
+            response = Response(body, status_code=status, media_type="application/json")
+        else:  # a notification: accepted, as the SDK acknowledges every notification
+            response = Response(status_code=202)
         await response(scope, receive, send)
+
+
+class SdkErrors:
+    """The ASGI send of the SDK's responses: a JSON body that is a JSON-RPC error the SDK wrote
+    itself is audited and scrubbed of what the caller sent (`strictcall.mcp.sdk_errors`);
+    everything else passes unchanged."""
+
+    def __init__(self, send: Send, identity: str | None, record: Recorder | None) -> None:
+        self._send = send
+        self._identity = identity
+        self._record = record
+        self._start: Message | None = None
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start" and _is_json(message):
+            self._start = message  # held until the body shows what it is
+            return
+        start, self._start = self._start, None
+        if start is None:
+            await self._send(message)
+            return
+        if message["type"] == "http.response.body" and not message.get("more_body", False):
+            body = self._scrubbed(message.get("body", b""))
+            if body is not None:
+                await self._send({**start, "headers": _with_length(start["headers"], body)})
+                await self._send({**message, "body": body})
+                return
+        await self._send(start)
+        await self._send(message)
+
+    def _scrubbed(self, body: bytes) -> bytes | None:
+        """The body with its SDK error scrubbed, or None when it is not an SDK error reply."""
+        if b'"error"' not in body:  # a result: left unread
+            return None
+        try:
+            reply = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return None
+        if type(reply) is not dict or type(reply.get("error")) is not dict:
+            return None
+        error = reply["error"]
+        data = error.get("data")
+        if type(data) is dict and "stage" in data:  # strictcall's own structured error
+            return None
+        code = error.get("code")
+        if self._record is not None and type(code) is int:
+            refusal = protocol_refusal(code).as_error()
+            self._record(AuditRecord.of_call(None, self._identity, None, refusal, 0))
+        return orjson.dumps({**reply, "error": scrubbed(error)})
+
+
+def _is_json(start: Message) -> bool:
+    return any(
+        name.lower() == b"content-type" and value.startswith(b"application/json")
+        for name, value in start.get("headers", [])
+    )
+
+
+def _with_length(headers: list[tuple[bytes, bytes]], body: bytes) -> list[tuple[bytes, bytes]]:
+    kept = [(name, value) for name, value in headers if name.lower() != b"content-length"]
+    return [*kept, (b"content-length", str(len(body)).encode("ascii"))]
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:

@@ -2,12 +2,15 @@
 
 Every message is read with strictcall's strict intake: a text that is not strict JSON gets
 -32700 with id null, one that is not a JSON-RPC 2.0 message -32600, one longer than the limit
-request_too_large. A tools/call whose params the SDK would refuse without detail goes to the
-gateway instead (`DirectCall`), so that it is answered as any other call is.
+request_too_large, params by position -32602, and a request for a method the server does not
+serve -32601 unknown_method (the SDK's own answer would echo the method name, whatever its
+length). A tools/call whose params the SDK would refuse without detail goes to the gateway
+instead (`DirectCall`), so that it is answered as any other call is.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final, NamedTuple
 
 import mcp_types as types
@@ -17,20 +20,36 @@ from pydantic import ValidationError
 from strictcall.errors import JSONValue, Rejection
 from strictcall.ids import valid_id
 from strictcall.jsonrpc import error_reply, read_request
-from strictcall.pipeline import Limits, read_call, too_large
-from strictcall.refusals import NOT_A_REQUEST
+from strictcall.pipeline import Limits, too_large
+from strictcall.pipeline import read_message as read_text
+from strictcall.refusals import NO_SUCH_METHOD, NOT_A_REQUEST, POSITIONAL_PARAMS
 
 
 class Refused:
-    """A message refused before the SDK saw it, and its JSON-RPC error reply (HTTP 400)."""
+    """A message refused before the SDK saw it, and its JSON-RPC error reply (on HTTP, the body
+    of a 400, or of a 200 for an unknown method, as the SDK answers that). A valid notification
+    that is refused (params by position) is audited but never answered (`answered` false)."""
 
-    __slots__ = ("error", "reply", "status")
+    __slots__ = ("answered", "error", "name", "reply", "request_id", "status")
 
-    def __init__(self, request_id: str | int | None, refusal: Rejection) -> None:
+    def __init__(
+        self,
+        request_id: str | int | None,
+        refusal: Rejection,
+        name: str | None = None,
+        status: int = 400,
+        *,
+        answered: bool = True,
+    ) -> None:
+        self.request_id: Final = request_id
+        """The message's id, when it had a valid one."""
+        self.name: Final = name
+        """The tool a tools/call named, when its params could be read (for the audit log)."""
         self.error: Final = refusal.as_error()
         """The structured error {code, stage, retryable, ...}."""
         self.reply: Final[dict[str, Any]] = error_reply(request_id, self.error)
-        self.status: Final = 400
+        self.status: Final = status
+        self.answered: Final = answered
 
     def message(self) -> types.JSONRPCMessage:
         """The reply as the SDK's message model."""
@@ -53,17 +72,29 @@ class DirectCall(NamedTuple):
 _RESPONSE_MEMBERS: Final = frozenset({"jsonrpc", "id", "result", "error"})
 
 
-def read_message(raw: bytes, limits: Limits) -> types.JSONRPCMessage | DirectCall | Refused:
+def _serves_all(method: str) -> bool:
+    return True
+
+
+def read_message(
+    raw: bytes, limits: Limits, serves: Callable[[str], bool] = _serves_all
+) -> types.JSONRPCMessage | DirectCall | Refused:
     """One JSON-RPC 2.0 message read strictly: a request or notification as
-    `strictcall.jsonrpc` accepts them, or a response; anything else is refused."""
-    document = read_call(raw, limits)
+    `strictcall.jsonrpc` accepts them, or a response; anything else is refused, and so is a
+    request for a method that `serves` says the server does not answer."""
+    document = read_text(raw, limits)
     if isinstance(document, Rejection):
         return Refused(None, document)
     message = document.value
     if type(message) is dict and "method" not in message and _RESPONSE_MEMBERS & message.keys():
         acceptable = _is_response(message)
     else:
-        acceptable = not isinstance(read_request(message), Rejection)
+        request = read_request(message)
+        if request is POSITIONAL_PARAMS:  # a notification among them gets no answer
+            return Refused(valid_id(message), POSITIONAL_PARAMS, answered="id" in message)
+        acceptable = not isinstance(request, Rejection)
+        if acceptable and "id" in message and not serves(message["method"]):
+            return Refused(valid_id(message), NO_SUCH_METHOD, status=200)
     if acceptable and message.get("method") == "tools/call" and "id" in message:
         params = message.get("params", {})  # absent params are read_request's "no params"
         if _sdk_refuses(params):
@@ -73,7 +104,16 @@ def read_message(raw: bytes, limits: Limits) -> types.JSONRPCMessage | DirectCal
             return types.jsonrpc_message_adapter.validate_python(message, by_name=False)
         except ValidationError:
             pass
-    return Refused(valid_id(message), NOT_A_REQUEST)
+    return Refused(valid_id(message), NOT_A_REQUEST, named_tool(message))
+
+
+def named_tool(message: JSONValue) -> str | None:
+    """The tool name a message's params hold, when they can be read: a str, else None."""
+    if type(message) is not dict:
+        return None
+    params = message.get("params")
+    name = params.get("name") if type(params) is dict else None
+    return name if type(name) is str else None
 
 
 def _sdk_refuses(params: dict[str, JSONValue]) -> bool:

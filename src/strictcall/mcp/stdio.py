@@ -5,16 +5,30 @@ reads, so that every line gets an answer: blank lines carry no message and are s
 longer than the limit is skipped unread and refused; every other line goes through the strict
 intake (`strictcall.mcp.intake`). When stdin ends, the requests still running are answered
 (within `DRAIN_S`) before the session ends: the SDK alone would cancel them unanswered.
+
+On SIGINT the session stops at once: one cancel scope around all of it is cancelled (asyncio's
+own handling cancelled the main task once, which left the portal waiting on a line handed in
+before the interrupt, and let the SDK's streams raise BrokenResourceError out of the run), and
+`serve_stdio` raises KeyboardInterrupt. Whatever still holds the process `INTERRUPT_GRACE_S`
+later (a write blocked on a full pipe, a thread in a query) is cut short with
+`os._exit(130)`: SQLite keeps every committed write. The command line then ends the process
+with `exit_interrupted` rather than through the interpreter's finalization, which could wait
+forever on the lock of a stream a daemon thread was reading when it was frozen.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import io
 import os
 import secrets
+import signal
 import sys
 import threading
+import time
 from collections import Counter
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from typing import IO, Final, Protocol, cast
 
 import anyio
@@ -27,8 +41,10 @@ from mcp.shared.message import SessionMessage
 from strictcall.gateway import Gateway
 from strictcall.ids import valid_id
 from strictcall.jsonrpc import Recorder
-from strictcall.mcp.adapter import McpTools, result_message
+from strictcall.mcp.adapter import McpTools, protocol_version, result_message
 from strictcall.mcp.intake import DirectCall, Refused, read_message, refuse_too_large
+from strictcall.mcp.sdk_errors import scrubbed_message
+from strictcall.refusals import protocol_refusal
 from strictcall.storage import AuditRecord
 
 
@@ -38,12 +54,72 @@ def serve_stdio(
     *,
     record: Recorder | None = None,
     stdin: IO[bytes] | None = None,
+    lifespans: Sequence[Callable[[], AbstractAsyncContextManager[None]]] = (),
 ) -> None:
-    """Serve MCP on this process's stdin and stdout as `identity` until stdin ends."""
+    """Serve MCP on this process's stdin and stdout as `identity` until stdin ends.
+
+    `lifespans` are entered, in order, in the serving event loop before the first line is read
+    and left after the last answer (e.g. a proxy's upstream session); one that fails to enter
+    raises here, and nothing is served.
+
+    Raises:
+        KeyboardInterrupt: SIGINT stopped the session (within `INTERRUPT_GRACE_S`).
+    """
     source = stdin if stdin is not None else _private_stdin()
-    anyio.run(_serve_stdio, gateway, identity, record, source)
+    if anyio.run(_serve_with, lifespans, gateway, identity, record, source):
+        # The reader may still be blocked on stdin, holding its buffer: leave it to the exit.
+        raise KeyboardInterrupt
     if stdin is None:  # stdin has ended, so its reader has returned
         source.close()
+
+
+INTERRUPT_GRACE_S: Final = 0.5
+"""How long after SIGINT the process may take to stop cleanly before it is made to: half the
+second promised, the other half left for a loaded machine to deliver the signal and end it."""
+
+INTERRUPTED_EXIT: Final = 130
+"""The exit status after SIGINT (128 + the signal's number), as the command line's."""
+
+
+class _Interrupt:
+    """SIGINT, received on the event loop: it cancels the session's scope."""
+
+    def __init__(self) -> None:
+        self.received = False
+
+    async def watch(self, session: anyio.CancelScope) -> None:
+        with anyio.open_signal_receiver(signal.SIGINT) as signals:
+            async for _ in signals:
+                self.received = True
+                _exit_after(INTERRUPT_GRACE_S)
+                session.cancel()
+                return
+
+
+def exit_interrupted() -> None:
+    """End the process at once with INTERRUPTED_EXIT, its standard streams flushed (after the
+    store is closed: the caller's part)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):  # closed, or a pipe nobody reads any more
+            pass
+    os._exit(INTERRUPTED_EXIT)
+
+
+def _exit_after(seconds: float) -> None:
+    """End the process with INTERRUPTED_EXIT in `seconds`, unless it has ended by then."""
+
+    def cut_short() -> None:
+        time.sleep(seconds)
+        try:
+            sys.stderr.write("strictcall: stopped without finishing (interrupted)\n")
+            sys.stderr.flush()
+        finally:
+            os._exit(INTERRUPTED_EXIT)
+
+    threading.Thread(target=cut_short, name="strictcall-interrupt", daemon=True).start()
 
 
 def _private_stdin() -> IO[bytes]:
@@ -55,7 +131,39 @@ def _private_stdin() -> IO[bytes]:
         return io.BytesIO()
 
 
+async def _serve_with(
+    lifespans: Sequence[Callable[[], AbstractAsyncContextManager[None]]],
+    gateway: Gateway,
+    identity: str,
+    record: Recorder | None,
+    stdin: IO[bytes],
+) -> bool:
+    """`_serve_stdio` inside `lifespans`: whether SIGINT stopped it."""
+    async with AsyncExitStack() as stack:
+        for lifespan in lifespans:
+            await stack.enter_async_context(lifespan())
+        return await _serve_stdio(gateway, identity, record, stdin)
+
+
 async def _serve_stdio(
+    gateway: Gateway, identity: str, record: Recorder | None, stdin: IO[bytes]
+) -> bool:
+    """Serve until stdin ends (False) or SIGINT (True)."""
+    interrupt = _Interrupt()
+    try:
+        async with anyio.create_task_group() as everything:
+            everything.start_soon(interrupt.watch, everything.cancel_scope)
+            await _session(gateway, identity, record, stdin)
+            everything.cancel_scope.cancel()  # stdin ended: stop watching for SIGINT
+    except BaseException:
+        # Once interrupted, what the SDK's streams raise while they are torn down (closed or
+        # broken streams, in exception groups) is the interrupt's doing, not a failure.
+        if not interrupt.received:
+            raise
+    return interrupt.received
+
+
+async def _session(
     gateway: Gateway, identity: str, record: Recorder | None, stdin: IO[bytes]
 ) -> None:
     scope = f"stdio-{secrets.token_hex(8)}"
@@ -69,7 +177,14 @@ async def _serve_stdio(
         BlockingPortal() as portal,
     ):
         await unused.aclose()
-        answers = Answers(write_stream)
+
+        def on_error(message: types.JSONRPCError) -> types.JSONRPCError:
+            if record is not None:
+                error = protocol_refusal(message.error.code).as_error()
+                record(AuditRecord.of_call(None, identity, None, error, 0))
+            return scrubbed_message(message)
+
+        answers = Answers(write_stream, on_error)
         intake = StdioIntake(read_send, answers, tools, identity, record)
         reader = threading.Thread(
             target=read_lines,
@@ -106,10 +221,16 @@ class WriteSide(Protocol):
 
 class Answers:
     """The write side of a stdio session, watched for the answers to the requests stdin passed
-    on, so that the end of stdin can wait for them."""
+    on, so that the end of stdin can wait for them. The SDK's own error replies go through
+    `on_error` (which audits and scrubs them); strictcall's own answers go by `send_own`."""
 
-    def __init__(self, inner: WriteSide) -> None:
+    def __init__(
+        self,
+        inner: WriteSide,
+        on_error: Callable[[types.JSONRPCError], types.JSONRPCError] | None = None,
+    ) -> None:
         self._inner = inner
+        self._on_error = on_error
         self._waiting: Counter[str] = Counter()
         self._settled = anyio.Event()
         self._settled.set()
@@ -135,6 +256,13 @@ class Answers:
         await self._settled.wait()
 
     async def send(self, item: SessionMessage, /) -> None:
+        """Send what the SDK writes (its error replies through `on_error`)."""
+        if self._on_error is not None and isinstance(item.message, types.JSONRPCError):
+            item = SessionMessage(self._on_error(item.message), metadata=item.metadata)
+        await self.send_own(item)
+
+    async def send_own(self, item: SessionMessage) -> None:
+        """Send an answer strictcall wrote itself."""
         await self._inner.send(item)
         message = item.message
         if (
@@ -181,7 +309,7 @@ class StdioIntake:
         """Pass on or answer one line (its newline removed); a blank line carries no message."""
         if not line.strip(b" \t\r"):
             return
-        message = read_message(line, self._limits)
+        message = read_message(line, self._limits, self._tools.serves)
         if isinstance(message, Refused):
             await self._answer(message)
             return
@@ -189,8 +317,8 @@ class StdioIntake:
             result = await self._tools.answer_call(
                 message.params, message.request_id, self._identity
             )
-            reply = result_message(message.request_id, result)
-            await self._answers.send(SessionMessage(reply))
+            reply = result_message(message.request_id, result, protocol_version(message.params))
+            await self._answers.send_own(SessionMessage(reply))
             return
         if isinstance(message, types.JSONRPCRequest):
             self._answers.expect(message.id)
@@ -207,8 +335,13 @@ class StdioIntake:
 
     async def _answer(self, refused: Refused) -> None:
         if self._record is not None:
-            self._record(AuditRecord.of_call(None, self._identity, None, refused.error, 0))
-        await self._answers.send(SessionMessage(refused.message()))
+            self._record(
+                self._tools.refusal_record(
+                    refused.request_id, refused.name, refused.error, self._identity
+                )
+            )
+        if refused.answered:
+            await self._answers.send_own(SessionMessage(refused.message()))
 
     async def end(self) -> None:
         """Stdin has ended: so does the session, once the requests still running are answered
@@ -218,8 +351,14 @@ class StdioIntake:
         await self._messages.aclose()
 
 
-_SESSION_OVER: Final = (RuntimeError, anyio.ClosedResourceError, anyio.BrokenResourceError)
-"""What handing a line over raises once the server has stopped (the portal, or the streams)."""
+_SESSION_OVER: Final = (
+    RuntimeError,
+    anyio.ClosedResourceError,
+    anyio.BrokenResourceError,
+    concurrent.futures.CancelledError,
+)
+"""What handing a line over raises once the server has stopped (the portal, the streams, or
+the line's task, cancelled by an interrupt)."""
 
 
 def read_lines(stream: IO[bytes], limit: int, intake: StdioIntake, portal: BlockingPortal) -> None:

@@ -11,29 +11,36 @@ import os
 
 from strictcall.storage.base import (
     DEFAULT_DB_PATH,
+    MINUTE_S,
     TOKEN_CACHE_S,
     AuditRecord,
+    FailureRow,
     IdempotencyConflict,
     IdempotencyKey,
     Note,
     SchemaTooNew,
+    StatRow,
     Store,
     StoreBusy,
     StoreError,
     StoreUnavailable,
     hash_token,
+    minute_counts,
     new_note_id,
     new_token,
 )
 
 __all__ = [
     "DEFAULT_DB_PATH",
+    "MINUTE_S",
     "TOKEN_CACHE_S",
     "AuditRecord",
+    "FailureRow",
     "IdempotencyConflict",
     "IdempotencyKey",
     "Note",
     "SchemaTooNew",
+    "StatRow",
     "Store",
     "StoreBusy",
     "StoreError",
@@ -41,24 +48,44 @@ __all__ = [
     "default_db",
     "hash_token",
     "is_database_url",
+    "minute_counts",
     "new_note_id",
     "new_token",
     "open_store",
     "shown_db",
+    "unavailable_because",
 ]
 
 _URL_SCHEMES: tuple[str, ...] = ("postgresql://", "postgres://")
 
 
-def default_db() -> str:
-    """$STRICTCALL_DB, or strictcall.sqlite3 in the current directory."""
-    # An empty variable names no store, so it means the same as an unset one here.
-    return os.environ.get("STRICTCALL_DB") or DEFAULT_DB_PATH
+def default_db() -> str | None:
+    """$STRICTCALL_DB, or strictcall.sqlite3 in the current directory when it is unset; None
+    when it is set but empty.
+
+    An empty variable names no store. Reading it as "the default" would quietly put the data
+    somewhere the operator did not say, so it is refused, as an empty --db is.
+    """
+    db = os.environ.get("STRICTCALL_DB")
+    if db is None:
+        return DEFAULT_DB_PATH
+    return db if db != "" else None
 
 
 def is_database_url(db: str) -> bool:
     """Whether `db` names a database server by URL rather than a SQLite file by path."""
     return db.startswith(_URL_SCHEMES)
+
+
+def unavailable_because(db: str, exc: StoreUnavailable) -> str:
+    """Why the store `db` names could not be opened or used, in the operator's words."""
+    if isinstance(exc, SchemaTooNew):
+        return exc.for_operator()
+    if is_database_url(db):
+        return "the database server refused or could not be reached"
+    from strictcall.storage.sqlite import describe_failure
+
+    return describe_failure(db, exc)
 
 
 def open_store(db: str) -> Store:

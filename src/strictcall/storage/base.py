@@ -50,6 +50,13 @@ class SchemaTooNew(StoreUnavailable):
         self.found = found
         self.known = known
 
+    def for_operator(self) -> str:
+        """Why the store was refused, in the operator's words (one short clause)."""
+        return (
+            f"it was written by a newer strictcall (schema version {self.found}; this one knows"
+            f" {self.known}); upgrade strictcall to open it"
+        )
+
 
 class StoreBusy(StoreError):
     """A write asked not to wait (`wait=False`) would have had to: another write holds the
@@ -78,6 +85,11 @@ class AuditRecord(NamedTuple):
     code: str | None
     stage: str | None
     latency_us: int
+    reason: str | None = None
+    """The catalogue's reason of a parse or shape error (`strictcall.errors.Reason`)."""
+    pointer: str | None = None
+    """Where a shape error is, as the gateway's `audit_pointer` shows it: member names the
+    tool's schema declares, any other name as "*" (a name the model made up is its text)."""
 
     @classmethod
     def of_call(
@@ -87,8 +99,13 @@ class AuditRecord(NamedTuple):
         tool: str | None,
         error: Mapping[str, Any] | None,
         latency_us: int,
+        *,
+        pointer: str | None = None,
     ) -> AuditRecord:
-        """The record of one call, now: a success when `error` is None, else its code and stage."""
+        """The record of one call, now: a success when `error` is None, else its code, stage
+        and reason. `pointer` is given by the caller, already made safe to keep
+        (`Gateway.audit_pointer`): the error's own may hold a name the model made up."""
+        reason = None if error is None else error.get("reason")
         return cls(
             time.time(),
             None if call_id is None else str(call_id),
@@ -98,7 +115,57 @@ class AuditRecord(NamedTuple):
             None if error is None else error["code"],
             None if error is None else error["stage"],
             latency_us,
+            reason if type(reason) is str else None,
+            pointer,
         )
+
+
+MINUTE_S: Final = 60
+"""The audit's time windows are counted in whole minutes (`Store.call_stats`)."""
+
+
+class StatRow(NamedTuple):
+    """How many calls ended one way in one minute: the audit counted by time window."""
+
+    minute: int
+    """The minute's start, in seconds since the epoch (a multiple of 60)."""
+    tool: str | None
+    outcome: str
+    stage: str | None
+    code: str | None
+    calls: int
+
+
+class FailureRow(NamedTuple):
+    """How many calls failed the same way (tool, code, reason, pointer) in a time window."""
+
+    tool: str | None
+    code: str | None
+    reason: str | None
+    pointer: str | None
+    calls: int
+
+
+MinuteKey = tuple[int, str | None, str, str | None, str | None, str | None, str | None]
+"""(minute, tool, outcome, stage, code, reason, pointer): what a store counts per minute."""
+
+
+def minute_counts(records: Sequence[AuditRecord]) -> dict[MinuteKey, int]:
+    """A batch of records counted by minute and outcome: what a store adds to its per-minute
+    counts when it writes the batch, so that a time window is read without its records."""
+    counts: dict[MinuteKey, int] = {}
+    for r in records:
+        key = (
+            int(r.at) // MINUTE_S * MINUTE_S,
+            r.tool,
+            r.outcome,
+            r.stage,
+            r.code,
+            r.reason,
+            r.pointer,
+        )
+        counts[key] = counts.get(key, 0) + 1
+    return counts
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +207,13 @@ class Store(Protocol):
     def record_calls(self, records: Sequence[AuditRecord]) -> None: ...
     def recent_calls(self, limit: int) -> list[AuditRecord]: ...
     def call_counts(self) -> list[tuple[str, str | None, str | None, int]]: ...
+    # --- for operators (issue 16): the page, /metrics' neighbours, `stats`, `audit --follow`
+    def create_operator_token(self, name: str) -> str: ...
+    def operator_for_token(self, token: str) -> str | None: ...
+    def call_stats(self, since: float) -> list[StatRow]: ...
+    def top_failures(self, since: float, limit: int) -> list[FailureRow]: ...
+    def recent_refusals(self, limit: int) -> list[AuditRecord]: ...
+    def calls_after(self, cursor: int | None, limit: int) -> tuple[int, list[AuditRecord]]: ...
     def close(self) -> None: ...
 
 

@@ -28,15 +28,19 @@ from typing import Any, Final, TypeVar
 
 from strictcall.errors import MissingExtra
 from strictcall.storage.base import (
+    MINUTE_S,
     TOKEN_CACHE_S,
     AuditRecord,
+    FailureRow,
     IdempotencyConflict,
     IdempotencyKey,
     Note,
     SchemaTooNew,
+    StatRow,
     StoreBusy,
     StoreUnavailable,
     hash_token,
+    minute_counts,
     new_note_id,
     new_token,
 )
@@ -51,7 +55,7 @@ except ImportError:  # exercised in a venv without the extra (tests: a blocked i
 
 T = TypeVar("T")
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 """The schema this code writes (PostgreSQL's own numbering, apart from SQLite's)."""
 
 STATEMENT_TIMEOUT_MS: Final = 2000
@@ -126,7 +130,34 @@ CREATE TABLE idempotency (
 """
 
 # Version -> the statements that bring the database from the version before to it.
-_MIGRATIONS: Final[Mapping[int, tuple[str, ...]]] = {1: (_SCHEMA,)}
+_MIGRATIONS: Final[Mapping[int, tuple[str, ...]]] = {
+    1: (_SCHEMA,),
+    # For operators (issue 16), as SQLite's version 3: a failure's reason and (made safe)
+    # pointer; tokens with a role, so that an operator's token opens the page and not /rpc (nor
+    # the reverse); the calls counted per minute as they are written, so that a time window is
+    # read from its minutes' counts and not its records; refusals indexed apart.
+    2: (
+        "ALTER TABLE audit ADD COLUMN reason text, ADD COLUMN pointer text",
+        "ALTER TABLE tokens ADD COLUMN role text NOT NULL DEFAULT 'agent'",
+        # '' stands for none in the key: a NULL would never conflict, and counts would split
+        """CREATE TABLE audit_minutes (
+            minute bigint NOT NULL,
+            tool text NOT NULL,
+            outcome text NOT NULL,
+            stage text NOT NULL,
+            code text NOT NULL,
+            reason text NOT NULL,
+            pointer text NOT NULL,
+            n bigint NOT NULL,
+            PRIMARY KEY (minute, tool, outcome, stage, code, reason, pointer)
+        )""",
+        f"""INSERT INTO audit_minutes
+            SELECT (floor(at / {MINUTE_S}) * {MINUTE_S})::bigint, coalesce(tool, ''), outcome,
+                   coalesce(stage, ''), coalesce(code, ''), '', '', count(*)
+            FROM audit GROUP BY 1, 2, 3, 4, 5""",
+        "CREATE INDEX audit_refusals ON audit (seq) WHERE outcome = 'error'",
+    ),
+}
 
 _READ_NOTE: Final = "SELECT text FROM notes WHERE owner = %s AND id = %s"
 
@@ -165,12 +196,23 @@ _RECORDED: Final = (
     "SELECT fingerprint, note_id FROM idempotency WHERE identity = %s AND call_id = %s"
 )
 
-_AUDIT_COLUMNS: Final = "at, call_id, identity, tool, outcome, code, stage, latency_us"
-# A batch as eight arrays, one per column, inserted by one statement.
+_AUDIT_COLUMNS: Final = (
+    "at, call_id, identity, tool, outcome, code, stage, latency_us, reason, pointer"
+)
+# A batch as ten arrays, one per column, inserted by one statement.
 _INSERT_AUDIT_ROWS: Final = (
     f"INSERT INTO audit ({_AUDIT_COLUMNS}) SELECT * FROM unnest("
     "%s::float8[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[],"
-    " %s::int8[])"
+    " %s::int8[], %s::text[], %s::text[])"
+)
+# A batch's per-minute counts, added by one statement. The keys come sorted, so that servers
+# writing the same minutes at once take their row locks in one order (no deadlock).
+_COUNT_MINUTES: Final = (
+    "INSERT INTO audit_minutes (minute, tool, outcome, stage, code, reason, pointer, n)"
+    " SELECT * FROM unnest(%s::int8[], %s::text[], %s::text[], %s::text[], %s::text[],"
+    " %s::text[], %s::text[], %s::int8[])"
+    " ON CONFLICT (minute, tool, outcome, stage, code, reason, pointer)"
+    " DO UPDATE SET n = audit_minutes.n + excluded.n"
 )
 
 
@@ -477,7 +519,9 @@ class PostgresStore:
         now = time.monotonic()
         if cached is not None and cached[1] > now:
             return cached[0]
-        row = self._read("SELECT hash, identity FROM tokens WHERE hash = %s", (digest,))
+        row = self._read(
+            "SELECT hash, identity FROM tokens WHERE hash = %s AND role = 'agent'", (digest,)
+        )
         if row is None or not hmac.compare_digest(row[0], digest):
             return None
         identity = str(row[1])
@@ -503,13 +547,19 @@ class PostgresStore:
         if not records:
             return
         columns = [list(column) for column in zip(*records, strict=True)]
-        for index in (1, 2, 3):  # call_id, identity, tool: PostgreSQL text refuses NUL
+        for index in (1, 2, 3, 8, 9):  # call_id, identity, tool, reason, pointer: text refuses NUL
             columns[index] = [_no_nul(value) for value in columns[index]]
+        minutes = sorted(
+            (minute, *(_key(part) for part in rest), n)
+            for (minute, *rest), n in minute_counts(records).items()
+        )
+        counts = [list(column) for column in zip(*minutes, strict=True)]
 
         def insert(conn: psycopg.Connection[Any]) -> None:
             with conn.transaction():
                 conn.execute("SET LOCAL synchronous_commit = off")
                 conn.execute(_INSERT_AUDIT_ROWS, columns)
+                conn.execute(_COUNT_MINUTES, counts)
 
         self._run(insert, retry=False)
 
@@ -529,6 +579,86 @@ class PostgresStore:
             many=True,
         )
         return [(str(o), s, c, int(n)) for o, s, c, n in rows]
+
+    # --- for operators ------------------------------------------------------------------------
+
+    def create_operator_token(self, name: str) -> str:
+        """A new operator token (the page, /metrics); it is no agent's token: /rpc refuses it."""
+        token = new_token()
+        self._run(
+            lambda conn: conn.execute(
+                "INSERT INTO tokens (hash, identity, created_at, role) VALUES (%s, %s, %s, %s)",
+                (hash_token(token), name, time.time(), "operator"),
+            ),
+            retry=False,
+        )
+        return token
+
+    def operator_for_token(self, token: str) -> str | None:
+        """The operator's name for an operator token; None for any other (an agent's too)."""
+        digest = hash_token(token)
+        row = self._read(
+            "SELECT hash, identity FROM tokens WHERE hash = %s AND role = 'operator'", (digest,)
+        )
+        if row is None or not hmac.compare_digest(row[0], digest):
+            return None
+        return str(row[1])
+
+    def call_stats(self, since: float) -> list[StatRow]:
+        """The calls counted by minute, tool, outcome, stage and code, from the minute holding
+        `since` on (read from the per-minute counts, never the records)."""
+        rows = self._read(
+            "SELECT minute, tool, outcome, stage, code, sum(n) FROM audit_minutes"
+            " WHERE minute >= %s GROUP BY minute, tool, outcome, stage, code",
+            (int(since) // MINUTE_S * MINUTE_S,),
+            many=True,
+        )
+        return [
+            StatRow(int(m), _none(t), str(o), _none(s), _none(c), int(n))
+            for m, t, o, s, c, n in rows
+        ]
+
+    def top_failures(self, since: float, limit: int) -> list[FailureRow]:
+        """The (tool, code, reason, pointer) failing most often since `since`, most first."""
+        rows = self._read(
+            "SELECT tool, code, reason, pointer, sum(n) AS total FROM audit_minutes"
+            " WHERE minute >= %s AND outcome = 'error' GROUP BY tool, code, reason, pointer"
+            " ORDER BY total DESC, tool, code, reason, pointer LIMIT %s",
+            (int(since) // MINUTE_S * MINUTE_S, limit),
+            many=True,
+        )
+        return [
+            FailureRow(_none(t), _none(c), _none(r), _none(p), int(n)) for t, c, r, p, n in rows
+        ]
+
+    def recent_refusals(self, limit: int) -> list[AuditRecord]:
+        """The last `limit` calls that failed, newest first."""
+        rows = self._read(
+            f"SELECT {_AUDIT_COLUMNS} FROM audit WHERE outcome = 'error'"
+            " ORDER BY seq DESC LIMIT %s",
+            (limit,),
+            many=True,
+        )
+        return [AuditRecord(*row) for row in rows]
+
+    def calls_after(self, cursor: int | None, limit: int) -> tuple[int, list[AuditRecord]]:
+        """The calls recorded after `cursor` (at most `limit`, oldest first) and the cursor
+        after them; a cursor of None starts after the newest call recorded so far.
+
+        Sequence numbers are drawn before commit: with several servers writing at once, a batch
+        committed just after a read may hold a number below the cursor the read returned, so a
+        follower may miss it (the records are kept; `audit` shows them)."""
+        if cursor is None:
+            row = self._read("SELECT coalesce(max(seq), 0) FROM audit", ())
+            return int(row[0]), []
+        rows = self._read(
+            f"SELECT seq, {_AUDIT_COLUMNS} FROM audit WHERE seq > %s ORDER BY seq LIMIT %s",
+            (cursor, limit),
+            many=True,
+        )
+        if not rows:
+            return cursor, []
+        return int(rows[-1][0]), [AuditRecord(*row[1:]) for row in rows]
 
     def audit_size(self) -> int:
         """How many calls the audit log holds."""
@@ -560,6 +690,16 @@ def _recorded(conn: psycopg.Connection[Any], owner: str, key: IdempotencyKey) ->
     if not hmac.compare_digest(row[0], key.fingerprint):
         raise IdempotencyConflict
     return str(row[1])
+
+
+def _key(part: str | None) -> str | None:
+    """A part of a per-minute key as stored: '' for none (a NULL would never conflict)."""
+    return "" if part is None else _no_nul(part)
+
+
+def _none(stored: str) -> str | None:
+    """A per-minute key's part as read: '' was none (no tool, stage, code... is named '')."""
+    return None if stored == "" else str(stored)
 
 
 def _bytes(text: str) -> bytes:

@@ -11,6 +11,7 @@ Database faults (locked, read-only, disk full, the file deleted under the server
 
 from __future__ import annotations
 
+import errno
 import hmac
 import os
 import sqlite3
@@ -24,20 +25,24 @@ from typing import Any, Final
 import orjson
 
 from strictcall.storage.base import (
+    MINUTE_S,
     TOKEN_CACHE_S,
     AuditRecord,
+    FailureRow,
     IdempotencyConflict,
     IdempotencyKey,
     Note,
     SchemaTooNew,
+    StatRow,
     StoreBusy,
     StoreUnavailable,
     hash_token,
+    minute_counts,
     new_note_id,
     new_token,
 )
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 """The schema this code writes; an older file is migrated when opened, a newer one refused."""
 
 BUSY_TIMEOUT_MS: Final = 1000
@@ -87,17 +92,54 @@ _MIGRATIONS: Final[Mapping[int, tuple[str, ...]]] = {
     # A note is found by (owner, id) in one index: another owner's note and a missing one stop
     # at the same place, so neither the answer nor its time tells them apart.
     2: ("CREATE UNIQUE INDEX IF NOT EXISTS notes_by_owner_id ON notes (owner, id)",),
+    # For operators (issue 16): a failure's reason and (made safe) pointer; tokens with a role,
+    # so that an operator's token opens the page and an agent's does not (nor the reverse);
+    # the calls counted per minute as they are written, so that a time window is read from
+    # its minutes' counts and not from its records (the page answers as fast with a million
+    # records in the last hour as with ten); refusals indexed apart, newest found at once.
+    3: (
+        "ALTER TABLE audit ADD COLUMN reason TEXT",
+        "ALTER TABLE audit ADD COLUMN pointer TEXT",
+        "ALTER TABLE tokens ADD COLUMN role TEXT NOT NULL DEFAULT 'agent'",
+        # '' stands for none in the key: a NULL would never conflict, and counts would split
+        """CREATE TABLE IF NOT EXISTS audit_minutes (
+            minute INTEGER NOT NULL,
+            tool TEXT NOT NULL,
+            outcome TEXT NOT NULL,
+            stage TEXT NOT NULL,
+            code TEXT NOT NULL,
+            reason TEXT NOT NULL,
+            pointer TEXT NOT NULL,
+            n INTEGER NOT NULL,
+            PRIMARY KEY (minute, tool, outcome, stage, code, reason, pointer)
+        ) WITHOUT ROWID""",
+        f"""INSERT OR IGNORE INTO audit_minutes
+            SELECT CAST(at AS INTEGER) / {MINUTE_S} * {MINUTE_S}, coalesce(tool, ''), outcome,
+                   coalesce(stage, ''), coalesce(code, ''), '', '', count(*)
+            FROM audit GROUP BY 1, 2, 3, 4, 5""",
+        "CREATE INDEX IF NOT EXISTS audit_refusals ON audit (seq) WHERE outcome = 'error'",
+    ),
 }
 _READ_NOTE: Final = "SELECT text FROM notes INDEXED BY notes_by_owner_id WHERE owner = ? AND id = ?"
 
-_AUDIT_COLUMNS: Final = "at, call_id, identity, tool, outcome, code, stage, latency_us"
-_INSERT_AUDIT_ROW: Final = f"INSERT INTO audit ({_AUDIT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+_AUDIT_COLUMNS: Final = (
+    "at, call_id, identity, tool, outcome, code, stage, latency_us, reason, pointer"
+)
+_INSERT_AUDIT_ROW: Final = (
+    f"INSERT INTO audit ({_AUDIT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_COUNT_MINUTE: Final = (
+    "INSERT INTO audit_minutes (minute, tool, outcome, stage, code, reason, pointer, n)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+    " ON CONFLICT (minute, tool, outcome, stage, code, reason, pointer)"
+    " DO UPDATE SET n = n + excluded.n"
+)
 # A batch as one JSON array of rows, inserted by one statement: the sqlite3 module lets go of the
 # GIL once for the whole batch instead of once per row, and a server's event loop (holding the
 # GIL) is not made to hand it back and forth ~10,000 times a second.
 _INSERT_AUDIT_ROWS: Final = (
     f"INSERT INTO audit ({_AUDIT_COLUMNS}) SELECT "
-    + ", ".join(f"json_extract(value, '$[{i}]')" for i in range(8))
+    + ", ".join(f"json_extract(value, '$[{i}]')" for i in range(10))
     + " FROM json_each(?)"
 )
 
@@ -117,11 +159,21 @@ def _migrate(conn: sqlite3.Connection) -> None:
         conn.execute("BEGIN IMMEDIATE")
         try:
             for statement in _MIGRATIONS[target]:
-                conn.execute(statement)
+                _apply(conn, statement)
             conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(target),))
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
+            raise
+
+
+def _apply(conn: sqlite3.Connection, statement: str) -> None:
+    """One migration step. A column the step adds that is already there (a file whose version
+    was set back by hand) is what the step wants: SQLite has no ADD COLUMN IF NOT EXISTS."""
+    try:
+        conn.execute(statement)
+    except sqlite3.OperationalError as exc:
+        if not (statement.startswith("ALTER TABLE") and "duplicate column name" in str(exc)):
             raise
 
 
@@ -432,7 +484,9 @@ class SQLiteStore:
         now = time.monotonic()
         if cached is not None and cached[1] > now:
             return cached[0]
-        row = self._fetch("SELECT hash, identity FROM tokens WHERE hash = ?", (digest,))
+        row = self._fetch(
+            "SELECT hash, identity FROM tokens WHERE hash = ? AND role = 'agent'", (digest,)
+        )
         if row is None or not hmac.compare_digest(row[0], digest):
             return None
         identity = str(row[1])
@@ -453,12 +507,14 @@ class SQLiteStore:
         # Each record is a JSON array of its eight fields. Its strs are the service's own (ids
         # from strict JSON, identities from the token table, names from the catalogue), so they
         # encode: a lone surrogate, the one str orjson refuses, sqlite3 would refuse as well.
+        minutes = [(*(_key(part) for part in key), n) for key, n in minute_counts(records).items()]
         with self._writing() as conn:
             if self.json_rows:
                 rows = orjson.dumps([tuple(record) for record in records])  # no NamedTuple
                 conn.execute(_INSERT_AUDIT_ROWS, (rows,))
             else:
                 conn.executemany(_INSERT_AUDIT_ROW, records)
+            conn.executemany(_COUNT_MINUTE, minutes)
 
     def recent_calls(self, limit: int) -> list[AuditRecord]:
         """The last `limit` calls, newest first."""
@@ -478,6 +534,80 @@ class SQLiteStore:
             ).fetchall()
         return [(str(o), s, c, int(n)) for o, s, c, n in rows]
 
+    # --- for operators ------------------------------------------------------------------------
+
+    def create_operator_token(self, name: str) -> str:
+        """A new operator token (the page, /metrics); it is no agent's token: /rpc refuses it."""
+        token = new_token()
+        with self._using(write=True) as conn:
+            conn.execute(
+                "INSERT INTO tokens (hash, identity, created_at, role) VALUES (?, ?, ?, ?)",
+                (hash_token(token), name, time.time(), "operator"),
+            )
+        return token
+
+    def operator_for_token(self, token: str) -> str | None:
+        """The operator's name for an operator token; None for any other (an agent's too)."""
+        digest = hash_token(token)
+        row = self._fetch(
+            "SELECT hash, identity FROM tokens WHERE hash = ? AND role = 'operator'", (digest,)
+        )
+        if row is None or not hmac.compare_digest(row[0], digest):
+            return None
+        return str(row[1])
+
+    def call_stats(self, since: float) -> list[StatRow]:
+        """The calls counted by minute, tool, outcome, stage and code, from the minute holding
+        `since` on (read from the per-minute counts, never the records)."""
+        rows = self._fetch(
+            "SELECT minute, tool, outcome, stage, code, sum(n) FROM audit_minutes"
+            " WHERE minute >= ? GROUP BY minute, tool, outcome, stage, code",
+            (int(since) // MINUTE_S * MINUTE_S,),
+            many=True,
+        )
+        return [
+            StatRow(int(m), _none(t), str(o), _none(s), _none(c), int(n))
+            for m, t, o, s, c, n in rows
+        ]
+
+    def top_failures(self, since: float, limit: int) -> list[FailureRow]:
+        """The (tool, code, reason, pointer) failing most often since `since`, most first."""
+        rows = self._fetch(
+            "SELECT tool, code, reason, pointer, sum(n) AS total FROM audit_minutes"
+            " WHERE minute >= ? AND outcome = 'error' GROUP BY tool, code, reason, pointer"
+            " ORDER BY total DESC, tool, code, reason, pointer LIMIT ?",
+            (int(since) // MINUTE_S * MINUTE_S, limit),
+            many=True,
+        )
+        return [
+            FailureRow(_none(t), _none(c), _none(r), _none(p), int(n)) for t, c, r, p, n in rows
+        ]
+
+    def recent_refusals(self, limit: int) -> list[AuditRecord]:
+        """The last `limit` calls that failed, newest first."""
+        rows = self._fetch(
+            f"SELECT {_AUDIT_COLUMNS} FROM audit INDEXED BY audit_refusals"
+            " WHERE outcome = 'error' ORDER BY seq DESC LIMIT ?",
+            (limit,),
+            many=True,
+        )
+        return [AuditRecord(*row) for row in rows]
+
+    def calls_after(self, cursor: int | None, limit: int) -> tuple[int, list[AuditRecord]]:
+        """The calls recorded after `cursor` (at most `limit`, oldest first) and the cursor
+        after them; a cursor of None starts after the newest call recorded so far."""
+        if cursor is None:
+            row = self._fetch("SELECT coalesce(max(seq), 0) FROM audit", ())
+            return int(row[0]), []
+        rows = self._fetch(
+            f"SELECT seq, {_AUDIT_COLUMNS} FROM audit WHERE seq > ? ORDER BY seq LIMIT ?",
+            (cursor, limit),
+            many=True,
+        )
+        if not rows:
+            return cursor, []
+        return int(rows[-1][0]), [AuditRecord(*row[1:]) for row in rows]
+
     def audit_size(self) -> int:
         """How many calls the audit log holds."""
         with self._using() as conn:
@@ -489,3 +619,82 @@ class SQLiteStore:
             self._reader.close()
         with self._lock:
             self._conn.close()
+
+
+def _key(part: object) -> object:
+    """A part of a per-minute key as stored: '' for none (a NULL would never conflict)."""
+    return "" if part is None else part
+
+
+def _none(stored: str) -> str | None:
+    """A per-minute key's part as read: '' was none (no tool, stage, code... is named '')."""
+    return None if stored == "" else str(stored)
+
+
+# --- why a store failed, for the operator -------------------------------------------------------
+
+# SQLite's primary result codes (the low byte of an extended code).
+_SQLITE_PERM: Final = 3
+_SQLITE_BUSY: Final = 5
+_SQLITE_LOCKED: Final = 6
+_SQLITE_READONLY: Final = 8
+_SQLITE_IOERR: Final = 10
+_SQLITE_CORRUPT: Final = 11
+_SQLITE_FULL: Final = 13
+_SQLITE_CANTOPEN: Final = 14
+_SQLITE_AUTH: Final = 23
+_SQLITE_NOTADB: Final = 26
+_SQLITE_READONLY_DIRECTORY: Final = 1544
+
+_BY_CODE: Final = {
+    _SQLITE_PERM: "permission denied",
+    _SQLITE_AUTH: "permission denied",
+    _SQLITE_BUSY: "it is locked by another process; try again when that process is done",
+    _SQLITE_LOCKED: "it is locked by another process; try again when that process is done",
+    _SQLITE_READONLY: "it is read-only (the file or its directory cannot be written)",
+    _SQLITE_IOERR: "the disk reported an I/O error",
+    _SQLITE_CORRUPT: "it is not a database (not SQLite, or damaged)",
+    _SQLITE_NOTADB: "it is not a database (not SQLite, or damaged)",
+    _SQLITE_FULL: "the disk is full",
+}
+
+
+def describe_failure(path: str | os.PathLike[str], exc: BaseException) -> str:
+    """Why the store at `path` failed with `exc`, in the operator's words (one short clause).
+
+    A StoreUnavailable says only "retry later", all a caller of a tool needs; an operator
+    starting a command needs the cause: it is read from the SQLite or OS error the store was
+    handling (the exception's context) and from the path itself.
+    """
+    if isinstance(exc, SchemaTooNew):
+        return exc.for_operator()
+    cause = exc.__cause__ or exc.__context__
+    where = Path(path)
+    if isinstance(cause, sqlite3.Error):
+        code = cause.sqlite_errorcode
+        if code == _SQLITE_READONLY_DIRECTORY:
+            return f"it is read-only: its directory {where.parent} cannot be written"
+        if code is not None and code & 0xFF != _SQLITE_CANTOPEN and code & 0xFF in _BY_CODE:
+            return _BY_CODE[code & 0xFF]
+    if isinstance(cause, OSError) and cause.errno == errno.ENOENT and where.parent.is_dir():
+        return "the file was removed while it was being opened"
+    return _why_not_opened(where)
+
+
+def _why_not_opened(path: Path) -> str:
+    """Why a file cannot be opened, from the path alone."""
+    directory = path.parent
+    if not directory.is_dir():
+        if directory.exists():
+            return f"{directory} is not a directory"
+        return f"the directory {directory} does not exist"
+    if path.is_dir():
+        return "it is a directory, not a file"
+    if path.exists():
+        if not os.access(path, os.R_OK | os.W_OK):
+            return "permission denied: the file cannot be read and written by this user"
+    elif not os.access(directory, os.W_OK | os.X_OK):
+        return f"permission denied: this user cannot create a file in {directory}"
+    if not os.access(directory, os.W_OK | os.X_OK):
+        return f"it is read-only: its directory {directory} cannot be written"
+    return "SQLite could not open the file"

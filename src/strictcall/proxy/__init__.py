@@ -1,0 +1,43 @@
+"""`strictcall proxy`: strictcall in front of any MCP server, with no change to that server.
+
+    upstream   one MCP server through the official client (stdio or streamable HTTP), kept
+               running: restarted with backoff when it exits or hangs, relisted on
+               notifications/tools/list_changed
+    tools      its tools/list as strictcall tools: strict input schemas, output schemas
+               enforced at stage output, upstream failures in the catalogue's terms
+    policy     an allow-list of tools per identity
+    run        the proxy served over MCP stdio or HTTP (/mcp and /rpc), through the gateway
+
+Importing this package loads the MCP SDK (`strictcall[mcp]`).
+"""
+
+from __future__ import annotations
+
+from strictcall.errors import MissingExtra
+
+try:
+    import mcp as _sdk  # noqa: F401
+except ImportError:  # pragma: no cover - exercised in a venv without the extra
+    raise MissingExtra("mcp", "mcp") from None
+
+from strictcall.proxy.policy import PolicyError, allow_list, load_allow_list
+from strictcall.proxy.run import DEFAULT_TIMEOUT_S, Proxy, proxy_app, serve_proxy_stdio
+from strictcall.proxy.tools import CONTENT_RESULT, UPSTREAM_TEXT, proxied_tool, result_of
+from strictcall.proxy.upstream import Upstream, UpstreamFailed, UpstreamSpec
+
+__all__ = [
+    "CONTENT_RESULT",
+    "DEFAULT_TIMEOUT_S",
+    "UPSTREAM_TEXT",
+    "PolicyError",
+    "Proxy",
+    "Upstream",
+    "UpstreamFailed",
+    "UpstreamSpec",
+    "allow_list",
+    "load_allow_list",
+    "proxied_tool",
+    "proxy_app",
+    "result_of",
+    "serve_proxy_stdio",
+]

@@ -1,0 +1,1 @@
+"""Reviewing agent code by counterexample: `strictcall check` and `strictcall lint`."""

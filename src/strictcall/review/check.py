@@ -1,0 +1,220 @@
+"""The counterexample search behind `strictcall check`: inputs on which two functions differ
+(return value, exception type, time-out or a change to the input), smallest first."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from strictcall.errors import MissingExtra
+
+try:
+    from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+    from hypothesis import strategies as st
+    from hypothesis.errors import HypothesisException
+except ImportError:  # pragma: no cover - the review extra is part of dev
+    raise MissingExtra("review", "hypothesis") from None
+
+from strictcall.review.outcome import Caller, Outcome, same_outcome, same_value
+from strictcall.review.values import (
+    Hints,
+    RandomSource,
+    Source,
+    base_arguments,
+    neighbours,
+    order_key,
+    size,
+)
+
+MAX_TIMEOUTS = 3
+"""After this many calls that ran out of time the search stops: each one costs the limit."""
+MAX_KEPT = 50
+HYPOTHESIS_EXAMPLES = 1000
+"""Inputs hypothesis draws (and shrinks from) before the cheaper random source takes over."""
+ENOUGH_AFTER_FOUND = 100
+"""Inputs drawn after differences are known, before the search moves on to their neighbours."""
+
+
+@dataclass(frozen=True, slots=True)
+class Counterexample:
+    """One input and what each side did with it."""
+
+    args: tuple[Any, ...]
+    old: Outcome
+    new: Outcome
+
+    @property
+    def both_raised(self) -> bool:
+        """Both sides raised (different types): shown after those where one side answered."""
+        return self.old.kind != "returned" and self.new.kind != "returned"
+
+    def sort_key(self) -> tuple[bool, int, str]:
+        """Smallest first; among equals 0 before 0.0, False, None and the rest."""
+        return (self.both_raised, size(self.args), order_key(self.args))
+
+
+@dataclass(slots=True)
+class Search:
+    """The state of one search: what was run and what differed."""
+
+    old: Callable[..., Any]
+    new: Callable[..., Any]
+    caller: Caller
+    found: dict[str, Counterexample] = field(default_factory=dict)
+    inputs_run: int = 0
+    stopped: str = ""
+
+    def compare(self, args: tuple[Any, ...]) -> Counterexample | None:
+        """Run both sides on `args`; the counterexample when they differ."""
+        self.inputs_run += 1
+        old = self.caller.call(self.old, args)
+        new = self.caller.call(self.new, args)
+        if same_outcome(old, new):
+            return None
+        found = Counterexample(args, old, new)
+        self.found.setdefault(order_key(args), found)
+        return found
+
+    def sorted(self) -> list[Counterexample]:
+        """The counterexamples found, smallest first, without those that only add keys to a
+        smaller one with the same two outcomes."""
+        kept: list[Counterexample] = []
+        for example in sorted(self.found.values(), key=Counterexample.sort_key):
+            if not any(_adds_to(smaller, example) for smaller in kept):
+                kept.append(example)
+        return kept
+
+
+def _adds_to(smaller: Counterexample, larger: Counterexample) -> bool:
+    return (
+        same_outcome(smaller.old, larger.old)
+        and same_outcome(smaller.new, larger.new)
+        and _within(smaller.args, larger.args)
+    )
+
+
+def _within(small: Any, large: Any) -> bool:
+    """True when `large` is `small` with keys added somewhere."""
+    if isinstance(small, dict) and isinstance(large, dict):
+        return small.keys() <= large.keys() and all(_within(small[k], large[k]) for k in small)
+    if isinstance(small, tuple) and isinstance(large, tuple) and len(small) == len(large):
+        return all(_within(a, b) for a, b in zip(small, large, strict=True))
+    return same_value(small, large)
+
+
+class _Difference(AssertionError):
+    """Tells hypothesis that an input is a counterexample, so that it shrinks it."""
+
+
+class _Enough(BaseException):
+    """Ends the hypothesis phase once the probes have found differences and it found none."""
+
+
+class _StopSearch(BaseException):
+    """Ends the search at once (hypothesis lets a BaseException through unshrunk)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """The result of a check."""
+
+    counterexamples: tuple[Counterexample, ...]
+    inputs_run: int
+    stopped: str
+    """Why the search ended early, or ""."""
+
+
+def find_differences(
+    old: Callable[..., Any],
+    new: Callable[..., Any],
+    strategy: st.SearchStrategy[tuple[Any, ...]],
+    *,
+    probes: Iterable[tuple[Any, ...]] = (),
+    keep: frozenset[int] = frozenset(),
+    keys: tuple[Any, ...] = (),
+    fast: Callable[[Source], tuple[Any, ...]] | None = None,
+    max_examples: int = 2000,
+    timeout: float = 1.0,
+) -> Report:
+    """Search for inputs on which `old` and `new` differ.
+
+    `probes` are tried first; then hypothesis draws up to HYPOTHESIS_EXAMPLES inputs from
+    `strategy` and shrinks the first difference it meets; `fast` (the same generator on a
+    seeded random source, far cheaper a draw) makes up the rest of `max_examples`; last come
+    the neighbours of the smallest differences: every falsy and truthy value in each place,
+    each key left out.
+    """
+    with Caller(timeout) as caller, contextlib.redirect_stdout(io.StringIO()):
+        search = Search(old, new, caller)
+        try:
+            for args in probes:
+                _compare_or_stop(search, args)
+            started = search.inputs_run
+            budget = max_examples if fast is None else min(max_examples, HYPOTHESIS_EXAMPLES)
+            _hypothesis_search(search, strategy, budget)
+            if fast is not None:
+                source = RandomSource(seed=0)
+                while search.inputs_run - started < max_examples:
+                    if search.found and search.inputs_run - started > ENOUGH_AFTER_FOUND:
+                        break  # differences are known: the neighbours show their variety
+                    _compare_or_stop(search, fast(source))
+            for smallest in search.sorted()[:3]:
+                for args in neighbours(smallest.args, keep, keys):
+                    _compare_or_stop(search, args)
+        except _StopSearch:
+            pass
+    kept = tuple(search.sorted()[:MAX_KEPT])
+    return Report(kept, search.inputs_run, search.stopped)
+
+
+def _compare_or_stop(search: Search, args: tuple[Any, ...]) -> Counterexample | None:
+    found = search.compare(args)
+    if search.caller.timeouts >= MAX_TIMEOUTS:
+        search.stopped = f"stopped after {MAX_TIMEOUTS} calls ran out of time"
+        raise _StopSearch
+    return found
+
+
+def _hypothesis_search(
+    search: Search, strategy: st.SearchStrategy[tuple[Any, ...]], max_examples: int
+) -> None:
+    if max_examples <= 0:
+        return
+
+    @settings(
+        max_examples=max_examples,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        verbosity=Verbosity.quiet,
+        phases=(Phase.explicit, Phase.generate, Phase.shrink),
+        suppress_health_check=list(HealthCheck),
+        report_multiple_bugs=False,
+    )
+    @given(strategy)
+    def differs(args: tuple[Any, ...]) -> None:
+        if _compare_or_stop(search, args) is not None:
+            raise _Difference
+        if search.found and search.inputs_run - started > ENOUGH_AFTER_FOUND:
+            raise _Enough
+
+    started = search.inputs_run
+    try:
+        differs()
+    except (_Difference, _Enough):
+        pass
+    except HypothesisException:  # flaky functions, say: what was found still stands
+        search.stopped = "the functions did not answer the same input the same way twice"
+
+
+def probes_for(arity: int, hints: Hints) -> list[tuple[Any, ...]]:
+    """Inputs tried before any are drawn: a base input that passes the checks the source makes
+    plain, then its neighbours: each key read with each falsy and truthy value (the seed's
+    `{"result": 0}` among them), each key left out."""
+    if not hints.dictish:
+        return []
+    base = base_arguments(arity, hints)
+    return [base, *neighbours(base, hints.mappings, hints.keys)]

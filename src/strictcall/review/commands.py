@@ -1,0 +1,298 @@
+"""`strictcall check` and `strictcall lint`: each takes its streams and returns an exit status
+as `diff` does (0 nothing found, 1 found, 2 could not run)."""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Final, TextIO
+
+EXIT_SAME: Final = 0
+EXIT_DIFFERENT: Final = 1
+EXIT_TROUBLE: Final = 2
+SHOWN: Final = 10
+"""Counterexamples printed as text; --json gives all that were kept."""
+
+
+def run_check(
+    specs: Sequence[str],
+    *,
+    contract: str | None,
+    write_tests: str | None,
+    as_json: bool,
+    max_examples: int,
+    timeout: float,
+    out: TextIO,
+    err: TextIO,
+) -> int:
+    """Search for inputs on which OLD and NEW (or NEW and a contract) differ."""
+    from strictcall.errors import MissingExtra
+
+    try:
+        import hypothesis  # noqa: F401
+    except ImportError:
+        err.write(f"strictcall check: {MissingExtra('review', 'hypothesis')}\n")
+        return EXIT_TROUBLE
+    from strictcall.review import contract as contracts
+    from strictcall.review.check import find_differences, probes_for
+    from strictcall.review.load import Loaded, NotLoaded, load_function
+    from strictcall.review.pin import write_regression_tests
+    from strictcall.review.values import arguments, draw_arguments, mine_hints
+
+    wanted = 1 if contract else 2
+    if len(specs) != wanted:
+        usage = "check --contract reply NEW" if contract else "check OLD NEW"
+        err.write(f"strictcall check: usage: strictcall {usage}\n")
+        return EXIT_TROUBLE
+    if contract is not None and contract not in contracts.CONTRACTS:
+        err.write(f"strictcall check: no contract {contract!r} (known: reply)\n")
+        return EXIT_TROUBLE
+    if max_examples < 0 or not timeout > 0:
+        err.write("strictcall check: --max-examples must be >= 0 and --timeout > 0\n")
+        return EXIT_TROUBLE
+    loaded = [
+        load_function(spec, label=label)
+        for spec, label in zip(specs, ["NEW"] if contract else ["OLD", "NEW"], strict=True)
+    ]
+    for one in loaded:
+        if isinstance(one, NotLoaded):
+            err.write(f"strictcall check: {one.message}\n")
+            return EXIT_TROUBLE
+    functions = [one for one in loaded if isinstance(one, Loaded)]
+    new = functions[-1]
+    old = functions[0]
+    old_spec = contracts.REFERENCE_SPEC if contract else old.spec
+
+    new_arity = _arity(new.function)
+    if contract:
+        if new_arity not in (1, 2):
+            err.write(
+                "strictcall check: the reply contract takes (reply, expected_id) or (reply); "
+                f"NEW takes {new_arity} arguments\n"
+            )
+            return EXIT_TROUBLE
+        old_function = contracts.reference(new_arity)
+        str_ids = contracts.takes_str_ids(new.function)
+        strategy = contracts.reply_arguments(new_arity, str_ids=str_ids)
+        arity = new_arity
+
+        def fast(source: Any) -> tuple[Any, ...]:
+            return contracts.draw_reply(source, arity, str_ids=str_ids)
+
+        keep: frozenset[int] = frozenset({1})  # the expected id stays a valid one
+        keys: tuple[Any, ...] = ("result", "error", "id", "jsonrpc")
+        probes: list[tuple[Any, ...]] = contracts.probes(new_arity)
+        names = ["reply", "expected_id"][:new_arity]
+    else:
+        old_function = old.function
+        old_arity = _arity(old_function)
+        if old_arity != new_arity or old_arity < 1:
+            err.write(
+                f"strictcall check: OLD takes {old_arity} arguments and NEW {new_arity}: "
+                "they must take the same number, at least one\n"
+            )
+            return EXIT_TROUBLE
+        hints = mine_hints([old_function, new.function], old_arity)
+        strategy = arguments(old_arity, hints)
+
+        def fast(source: Any) -> tuple[Any, ...]:
+            return draw_arguments(source, old_arity, hints)
+
+        keep = hints.mappings
+        keys = hints.keys
+        probes = probes_for(old_arity, hints)
+        names = _names(old_function, old_arity)
+
+    report = find_differences(
+        old_function,
+        new.function,
+        strategy,
+        probes=probes,
+        keep=keep,
+        keys=keys,
+        fast=fast,
+        max_examples=max_examples,
+        timeout=timeout,
+    )
+    left = "contract" if contract else "OLD"
+    if as_json:
+        _write_json(report, old_spec, new.spec, contract, names, timeout, out)
+    else:
+        _write_text(report, left, names, timeout, out)
+    if write_tests is not None and report.counterexamples:
+        target = new if contract else old
+        written = write_regression_tests(
+            Path(write_tests), target, report.counterexamples, names, old_spec, new.spec
+        )
+        err.write(f"strictcall check: wrote {written} regression tests to {write_tests}\n")
+    if report.stopped:
+        err.write(f"strictcall check: {report.stopped}\n")
+    return EXIT_DIFFERENT if report.counterexamples else EXIT_SAME
+
+
+def _arity(function: Callable[..., Any]) -> int:
+    """The number of positional parameters without a default (what check passes)."""
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return 1
+    return sum(
+        1
+        for p in parameters
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+    )
+
+
+def _names(function: Callable[..., Any], arity: int) -> list[str]:
+    try:
+        parameters = list(inspect.signature(function).parameters)
+    except (TypeError, ValueError):
+        parameters = []
+    return [*parameters, *(f"arg{i}" for i in range(len(parameters), arity))][:arity]
+
+
+def render(value: object) -> str:
+    """A value as JSON text when it is JSON, else as its Python repr."""
+    from strictcall.review.outcome import is_json_like
+
+    if is_json_like(value):
+        return json.dumps(value, ensure_ascii=False)
+    return repr(value)
+
+
+def render_input(args: tuple[Any, ...], names: Sequence[str]) -> str:
+    """A counterexample's input: the argument alone, or name=value for each."""
+    if len(args) == 1:
+        return render(args[0])
+    return ", ".join(f"{name}={render(value)}" for name, value in zip(names, args, strict=True))
+
+
+def input_json(args: tuple[Any, ...], names: Sequence[str]) -> Any:
+    """A counterexample's input for --json: the argument alone, or a dict by parameter name."""
+    from strictcall.review.outcome import jsonable
+
+    if len(args) == 1:
+        return jsonable(args[0])
+    return {name: jsonable(value) for name, value in zip(names, args, strict=True)}
+
+
+def _describe(outcome: Any, timeout: float, names: Sequence[str]) -> str:
+    if outcome.kind == "returned":
+        text = f"returned {render(outcome.value)}"
+    elif outcome.kind == "raised":
+        text = f"raised {outcome.exception}"
+    else:
+        text = f"did not return within {timeout:g} s"
+    if outcome.mutated:
+        text += f", and changed its input to {render_input(outcome.input_after, names)}"
+    return text
+
+
+def _write_text(report: Any, left: str, names: Sequence[str], timeout: float, out: TextIO) -> None:
+    found = report.counterexamples
+    if not found:
+        out.write(f"strictcall check: no difference in {report.inputs_run} inputs\n")
+        return
+    more = f" (the {SHOWN} smallest shown)" if len(found) > SHOWN else ""
+    differ = "input differs" if len(found) == 1 else "inputs differ"
+    out.write(
+        f"strictcall check: {len(found)} {differ}, in {report.inputs_run} tried; "
+        f"smallest first{more}\n"
+    )
+    width = max(len(left), len("NEW"))
+    for number, example in enumerate(found[:SHOWN], start=1):
+        out.write(f"\n{number}. input: {render_input(example.args, names)}\n")
+        out.write(f"   {left:<{width}} {_describe(example.old, timeout, names)}\n")
+        out.write(f"   {'NEW':<{width}} {_describe(example.new, timeout, names)}\n")
+
+
+def _outcome_json(outcome: Any, timeout: float, names: Sequence[str]) -> dict[str, Any]:
+    answer: dict[str, Any] = outcome.as_json(timeout)
+    if outcome.mutated:
+        answer["mutated_input"] = input_json(outcome.input_after, names)
+    return answer
+
+
+def _write_json(
+    report: Any,
+    old_spec: str,
+    new_spec: str,
+    contract: str | None,
+    names: Sequence[str],
+    timeout: float,
+    out: TextIO,
+) -> None:
+    document = {
+        "old": old_spec,
+        "new": new_spec,
+        "contract": contract,
+        "inputs_run": report.inputs_run,
+        "different": bool(report.counterexamples),
+        "stopped": report.stopped or None,
+        "counterexamples": [
+            {
+                "input": input_json(example.args, names),
+                "args": [input_json((arg,), names) for arg in example.args],
+                "old": _outcome_json(example.old, timeout, names),
+                "new": _outcome_json(example.new, timeout, names),
+            }
+            for example in report.counterexamples
+        ],
+    }
+    out.write(json.dumps(document, ensure_ascii=False, indent=2) + "\n")
+
+
+def run_lint(paths: Sequence[str], *, output: str, fix: bool, out: TextIO, err: TextIO) -> int:
+    """Lint Python files for truthiness used where presence may be meant."""
+    from strictcall.review.fix import apply_fixes
+    from strictcall.review.lint import Finding, lint_source, python_files
+    from strictcall.review.sarif import sarif_log
+
+    findings: list[Finding] = []
+    trouble = False
+    fixed = 0
+    try:
+        files = list(python_files(list(paths)))
+    except FileNotFoundError as exc:
+        err.write(f"strictcall lint: no such file or directory: {exc.args[0]}\n")
+        return EXIT_TROUBLE
+    for path in files:
+        shown = str(path)
+        try:
+            source = path.read_text(encoding="utf-8")
+            found = lint_source(source, shown)
+            if fix and any(f.fix is not None for f in found):
+                source, count = apply_fixes(source, found)
+                path.write_text(source, encoding="utf-8")
+                fixed += count
+                found = lint_source(source, shown)
+        except (OSError, UnicodeDecodeError) as exc:
+            err.write(f"strictcall lint: {shown}: cannot read ({type(exc).__name__})\n")
+            trouble = True
+            continue
+        except SyntaxError as exc:
+            err.write(f"strictcall lint: {shown}:{exc.lineno}: not Python (SyntaxError)\n")
+            trouble = True
+            continue
+        findings.extend(found)
+    if output == "json":
+        document = {"findings": [f.as_json() for f in findings], "count": len(findings)}
+        out.write(json.dumps(document, ensure_ascii=False, indent=2) + "\n")
+    elif output == "sarif":
+        out.write(json.dumps(sarif_log(findings, _version()), ensure_ascii=False, indent=2) + "\n")
+    else:
+        for finding in findings:
+            out.write(finding.as_text() + "\n")
+    if fix:
+        err.write(f"strictcall lint: fixed {fixed}\n")
+    if trouble:
+        return EXIT_TROUBLE
+    return EXIT_DIFFERENT if findings else EXIT_SAME
+
+
+def _version() -> str:
+    from strictcall.review.flake8 import TruthinessChecker
+
+    return TruthinessChecker.version

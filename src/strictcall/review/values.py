@@ -1,0 +1,453 @@
+"""The inputs `strictcall check` tries: JSON-like values built for the truthiness bug class.
+
+Dicts have each key present or absent; a value is any of the falsy ones (0, 0.0, False, "",
+[], {}, None) beside truthy ones, bool beside int and 1 beside 1.0, nested. Keys and the
+values compared against them are read from the two functions' source (as a fuzzer's
+dictionary is), and a value drawn once is often drawn again, so that an id in a reply can
+match the id a caller expects.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import itertools
+import random
+import textwrap
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from strictcall.errors import MissingExtra
+
+try:
+    from hypothesis import strategies as st
+except ImportError:  # pragma: no cover - the review extra is part of dev
+    raise MissingExtra("review", "hypothesis") from None
+
+Key = str | int
+T = TypeVar("T")
+
+FALSY: tuple[Callable[[], Any], ...] = (
+    lambda: 0,
+    lambda: False,
+    lambda: None,
+    lambda: "",
+    lambda: 0.0,
+    list,
+    dict,
+)
+"""Every falsy JSON value, as factories so that no two inputs share a list or dict."""
+
+TRUTHY: tuple[Callable[[], Any], ...] = (
+    lambda: 1,
+    lambda: True,
+    lambda: "a",
+    lambda: 1.0,
+    lambda: -1,
+    lambda: [0],
+    lambda: {"a": 0},
+    lambda: 2.5,
+    lambda: " ",
+)
+"""Truthy values beside them: bool beside int, 1 beside 1.0, containers holding a falsy value."""
+
+MAX_KEYS = 12
+MAX_DEPTH = 3
+
+_STRATEGIES: dict[tuple[str, int], st.SearchStrategy[int]] = {}
+
+
+def _index(size: int) -> st.SearchStrategy[int]:
+    """`integers(0, size - 1)`, built once per size."""
+    key = ("index", size)
+    strategy = _STRATEGIES.get(key)
+    if strategy is None:
+        strategy = _STRATEGIES[key] = st.integers(0, size - 1)
+    return strategy
+
+
+_SAMPLED: dict[int, tuple[tuple[Any, ...], st.SearchStrategy[Any]]] = {}
+
+
+class Source:
+    """Where an input's choices come from: hypothesis (which shrinks) or a seeded random
+    generator (a hundred times cheaper a draw, for the long tail of a run)."""
+
+    def pick(self, choices: tuple[T, ...]) -> T:
+        """One of `choices`; hypothesis shrinks towards the first."""
+        raise NotImplementedError
+
+    def below(self, size: int) -> int:
+        """An int from 0 to size - 1; hypothesis shrinks towards 0."""
+        raise NotImplementedError
+
+
+class HypothesisSource(Source):
+    """Choices drawn by hypothesis inside a composite strategy."""
+
+    def __init__(self, draw: st.DrawFn) -> None:
+        self.draw = draw
+
+    def pick(self, choices: tuple[T, ...]) -> T:
+        # Strategies are built once per tuple of choices: building costs more than drawing.
+        cached = _SAMPLED.get(id(choices))
+        if cached is None or cached[0] is not choices:
+            if len(_SAMPLED) > 4096:
+                _SAMPLED.clear()
+            cached = _SAMPLED[id(choices)] = (choices, st.sampled_from(choices))
+        value: T = self.draw(cached[1])
+        return value
+
+    def below(self, size: int) -> int:
+        return self.draw(_index(size))
+
+
+class RandomSource(Source):
+    """Choices from a seeded `random.Random`: the same run each time."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self.random = random.Random(seed)
+
+    def pick(self, choices: tuple[T, ...]) -> T:
+        return choices[self.random.randrange(len(choices))]
+
+    def below(self, size: int) -> int:
+        return self.random.randrange(size)
+
+
+@dataclass(frozen=True, slots=True)
+class Hints:
+    """What the source of the functions under check says about their inputs."""
+
+    keys: tuple[Key, ...] = ()
+    """Keys the functions read (`.get(k)`, `d[k]`, `k in d`), in order of appearance."""
+    constants: tuple[Any, ...] = ()
+    """Other str and number constants in the functions."""
+    values_for: Mapping[Key, tuple[Any, ...]] = field(default_factory=dict)
+    """Constants a key's value is compared with (`d.get("jsonrpc") != "2.0"`)."""
+    mappings: frozenset[int] = frozenset()
+    """Positions of parameters used only as mappings (never type-checked): dicts only."""
+    dictish: frozenset[int] = frozenset()
+    """Positions of parameters used as mappings somewhere: mostly dicts."""
+    links: Mapping[Key, int] = field(default_factory=dict)
+    """Keys whose value is compared with a parameter (`d.get("id") != expected_id`)."""
+
+
+def mine_hints(functions: list[Callable[..., Any]], arity: int) -> Hints:
+    """Read keys, constants and mapping parameters from the functions' source."""
+    keys: dict[Key, None] = {}
+    constants: dict[tuple[type, Any], Any] = {}
+    values_for: dict[Key, dict[tuple[type, Any], Any]] = {}
+    links: dict[Key, int] = {}
+    used_as_mapping: set[int] = set()
+    type_checked: set[int] = set()
+    for function in functions:
+        tree = _tree_of(function)
+        if tree is None:
+            continue
+        names = _positional_names(function)[:arity]
+        for node in ast.walk(tree):
+            key = _read_key(node)
+            if key is not None:
+                keys.setdefault(key[1])
+                receiver = key[0]
+                if isinstance(receiver, ast.Name) and receiver.id in names:
+                    used_as_mapping.add(names.index(receiver.id))
+            if isinstance(node, ast.Compare):
+                _compared(node, values_for, links, names)
+            if isinstance(node, ast.Call) and _is_type_check(node):
+                for arg in node.args[:1]:
+                    if isinstance(arg, ast.Name) and arg.id in names:
+                        type_checked.add(names.index(arg.id))
+            if isinstance(node, ast.Constant) and _is_scalar(node.value):
+                constants.setdefault((type(node.value), node.value), node.value)
+            if isinstance(node, ast.Name):
+                value = getattr(function, "__globals__", {}).get(node.id)
+                if _is_scalar(value) and not isinstance(value, bool):
+                    constants.setdefault((type(value), value), value)
+    return Hints(
+        keys=tuple(keys)[:MAX_KEYS],
+        constants=tuple(constants.values())[:64],
+        values_for={k: tuple(v.values()) for k, v in values_for.items()},
+        mappings=frozenset(used_as_mapping - type_checked),
+        dictish=frozenset(used_as_mapping),
+        links=links,
+    )
+
+
+def _tree_of(function: Callable[..., Any]) -> ast.AST | None:
+    try:
+        return ast.parse(textwrap.dedent(inspect.getsource(function)))
+    except (OSError, TypeError, SyntaxError):
+        return None
+
+
+def _positional_names(function: Callable[..., Any]) -> list[str]:
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    return [p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+
+def _is_scalar(value: object) -> bool:
+    return isinstance(value, str | int | float) and not (isinstance(value, str) and len(value) > 40)
+
+
+def _read_key(node: ast.AST) -> tuple[ast.expr, Key] | None:
+    """The receiver and key of `d.get(k)`, `d[k]`, `d.pop(k)` or `k in d` with a constant k."""
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("get", "pop", "setdefault")
+        and node.args
+        and isinstance(node.args[0], ast.Constant)
+        and isinstance(node.args[0].value, str | int)
+    ):
+        return node.func.value, node.args[0].value
+    if (
+        isinstance(node, ast.Subscript)
+        and isinstance(node.slice, ast.Constant)
+        and isinstance(node.slice.value, str)
+    ):
+        return node.value, node.slice.value
+    if (
+        isinstance(node, ast.Compare)
+        and len(node.ops) == 1
+        and isinstance(node.ops[0], ast.In | ast.NotIn)
+        and isinstance(node.left, ast.Constant)
+        and isinstance(node.left.value, str | int)
+    ):
+        return node.comparators[0], node.left.value
+    return None
+
+
+def _compared(
+    node: ast.Compare,
+    values_for: dict[Key, dict[tuple[type, Any], Any]],
+    links: dict[Key, int],
+    names: list[str],
+) -> None:
+    operands = [node.left, *node.comparators]
+    for a, b in itertools.pairwise(operands):
+        for read, other in ((a, b), (b, a)):
+            key = _read_key(read)
+            if key is not None and isinstance(other, ast.Name) and other.id in names:
+                links.setdefault(key[1], names.index(other.id))
+            if key is not None and isinstance(other, ast.Constant) and _is_scalar(other.value):
+                values_for.setdefault(key[1], {}).setdefault(
+                    (type(other.value), other.value), other.value
+                )
+
+
+def _is_type_check(node: ast.Call) -> bool:
+    return isinstance(node.func, ast.Name) and node.func.id in ("isinstance", "type")
+
+
+def arguments(arity: int, hints: Hints) -> st.SearchStrategy[tuple[Any, ...]]:
+    """Argument tuples for a function of `arity` positional parameters."""
+
+    linked = set(hints.links.values())
+    # A parameter a key is compared with is drawn first, so that the key can take its value.
+    order = sorted(range(arity), key=lambda i: i not in linked)
+
+    @st.composite
+    def build(draw: st.DrawFn) -> tuple[Any, ...]:
+        return draw_arguments(HypothesisSource(draw), arity, hints, order)
+
+    return build()
+
+
+def draw_arguments(
+    source: Source, arity: int, hints: Hints, order: list[int] | None = None
+) -> tuple[Any, ...]:
+    """One argument tuple from `source`, as `arguments` draws it."""
+    if order is None:
+        linked = set(hints.links.values())
+        order = sorted(range(arity), key=lambda i: i not in linked)
+    builder = _Builder(source, hints)
+    for i in order:
+        if i in hints.mappings or (i in hints.dictish and source.below(5) < 4):
+            builder.args[i] = builder.mapping(0)
+        else:
+            builder.args[i] = builder.value(0, top=True)
+    return tuple(builder.args[i] for i in range(arity))
+
+
+def base_arguments(arity: int, hints: Hints) -> tuple[Any, ...]:
+    """One input that gets past the checks the source makes plain: each compared key holds
+    the constant or the parameter it is compared with (the seed's envelope for its id)."""
+    args: list[Any] = ["a"] * arity
+    for i in hints.dictish:
+        args[i] = {}
+    for key, position in hints.links.items():
+        for i in hints.dictish:
+            if i != position and position < arity:
+                args[i][key] = args[position]
+    for key, choices in hints.values_for.items():
+        for i in hints.dictish:
+            args[i].setdefault(key, choices[0])
+    return tuple(args)
+
+
+class _Builder:
+    """Draws one input; remembers its scalars so that later ones may repeat them.
+
+    Each value is one draw from a table of choices (a draw costs more than building the
+    table, which is kept per hints): the falsy values first, so that shrinking reaches them.
+    """
+
+    def __init__(self, source: Source, hints: Hints) -> None:
+        self.source = source
+        self.hints = hints
+        self.seen: list[Any] = []
+        self.args: dict[int, Any] = {}
+
+    def value(self, depth: int, key: Key | None = None, *, top: bool = False) -> Any:
+        linked = key is not None and self.hints.links.get(key) in self.args
+        table = _choices(self.hints, key, top, depth < MAX_DEPTH, linked)
+        kind, payload = self.source.pick(table)
+        if kind == "linked":
+            return self.args[self.hints.links[key]]  # type: ignore[index]
+        if kind == "dict":
+            return self.mapping(depth + 1)
+        if kind == "list":
+            return [self.value(depth + 1) for _ in range(self.source.below(4))]
+        if kind == "again" and self.seen:
+            value = self.seen[self.source.below(len(self.seen))]
+        elif kind == "make":
+            value = payload()
+        elif kind == "constant":
+            value = payload
+        else:
+            value = 0
+        if _is_scalar(value) or isinstance(value, bool):
+            self.seen.append(value)
+        return value
+
+    def mapping(self, depth: int) -> dict[Any, Any]:
+        keys = self.hints.keys or ("a",)
+        present = self.source.below(1 << len(keys))  # one draw for all keys: bit i, key i
+        result: dict[Any, Any] = {}
+        for bit, key in enumerate(keys):
+            if present >> bit & 1:
+                result[key] = self.value(depth, key)
+        if self.source.below(6) == 5:  # now and then a key the code never names
+            result["extra"] = self.value(depth)
+        return result
+
+
+_TABLES: dict[tuple[int, Any, bool, bool, bool], tuple[tuple[str, Any], ...]] = {}
+
+
+def _choices(
+    hints: Hints, key: Key | None, top: bool, nested: bool, linked: bool
+) -> tuple[tuple[str, Any], ...]:
+    cache_key = (id(hints), key, top, nested, linked)
+    table = _TABLES.get(cache_key)
+    if table is not None:
+        return table
+    choices: list[tuple[str, Any]] = [("make", make) for make in FALSY]
+    choices += [("make", make) for make in TRUTHY]
+    hinted = hints.values_for.get(key, ()) if key is not None else ()
+    if hinted:
+        choices += [("constant", value) for value in hinted] * max(1, 8 // len(hinted))
+    else:
+        choices += [("constant", value) for value in hints.constants[:8]]
+    choices += [("again", None)] * 2
+    if linked:
+        choices += [("linked", None)] * 8
+    if top:
+        choices += [("dict", None)] * 6 + [("list", None)] * 2
+    elif nested:
+        choices += [("dict", None), ("list", None)]
+    if len(_TABLES) > 4096:  # hints of past checks: let them go
+        _TABLES.clear()
+    table = _TABLES[cache_key] = tuple(choices)
+    return table
+
+
+def neighbours(
+    args: tuple[Any, ...], keep: frozenset[int], keys: tuple[Key, ...] = ()
+) -> Iterator[tuple[Any, ...]]:
+    """Inputs one step from `args`: one leaf replaced by each falsy and truthy value, one key
+    left out, or one of `keys` added to a dict argument (an argument in `keep` is never
+    replaced whole)."""
+    palette = [make() for make in (*FALSY, *TRUTHY)]
+    for i, arg in enumerate(args):
+        if isinstance(arg, dict):
+            for key in keys:
+                if key not in arg:
+                    for value in palette:
+                        yield (*args[:i], {**arg, key: value}, *args[i + 1 :])
+    for path, parent in _paths(args, ()):
+        if len(path) == 1 and path[0] in keep:
+            continue
+        if isinstance(parent, dict):
+            yield _replaced(args, path, _ABSENT)
+        for value in palette:
+            yield _replaced(args, path, value)
+
+
+_ABSENT = object()
+
+
+def _paths(value: Any, path: tuple[Any, ...]) -> Iterator[tuple[tuple[Any, ...], Any]]:
+    """Every (path, container) of a leaf or subtree below `value`."""
+    items: list[tuple[Any, Any]]
+    if isinstance(value, dict):
+        items = list(value.items())
+    elif isinstance(value, list | tuple):
+        items = list(enumerate(value))
+    else:
+        return
+    for key, item in items:
+        yield (*path, key), value
+        yield from _paths(item, (*path, key))
+
+
+def _replaced(value: Any, path: tuple[Any, ...], new: Any) -> Any:
+    if not path:
+        return new
+    head, rest = path[0], path[1:]
+    if isinstance(value, dict):
+        copy = dict(value)
+        replaced = _replaced(value[head], rest, new)
+        if replaced is _ABSENT:
+            del copy[head]
+        else:
+            copy[head] = replaced
+        return copy
+    items = list(value)
+    items[head] = _replaced(value[head], rest, new)
+    return tuple(items) if isinstance(value, tuple) else items
+
+
+def size(value: Any) -> int:
+    """A size measure for sorting counterexamples, smallest first."""
+    if isinstance(value, dict):
+        return 1 + sum(size(k) + size(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return 1 + sum(size(item) for item in value)
+    if isinstance(value, str):
+        return 1 + len(value)
+    if isinstance(value, bool) or value is None:
+        return 1
+    if isinstance(value, int):
+        return len(str(abs(value)))
+    if isinstance(value, float):
+        return 2 if value.is_integer() else 3
+    return 5
+
+
+_RANK = {int: "0", float: "1", bool: "2", type(None): "3", str: "4", list: "5", tuple: "5"}
+
+
+def order_key(value: Any) -> str:
+    """A tie-break between inputs of one size: 0 before 0.0, False, None, "" and containers."""
+    if isinstance(value, dict):
+        return "6{" + ",".join(order_key(k) + ":" + order_key(v) for k, v in value.items()) + "}"
+    if isinstance(value, list | tuple):
+        return "5[" + ",".join(order_key(item) for item in value) + "]"
+    return _RANK.get(type(value), "7") + repr(value)

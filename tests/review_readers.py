@@ -1,0 +1,150 @@
+"""Readers for the `strictcall check` tests: the seed's reply reader, its two refactors, an
+equivalent rewrite, and functions that raise, hang or change their input."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def read_by_presence(reply: dict[str, Any]) -> dict[str, Any]:
+    """The seed's success branch: a result is present."""
+    if "result" in reply:
+        return {"status": "ok", "value": reply["result"]}
+    return {"status": "missing"}
+
+
+def read_by_truth(reply: dict[str, Any]) -> dict[str, Any]:
+    """The refactor: a result is truthy."""
+    if reply.get("result"):  # strictcall: ignore[SC101] -- the seed's bug, on purpose
+        return {"status": "ok", "value": reply["result"]}
+    return {"status": "missing"}
+
+
+def read_by_not_none(reply: dict[str, Any]) -> dict[str, Any]:
+    """The half fix: a result is not None."""
+    if reply.get("result") is not None:  # strictcall: ignore[SC104] -- the half fix
+        return {"status": "ok", "value": reply["result"]}
+    return {"status": "missing"}
+
+
+def read_by_lookup(reply: dict[str, Any]) -> dict[str, Any]:
+    """An equivalent rewrite: try the lookup."""
+    try:
+        value = reply["result"]
+    except KeyError:
+        return {"status": "missing"}
+    return {"status": "ok", "value": value}
+
+
+def read_or_raise(reply: dict[str, Any]) -> dict[str, Any]:
+    """Raises KeyError where the presence reader answers missing."""
+    return {"status": "ok", "value": reply["result"]}
+
+
+def read_forever(reply: dict[str, Any]) -> dict[str, Any]:
+    """Never returns when the result is present."""
+    while "result" in reply:
+        pass
+    return {"status": "missing"}
+
+
+def read_and_pop(reply: dict[str, Any]) -> dict[str, Any]:
+    """Answers as the presence reader but takes the result out of the reply."""
+    if "result" in reply:
+        return {"status": "ok", "value": reply.pop("result")}
+    return {"status": "missing"}
+
+
+def read_pair(reply: dict[str, Any], expected_id: str) -> dict[str, Any]:
+    """Takes two arguments, where the others take one."""
+    return read_by_presence(reply)
+
+
+def seed_interpret(reply: Any, expected_id: Any) -> dict[str, Any]:
+    """Seed 000's interpret_tool_reply, as the seed writes it."""
+    if not isinstance(reply, dict):
+        return {"status": "invalid"}
+    if reply.get("jsonrpc") != "2.0" or reply.get("id") != expected_id:
+        return {"status": "invalid"}
+    has_result = "result" in reply
+    has_error = "error" in reply
+    if has_result == has_error:
+        return {"status": "invalid"}
+    if has_result:
+        return {"status": "ok", "value": reply["result"]}
+    error = reply["error"]
+    if (
+        not isinstance(error, dict)
+        or type(error.get("code")) is not int
+        or not isinstance(error.get("message"), str)
+    ):
+        return {"status": "invalid"}
+    return {"status": "error", "error": error}
+
+
+def seed_interpret_by_truth(reply: Any, expected_id: Any) -> dict[str, Any]:
+    """The seed's reader with `has_result = bool(reply.get("result"))`."""
+    if not isinstance(reply, dict):
+        return {"status": "invalid"}
+    if reply.get("jsonrpc") != "2.0" or reply.get("id") != expected_id:
+        return {"status": "invalid"}
+    has_result = bool(reply.get("result"))  # strictcall: ignore[SC101] -- the seed's bug
+    has_error = "error" in reply
+    if has_result == has_error:
+        return {"status": "invalid"}
+    if has_result:
+        return {"status": "ok", "value": reply["result"]}
+    error = reply["error"]
+    if (
+        not isinstance(error, dict)
+        or type(error.get("code")) is not int
+        or not isinstance(error.get("message"), str)
+    ):
+        return {"status": "invalid"}
+    return {"status": "error", "error": error}
+
+
+def seed_interpret_by_not_none(reply: Any, expected_id: Any) -> dict[str, Any]:
+    """The seed's reader with `has_result = reply.get("result") is not None`."""
+    if not isinstance(reply, dict):
+        return {"status": "invalid"}
+    if reply.get("jsonrpc") != "2.0" or reply.get("id") != expected_id:
+        return {"status": "invalid"}
+    has_result = reply.get("result") is not None  # strictcall: ignore[SC104] -- the half fix
+    has_error = "error" in reply
+    if has_result == has_error:
+        return {"status": "invalid"}
+    if has_result:
+        return {"status": "ok", "value": reply["result"]}
+    error = reply["error"]
+    if (
+        not isinstance(error, dict)
+        or type(error.get("code")) is not int
+        or not isinstance(error.get("message"), str)
+    ):
+        return {"status": "invalid"}
+    return {"status": "error", "error": error}
+
+
+def strict_reply(reply: Any, expected_id: str | int) -> dict[str, Any]:
+    """strictcall's reply contract in other words: every key looked up by presence."""
+    from strictcall.ids import check_request_id
+    from strictcall.reply import same_id
+
+    check_request_id(expected_id)
+    if type(reply) is not dict:
+        return {"status": "invalid"}
+    if "jsonrpc" not in reply or reply["jsonrpc"] != "2.0":
+        return {"status": "invalid"}
+    if "id" not in reply or not same_id(reply["id"], expected_id):
+        return {"status": "invalid"}
+    if ("result" in reply) == ("error" in reply):
+        return {"status": "invalid"}
+    if "result" in reply:
+        return {"status": "ok", "value": reply["result"]}
+    error = reply["error"]
+    if type(error) is not dict or "code" not in error or "message" not in error:
+        return {"status": "invalid"}
+    if type(error["code"]) is not int or not isinstance(error["message"], str):
+        return {"status": "invalid"}
+    return {"status": "error", "error": error}

@@ -1,0 +1,144 @@
+"""The operator page in a real headless Chromium (Debian's, driven by Playwright) after a burst
+of good and refused calls on a real server: the chart and the counts show them, a refused call
+is listed, no argument value is anywhere in the page, the tables are there without JavaScript,
+the page refreshes itself without a reload, and a screenshot is kept in tests/artifacts/."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from playwright.sync_api import Browser, ConsoleMessage, Page, sync_playwright
+
+from browser import ARTIFACTS, LAUNCH_ARGS, need_chromium
+from ops_calls import SECRET_VALUES, Burst, burst, rpc
+from servers import RunningServer, create_token, start_server
+from strictcall.errors import FORBIDDEN_OR_MISSING, INVALID_ARGUMENTS, Stage
+
+IDENTITY = "<img src=x id=injected>agent"  # an identity is shown: escaped, never markup
+DEADLINE_S = 20.0
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    chromium = need_chromium()
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(
+            executable_path=str(chromium), args=list(LAUNCH_ARGS), headless=True
+        )
+        yield launched
+        launched.close()
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningServer, str]]:
+    db = tmp_path_factory.mktemp("ops-page") / "page.sqlite3"
+    server = start_server(db)
+    yield server, create_token(db, IDENTITY)
+    server.stop()
+
+
+def recorded(server: RunningServer, calls: int) -> None:
+    """Wait, with a deadline, until the audit holds `calls` (it is written in batches)."""
+    deadline = time.monotonic() + DEADLINE_S
+    while time.monotonic() < deadline:
+        stats = httpx.get(server.base_url + "/ops/stats.json", timeout=10).json()
+        if stats["calls"] >= calls:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the audit did not reach {calls} calls")
+
+
+def cells(page: Page, table: str) -> list[list[str]]:
+    rows = page.locator(f"#{table} tbody tr")
+    return [
+        [cell.strip() for cell in rows.nth(i).locator("td").all_inner_texts()]
+        for i in range(rows.count())
+    ]
+
+
+def check_counts(page: Page, done: Burst) -> None:
+    assert page.inner_text("#total-calls") == str(done.total)
+    assert page.inner_text("#failed-calls") == str(done.failed)
+    by_code: dict[tuple[str, str], int] = {}
+    for (_, outcome, stage, code), n in done.counts.items():
+        if outcome == "error":
+            by_code[(stage, code)] = by_code.get((stage, code), 0) + n
+    shown = {(stage, code): int(n) for stage, code, n in cells(page, "failures-by-code")}
+    assert shown == by_code
+
+
+def test_the_page_shows_a_burst_of_calls_and_never_a_value(
+    browser: Browser, served: tuple[RunningServer, str]
+) -> None:
+    server, token = served
+    done = burst(server, token, good=6, refused=2)
+    recorded(server, done.total)
+    page = browser.new_page(viewport={"width": 1000, "height": 1400})
+    errors: list[str] = []
+
+    def console(message: ConsoleMessage) -> None:
+        if message.type == "error":
+            errors.append(message.text)
+
+    page.on("console", console)
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    response = page.goto(server.base_url + "/")
+    assert response is not None and response.status == 200
+    check_counts(page, done)
+    # the chart: one bar segment per (minute, outcome or stage), adding up to the calls
+    titles = page.locator("#timeline rect title").all_text_contents()
+    assert sum(int(title.split(": ")[1].split(" ")[0]) for title in titles) == done.total
+    bars = page.locator("#failures-chart").text_content() or ""
+    assert f"{Stage.SHAPE} / {INVALID_ARGUMENTS.code}" in bars
+    # the top failures name the safe pointer, never the made-up member
+    top = cells(page, "top-failures")
+    assert ["read_note", INVALID_ARGUMENTS.code, "unexpected_member", "/arguments/*", "2"] in top
+    refusals = cells(page, "recent-refusals")
+    assert any(row[3:5] == [str(Stage.RESOURCE), FORBIDDEN_OR_MISSING.code] for row in refusals)
+    assert all(row[1] == IDENTITY for row in refusals)  # shown as text...
+    assert page.locator("#injected").count() == 0  # ...never as markup
+    assert "answering" in page.inner_text("#store-state")
+    html = page.content()
+    for secret in SECRET_VALUES:
+        assert secret not in html
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "operator-page.png"), full_page=True)
+    assert errors == []  # the page's policy let its own script and style run
+    page.close()
+
+
+def test_the_page_refreshes_its_counts_without_a_reload(
+    browser: Browser, served: tuple[RunningServer, str]
+) -> None:
+    server, token = served
+    page = browser.new_page()
+    page.goto(server.base_url + "/")
+    before = int(page.inner_text("#total-calls"))
+    page.evaluate("window.notReloaded = true")
+    rpc(server, token, "count_notes", {}, 9001)
+    # polled from here: the page's policy lets no test script run in it (wait_for_function)
+    deadline = time.monotonic() + DEADLINE_S
+    while int(page.inner_text("#total-calls")) == before:
+        assert time.monotonic() < deadline, "the page did not refresh its counts"
+        page.wait_for_timeout(100)
+    assert page.evaluate("window.notReloaded") is True
+    assert page.get_attribute("body", "data-refreshed") is not None
+    page.close()
+
+
+def test_the_tables_are_there_without_javascript(
+    browser: Browser, served: tuple[RunningServer, str]
+) -> None:
+    server, token = served
+    burst(server, token, good=1, refused=1)
+    recorded(server, 1)
+    context = browser.new_context(java_script_enabled=False)
+    page = context.new_page()
+    page.goto(server.base_url + "/")
+    assert int(page.inner_text("#total-calls")) > 0
+    assert cells(page, "top-failures")
+    assert cells(page, "recent-refusals")
+    context.close()

@@ -1,0 +1,344 @@
+"""`strictcall lint`: truthiness used where presence may be meant, with the question to ask
+and the input that tells the readings apart; suppressions, --fix, JSON, SARIF and flake8."""
+
+from __future__ import annotations
+
+import ast
+import io
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from strictcall.cli import main
+from strictcall.review.commands import EXIT_DIFFERENT, EXIT_SAME, EXIT_TROUBLE
+from strictcall.review.fix import apply_fixes
+from strictcall.review.flake8 import TruthinessChecker
+from strictcall.review.lint import Finding, lint_source
+from strictcall.review.rules import (
+    GET_IS_NONE,
+    GET_OR_DEFAULT,
+    GET_TRUTH_TEST,
+    READ_OR_DEFAULT,
+    RULES,
+    SUPPRESSION_WITHOUT_REASON,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def lint(code: str) -> list[Finding]:
+    return lint_source(textwrap.dedent(code), "snippet.py")
+
+
+def rules_of(code: str) -> list[str]:
+    return [finding.rule.id for finding in lint(code)]
+
+
+def run_lint(*args: str) -> tuple[int, str, str]:
+    out = io.BytesIO()
+    err = io.StringIO()
+    real_err = sys.stderr
+    sys.stderr = err
+    try:
+        status = main(["lint", *args], stdout=out)
+    finally:
+        sys.stderr = real_err
+    return status, out.getvalue().decode("utf-8"), err.getvalue()
+
+
+def test_the_seeds_refactor_is_found_with_its_question_and_input() -> None:
+    [finding] = lint("""
+        def read(reply):
+            if reply.get("result"):
+                return reply["result"]
+    """)
+    assert finding.rule is GET_TRUTH_TEST
+    assert (finding.line, finding.col) == (3, 8)
+    assert finding.input == '{"result": 0}'
+    assert "missing key" in finding.question
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "while d.get('count'):\n    pass\n",
+        "assert d.get('count')\n",
+        "x = not d.get('count')\n",
+        "x = d.get('count') and 1\n",
+        "x = 1 if d.get('count') else 2\n",
+        "x = [v for v in vs if v.get('count')]\n",
+        "x = bool(d.get('count'))\n",
+        "if a or d.get('count'):\n    pass\n",
+    ],
+    ids=["while", "assert", "not", "and", "ternary", "comprehension", "bool", "or-in-if"],
+)
+def test_get_in_every_boolean_context_is_a_truth_test(code: str) -> None:
+    assert rules_of(code) == [GET_TRUTH_TEST.id]
+
+
+def test_get_or_default_asks_about_the_default() -> None:
+    [finding] = lint('timeout = config.get("timeout") or 30\n')
+    assert finding.rule is GET_OR_DEFAULT
+    assert finding.input == '{"timeout": 0}'
+
+
+def test_a_value_read_from_a_mapping_then_or_default_is_found() -> None:
+    findings = lint("""
+        def f(config, reply):
+            limit = config["limit"]
+            a = limit or 10
+            b = reply["result"] or "none"
+            return a, b
+    """)
+    assert [f.rule for f in findings] == [READ_OR_DEFAULT, READ_OR_DEFAULT]
+    assert [f.input for f in findings] == ['{"limit": 0}', '{"result": ""}']
+
+
+def test_is_not_none_after_get_asks_about_an_explicit_null() -> None:
+    [finding] = lint('ok = reply.get("result") is not None\n')
+    assert finding.rule is GET_IS_NONE
+    assert finding.input == '{"result": null}'
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        'if "result" in reply:\n    pass\n',
+        'items = reply.get("results") or []\n',
+        'n = d.get("count") or 0\n',
+        'if d.get("count") == 0:\n    pass\n',
+        "if requests.get(url, timeout=3):\n    pass\n",
+        'if profile.get("supports_tools", False):\n    pass\n',
+        'if opts.get("is_limit"):\n    pass\n',
+        'if reply.get("name"):\n    pass\n',
+        'name = reply.get("title") or "untitled"\n',
+        'if os.environ.get("PORT"):\n    pass\n',
+        'if cls.__dict__.get("count"):\n    pass\n',
+        'if d.get("timeout") is None:\n    d["timeout"] = 30\n',
+        'x = d.get("result", 0) is None\n',
+        "if timeout:\n    pass\n",
+    ],
+    ids=[
+        "presence",
+        "empty-default",
+        "zero-default",
+        "comparison",
+        "http-get",
+        "flag-default",
+        "flag-name",
+        "a-name",
+        "a-title",
+        "environment",
+        "namespace",
+        "fill-in",
+        "get-with-default-is-none",
+        "plain-name",
+    ],
+)
+def test_look_alikes_that_ask_nothing_are_left_alone(code: str) -> None:
+    assert rules_of(code) == []
+
+
+def test_a_suppression_with_a_reason_suppresses_its_rule_only() -> None:
+    assert (
+        rules_of(
+            'if d.get("count"):  # strictcall: ignore[SC101] -- a count of 0 is none\n    pass\n'
+        )
+        == []
+    )
+    assert rules_of(
+        'if d.get("count"):  # strictcall: ignore[SC102] -- another rule\n    pass\n'
+    ) == [GET_TRUTH_TEST.id]
+    assert rules_of('if d.get("count"):  # strictcall: ignore -- every rule\n    pass\n') == []
+
+
+def test_a_suppression_alone_on_its_line_covers_the_next_line() -> None:
+    code = (
+        "# strictcall: ignore[SC102] -- an empty variable means unset\n"
+        'limit = config.get("limit") or 10\n'
+    )
+    assert rules_of(code) == []
+
+
+def test_a_suppression_without_a_reason_is_a_finding() -> None:
+    [finding] = lint('if d.get("count"):  # strictcall: ignore[SC101]\n    pass\n')
+    assert finding.rule is SUPPRESSION_WITHOUT_REASON
+
+
+def test_fix_turns_a_truth_test_guarding_a_subscript_into_presence() -> None:
+    code = textwrap.dedent("""
+        def read(reply):
+            if reply.get("result"):
+                return {"status": "ok", "value": reply["result"]}
+            elif self.cache.get("count"):
+                return self.cache["count"]
+            return None
+    """)
+    fixed, count = apply_fixes(code, lint_source(code))
+    assert count == 2
+    assert 'if "result" in reply:' in fixed
+    assert 'elif "count" in self.cache:' in fixed
+    ast.parse(fixed)
+    assert lint_source(fixed) == []
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        'if d.get("result"):\n    use(d["other"])\n',
+        'if d.get("result"):\n    use(e["result"])\n',
+        'if d.get("result"):\n    use(d.get("result"))\n',
+        'if not d.get("result"):\n    use(d["result"])\n',
+        'if d.get("result") and ready:\n    use(d["result"])\n',
+        'if f().get("result"):\n    use(f()["result"])\n',
+        'if d.get(key_of("result")):\n    use(d[key_of("result")])\n',
+        'if d.get("result", 1):\n    use(d["result"])\n',
+        'if d.get("result"):\n    pass\nelse:\n    use(d["result"])\n',
+        'while d.get("result"):\n    use(d["result"])\n',
+        'x = 1 if d.get("result") else d["result"]\n',
+    ],
+    ids=[
+        "other-key",
+        "other-mapping",
+        "get-in-body",
+        "negated",
+        "and",
+        "call-receiver",
+        "computed-key",
+        "default",
+        "subscript-in-else",
+        "while",
+        "ternary",
+    ],
+)
+def test_fix_leaves_look_alikes_alone(code: str) -> None:
+    findings = lint_source(code)
+    assert all(finding.fix is None for finding in findings)
+    assert apply_fixes(code, findings) == (code, 0)
+
+
+def test_lint_fix_rewrites_the_file_and_reports_what_is_left(tmp_path: Path) -> None:
+    path = tmp_path / "reader.py"
+    path.write_text(
+        'def read(reply):\n    if reply.get("result"):\n        return reply["result"]\n'
+        '    return reply.get("count") or 1\n'
+    )
+    status, out, err = run_lint("--fix", str(path))
+    assert status == EXIT_DIFFERENT
+    assert path.read_text().splitlines()[1] == '    if "result" in reply:'
+    assert " SC102 " in out and " SC101 " not in out
+    assert "fixed 1" in err
+
+
+def test_text_json_and_exit_statuses(tmp_path: Path) -> None:
+    clean = tmp_path / "clean.py"
+    clean.write_text('if "result" in reply:\n    pass\n')
+    dirty = tmp_path / "dirty.py"
+    dirty.write_text('if reply.get("result"):\n    pass\n')
+    assert run_lint(str(clean)) == (EXIT_SAME, "", "")
+    status, out, _ = run_lint(str(dirty))
+    assert status == EXIT_DIFFERENT
+    assert out.startswith(f"{dirty}:1:4: SC101 ")
+    assert out.rstrip().endswith('Tells them apart: {"result": 0}')
+    status, out, _ = run_lint("--format", "json", str(tmp_path))
+    document = json.loads(out)
+    assert document["count"] == 1
+    [finding] = document["findings"]
+    assert finding == {
+        "path": str(dirty),
+        "line": 1,
+        "col": 4,
+        "end_line": 1,
+        "end_col": 23,
+        "rule": "SC101",
+        "name": "get-truth-test",
+        "message": '`reply.get("result")` is tested for truth',
+        "question": GET_TRUTH_TEST.question,
+        "input": '{"result": 0}',
+        "fixable": False,
+    }
+
+
+def test_a_file_that_cannot_be_read_or_parsed_exits_2(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.py"
+    broken.write_text("def f(:\n")
+    status, _, err = run_lint(str(broken))
+    assert status == EXIT_TROUBLE
+    assert err.count("\n") == 1
+    status, _, err = run_lint(str(tmp_path / "missing.py"))
+    assert status == EXIT_TROUBLE
+    assert "missing.py" in err
+
+
+def test_sarif_has_the_fields_the_2_1_0_schema_requires(tmp_path: Path) -> None:
+    dirty = tmp_path / "dirty.py"
+    dirty.write_text('x = 1\nlimit = config.get("limit") or 10\n')
+    status, out, _ = run_lint("--format", "sarif", str(dirty))
+    assert status == EXIT_DIFFERENT
+    log: dict[str, Any] = json.loads(out)
+    assert log["version"] == "2.1.0"
+    assert log["$schema"].endswith("sarif-2.1.0.json")
+    [run] = log["runs"]
+    driver = run["tool"]["driver"]
+    assert driver["name"] == "strictcall"
+    assert [rule["id"] for rule in driver["rules"]] == list(RULES)
+    for rule in driver["rules"]:
+        assert rule["shortDescription"]["text"] and rule["fullDescription"]["text"]
+    [result] = run["results"]
+    assert result["ruleId"] == "SC102"
+    assert driver["rules"][result["ruleIndex"]]["id"] == "SC102"
+    assert result["level"] in ("none", "note", "warning", "error")
+    assert result["message"]["text"]
+    [location] = result["locations"]
+    physical = location["physicalLocation"]
+    assert physical["artifactLocation"]["uri"]
+    region = physical["region"]
+    assert (region["startLine"], region["startColumn"]) == (2, 9)
+    assert region["endLine"] >= region["startLine"] >= 1
+    assert region["endColumn"] > region["startColumn"] >= 1
+
+
+def test_columns_count_characters_not_bytes() -> None:
+    [finding] = lint('x = "é€"; y = d.get("count") or 1\n')
+    assert finding.col == 15
+
+
+def test_the_flake8_plugin_yields_flake8_tuples() -> None:
+    code = 'if reply.get("result"):\n    pass\n'
+    checker = TruthinessChecker(ast.parse(code), code.splitlines(keepends=True))
+    [(line, col, message, kind)] = list(checker.run())
+    assert (line, col) == (1, 3)
+    assert message.startswith("SC101 ")
+    assert kind is TruthinessChecker
+    assert TruthinessChecker.name == "strictcall"
+
+
+def test_flake8_runs_the_plugin(tmp_path: Path) -> None:
+    dirty = tmp_path / "dirty.py"
+    dirty.write_text('if reply.get("result"):\n    pass\n')
+    done = subprocess.run(
+        [sys.executable, "-m", "flake8", "--select", "SC", str(dirty)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert f"{dirty}:1:4: SC101 " in done.stdout
+
+
+def test_strictcall_s_own_source_has_no_unsuppressed_finding() -> None:
+    status, out, err = run_lint(str(ROOT / "src"))
+    assert (status, out, err) == (EXIT_SAME, "", "")
+
+
+def test_the_review_examples_show_the_seeds_two_findings() -> None:
+    status, out, _ = run_lint(str(ROOT / "examples" / "review"))
+    assert status == EXIT_DIFFERENT
+    rules = sorted(line.split(" ")[1] for line in out.splitlines())
+    assert rules == ["SC101", "SC104", "SC104"]
