@@ -121,6 +121,14 @@ def test_mcp_stdio_without_identity_says_it_needs_one(tmp_path: Path) -> None:
     assert "--mcp-stdio needs --identity" in one_line(done.stderr)
 
 
+def test_mcp_stdio_with_workers_says_workers_are_for_the_http_server(tmp_path: Path) -> None:
+    db = str(tmp_path / "x.sqlite3")
+    done = run("serve", "--mcp-stdio", "--identity", "u1", "--workers", "2", "--db", db)
+    assert done.returncode == 2
+    assert "--workers is for the HTTP server" in one_line(done.stderr)
+    assert not (tmp_path / "x.sqlite3").exists()  # refused before the store is opened
+
+
 def test_an_empty_db_flag_and_an_empty_strictcall_db_are_both_refused(tmp_path: Path) -> None:
     flag = run("audit", "--db", "", env={"STRICTCALL_DB": str(tmp_path / "x.sqlite3")})
     assert flag.returncode == 2

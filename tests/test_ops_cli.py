@@ -17,14 +17,21 @@ import pytest
 
 from servers import strictcall
 from strictcall.errors import FORBIDDEN_OR_MISSING, INVALID_ARGUMENTS, Reason, Stage
-from strictcall.storage import AuditRecord
-from strictcall.storage.sqlite import SQLiteStore
+from strictcall.storage import AuditRecord, open_store
 
 DEADLINE_S = 20.0
 
 
-def record(db: Path, *records: AuditRecord) -> None:
-    store = SQLiteStore(db)
+@pytest.fixture(params=["sqlite", "postgres"])
+def any_db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A store of each kind in turn: a SQLite file's path, then a fresh PostgreSQL URL."""
+    if request.param == "sqlite":
+        return str(tmp_path / "s.sqlite3")
+    return str(request.getfixturevalue("pg_url"))
+
+
+def record(db: Path | str, *records: AuditRecord) -> None:
+    store = open_store(str(db))
     try:
         store.record_calls(records)
     finally:
@@ -48,8 +55,8 @@ def missing(at: float) -> AuditRecord:
     )
 
 
-def test_stats_json_is_the_breakdown_of_the_window(tmp_path: Path) -> None:
-    db = tmp_path / "s.sqlite3"
+def test_stats_json_is_the_breakdown_of_the_window(any_db: str) -> None:
+    db = any_db
     now = time.time()
     record(db, ok(now - 10), ok(now - 20), shape(now - 5), shape(now - 6), missing(now - 7))
     record(db, shape(now - 7200))  # two hours ago: outside the default hour
@@ -93,12 +100,12 @@ def test_stats_refuses_a_window_it_cannot_read(tmp_path: Path, since: str) -> No
     assert "--since" in done.stderr
 
 
-def test_an_operator_token_is_printed_alone_on_the_last_line(tmp_path: Path) -> None:
-    db = tmp_path / "s.sqlite3"
-    done = strictcall("tokens", "create", "--operator", "--identity", "ops", "--db", str(db))
+def test_an_operator_token_is_printed_alone_on_the_last_line(any_db: str) -> None:
+    db = any_db
+    done = strictcall("tokens", "create", "--operator", "--identity", "ops", "--db", db)
     assert done.returncode == 0, done.stderr
     token = done.stdout.strip().splitlines()[-1]
-    store = SQLiteStore(db)
+    store = open_store(db)
     try:
         assert store.operator_for_token(token) == "ops"
         assert store.identity_for_token(token) is None

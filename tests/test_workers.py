@@ -17,6 +17,7 @@ import pytest
 
 from servers import RunningServer, create_token, start_server
 from strictcall import Client
+from strictcall.errors import FORBIDDEN_ORIGIN
 from strictcall.storage import open_store
 
 DEADLINE_S = 30.0
@@ -135,3 +136,37 @@ def test_sigint_lets_a_request_in_flight_finish(pg_url: str) -> None:
         assert store.list_notes("u1") == [(answers[0]["note_id"], "late")]  # type: ignore[index]
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("db", ["sqlite"], indirect=True)  # the settings' path, not the store's
+def test_every_worker_gets_the_servers_origins_and_operator_routes(db: str) -> None:
+    token = create_token(db, "u1")
+    server = start_server(
+        db, "--workers", "2", "--allow-origin", "https://app.example", "--max-in-flight", "4"
+    )
+    try:
+        assert len(workers_of(server)) == 2
+        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call"}
+        body = {**call, "params": {"name": "count_notes", "arguments": {}}}
+        auth = {"Authorization": f"Bearer {token}"}
+        for _ in range(10):  # each on a new connection: they land on either worker
+            allowed = httpx.post(
+                server.base_url + "/rpc",
+                json=body,
+                headers={**auth, "Origin": "https://app.example"},
+                timeout=DEADLINE_S,
+            )
+            assert allowed.status_code == 200
+            foreign = httpx.post(
+                server.base_url + "/rpc",
+                json=body,
+                headers={**auth, "Origin": "http://evil.example"},
+                timeout=DEADLINE_S,
+            )
+            assert foreign.status_code == 403
+            assert foreign.json()["error"]["data"]["code"] == FORBIDDEN_ORIGIN.code
+            # a loopback server's operator routes are open without an operator's token
+            stats = httpx.get(server.base_url + "/ops/stats.json", timeout=DEADLINE_S)
+            assert stats.status_code == 200
+    finally:
+        assert server.stop(signal.SIGINT) == 0
