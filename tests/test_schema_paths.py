@@ -91,7 +91,7 @@ def member_schemas(draw: st.DrawFn, depth: int = 0) -> dict[str, Any]:
 
 
 def _not_null(schema: dict[str, Any]) -> bool:
-    return schema["type"] != "null"
+    return bool(schema["type"] != "null")
 
 
 @st.composite
@@ -161,6 +161,7 @@ def single_faults(draw: st.DrawFn) -> tuple[dict[str, Any], Any]:
     if isinstance(value, list):
         faults.append("append")
     fault = draw(st.sampled_from(faults))
+    new: Any
     if fault == "unexpected":
         extra = draw(st.sampled_from(["zz", "admin", "A"]))
         new = {**value, extra: draw(st.sampled_from([0, "", None, [], {}]))}
