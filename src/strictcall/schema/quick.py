@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 import functools
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import jsonschema_rs
 
@@ -75,6 +75,7 @@ _STRING: Final = (str,)
 _NUMBER: Final = (int, float)
 
 _Check = Callable[[Any], Violation | None]
+_Violation: Final = Violation
 
 
 class QuickDescriber:
@@ -108,9 +109,24 @@ FlatObject = QuickDescriber
 """The quick describer's first name, from when it covered flat objects only."""
 
 
+class _Part(NamedTuple):
+    """A compiled subschema: the Python types its `type` admits (None: any), the violation of
+    a value of another type, the rest of its checks (None: none), and all of them in one."""
+
+    types: frozenset[type] | None
+    wrong: _Check
+    rest: Describe | None
+    whole: Describe
+
+
 def _compile(schema: JSONValue) -> Describe | None:
+    part = _compile_part(schema)
+    return None if part is None else part.whole
+
+
+def _compile_part(schema: JSONValue) -> _Part | None:
     if schema is True:
-        return _nothing
+        return _Part(None, _nothing, None, _nothing)
     if not isinstance(schema, dict):
         return None
     for keyword in schema:
@@ -121,22 +137,21 @@ def _compile(schema: JSONValue) -> Describe | None:
         ):
             return None
     if "anyOf" in schema or "oneOf" in schema:
-        return _compile_union(schema)
+        union = _compile_union(schema)
+        return None if union is None else _Part(None, _nothing, union, union)
     first: list[_Check] = []
     exact = schema.get(EXACT_INTEGER) is True
     kinds = _kinds(schema.get("type"))
     if kinds is not None and "integer" in kinds and "number" not in kinds and not exact:
         return None  # not a strict schema: 1.0 would be an integer here
-    if exact:
+    if exact and kinds is None:
         first.append(_exact_integer_check(schema))
-    if kinds is not None:
-        first.append(_type_check(kinds))
     for keyword, reason in (("enum", Reason.ENUM), ("const", Reason.CONST)):
         if keyword in schema:
             if keyword == "enum" and not isinstance(schema["enum"], list):
                 return None
             first.append(_member_check(keyword, reason, schema[keyword]))
-    by_type: dict[type, list[_Check]] = {}
+    by_type: dict[type, tuple[_Check, ...]] = {}
     for python_types, checks in (
         (_STRING, _string_checks(schema)),
         (_NUMBER, _number_checks(schema)),
@@ -147,15 +162,49 @@ def _compile(schema: JSONValue) -> Describe | None:
             return None
         for python_type in python_types:
             if checks:
-                by_type[python_type] = checks
-    return _node(tuple(first), {kind: tuple(checks) for kind, checks in by_type.items()})
+                by_type[python_type] = tuple(checks)
+    rest = _node(tuple(first), by_type)
+    if kinds is None:
+        return _Part(None, _nothing, rest, rest if rest is not None else _nothing)
+    types = frozenset(python for kind in kinds for python in _PYTHON_TYPES[kind])
+    # A float where an integer is asked for is strictcall's own rule, which wins over the
+    # type's own error (`CompiledSchema.exact_violation`): told "integer" either way.
+    wrong = _type_check(kinds)
+    if exact and len(kinds) > 1:
+        integer = Violation((), Reason.TYPE, "integer", True)
+        listed = wrong
+        wrong = lambda v: integer if type(v) is float else listed(v)  # noqa: E731
+    return _Part(types, wrong, rest, _typed(types, wrong, rest))
+
+
+_PYTHON_TYPES: Final[Mapping[str, tuple[type, ...]]] = {
+    "null": (type(None),),
+    "boolean": (bool,),
+    "integer": (int,),
+    "number": (int, float),
+    "string": (str,),
+    "array": (list,),
+    "object": (dict,),
+}
+
+
+def _typed(types: frozenset[type], wrong: _Check, rest: Describe | None) -> Describe:
+    if rest is None:
+        return lambda value: wrong(value) if type(value) not in types else None
+    return lambda value: wrong(value) if type(value) not in types else rest(value)
 
 
 def _nothing(value: Any) -> Violation | None:
     return None
 
 
-def _node(first: tuple[_Check, ...], by_type: dict[type, tuple[_Check, ...]]) -> Describe:
+def _node(first: tuple[_Check, ...], by_type: dict[type, tuple[_Check, ...]]) -> Describe | None:
+    """The checks in order, the first that finds a violation answering; None if none."""
+    if not by_type:
+        if not first:
+            return None
+        if len(first) == 1:
+            return first[0]
     get = by_type.get
 
     def describe(value: Any) -> Violation | None:
@@ -191,20 +240,12 @@ class _Uncovered(Exception):
 
 
 def _type_check(kinds: tuple[str, ...]) -> _Check:
-    checks = tuple(_KIND_CHECKS[kind] for kind in set(kinds))
+    """The violation of a value of none of the `kinds` (it is only asked of such values)."""
     ordered = [kind for kind in _KIND_ORDER if kind in kinds]
     if len(ordered) == 1:
         wrong = Violation((), Reason.TYPE, ordered[0], True)
-        only = checks[0]
-        return lambda value: None if only(value) else wrong
-
-    def check(value: Any) -> Violation | None:
-        for is_kind in checks:
-            if is_kind(value):
-                return None
-        return Violation((), Reason.TYPE, list(ordered), True)
-
-    return check
+        return lambda value: wrong
+    return lambda value: Violation((), Reason.TYPE, list(ordered), True)
 
 
 def _exact_integer_check(schema: dict[str, Any]) -> _Check:
@@ -313,20 +354,27 @@ def _array_checks(schema: dict[str, Any]) -> list[_Check] | None:
     elif unique is not False:
         return None
     if "items" in schema:
-        items = _compile(schema["items"])
+        items = _compile_part(schema["items"])
         if items is None:
             return None
-        if items is not _nothing:
+        if items.types is not None or items.rest is not None:
             parts.append(_items_check(items))
     return _gather(parts)
 
 
-def _items_check(items: Describe) -> _Check:
+def _items_check(items: _Part) -> _Check:
+    types, wrong, rest = items.types, items.wrong, items.rest
+
     def check(value: list[Any]) -> Violation | None:
         for index, item in enumerate(value):
-            found = items(item)
+            if types is not None and type(item) not in types:
+                found = wrong(item)
+            elif rest is not None:
+                found = rest(item)
+            else:
+                continue
             if found is not None:
-                return found._replace(path=(index, *found.path))
+                return _Violation((index, *found[0]), found[1], found[2], found[3])
         return None
 
     return check
@@ -346,59 +394,77 @@ def _object_checks(schema: dict[str, Any]) -> list[_Check] | None:
         or not all(isinstance(name, str) for name in required)
     ):
         return None
-    members: dict[str, Describe] = {}
+    members: dict[str, _Part] = {}
     for name, member in properties.items():
-        describe = _compile(member)
-        if describe is None:
+        part = _compile_part(member)
+        if part is None:
             return None
-        members[name] = describe
+        members[name] = part
     # An object that declares no members says nothing of what it expects (the exact path
     # reads "properties"); one that declares them as none expects the empty list.
     names = sorted(members) if "properties" in schema else None
     missing = tuple((name, Violation((), Reason.MISSING_MEMBER, name, True)) for name in required)
     parts: list[_Check | None] = [
-        _members_check(members, names, missing),
         _bound(schema, "minProperties", Reason.MIN_PROPERTIES, lambda n, v: len(v) < n),
         _bound(schema, "maxProperties", Reason.MAX_PROPERTIES, lambda n, v: len(v) > n),
-        _values_check(members),
+        _members_check(members, names, missing),
     ]
     return _gather(parts)
 
 
 def _members_check(
-    members: dict[str, Describe],
+    members: dict[str, _Part],
     names: list[str] | None,
     missing: tuple[tuple[str, Violation], ...],
 ) -> _Check:
+    """Unknown members, then missing ones, then each member's value, in one loop each; a
+    member's type is checked here, without a call, and its violation made once if it can be."""
+    known: dict[str, tuple[frozenset[type] | None, Violation | None, _Check, Describe | None]] = {}
+    for name, part in members.items():
+        fixed = None
+        if part.types is not None:
+            sample = part.wrong(_NO_TYPE)
+            if sample is not None and not isinstance(sample.expected, list):
+                fixed = Violation((name,), sample.reason, sample.expected, sample.has_expected)
+        known[name] = (part.types, fixed, part.wrong, part.rest)
+    checked = {name: entry for name, entry in known.items() if entry[0] or entry[3]}
+
     def check(value: dict[str, Any]) -> Violation | None:
         for name in value:
-            if name not in members:
+            if name not in known:
                 if names is None:
                     return Violation((name,), Reason.UNEXPECTED_MEMBER, None, False)
                 return Violation((name,), Reason.UNEXPECTED_MEMBER, list(names), True)
         for name, violation in missing:
             if name not in value:
                 return violation
-        return None
-
-    return check
-
-
-def _values_check(members: dict[str, Describe]) -> _Check | None:
-    members = {name: describe for name, describe in members.items() if describe is not _nothing}
-    if not members:
-        return None
-
-    def check(value: dict[str, Any]) -> Violation | None:
         for name, item in value.items():
-            describe = members.get(name)
-            if describe is not None:
-                found = describe(item)
-                if found is not None:
-                    return found._replace(path=(name, *found.path))
+            entry = checked.get(name)
+            if entry is None:
+                continue
+            types, fixed, wrong, rest = entry
+            if types is not None and type(item) not in types:
+                if fixed is not None and type(item) is not float:
+                    return fixed
+                found = wrong(item)
+            elif rest is not None:
+                found = rest(item)
+                if found is None:
+                    continue
+            else:
+                continue
+            if found is not None:
+                return _Violation((name, *found[0]), found[1], found[2], found[3])
         return None
 
     return check
+
+
+class _NoType:
+    """A value of no JSON type: asked of a member's type check, to see its violation."""
+
+
+_NO_TYPE: Final = _NoType()
 
 
 def _compile_union(schema: dict[str, Any]) -> Describe | None:
