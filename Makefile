@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run demo test lint typecheck unit browser bench fuzz load clean
+.PHONY: install run demo test lint typecheck unit browser bench fuzz atheris load clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,19 @@ bench: $(STAMP)
 N ?= 100000
 fuzz: $(STAMP)
 	$(BIN)/python reliability/fuzz.py --total $(N) --json fuzz-report.json
+
+## atheris: coverage-guided fuzzing of the strict intake and the schema describer, both at
+## once, ATHERIS_SECONDS each (needs the `fuzz` extra: atheris)
+ATHERIS_SECONDS ?= 120
+atheris: $(STAMP)
+	$(BIN)/python -c "import atheris" 2>/dev/null || $(BIN)/python -m pip install --quiet -e '.[fuzz]'
+	$(BIN)/python reliability/atheris_fuzz.py intake -max_total_time=$(ATHERIS_SECONDS) \
+		-dict=reliability/atheris.dict -print_final_stats=1 > atheris-intake.log 2>&1 & \
+	$(BIN)/python reliability/atheris_fuzz.py describer -max_total_time=$(ATHERIS_SECONDS) \
+		-dict=reliability/atheris.dict -print_final_stats=1 > atheris-describer.log 2>&1; \
+	status=$$?; wait $$! ; status2=$$?; \
+	grep -H -E 'DONE|executed_units|Test unit written' atheris-intake.log atheris-describer.log; \
+	test $$status -eq 0 -a $$status2 -eq 0
 
 ## load: 64 connections for 60 s against a real server, with a mix of calls
 load: $(STAMP)

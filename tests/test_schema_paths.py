@@ -99,6 +99,8 @@ def object_schemas(draw: st.DrawFn, depth: int = 0) -> dict[str, Any]:
     names = draw(st.lists(NAMES, unique=True, max_size=4))
     properties = {name: draw(member_schemas(depth)) for name in names}
     required = [name for name in names if draw(st.booleans())]
+    if not names and draw(st.booleans()):
+        return {"type": "object"}  # closed by strictness alone: no member allowed
     return {"type": "object", "properties": properties, "required": required}
 
 
@@ -120,7 +122,7 @@ def satisfying(schema: dict[str, Any], draw: st.DrawFn) -> Any:
     if kind == "object":
         return {
             name: satisfying(member, draw)
-            for name, member in schema["properties"].items()
+            for name, member in schema.get("properties", {}).items()
             if name in schema["required"] or draw(st.booleans())
         }
     return SAMPLES[kind]

@@ -400,8 +400,9 @@ def _object_checks(schema: dict[str, Any]) -> list[_Check] | None:
         if part is None:
             return None
         members[name] = part
-    # An object that declares no members says nothing of what it expects (the exact path
-    # reads "properties"); one that declares them as none expects the empty list.
+    # A closed object that does not say "properties" is refused any member at all, as the
+    # validator reports it: at the object, by its `additionalProperties: false` alone (no
+    # expected list); one that declares its members as none expects the empty list.
     names = sorted(members) if "properties" in schema else None
     missing = tuple((name, Violation((), Reason.MISSING_MEMBER, name, True)) for name in required)
     parts: list[_Check | None] = [
@@ -428,12 +429,13 @@ def _members_check(
                 fixed = Violation((name,), sample.reason, sample.expected, sample.has_expected)
         known[name] = (part.types, fixed, part.wrong, part.rest)
     checked = {name: entry for name, entry in known.items() if entry[0] or entry[3]}
+    not_allowed = Violation((), Reason.NOT_ALLOWED, None, False)
 
     def check(value: dict[str, Any]) -> Violation | None:
         for name in value:
             if name not in known:
                 if names is None:
-                    return Violation((name,), Reason.UNEXPECTED_MEMBER, None, False)
+                    return not_allowed
                 return Violation((name,), Reason.UNEXPECTED_MEMBER, list(names), True)
         for name, violation in missing:
             if name not in value:
