@@ -316,8 +316,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--seed", type=int, default=18)
+    parser.add_argument("--indent", action="store_true", help="indented JSON (else one line)")
     args = parser.parse_args(argv)
-    print(json.dumps(run(args.rounds, args.seed), indent=2))
+    print(json.dumps(run(args.rounds, args.seed), indent=2 if args.indent else None))
     return 0
 
 
