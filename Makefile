@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run demo test lint typecheck unit browser bench fuzz load clean
+.PHONY: install run demo test lint typecheck unit browser bench fuzz atheris load clean
 
 $(STAMP): pyproject.toml
 	@echo "strictcall: first run: creating $(VENV) and installing strictcall with its dev tools (about a minute)..."
@@ -46,10 +46,24 @@ bench: $(STAMP)
 	$(BIN)/python bench/run.py
 	$(BIN)/python bench/proxy_overhead.py
 
-## fuzz: the long fuzzing harness; N inputs per target (make fuzz N=100000)
-N ?= 20000
+## fuzz: the long fuzzing harness; N inputs in all, split across the five targets, run on
+## every core, resumable (make fuzz N=1000000; stopped, the same command continues)
+N ?= 100000
 fuzz: $(STAMP)
-	$(BIN)/python reliability/fuzz.py --inputs $(N)
+	$(BIN)/python reliability/fuzz.py --total $(N) --json fuzz-report.json
+
+## atheris: coverage-guided fuzzing of the strict intake and the schema describer, both at
+## once, ATHERIS_SECONDS each (needs the `fuzz` extra: atheris)
+ATHERIS_SECONDS ?= 120
+atheris: $(STAMP)
+	$(BIN)/python -c "import atheris" 2>/dev/null || $(BIN)/python -m pip install --quiet -e '.[fuzz]'
+	$(BIN)/python reliability/atheris_fuzz.py intake -max_total_time=$(ATHERIS_SECONDS) \
+		-dict=reliability/atheris.dict -print_final_stats=1 > atheris-intake.log 2>&1 & \
+	$(BIN)/python reliability/atheris_fuzz.py describer -max_total_time=$(ATHERIS_SECONDS) \
+		-dict=reliability/atheris.dict -print_final_stats=1 > atheris-describer.log 2>&1; \
+	status=$$?; wait $$! ; status2=$$?; \
+	grep -H -E 'DONE|executed_units|Test unit written' atheris-intake.log atheris-describer.log; \
+	test $$status -eq 0 -a $$status2 -eq 0
 
 ## load: 64 connections for 60 s against a real server, with a mix of calls
 load: $(STAMP)

@@ -4,10 +4,14 @@ Standard library only: this module is imported both by the project's venv (stric
 bench/.venv-peers (mcp, fastmcp), so that both processes time the same floor the same way.
 
 Timing: each (target, case) is calibrated once to a batch of about `batch_s` seconds; then every
-round times, for each case, the floor first and each target after it. A row's figure is the
-median over rounds of its µs per call, and its ratio is the median over rounds of (its time ÷
-the floor's time on the same input in the same round), so every ratio is within one process and
-one round. Before any timing, each target's answer is checked; a wrong one is never timed.
+round times, for each case and each target, `PAIRS` pairs of sub-batches of the floor and the
+target, interleaved floor-target, target-floor, ... so that both see the same moments of a
+shared machine. Time is the process's CPU time (`time.process_time`, every thread of it): on a
+machine shared with other work, wall time counts the other processes' turns, which have
+nothing to do with either side. A row's figure is the median over rounds of its µs per call,
+and its ratio is the median over rounds of (its time ÷ the floor's time in the same
+interleaved sub-batches), so every ratio is within one process and one round. Before any
+timing, each target's answer is checked; a wrong one is never timed.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 NOTES: dict[str, dict[str, str]] = {
     "u1": {"n1": "退款窗口为 7 天。"},
@@ -118,10 +122,10 @@ class Timer:
         try:
             if target.is_async:
                 return self.loop.run_until_complete(_async_batch(fn, n))  # type: ignore[arg-type]
-            start = time.perf_counter()
+            start = CLOCK()
             for _ in range(n):
                 fn()
-            return time.perf_counter() - start
+            return CLOCK() - start
         finally:
             gc.enable()
 
@@ -130,10 +134,17 @@ class Timer:
 
 
 async def _async_batch(fn: AsyncCall, n: int) -> float:
-    start = time.perf_counter()
+    start = CLOCK()
     for _ in range(n):
         await fn()
-    return time.perf_counter() - start
+    return CLOCK() - start
+
+
+CLOCK: Final = time.process_time
+"""CPU time of the whole process, in seconds (see the module's docstring)."""
+
+PAIRS: Final = 4
+"""Interleaved floor/target sub-batch pairs per target, case and round."""
 
 
 def run_rounds(
@@ -175,13 +186,27 @@ def run_rounds(
                 base = floors.get(case)
                 if base is None:
                     continue
-                floor_s = timer.batch(base.target, case, base.n) / base.n
-                base.us.append(floor_s * 1e6)
-                base.ratios.append(1.0)
+                floor_n = max(1, base.n // PAIRS)
+                floor_times: list[float] = []
                 for slot in slots[case]:
-                    per_call = timer.batch(slot.target, case, slot.n) / slot.n
+                    n = max(1, slot.n // PAIRS)
+                    floor_s = target_s = 0.0
+                    for pair in range(PAIRS):
+                        if pair % 2:
+                            target_s += timer.batch(slot.target, case, n)
+                            floor_s += timer.batch(base.target, case, floor_n)
+                        else:
+                            floor_s += timer.batch(base.target, case, floor_n)
+                            target_s += timer.batch(slot.target, case, n)
+                    per_floor = floor_s / (floor_n * PAIRS)
+                    per_call = target_s / (n * PAIRS)
+                    floor_times.append(per_floor)
                     slot.us.append(per_call * 1e6)
-                    slot.ratios.append(per_call / floor_s)
+                    slot.ratios.append(per_call / per_floor)
+                if not floor_times:
+                    floor_times.append(timer.batch(base.target, case, base.n) / base.n)
+                base.us.append(statistics.median(floor_times) * 1e6)
+                base.ratios.append(1.0)
     finally:
         timer.close()
     rows: list[dict[str, Any]] = []

@@ -29,6 +29,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import random
 import sys
 import tempfile
@@ -846,25 +847,37 @@ class _CountingHandler(logging.Handler):
         self.count += 1
 
 
-def run(targets: Sequence[str], inputs: int, seed: int, workdir: Path, workers: int) -> list[Tally]:
-    """Fuzz each target with `inputs` inputs."""
+def run(
+    targets: Sequence[str],
+    inputs: int,
+    seed: int,
+    workdir: Path,
+    workers: int,
+    *,
+    quiet: bool = False,
+) -> list[Tally]:
+    """Fuzz each target with `inputs` inputs (`quiet`: no lines printed, no progress shown,
+    as in a shard of a parallel run, which prints its own)."""
     tallies: list[Tally] = []
     logger = logging.getLogger("strictcall")
     handler = _CountingHandler()
     logger.addHandler(handler)
     propagate, logger.propagate = logger.propagate, False
     for target in targets:
-        with Progress(f"fuzz: {target}", total=inputs, unit="inputs") as progress:
-            _PROGRESS.append(progress)
-            try:
-                _run_target(target, inputs, seed, workdir, workers, tallies)
-            finally:
-                _PROGRESS.pop()
-        if tallies and tallies[-1].target == target:
+        if quiet:
+            _run_target(target, inputs, seed, workdir, workers, tallies)
+        else:
+            with Progress(f"fuzz: {target}", total=inputs, unit="inputs") as progress:
+                _PROGRESS.append(progress)
+                try:
+                    _run_target(target, inputs, seed, workdir, workers, tallies)
+                finally:
+                    _PROGRESS.pop()
+        if tallies and tallies[-1].target == target and not quiet:
             print(summary_line(tallies[-1]), flush=True)
     logger.removeHandler(handler)
     logger.propagate = propagate
-    if handler.count:
+    if handler.count and not quiet:
         print(f"(the in-process tools logged {handler.count} failures, not shown)")
     return tallies
 
@@ -916,9 +929,145 @@ def print_summary(tallies: Sequence[Tally]) -> None:
     print(f"total: {sum(t.inputs for t in tallies)} inputs, {total} invariant failures")
 
 
+# --- a long run: shards across processes, progress, and a state file to resume from ------------
+
+SHARD_INPUTS = 20_000
+"""Inputs per shard of a parallel run: one shard is one target's run on its own seed."""
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One piece of a long run: `inputs` inputs of `target` from seed `seed`."""
+
+    target: str
+    index: int
+    inputs: int
+    seed: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.target}/{self.index}"
+
+
+def plan_shards(
+    targets: Sequence[str], total: int, seed: int, shard_inputs: int = SHARD_INPUTS
+) -> list[Shard]:
+    """`total` inputs split evenly across `targets`, each target's share cut into shards of
+    at most `shard_inputs`, each on a seed of its own (derived from the run's seed)."""
+    shards = []
+    for position, target in enumerate(targets):
+        share = total // len(targets) + (1 if position < total % len(targets) else 0)
+        index = 0
+        while share > 0:
+            inputs = min(shard_inputs, share)
+            shards.append(
+                Shard(target, index, inputs, seed * 1_000_003 + position * 10_007 + index)
+            )
+            share -= inputs
+            index += 1
+    # alternate targets, so the servers' shards and the in-process ones share the cores
+    return sorted(shards, key=lambda shard: (shard.index, targets.index(shard.target)))
+
+
+def run_shard(shard: Shard, workers: int) -> dict[str, Any]:
+    """One shard in a fresh temporary directory, its tally as a dict (run in a worker process)."""
+    with tempfile.TemporaryDirectory(prefix="strictcall-fuzz-") as tmp:
+        tallies = run([shard.target], shard.inputs, shard.seed, Path(tmp), workers, quiet=True)
+    if not tallies:
+        return Tally(shard.target).as_dict()
+    return tallies[0].as_dict()
+
+
+def merge(tallies: Sequence[dict[str, Any]], target: str) -> Tally:
+    """One target's tally from its shards' dicts."""
+    merged = Tally(target)
+    for one in tallies:
+        merged.inputs += one["inputs"]
+        merged.twins += one["twins"]
+        merged.seconds += one["seconds"]
+        merged.families.update(one["families"])
+        merged.outcomes.update(one["outcomes"])
+        merged.failures.update(one["failures"])
+        for example in one["examples"]:
+            seen = sum(1 for e in merged.examples if e["problem"] == example["problem"])
+            if seen < EXAMPLES_PER_PROBLEM:
+                merged.examples.append(example)
+    return merged
+
+
+def run_parallel(
+    targets: Sequence[str],
+    total: int,
+    seed: int,
+    processes: int,
+    workers: int,
+    state_path: Path,
+    shard_inputs: int = SHARD_INPUTS,
+) -> list[Tally]:
+    """`total` inputs across `targets` in shards over `processes` processes, a progress line
+    per shard, each finished shard written to `state_path` at once, so that a run stopped
+    half-way continues where it stopped when started again with the same arguments."""
+    import multiprocessing
+
+    shards = plan_shards(targets, total, seed, shard_inputs)
+    plan = {"targets": list(targets), "total": total, "seed": seed, "shard_inputs": shard_inputs}
+    done: dict[str, dict[str, Any]] = {}
+    if state_path.exists():
+        state = json.loads(state_path.read_text("utf-8"))
+        if state.get("plan") == plan:
+            done = state.get("done", {})
+            print(f"resuming from {state_path}: {len(done)} of {len(shards)} shards done")
+        else:
+            print(f"{state_path} is of another run's plan: starting afresh")
+    todo = [shard for shard in shards if shard.key not in done]
+    started = time.monotonic()
+    finished_inputs = 0
+    todo_inputs = sum(shard.inputs for shard in todo)
+
+    def save() -> None:
+        partial = state_path.with_name(state_path.name + ".partial")
+        partial.write_text(json.dumps({"plan": plan, "done": done}, ensure_ascii=False), "utf-8")
+        partial.replace(state_path)  # never a half-written state file
+
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(processes, maxtasksperchild=1) as pool:
+        pending = {shard.key: pool.apply_async(run_shard, (shard, workers)) for shard in todo}
+        for shard in todo:
+            result = pending[shard.key].get()
+            done[shard.key] = result
+            save()
+            finished_inputs += shard.inputs
+            elapsed = time.monotonic() - started
+            rate = finished_inputs / elapsed if elapsed > 0 else 0.0
+            left = (todo_inputs - finished_inputs) / rate if rate > 0 else 0.0
+            failed = sum(result["failures"].values())
+            print(
+                f"[{len(done)}/{len(shards)}] {shard.key}: {shard.inputs} inputs, "
+                f"{failed} failures; {finished_inputs}/{todo_inputs} this session, "
+                f"{rate:,.0f} inputs/s, about {left / 60:.1f} min left",
+                flush=True,
+            )
+    return [
+        merge([done[s.key] for s in shards if s.target == target], target) for target in targets
+    ]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--inputs", type=int, default=20_000, help="inputs per target")
+    parser.add_argument(
+        "--total",
+        type=int,
+        help="inputs in all, split across the targets and run in shards in parallel "
+        "(--processes), with progress and a state file to resume from (--state)",
+    )
+    parser.add_argument("--processes", type=int, default=os.cpu_count() or 1)
+    parser.add_argument(
+        "--state",
+        type=Path,
+        default=Path(".fuzz-state.json"),
+        help="a --total run's state file (default .fuzz-state.json); removed when it completes",
+    )
     parser.add_argument("--seed", type=int, default=7, help="the run's seed (default 7)")
     parser.add_argument(
         "--targets", default=",".join(TARGETS), help="comma-separated: " + ",".join(TARGETS)
@@ -928,19 +1077,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     targets = [t for t in args.targets.split(",") if t]
     unknown = set(targets) - set(TARGETS)
-    if unknown or args.inputs < 0 or args.workers < 1:
-        parser.error(f"unknown targets {sorted(unknown)}" if unknown else "bad --inputs/--workers")
-    print(f"fuzzing {','.join(targets)} with {args.inputs} inputs each, seed {args.seed}")
-    with tempfile.TemporaryDirectory(prefix="strictcall-fuzz-") as tmp:
-        tallies = run(targets, args.inputs, args.seed, Path(tmp), args.workers)
+    bad = args.inputs < 0 or args.workers < 1 or args.processes < 1
+    if unknown or bad or (args.total is not None and args.total < 0) or not targets:
+        parser.error(f"unknown targets {sorted(unknown)}" if unknown else "bad arguments")
+    began = time.monotonic()
+    if args.total is not None:
+        print(
+            f"fuzzing {','.join(targets)} with {args.total} inputs in all, seed {args.seed}, "
+            f"{args.processes} processes"
+        )
+        tallies = run_parallel(
+            targets, args.total, args.seed, args.processes, args.workers, args.state
+        )
+    else:
+        print(f"fuzzing {','.join(targets)} with {args.inputs} inputs each, seed {args.seed}")
+        with tempfile.TemporaryDirectory(prefix="strictcall-fuzz-") as tmp:
+            tallies = run(targets, args.inputs, args.seed, Path(tmp), args.workers)
     print_summary(tallies)
+    print(f"wall time: {time.monotonic() - began:.0f} s")
     if args.json is not None:
         report = {
             "seed": args.seed,
-            "inputs": args.inputs,
+            "inputs": args.inputs if args.total is None else args.total,
+            "per_target": args.total is None,
+            "wall_s": round(time.monotonic() - began),
             "targets": [t.as_dict() for t in tallies],
         }
         args.json.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    if args.total is not None and args.state.exists():
+        args.state.unlink()  # complete: the next run starts afresh
     return 1 if any(t.failed for t in tallies) else 0
 
 

@@ -1,6 +1,7 @@
 """Inputs the fuzzer found that broke POST /rpc of a real server, each pinned here: a request
 with a valid id must get a JSON-RPC reply (never an HTTP 5xx or a body that is not JSON), and a
-write's call id must not make the notes tools fail in a way they do not declare."""
+write's call id must not make the notes tools fail in a way they do not declare; and the
+coverage-guided fuzzer's (atheris) finds in the schema describer."""
 
 from __future__ import annotations
 
@@ -16,9 +17,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from reliability import oracle, procs
 
-from strictcall.errors import INTERNAL_ERROR, INVALID_REQUEST, UNKNOWN_TOOL
+from strictcall.errors import INTERNAL_ERROR, INVALID_REQUEST, UNKNOWN_TOOL, Reason
 from strictcall.gateway import Gateway
 from strictcall.notes import notes_gateway
+from strictcall.schema import CompiledSchema, QuickDescriber, Violation
 from strictcall.storage.sqlite import SQLiteStore
 
 
@@ -127,3 +129,34 @@ def test_a_write_with_an_int_call_id_beyond_64_bits_is_not_an_internal_error(
     finally:
         gateway.close()
         store.close()
+
+
+# --- found by coverage-guided fuzzing (reliability/atheris_fuzz.py) ----------------------------
+
+ATHERIS_DESCRIBER_CASES = [
+    # a closed object that never says "properties" (here, a misspelt keyword): the validator
+    # refuses any member at the object itself, by additionalProperties: false; the quick
+    # describer once called it an unexpected member at the member's place
+    (
+        {"type": "object", "properties_": {"a": {"type": "integer"}}},
+        {"a": 1},
+        Violation((), Reason.NOT_ALLOWED, None, False),
+    ),
+    (
+        {"type": "object", "properties": {"o": {"type": "object"}}},
+        {"o": {"x": 1}},
+        Violation(("o",), Reason.NOT_ALLOWED, None, False),
+    ),
+]
+
+
+@pytest.mark.parametrize(("schema", "instance", "expected"), ATHERIS_DESCRIBER_CASES)
+def test_the_quick_describer_answers_the_atheris_cases_as_the_exact_path_does(
+    schema: dict[str, Any], instance: Any, expected: Violation
+) -> None:
+    compiled = CompiledSchema(schema)
+    quick = QuickDescriber.of(compiled.strict)
+    assert quick is not None
+    assert quick.first_violation(instance) == expected
+    assert compiled.exact_violation(instance) == expected
+    assert compiled.first_violation(instance) == expected

@@ -31,14 +31,23 @@ instances = st.dictionaries(
 )
 
 
-def test_flat_object_is_recognised_and_others_are_not() -> None:
+def test_the_quick_path_covers_nested_enum_and_nullable_schemas_and_no_others() -> None:
     assert FlatObject.of(make_strict(FLAT)) is not None
     nested = {"type": "object", "properties": {"a": {"type": "object", "properties": {}}}}
-    assert FlatObject.of(make_strict(nested)) is None  # a member with members of its own
+    assert FlatObject.of(make_strict(nested)) is not None  # a member with members of its own
     assert (
-        FlatObject.of(make_strict({"type": "object", "properties": {"a": {"enum": [1]}}})) is None
+        FlatObject.of(make_strict({"type": "object", "properties": {"a": {"enum": [1]}}}))
+        is not None
     )
+    nullable = {"anyOf": [{"type": "string"}, {"type": "null"}]}
+    assert FlatObject.of(make_strict({"type": "object", "properties": {"a": nullable}})) is not None
+    items = {"type": "array", "items": {"type": "integer"}, "minItems": 1}
+    assert FlatObject.of(make_strict({"type": "object", "properties": {"a": items}})) is not None
+    # an object assembled from parts, a reference, a condition: the exact path's
     assert FlatObject.of(make_strict({"type": "object", "anyOf": [{"required": ["a"]}]})) is None
+    referring = {"$defs": {"d": {"type": "string"}}, "properties": {"a": {"$ref": "#/$defs/d"}}}
+    assert FlatObject.of(make_strict({"type": "object", **referring})) is None
+    assert FlatObject.of(make_strict({"type": "object", "not": {"required": ["a"]}})) is None
     assert FlatObject.of({"type": "object", "properties": {}}) is None  # not closed
 
 

@@ -36,6 +36,7 @@ from strictcall.pipeline import (
     execute_call,
     execute_call_async,
     fail,
+    failure_of,
     may_hold_float,
     read_call,
     route_call,
@@ -223,14 +224,36 @@ class Gateway:
         document = read_call(raw, self.limits, numbers=self._numbers)  # 1. parse
         if type(document) is Rejection:
             return fail(call_id, document)
-        climbed = self._climb(document.value, document.has_float, identity, call_id)  # 2-4
-        if type(climbed) is Rejection:
-            return fail(call_id, climbed)
-        compiled, ctx, arguments = climbed
-        pool = None if compiled.tool.timeout is None else self._workers()
-        result, rejection = execute_call(compiled, ctx, arguments, pool)  # 5
-        if rejection is None:
-            rejection = check_result(compiled, arguments, result, ctx)
+        # Rungs 2 to 6 as `_climb` and `execute_call` take them, written out: this is every
+        # in-process call's path, and each Python call saved here is ~2 % of it.
+        parsed = document.value
+        tools = self._tools if self._allowed is None else self.tools_for(identity)
+        compiled = route_call(parsed, tools)  # 2. route
+        if type(compiled) is Rejection:
+            return fail(call_id, compiled)
+        rejection = check_envelope(parsed)  # 3. shape
+        if rejection is not None:
+            return fail(call_id, rejection)
+        arguments = check_arguments(parsed, compiled, document.has_float)
+        if type(arguments) is Rejection:
+            return fail(call_id, arguments)
+        tool = compiled.tool
+        ctx = _new_context(ToolContext, (identity, call_id, tool.name))
+        if tool.authorize is not None:  # 4. resource
+            rejection = authorize_call(compiled, ctx, arguments)
+            if rejection is not None:
+                return fail(call_id, rejection)
+        if tool.timeout is None and not compiled.is_async:  # 5. execute: in place, untimed
+            try:
+                result = tool.handler(ctx, arguments)
+            except Exception as exc:
+                return fail(call_id, failure_of(compiled, ctx, exc))
+        else:
+            pool = None if tool.timeout is None else self._workers()
+            result, rejection = execute_call(compiled, ctx, arguments, pool)
+            if rejection is not None:
+                return fail(call_id, rejection)
+        rejection = check_result(compiled, arguments, result, ctx)  # 6. output
         if rejection is not None:
             return fail(call_id, rejection)
         return succeed(call_id, result)

@@ -342,7 +342,7 @@ def execute_call(
     except _TimeLimit:
         return None, TIMED_OUT
     except Exception as exc:
-        return None, _failure_of(compiled, ctx, exc)
+        return None, failure_of(compiled, ctx, exc)
 
 
 def _on_pool(
@@ -420,7 +420,7 @@ async def execute_call_async(
     except _TimeLimit:
         return None, TIMED_OUT
     except Exception as exc:
-        return None, _failure_of(compiled, ctx, exc)
+        return None, failure_of(compiled, ctx, exc)
 
 
 async def _on_pool_async(
@@ -485,7 +485,7 @@ def _refuse_inside_loop() -> None:
     raise RuntimeError("an async tool called from a running event loop: use call_async")
 
 
-def _failure_of(compiled: CompiledTool, ctx: ToolContext, exc: Exception) -> Rejection:
+def failure_of(compiled: CompiledTool, ctx: ToolContext, exc: Exception) -> Rejection:
     if isinstance(exc, ForbiddenOrMissing):
         return FORBIDDEN
     if isinstance(exc, ToolFailure) and exc.kind in compiled.tool.failures:

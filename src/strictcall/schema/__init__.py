@@ -8,12 +8,14 @@ what was expected, from the schema and the instance's location alone (`describe`
 """
 
 from strictcall.schema.compiled import CompiledSchema, SchemaDefinitionError
-from strictcall.schema.describe import FlatObject, Violation, to_pointer
+from strictcall.schema.describe import Violation, to_pointer
+from strictcall.schema.quick import FlatObject, QuickDescriber
 from strictcall.schema.strict import admits_numbers, make_strict
 
 __all__ = [
     "CompiledSchema",
     "FlatObject",
+    "QuickDescriber",
     "SchemaDefinitionError",
     "Violation",
     "admits_numbers",

@@ -2,7 +2,8 @@
 
 Two validators per schema: a fast one for instances without floats, and an exact-integer one
 (with strictcall's keyword that refuses 1.0 for an integer) for instances that may hold one.
-Failures are described by `strictcall.schema.describe`.
+Failures are described by `strictcall.schema.quick` where it covers the schema, else by
+`strictcall.schema.describe`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from typing import Final
 import jsonschema_rs
 
 from strictcall.errors import JSONValue, StrictcallError
-from strictcall.schema.describe import FlatObject, Violation, describe_error, is_custom
+from strictcall.schema.describe import Violation, describe_error, is_custom
+from strictcall.schema.quick import QuickDescriber
 from strictcall.schema.strict import EXACT_INTEGER, admits_numbers, make_strict
 
 
@@ -70,7 +72,7 @@ class CompiledSchema:
             )
         except (jsonschema_rs.ValidationError, ValueError) as exc:
             raise SchemaDefinitionError(str(exc)) from None
-        self._flat = FlatObject.of(self.strict)
+        self._flat = QuickDescriber.of(self.strict)
         self.admits_numbers: Final = admits_numbers(self.strict)
         """Whether a value it accepts may hold a number anywhere (True when in doubt)."""
         self.is_valid_when: Final[tuple[Callable[[JSONValue], bool], ...]] = (

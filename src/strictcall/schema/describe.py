@@ -2,24 +2,20 @@
 
 The error path is slower and only taken on failure: the first error is turned into a path, a
 stable reason (`strictcall.errors.Reason`) and what was expected, all taken from the schema and
-the instance's location, never from the instance's values. `FlatObject` describes the most
-common input schema's failures without the validator's error iterator; both paths give the
-same answer for the same failure.
+the instance's location, never from the instance's values. `strictcall.schema.quick` describes
+the common schemas' failures without the validator's error iterator; both paths give the same
+answer for the same failure.
 """
 
 from __future__ import annotations
 
 import copy
-import functools
 from collections.abc import Iterable, Mapping
 from typing import Any, Final, NamedTuple
-
-import jsonschema_rs
 
 from strictcall.errors import JSONValue, Reason
 from strictcall.schema.strict import (
     ALTERNATIVES,
-    EXACT_INTEGER,
     PART_LIST,
     PART_ONE,
     resolve_local,
@@ -34,156 +30,6 @@ class Violation(NamedTuple):
     reason: Reason
     expected: JSONValue
     has_expected: bool
-
-
-_FLAT_OBJECT_KEYWORDS: Final = frozenset(
-    {"type", "properties", "required", "additionalProperties", "title", "description", "$schema"}
-)
-_FLAT_MEMBER_KEYWORDS: Final = frozenset(
-    {
-        "type",
-        "minLength",
-        "maxLength",
-        "minimum",
-        "maximum",
-        "exclusiveMinimum",
-        "exclusiveMaximum",
-        "pattern",
-        "title",
-        "description",
-        "default",
-        "examples",
-        EXACT_INTEGER,
-    }
-)
-_JSON_TYPES: Final[Mapping[str, Any]] = {
-    "string": lambda v: isinstance(v, str),
-    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
-    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
-    "boolean": lambda v: isinstance(v, bool),
-    "null": lambda v: v is None,
-    "object": lambda v: isinstance(v, dict),
-    "array": lambda v: isinstance(v, list),
-}
-_LENGTH_BOUNDS: Final = (
-    ("minLength", Reason.MIN_LENGTH, lambda v, n: len(v) < n),
-    ("maxLength", Reason.MAX_LENGTH, lambda v, n: len(v) > n),
-)
-_NUMBER_BOUNDS: Final = (
-    ("minimum", Reason.MINIMUM, lambda v, n: v < n),
-    ("maximum", Reason.MAXIMUM, lambda v, n: v > n),
-    ("exclusiveMinimum", Reason.EXCLUSIVE_MINIMUM, lambda v, n: v <= n),
-    ("exclusiveMaximum", Reason.EXCLUSIVE_MAXIMUM, lambda v, n: v >= n),
-)
-# Bounds apply to their own kind of value only, as in JSON Schema.
-_BOUNDS_OF: Final[Mapping[str, tuple[tuple[str, Reason, Any], ...]]] = {
-    "string": _LENGTH_BOUNDS,
-    "integer": _NUMBER_BOUNDS,
-    "number": _NUMBER_BOUNDS,
-}
-
-
-class FlatObject:
-    """The error path's quick describer for the most common input schema: one closed object of
-    members with a single type and, at most, length, pattern or numeric bounds.
-
-    It runs only after the validator said "invalid", and only reports what is certainly a
-    violation (an unknown member, a missing one, a wrong type, a bound broken); when it finds
-    none of those, the validator's own error iterator describes the fault. It saves that
-    iterator's cost (~2-4 µs) on the mistakes models make most. Every violation but an
-    unexpected member's (whose expected list is handed out) is made once, here: they are
-    immutable, so one serves every call.
-    """
-
-    __slots__ = ("members", "missing", "names")
-
-    def __init__(
-        self,
-        members: dict[str, tuple[str, tuple[tuple[Reason, Any, JSONValue], ...]]],
-        required: tuple[str, ...],
-    ) -> None:
-        # name -> (type check, its violation, ((broken, its violation), ...))
-        self.members: Final = {
-            name: (
-                _JSON_TYPES[kind],
-                Violation((name,), Reason.TYPE, kind, True),
-                tuple(
-                    (broken, Violation((name,), reason, expected, True))
-                    for reason, broken, expected in bounds
-                ),
-            )
-            for name, (kind, bounds) in members.items()
-        }
-        self.missing: Final = tuple(
-            (name, Violation((), Reason.MISSING_MEMBER, name, True)) for name in required
-        )
-        self.names: Final = sorted(members)
-
-    @classmethod
-    def of(cls, schema: JSONValue) -> FlatObject | None:
-        """A describer for `schema` if it is a flat closed object, else None."""
-        if not isinstance(schema, dict) or not _FLAT_OBJECT_KEYWORDS.issuperset(schema):
-            return None
-        properties = schema.get("properties", {})
-        required = schema.get("required", [])
-        if (
-            schema.get("type") != "object"
-            or schema.get("additionalProperties") is not False
-            or not isinstance(properties, dict)
-            or not isinstance(required, list)
-            or not all(isinstance(name, str) and name in properties for name in required)
-        ):
-            return None
-        members = {}
-        for name, member in properties.items():
-            if not isinstance(member, dict) or not _FLAT_MEMBER_KEYWORDS.issuperset(member):
-                return None
-            kind = member.get("type")
-            if not isinstance(kind, str) or kind not in _JSON_TYPES:
-                return None
-            bounds = [
-                (reason, functools.partial(check, n=member[keyword]), member[keyword])
-                for keyword, reason, check in _BOUNDS_OF.get(kind, ())
-                if keyword in member
-            ]
-            if not all(
-                isinstance(limit, int | float) and not isinstance(limit, bool)
-                for _, _, limit in bounds
-            ):
-                return None
-            if "pattern" in member and kind == "string":
-                # ECMA-262 semantics, exactly: the validator's own regex engine decides
-                pattern = jsonschema_rs.Draft202012Validator({"pattern": member["pattern"]})
-                bounds.append((Reason.PATTERN, _not_valid(pattern), member["pattern"]))
-            members[name] = (kind, tuple(bounds))
-        return cls(members, tuple(required))
-
-    def first_violation(self, instance: JSONValue) -> Violation | None:
-        """A certain violation in `instance`, or None when the fault lies elsewhere."""
-        if not isinstance(instance, dict):
-            return _NOT_AN_OBJECT
-        members = self.members
-        for name in instance:
-            if name not in members:
-                return Violation((name,), Reason.UNEXPECTED_MEMBER, list(self.names), True)
-        for name, missing in self.missing:
-            if name not in instance:
-                return missing
-        for name, value in instance.items():
-            is_kind, wrong_type, bounds = members[name]
-            if not is_kind(value):
-                return wrong_type
-            for broken, violation in bounds:
-                if broken(value):
-                    return violation
-        return None
-
-
-_NOT_AN_OBJECT: Final = Violation((), Reason.TYPE, "object", True)
-
-
-def _not_valid(validator: Any) -> Any:
-    return lambda value: not validator.is_valid(value)
 
 
 # jsonschema-rs error kind -> (stable reason, the member of kind.as_dict() that says what was
