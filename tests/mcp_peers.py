@@ -182,8 +182,10 @@ class StdioPeer:
 
 
 def error_of(result: dict[str, Any]) -> dict[str, Any]:
-    """The structured error of an isError tool result (its text block says the same)."""
+    """The structured error of an isError tool result: the JSON in its one text block (it has
+    no structuredContent)."""
     assert result["isError"] is True, result
-    error: dict[str, Any] = result["structuredContent"]
-    assert [json.loads(block["text"]) for block in result["content"]] == [error]
+    assert "structuredContent" not in result, result
+    assert [block["type"] for block in result["content"]] == ["text"]
+    error: dict[str, Any] = json.loads(result["content"][0]["text"])
     return error

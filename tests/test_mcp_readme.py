@@ -103,21 +103,6 @@ def with_real_paths(code: str, db: Path) -> str:
     return code.replace(README_COMMAND, command).replace(README_DB, str(db))
 
 
-def test_the_python_host_snippet_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = with_real_paths(snippet("python"), tmp_path / "python-host.sqlite3")
-    body = "".join(f"    {line}\n" for line in code.splitlines())
-    namespace: dict[str, Any] = {}
-    exec(f"async def main():\n{body}", namespace)
-
-    async def bounded() -> None:
-        with anyio.fail_after(DEADLINE_S):
-            await namespace["main"]()
-
-    anyio.run(bounded)
-    printed = capsys.readouterr().out
-    assert "structured_content={'result': 0}" in printed and "is_error=False" in printed
-
-
 def test_the_typescript_host_snippet_runs(tmp_path: Path) -> None:
     node = node_with_packages()
     code = with_real_paths(snippet("js"), tmp_path / "ts-host.sqlite3")

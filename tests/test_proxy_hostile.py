@@ -140,10 +140,10 @@ def hostile_lines(up: Upstream) -> list[tuple[str, bytes, ErrorKind, str | None]
         ),
         ("22-method-not-a-string", b'{"jsonrpc":"2.0","id":"k","method":5}', INVALID_REQUEST, None),
         (
-            "23-notification-params-array",
-            b'{"jsonrpc":"2.0","method":"tools/call","params":[]}',
-            INVALID_REQUEST,
-            None,
+            "23-params-array",
+            b'{"jsonrpc":"2.0","id":"p","method":"tools/call","params":[]}',
+            INVALID_ARGUMENTS,
+            "type",
         ),
         ("24-batch", b'[{"jsonrpc":"2.0","id":1,"method":"tools/list"}]', INVALID_REQUEST, None),
         (
