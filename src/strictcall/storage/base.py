@@ -146,6 +146,33 @@ class FailureRow(NamedTuple):
     calls: int
 
 
+def minute_of(moment: float) -> int:
+    """The start of the minute holding `moment` (seconds since the epoch)."""
+    return int(moment) // MINUTE_S * MINUTE_S
+
+
+def stored_none(stored: str) -> str | None:
+    """A per-minute key's part as a store reads it back: '' was none (a NULL would never
+    conflict in a unique key; no tool, stage, code, reason or pointer is named '')."""
+    return None if stored == "" else str(stored)
+
+
+def stat_rows(rows: Sequence[Sequence[Any]]) -> list[StatRow]:
+    """(minute, tool, outcome, stage, code, calls) rows as a store reads them, decoded."""
+    return [
+        StatRow(int(m), stored_none(t), str(o), stored_none(s), stored_none(c), int(n))
+        for m, t, o, s, c, n in rows
+    ]
+
+
+def failure_rows(rows: Sequence[Sequence[Any]]) -> list[FailureRow]:
+    """(tool, code, reason, pointer, calls) rows as a store reads them, decoded."""
+    return [
+        FailureRow(stored_none(t), stored_none(c), stored_none(r), stored_none(p), int(n))
+        for t, c, r, p, n in rows
+    ]
+
+
 MinuteKey = tuple[int, str | None, str, str | None, str | None, str | None, str | None]
 """(minute, tool, outcome, stage, code, reason, pointer): what a store counts per minute."""
 
@@ -156,7 +183,7 @@ def minute_counts(records: Sequence[AuditRecord]) -> dict[MinuteKey, int]:
     counts: dict[MinuteKey, int] = {}
     for r in records:
         key = (
-            int(r.at) // MINUTE_S * MINUTE_S,
+            minute_of(r.at),
             r.tool,
             r.outcome,
             r.stage,

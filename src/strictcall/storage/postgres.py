@@ -39,10 +39,13 @@ from strictcall.storage.base import (
     StatRow,
     StoreBusy,
     StoreUnavailable,
+    failure_rows,
     hash_token,
     minute_counts,
+    minute_of,
     new_note_id,
     new_token,
+    stat_rows,
 )
 
 try:
@@ -610,13 +613,10 @@ class PostgresStore:
         rows = self._read(
             "SELECT minute, tool, outcome, stage, code, sum(n) FROM audit_minutes"
             " WHERE minute >= %s GROUP BY minute, tool, outcome, stage, code",
-            (int(since) // MINUTE_S * MINUTE_S,),
+            (minute_of(since),),
             many=True,
         )
-        return [
-            StatRow(int(m), _none(t), str(o), _none(s), _none(c), int(n))
-            for m, t, o, s, c, n in rows
-        ]
+        return stat_rows(rows)
 
     def top_failures(self, since: float, limit: int) -> list[FailureRow]:
         """The (tool, code, reason, pointer) failing most often since `since`, most first."""
@@ -624,12 +624,10 @@ class PostgresStore:
             "SELECT tool, code, reason, pointer, sum(n) AS total FROM audit_minutes"
             " WHERE minute >= %s AND outcome = 'error' GROUP BY tool, code, reason, pointer"
             " ORDER BY total DESC, tool, code, reason, pointer LIMIT %s",
-            (int(since) // MINUTE_S * MINUTE_S, limit),
+            (minute_of(since), limit),
             many=True,
         )
-        return [
-            FailureRow(_none(t), _none(c), _none(r), _none(p), int(n)) for t, c, r, p, n in rows
-        ]
+        return failure_rows(rows)
 
     def recent_refusals(self, limit: int) -> list[AuditRecord]:
         """The last `limit` calls that failed, newest first."""
@@ -695,11 +693,6 @@ def _recorded(conn: psycopg.Connection[Any], owner: str, key: IdempotencyKey) ->
 def _key(part: str | None) -> str | None:
     """A part of a per-minute key as stored: '' for none (a NULL would never conflict)."""
     return "" if part is None else _no_nul(part)
-
-
-def _none(stored: str) -> str | None:
-    """A per-minute key's part as read: '' was none (no tool, stage, code... is named '')."""
-    return None if stored == "" else str(stored)
 
 
 def _bytes(text: str) -> bytes:

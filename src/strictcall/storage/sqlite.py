@@ -36,10 +36,13 @@ from strictcall.storage.base import (
     StatRow,
     StoreBusy,
     StoreUnavailable,
+    failure_rows,
     hash_token,
     minute_counts,
+    minute_of,
     new_note_id,
     new_token,
+    stat_rows,
 )
 
 SCHEMA_VERSION: Final = 3
@@ -562,13 +565,10 @@ class SQLiteStore:
         rows = self._fetch(
             "SELECT minute, tool, outcome, stage, code, sum(n) FROM audit_minutes"
             " WHERE minute >= ? GROUP BY minute, tool, outcome, stage, code",
-            (int(since) // MINUTE_S * MINUTE_S,),
+            (minute_of(since),),
             many=True,
         )
-        return [
-            StatRow(int(m), _none(t), str(o), _none(s), _none(c), int(n))
-            for m, t, o, s, c, n in rows
-        ]
+        return stat_rows(rows)
 
     def top_failures(self, since: float, limit: int) -> list[FailureRow]:
         """The (tool, code, reason, pointer) failing most often since `since`, most first."""
@@ -576,12 +576,10 @@ class SQLiteStore:
             "SELECT tool, code, reason, pointer, sum(n) AS total FROM audit_minutes"
             " WHERE minute >= ? AND outcome = 'error' GROUP BY tool, code, reason, pointer"
             " ORDER BY total DESC, tool, code, reason, pointer LIMIT ?",
-            (int(since) // MINUTE_S * MINUTE_S, limit),
+            (minute_of(since), limit),
             many=True,
         )
-        return [
-            FailureRow(_none(t), _none(c), _none(r), _none(p), int(n)) for t, c, r, p, n in rows
-        ]
+        return failure_rows(rows)
 
     def recent_refusals(self, limit: int) -> list[AuditRecord]:
         """The last `limit` calls that failed, newest first."""
@@ -624,11 +622,6 @@ class SQLiteStore:
 def _key(part: object) -> object:
     """A part of a per-minute key as stored: '' for none (a NULL would never conflict)."""
     return "" if part is None else part
-
-
-def _none(stored: str) -> str | None:
-    """A per-minute key's part as read: '' was none (no tool, stage, code... is named '')."""
-    return None if stored == "" else str(stored)
 
 
 # --- why a store failed, for the operator -------------------------------------------------------
