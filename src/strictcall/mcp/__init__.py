@@ -33,7 +33,7 @@ from strictcall.mcp.adapter import (
 )
 from strictcall.mcp.http import McpHttpApp, identity_in_scope
 from strictcall.mcp.intake import DirectCall, Refused, read_message, refuse_too_large
-from strictcall.mcp.stdio import DRAIN_S, Answers, StdioIntake, read_lines, serve_stdio
+from strictcall.mcp.stdio import DRAIN_S, Answers, StdioIntake, serve_stdio, take_lines
 
 __all__ = [
     "DRAIN_S",
@@ -50,12 +50,12 @@ __all__ = [
     "error_result",
     "identity_in_scope",
     "protocol_version",
-    "read_lines",
     "read_message",
     "refuse_too_large",
     "result_is_wrapped",
     "result_message",
     "serve_stdio",
+    "take_lines",
     "tool_result",
     "wrap_schema",
 ]

@@ -1,16 +1,18 @@
 """MCP on stdio: `strictcall serve --mcp-stdio --identity ID`, the identity the operator's.
 
-The SDK's stdio transport writes (its framing, and fd 1 kept for the wire alone); strictcall
-reads, so that every line gets an answer: blank lines carry no message and are skipped; a line
-longer than the limit is skipped unread and refused; every other line goes through the strict
-intake (`strictcall.mcp.intake`). When stdin ends, the requests still running are answered
-(within `DRAIN_S`) before the session ends: the SDK alone would cancel them unanswered.
+Stdin and stdout are strictcall's own, read and written on the event loop
+(`strictcall.mcp.pipes`): no thread hop per line, one write per answer, fd 1 kept for the wire
+alone (stray prints go to stderr). Every line gets an answer: blank lines carry no message and
+are skipped; a line longer than the limit is skipped unread and refused; every other line goes
+through the strict intake (`strictcall.mcp.intake`) and on to the SDK's server, which answers
+each request in a task of its own, so that answers come in the order they are ready (as
+JSON-RPC allows). When stdin ends, the requests still running are answered (within `DRAIN_S`)
+before the session ends: the SDK alone would cancel them unanswered.
 
 On SIGINT the session stops at once: one cancel scope around all of it is cancelled (asyncio's
-own handling cancelled the main task once, which left the portal waiting on a line handed in
-before the interrupt, and let the SDK's streams raise BrokenResourceError out of the run), and
-`serve_stdio` raises KeyboardInterrupt. Whatever still holds the process `INTERRUPT_GRACE_S`
-later (a write blocked on a full pipe, a thread in a query) is cut short with
+own handling cancelled the main task once, and let the SDK's streams raise BrokenResourceError
+out of the run), and `serve_stdio` raises KeyboardInterrupt. Whatever still holds the process
+`INTERRUPT_GRACE_S` later (a thread in a query, a terminal's blocking write) is cut short with
 `os._exit(130)`: SQLite keeps every committed write. The command line then ends the process
 with `exit_interrupted` rather than through the interpreter's finalization, which could wait
 forever on the lock of a stream a daemon thread was reading when it was frozen.
@@ -18,7 +20,7 @@ forever on the lock of a stream a daemon thread was reading when it was frozen.
 
 from __future__ import annotations
 
-import concurrent.futures
+import contextlib
 import io
 import os
 import secrets
@@ -27,15 +29,13 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
-from typing import IO, Final, Protocol, cast
+from typing import IO, Any, Final, Protocol, cast
 
 import anyio
 import mcp_types as types
-from anyio.from_thread import BlockingPortal
 from anyio.streams.memory import MemoryObjectSendStream
-from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 
 from strictcall.gateway import Gateway
@@ -43,6 +43,7 @@ from strictcall.ids import valid_id
 from strictcall.jsonrpc import Recorder
 from strictcall.mcp.adapter import McpTools, protocol_version, result_message
 from strictcall.mcp.intake import DirectCall, Refused, read_message, refuse_too_large
+from strictcall.mcp.pipes import TOO_LONG, Output, read_lines, stdout_writer
 from strictcall.mcp.sdk_errors import scrubbed_message
 from strictcall.refusals import protocol_refusal
 from strictcall.storage import AuditRecord
@@ -169,14 +170,13 @@ async def _session(
     scope = f"stdio-{secrets.token_hex(8)}"
     tools = McpTools(gateway, lambda ctx: identity, lambda: scope, record)
     server = tools.server()
-    read_send, read_receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-    # The SDK's transport writes (its framing, and fd 1 kept for the wire alone so that stray
-    # prints go to stderr); reading is ours, so that no line goes unanswered.
-    async with (
-        stdio_server(stdin=cast("anyio.AsyncFile[str]", _NoInput())) as (unused, write_stream),
-        BlockingPortal() as portal,
-    ):
-        await unused.aclose()
+    read_send, read_receive = anyio.create_memory_object_stream[SessionMessage | Exception](
+        _PASSED_MAX
+    )
+    # Reading and writing are strictcall's, on the event loop (`strictcall.mcp.pipes`): every
+    # line answered, one write per answer, fd 1 kept for the wire alone; the SDK's server
+    # answers what strictcall passes on.
+    async with stdout_writer() as output, anyio.create_task_group() as calls:
 
         def on_error(message: types.JSONRPCError) -> types.JSONRPCError:
             if record is not None:
@@ -184,26 +184,30 @@ async def _session(
                 record(AuditRecord.of_call(None, identity, None, error, 0))
             return scrubbed_message(message)
 
-        answers = Answers(write_stream, on_error)
-        intake = StdioIntake(read_send, answers, tools, identity, record)
-        reader = threading.Thread(
-            target=read_lines,
-            args=(stdin, gateway.limits.max_size, intake, portal),
-            name="strictcall-mcp-stdin",
-            daemon=True,  # a read blocked on a silent host must not hold up the exit
-        )
-        reader.start()
+        answers = Answers(Frames(output), on_error)
+        intake = StdioIntake(read_send, answers, tools, identity, record, spawn=calls.start_soon)
+        calls.start_soon(take_lines, stdin, gateway.limits.max_size, intake)
         await server.run(read_receive, answers, server.create_initialization_options())
 
 
-class _NoInput:
-    """Stands in for the SDK transport's stdin, which strictcall reads itself."""
+_PASSED_MAX: Final = 64
+"""Messages passed on to the SDK's server and not yet taken by it, before reading waits."""
 
-    def __aiter__(self) -> _NoInput:
-        return self
 
-    async def __anext__(self) -> str:
-        raise StopAsyncIteration
+class Frames:
+    """The SDK's write stream on strictcall's stdout: one line of JSON per message, written as
+    the SDK's stdio transport writes it (by alias, unset members left out)."""
+
+    def __init__(self, output: Output) -> None:
+        self._output = output
+
+    async def send(self, item: SessionMessage, /) -> None:
+        text = item.message.model_dump_json(by_alias=True, exclude_unset=True)
+        await self._output.write(text.encode() + b"\n")
+
+    async def aclose(self) -> None:
+        """The output stays open until the session's end (answers to direct calls may follow
+        the SDK's last)."""
 
 
 DRAIN_S: Final = 10.0
@@ -288,7 +292,8 @@ def _key(request_id: types.RequestId) -> str:
 
 class StdioIntake:
     """Where stdin's lines go: valid messages on to the SDK, refusals answered at once on the
-    SDK's own write stream."""
+    SDK's own write stream, tools/calls the SDK would refuse bare to the gateway (each in a task
+    of its own when `spawn` is given, else before the next line)."""
 
     def __init__(
         self,
@@ -297,8 +302,12 @@ class StdioIntake:
         tools: McpTools,
         identity: str,
         record: Recorder | None,
+        *,
+        spawn: Callable[[Callable[[DirectCall], Coroutine[Any, Any, None]], DirectCall], object]
+        | None = None,
     ) -> None:
         self._messages = messages
+        self._spawn = spawn
         self._answers = answers
         self._tools = tools
         self._limits = tools.gateway.limits
@@ -314,11 +323,11 @@ class StdioIntake:
             await self._answer(message)
             return
         if isinstance(message, DirectCall):
-            result = await self._tools.answer_call(
-                message.params, message.request_id, self._identity
-            )
-            reply = result_message(message.request_id, result, protocol_version(message.params))
-            await self._answers.send_own(SessionMessage(reply))
+            self._answers.expect(message.request_id)
+            if self._spawn is None:
+                await self._call(message)
+            else:  # answered in its own time, as the SDK answers the requests passed on
+                self._spawn(self._call, message)
             return
         if isinstance(message, types.JSONRPCRequest):
             self._answers.expect(message.id)
@@ -328,6 +337,11 @@ class StdioIntake:
             if message.method == "notifications/cancelled" and cancelled is not None:
                 self._answers.forget(cancelled)  # the SDK never answers a cancelled request
         await self._messages.send(SessionMessage(message))
+
+    async def _call(self, message: DirectCall) -> None:
+        result = await self._tools.answer_call(message.params, message.request_id, self._identity)
+        reply = result_message(message.request_id, result, protocol_version(message.params))
+        await self._answers.send_own(SessionMessage(reply))
 
     async def take_too_long(self) -> None:
         """Answer a line that was longer than the limit (and skipped unread)."""
@@ -351,37 +365,20 @@ class StdioIntake:
         await self._messages.aclose()
 
 
-_SESSION_OVER: Final = (
-    RuntimeError,
-    anyio.ClosedResourceError,
-    anyio.BrokenResourceError,
-    concurrent.futures.CancelledError,
-)
-"""What handing a line over raises once the server has stopped (the portal, the streams, or
-the line's task, cancelled by an interrupt)."""
+_SESSION_OVER: Final = (anyio.ClosedResourceError, anyio.BrokenResourceError)
+"""What passing a line on raises once the SDK's server has stopped."""
 
 
-def read_lines(stream: IO[bytes], limit: int, intake: StdioIntake, portal: BlockingPortal) -> None:
+async def take_lines(stream: IO[bytes], limit: int, intake: StdioIntake) -> None:
     """Read `stream` line by line (each at most `limit` bytes, the newline aside; longer ones
-    are skipped unread) and hand each line to `intake` on the portal's event loop."""
+    are skipped unread) and hand each line to `intake`, then its end."""
     try:
-        while True:
-            chunk = stream.readline(limit + 1)
-            if not chunk:
-                break
-            if chunk.endswith(b"\n"):
-                portal.call(intake.take, chunk[:-1])
-            elif len(chunk) <= limit:  # the last line, without a newline
-                portal.call(intake.take, chunk)
-            else:
-                while chunk and not chunk.endswith(b"\n"):
-                    chunk = stream.readline(1 << 16)
-                portal.call(intake.take_too_long)
-    except (OSError, ValueError):  # stdin unreadable or closed under us: the same as its end
-        pass
-    except _SESSION_OVER:
-        return
-    try:
-        portal.call(intake.end)
+        async with contextlib.aclosing(read_lines(stream, limit)) as lines:
+            async for line in lines:
+                if line is TOO_LONG:
+                    await intake.take_too_long()
+                else:
+                    await intake.take(cast("bytes", line))
+        await intake.end()
     except _SESSION_OVER:
         return
