@@ -14,14 +14,13 @@ import anyio
 import httpx
 import mcp_types as types
 import pytest
-from anyio.from_thread import BlockingPortal
 from mcp.shared.message import SessionMessage
 
 from strictcall import Gateway
 from strictcall.errors import INVALID_JSON, INVALID_REQUEST, REQUEST_TOO_LARGE, UNAUTHENTICATED
 from strictcall.http import Message, RpcApp
 from strictcall.jsonrpc import ERROR_CODES
-from strictcall.mcp import Answers, McpTools, StdioIntake, read_lines
+from strictcall.mcp import Answers, McpTools, StdioIntake, take_lines
 from strictcall.pipeline import Limits
 from strictcall.server import build_app
 from strictcall.storage import AuditRecord
@@ -68,8 +67,7 @@ def test_stdin_lines_are_passed_on_answered_or_skipped_in_order() -> None:
         tools = McpTools(Gateway(limits=Limits(LIMIT)), lambda ctx: "u1", lambda: "test")
         intake = StdioIntake(messages_in, Answers(replies_in), tools, "u1", audit.append)
         with messages_out, replies_out:
-            async with BlockingPortal() as portal:
-                await anyio.to_thread.run_sync(read_lines, stdin, LIMIT, intake, portal)
+            await take_lines(stdin, LIMIT, intake)
             passed.extend([item async for item in messages_out])  # closed by the end of stdin
             replies_in.close()
             replies.extend([item async for item in replies_out])

@@ -70,6 +70,7 @@ class DirectCall(NamedTuple):
 
 
 _RESPONSE_MEMBERS: Final = frozenset({"jsonrpc", "id", "result", "error"})
+_PLAIN_CALL: Final = frozenset({"name", "arguments"})
 
 
 def _serves_all(method: str) -> bool:
@@ -77,11 +78,17 @@ def _serves_all(method: str) -> bool:
 
 
 def read_message(
-    raw: bytes, limits: Limits, serves: Callable[[str], bool] = _serves_all
+    raw: bytes,
+    limits: Limits,
+    serves: Callable[[str], bool] = _serves_all,
+    *,
+    direct_calls: bool = False,
 ) -> types.JSONRPCMessage | DirectCall | Refused:
     """One JSON-RPC 2.0 message read strictly: a request or notification as
     `strictcall.jsonrpc` accepts them, or a response; anything else is refused, and so is a
-    request for a method that `serves` says the server does not answer."""
+    request for a method that `serves` says the server does not answer. With `direct_calls`
+    (an initialized stdio session), a tools/call whose params hold nothing but a name and
+    arguments is a `DirectCall` too: the SDK would only pass it on to the gateway."""
     document = read_text(raw, limits)
     if isinstance(document, Rejection):
         return Refused(None, document)
@@ -97,7 +104,7 @@ def read_message(
             return Refused(valid_id(message), NO_SUCH_METHOD, status=200)
     if acceptable and message.get("method") == "tools/call" and "id" in message:
         params = message.get("params", {})  # absent params are read_request's "no params"
-        if _sdk_refuses(params):
+        if _sdk_refuses(params) or (direct_calls and _PLAIN_CALL.issuperset(params)):
             return DirectCall(message["id"], params)
     if acceptable:
         try:

@@ -21,6 +21,7 @@ forever on the lock of a stream a daemon thread was reading when it was frozen.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import os
 import secrets
@@ -67,7 +68,11 @@ def serve_stdio(
         KeyboardInterrupt: SIGINT stopped the session (within `INTERRUPT_GRACE_S`).
     """
     source = stdin if stdin is not None else _private_stdin()
-    if anyio.run(_serve_with, lifespans, gateway, identity, record, source):
+    # uvloop where installed (the `server` extra), as `strictcall serve` runs
+    options = {"use_uvloop": importlib.util.find_spec("uvloop") is not None}
+    if anyio.run(
+        _serve_with, lifespans, gateway, identity, record, source, backend_options=options
+    ):
         # The reader may still be blocked on stdin, holding its buffer: leave it to the exit.
         raise KeyboardInterrupt
     if stdin is None:  # stdin has ended, so its reader has returned
@@ -238,6 +243,14 @@ class Answers:
         self._waiting: Counter[str] = Counter()
         self._settled = anyio.Event()
         self._settled.set()
+        self._initialize: str | None = None
+        self.initialized = False
+        """The SDK has answered the session's initialize request (with a result)."""
+
+    def expect_initialize(self, request_id: types.RequestId) -> None:
+        """An initialize request was passed on: its result initializes the session."""
+        self._initialize = _key(request_id)
+        self.expect(request_id)
 
     def expect(self, request_id: types.RequestId) -> None:
         """A request was passed on: its answer is awaited."""
@@ -273,6 +286,8 @@ class Answers:
             isinstance(message, types.JSONRPCResponse | types.JSONRPCError)
             and message.id is not None
         ):
+            if isinstance(message, types.JSONRPCResponse) and _key(message.id) == self._initialize:
+                self.initialized = True
             self.forget(message.id)
 
     async def aclose(self) -> None:
@@ -313,12 +328,15 @@ class StdioIntake:
         self._limits = tools.gateway.limits
         self._identity = identity
         self._record = record
+        self._running: dict[str, anyio.CancelScope] = {}
 
     async def take(self, line: bytes) -> None:
         """Pass on or answer one line (its newline removed); a blank line carries no message."""
         if not line.strip(b" \t\r"):
             return
-        message = read_message(line, self._limits, self._tools.serves)
+        # once the session is initialized, a plain tools/call goes to the gateway directly
+        direct = self._answers.initialized and self._spawn is not None
+        message = read_message(line, self._limits, self._tools.serves, direct_calls=direct)
         if isinstance(message, Refused):
             await self._answer(message)
             return
@@ -330,18 +348,35 @@ class StdioIntake:
                 self._spawn(self._call, message)
             return
         if isinstance(message, types.JSONRPCRequest):
-            self._answers.expect(message.id)
+            if message.method == "initialize":
+                self._answers.expect_initialize(message.id)
+            else:
+                self._answers.expect(message.id)
         elif isinstance(message, types.JSONRPCNotification):
             params = {} if message.params is None else message.params
             cancelled = valid_id({"id": params.get("requestId")})
             if message.method == "notifications/cancelled" and cancelled is not None:
-                self._answers.forget(cancelled)  # the SDK never answers a cancelled request
+                # neither the SDK nor strictcall answers a cancelled request
+                running = self._running.pop(_key(cancelled), None)
+                if running is not None:
+                    running.cancel()
+                self._answers.forget(cancelled)
         await self._messages.send(SessionMessage(message))
 
     async def _call(self, message: DirectCall) -> None:
-        result = await self._tools.answer_call(message.params, message.request_id, self._identity)
-        reply = result_message(message.request_id, result, protocol_version(message.params))
-        await self._answers.send_own(SessionMessage(reply))
+        key = _key(message.request_id)
+        with anyio.CancelScope() as scope:
+            self._running[key] = scope
+            try:
+                result = await self._tools.answer_call(
+                    message.params, message.request_id, self._identity
+                )
+            finally:
+                if self._running.get(key) is scope:
+                    del self._running[key]
+            version = protocol_version(message.params)
+            reply = result_message(message.request_id, result, version)
+            await self._answers.send_own(SessionMessage(reply))
 
     async def take_too_long(self) -> None:
         """Answer a line that was longer than the limit (and skipped unread)."""
