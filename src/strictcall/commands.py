@@ -110,10 +110,10 @@ def run_serve_mcp_stdio(db: str, identity: str, *, err: TextIO) -> int:
 
     Standard output carries MCP alone; the one line about the store goes to `err`.
     """
+    from strictcall.audit import AuditLog
     from strictcall.mcp import serve_stdio  # the MCP SDK loads only here
     from strictcall.mcp.stdio import exit_interrupted
     from strictcall.notes import notes_gateway
-    from strictcall.server import audit_recorder
 
     store = _open_store(db, err)
     if store is None:
@@ -123,7 +123,10 @@ def run_serve_mcp_stdio(db: str, identity: str, *, err: TextIO) -> int:
         err.write(f"strictcall: MCP on stdio for {identity} (store: {shown_db(db)})\n")
         err.flush()
         with notes_gateway(store) as gateway:
-            serve_stdio(gateway, identity, record=audit_recorder(store))
+            # audited in batches written off the event loop, as the HTTP server audits: a
+            # commit per call would cost more than the call, and wait on the notes' writes
+            audit = AuditLog(store)
+            serve_stdio(gateway, identity, record=audit.record, lifespans=[audit.running])
     except KeyboardInterrupt:
         interrupted = True
     finally:

@@ -35,6 +35,7 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from typing import IO, Any, Final, Protocol, cast
 
 import anyio
+import anyio.lowlevel
 import mcp_types as types
 from anyio.streams.memory import MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
@@ -195,6 +196,9 @@ async def _session(
         await server.run(read_receive, answers, server.create_initialization_options())
 
 
+IN_FLIGHT_MAX: Final = 16
+"""Requests of one stdio session running at once; stdin waits while that many are."""
+
 _PASSED_MAX: Final = 64
 """Messages passed on to the SDK's server and not yet taken by it, before reading waits."""
 
@@ -241,8 +245,10 @@ class Answers:
         self._inner = inner
         self._on_error = on_error
         self._waiting: Counter[str] = Counter()
+        self._count = 0
         self._settled = anyio.Event()
         self._settled.set()
+        self._room: anyio.Event | None = None
         self._initialize: str | None = None
         self.initialized = False
         """The SDK has answered the session's initialize request (with a result)."""
@@ -257,16 +263,28 @@ class Answers:
         if not self._waiting:
             self._settled = anyio.Event()
         self._waiting[_key(request_id)] += 1
+        self._count += 1
 
     def forget(self, request_id: types.RequestId) -> None:
         """A request was answered (or cancelled, and will never be)."""
         key = _key(request_id)
         if key in self._waiting:
             self._waiting[key] -= 1
+            self._count -= 1
             if self._waiting[key] <= 0:
                 del self._waiting[key]
+            if self._room is not None:
+                self._room.set()
+                self._room = None
         if not self._waiting:
             self._settled.set()
+
+    async def below(self, limit: int) -> None:
+        """Return once fewer than `limit` requests passed on are waiting for their answer."""
+        while self._count >= limit:
+            if self._room is None:
+                self._room = anyio.Event()
+            await self._room.wait()
 
     async def settled(self) -> None:
         """Return once every request passed on has its answer."""
@@ -378,6 +396,13 @@ class StdioIntake:
             reply = result_message(message.request_id, result, version)
             await self._answers.send_own(SessionMessage(reply))
 
+    async def room(self) -> None:
+        """Wait until fewer than `IN_FLIGHT_MAX` requests are running (a burst of lines is
+        taken a window at a time, so that the loop stays free to answer a signal), then let
+        the loop run whatever else is ready."""
+        await self._answers.below(IN_FLIGHT_MAX)
+        await anyio.lowlevel.checkpoint()
+
     async def take_too_long(self) -> None:
         """Answer a line that was longer than the limit (and skipped unread)."""
         await self._answer(refuse_too_large(self._limits))
@@ -410,6 +435,7 @@ async def take_lines(stream: IO[bytes], limit: int, intake: StdioIntake) -> None
     try:
         async with contextlib.aclosing(read_lines(stream, limit)) as lines:
             async for line in lines:
+                await intake.room()
                 if line is TOO_LONG:
                     await intake.take_too_long()
                 else:
