@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,7 @@ from strictcall.errors import (
 )
 from strictcall.jsonrpc import ERROR_CODES
 from strictcall.jsontext import MAX_SIZE
+from strictcall.storage import AuditRecord
 from strictcall.storage.sqlite import SQLiteStore
 
 DEADLINE_S = 30.0
@@ -332,14 +334,25 @@ def test_a_too_large_line_says_the_limit_and_nothing_of_it_reaches_a_tool(
     assert server.call("count_notes", {})["structuredContent"] == {"result": 0}
 
 
+def audited(db: Path, code: str) -> list[AuditRecord]:
+    """The recent audit records, once one has `code` (the server writes its audit records in
+    batches, within a fraction of a second): polled until the deadline."""
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        store = SQLiteStore(str(db))
+        try:
+            recent = store.recent_calls(50)
+        finally:
+            store.close()
+        if any(record.code == code for record in recent) or time.monotonic() > deadline:
+            return recent
+        time.sleep(0.02)
+
+
 def test_refused_lines_are_audited_without_their_text(server: StdioServer, db: Path) -> None:
     server.send(b'{"secret-value": ')
     assert server.reply()["error"]["data"]["code"] == INVALID_JSON.code
-    store = SQLiteStore(str(db))
-    try:
-        recent = store.recent_calls(50)
-    finally:
-        store.close()
+    recent = audited(db, INVALID_JSON.code)
     refused = [r for r in recent if r.code == INVALID_JSON.code]
     assert refused and all(r.identity == "u1" and r.stage == "parse" for r in refused)
     assert "secret-value" not in repr(recent)
@@ -353,11 +366,7 @@ def test_a_100000_character_unknown_method_gets_a_short_answer_and_is_audited(
     assert answer["error"]["code"] == ERROR_CODES[UNKNOWN_METHOD.stage][0]
     assert answer["error"]["data"]["code"] == UNKNOWN_METHOD.code
     assert len(json.dumps(answer)) < 300
-    store = SQLiteStore(str(db))
-    try:
-        recent = store.recent_calls(50)
-    finally:
-        store.close()
+    recent = audited(db, UNKNOWN_METHOD.code)
     assert any(r.code == UNKNOWN_METHOD.code and r.identity == "u1" for r in recent)
     assert method not in repr(recent)
 
