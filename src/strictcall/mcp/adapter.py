@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import mcp_types as types
+import orjson
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp_types.methods import SPEC_CLIENT_METHODS, serialize_server_result
@@ -108,6 +109,31 @@ def error_result(error: dict[str, JSONValue]) -> types.CallToolResult:
     return types.CallToolResult(
         content=[types.TextContent(text="" if text is None else text)], is_error=True
     )
+
+
+def answered_json(
+    answer: dict[str, JSONValue], *, wrapped: bool
+) -> tuple[dict[str, JSONValue], dict[str, JSONValue] | None]:
+    """`answered`, the tool result as the JSON the handshake era writes (members and block
+    members in the order the SDK writes them), and the structured error it carries."""
+    if answer["ok"] is True:
+        value = answer["result"]
+        text = json_text(value)
+        if text is not None:
+            structured = {RESULT_MEMBER: value} if wrapped else value
+            block: dict[str, JSONValue] = {"text": text, "type": "text"}
+            return {"content": [block], "isError": False, "structuredContent": structured}, None
+        error = WITHHELD.as_error()
+    else:
+        error = answer["error"]
+    text = json_text(error)
+    block = {"text": "" if text is None else text, "type": "text"}
+    return {"content": [block], "isError": True}, error
+
+
+def dump_line(message: dict[str, JSONValue]) -> bytes:
+    """A JSON-RPC message as one line of UTF-8 JSON (its values all JSON: validated ones)."""
+    return orjson.dumps(message, option=orjson.OPT_APPEND_NEWLINE)
 
 
 def protocol_version(params: Mapping[str, JSONValue]) -> str:
@@ -230,10 +256,37 @@ class McpTools:
     ) -> types.CallToolResult:
         """A tools/call's params through the gateway, answered as a tool result and audited.
 
-        Every tools/call comes here: those the SDK passes on, and those it would refuse with a
-        bare -32602 (no tool name, arguments that are not an object), so that the gateway's
-        ladder decides them all alike (route before shape, the same details).
+        Every tools/call comes here (or to `answer_call_line`): those the SDK passes on, and
+        those it would refuse with a bare -32602 (no tool name, arguments that are not an
+        object), so that the gateway's ladder decides them all alike (route before shape, the
+        same details).
         """
+        answer, tool, call_id, started = await self._settle(params, request_id, identity)
+        result, error = answered(answer, wrapped=tool in self._wrapped)
+        self._audit(call_id, identity, tool, error, started)
+        return result
+
+    async def answer_call_line(
+        self,
+        params: dict[str, JSONValue],
+        request_id: types.RequestId,
+        identity: str | None,
+    ) -> bytes:
+        """`answer_call`, its answer written at once as the line of JSON-RPC that carries it
+        for the handshake era (the JSON `result_message` and the SDK's stdio transport write,
+        without building and dumping their models)."""
+        answer, tool, call_id, started = await self._settle(params, request_id, identity)
+        result, error = answered_json(answer, wrapped=tool in self._wrapped)
+        self._audit(call_id, identity, tool, error, started)
+        return dump_line({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+    async def _settle(
+        self,
+        params: dict[str, JSONValue],
+        request_id: types.RequestId | None,
+        identity: str | None,
+    ) -> tuple[dict[str, JSONValue], str | None, str, int]:
+        """The gateway's answer to a call, the tool it named, its call id and start time."""
         call = {key: value for key, value in params.items() if key not in MCP_PARAMS}
         tool = self.gateway.tool_named(call)
         call_id = f"mcp-{self._call_scope()}:{json_text(request_id)}"
@@ -244,13 +297,21 @@ class McpTools:
         else:
             # only a gateway whose tools take numbers needs to know (Gateway.reads_numbers)
             answer = await self.gateway.call_parsed_async(call, identity, call_id)
-        result, error = answered(answer, wrapped=tool in self._wrapped)
+        return answer, tool, call_id, started
+
+    def _audit(
+        self,
+        call_id: str,
+        identity: str | None,
+        tool: str | None,
+        error: dict[str, JSONValue] | None,
+        started: int,
+    ) -> None:
         if self._record is not None:
             latency_us = (time.perf_counter_ns() - started) // 1000
             pointer = self.gateway.audit_pointer(tool, error)
             entry = AuditRecord.of_call(call_id, identity, tool, error, latency_us, pointer=pointer)
             self._record(entry)
-        return result
 
     def refusal_record(
         self,

@@ -43,7 +43,7 @@ from mcp.shared.message import SessionMessage
 from strictcall.gateway import Gateway
 from strictcall.ids import valid_id
 from strictcall.jsonrpc import Recorder
-from strictcall.mcp.adapter import McpTools, protocol_version, result_message
+from strictcall.mcp.adapter import HANDSHAKE_ERA, McpTools, protocol_version, result_message
 from strictcall.mcp.intake import DirectCall, Refused, read_message, refuse_too_large
 from strictcall.mcp.pipes import TOO_LONG, Output, read_lines, stdout_writer
 from strictcall.mcp.sdk_errors import scrubbed_message
@@ -214,6 +214,10 @@ class Frames:
         text = item.message.model_dump_json(by_alias=True, exclude_unset=True)
         await self._output.write(text.encode() + b"\n")
 
+    async def send_line(self, line: bytes) -> None:
+        """Send a message written already as one line of JSON (newline included)."""
+        await self._output.write(line)
+
     async def aclose(self) -> None:
         """The output stays open until the session's end (answers to direct calls may follow
         the SDK's last)."""
@@ -308,6 +312,15 @@ class Answers:
                 self.initialized = True
             self.forget(message.id)
 
+    async def send_line(self, request_id: types.RequestId, line: bytes) -> None:
+        """Send the answer to `request_id`, written already as a line of JSON."""
+        if isinstance(self._inner, Frames):
+            await self._inner.send_line(line)
+        else:  # a write side of the SDK's own: it takes messages
+            message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+            await self._inner.send(SessionMessage(message))
+        self.forget(request_id)
+
     async def aclose(self) -> None:
         await self._inner.aclose()
 
@@ -386,15 +399,23 @@ class StdioIntake:
         with anyio.CancelScope() as scope:
             self._running[key] = scope
             try:
-                result = await self._tools.answer_call(
-                    message.params, message.request_id, self._identity
-                )
+                version = protocol_version(message.params)
+                if version == HANDSHAKE_ERA:
+                    line = await self._tools.answer_call_line(
+                        message.params, message.request_id, self._identity
+                    )
+                else:
+                    result = await self._tools.answer_call(
+                        message.params, message.request_id, self._identity
+                    )
             finally:
                 if self._running.get(key) is scope:
                     del self._running[key]
-            version = protocol_version(message.params)
-            reply = result_message(message.request_id, result, version)
-            await self._answers.send_own(SessionMessage(reply))
+            if version == HANDSHAKE_ERA:
+                await self._answers.send_line(message.request_id, line)
+            else:
+                reply = result_message(message.request_id, result, version)
+                await self._answers.send_own(SessionMessage(reply))
 
     async def room(self) -> None:
         """Wait until fewer than `IN_FLIGHT_MAX` requests are running (a burst of lines is
