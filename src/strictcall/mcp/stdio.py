@@ -20,9 +20,11 @@ forever on the lock of a stream a daemon thread was reading when it was frozen.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import importlib.util
 import io
+import logging
 import os
 import secrets
 import signal
@@ -79,6 +81,8 @@ def serve_stdio(
     if stdin is None:  # stdin has ended, so its reader has returned
         source.close()
 
+
+log = logging.getLogger("strictcall")
 
 INTERRUPT_GRACE_S: Final = 0.5
 """How long after SIGINT the process may take to stop cleanly before it is made to: half the
@@ -191,9 +195,39 @@ async def _session(
             return scrubbed_message(message)
 
         answers = Answers(Frames(output), on_error)
-        intake = StdioIntake(read_send, answers, tools, identity, record, spawn=calls.start_soon)
-        calls.start_soon(take_lines, stdin, gateway.limits.max_size, intake)
-        await server.run(read_receive, answers, server.create_initialization_options())
+        with _Tasks() as direct:
+            intake = StdioIntake(read_send, answers, tools, identity, record, spawn=direct.spawn)
+            calls.start_soon(take_lines, stdin, gateway.limits.max_size, intake)
+            await server.run(read_receive, answers, server.create_initialization_options())
+
+
+class _Tasks:
+    """The direct calls' tasks: plain asyncio tasks (an anyio task group's costs several times
+    more per task, at every call), cancelled when the session ends, which has waited for their
+    answers (within DRAIN_S) unless it was interrupted."""
+
+    def __init__(self) -> None:
+        self._running: set[asyncio.Task[None]] = set()
+
+    def spawn(
+        self, call: Callable[[DirectCall], Coroutine[Any, Any, None]], message: DirectCall
+    ) -> None:
+        task = asyncio.get_running_loop().create_task(call(message))
+        self._running.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._running.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            # a fault of strictcall's own: said by its kind (its text may hold a caller's data)
+            log.error("a direct tools/call failed: %s", type(task.exception()).__name__)
+
+    def __enter__(self) -> _Tasks:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        for task in self._running:
+            task.cancel()
 
 
 IN_FLIGHT_MAX: Final = 16
