@@ -25,6 +25,7 @@ import pytest
 from mcp_peers import (
     DEADLINE_S,
     FASTMCP_NOTES,
+    HANDSHAKE_VERSION,
     StdioPeer,
     error_of,
     everything_command,
@@ -418,3 +419,36 @@ def test_an_upstream_over_http_is_served_and_its_loss_is_unavailable(tmp_path: P
         upstream.kill()
         upstream.wait(timeout=DEADLINE_S)
     assert calls.read_text().split() == ["add"]
+
+
+LIST_CHANGED = "notifications/tools/list_changed"
+
+
+def test_a_change_upstream_is_told_downstream_with_list_changed(tmp_path: Path) -> None:
+    with (tmp_path / "proxy.stderr").open("wb") as stderr:
+        peer = StdioPeer(proxy_argv(fastmcp_command(), tmp_path / "audit.sqlite3"), stderr)
+        try:
+            hello = {"name": "proxy-test", "version": "1"}
+            answer = peer.request(
+                "initialize",
+                {"protocolVersion": HANDSHAKE_VERSION, "capabilities": {}, "clientInfo": hello},
+            )
+            assert answer["result"]["capabilities"]["tools"]["listChanged"] is True
+            peer.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
+            assert "late" not in peer.tool_names()
+            grow = {"jsonrpc": "2.0", "id": 77, "method": "tools/call"}
+            peer.send(json.dumps({**grow, "params": {"name": "grow", "arguments": {}}}).encode())
+            seen: list[dict[str, Any]] = []
+            while not (
+                any(m.get("method") == LIST_CHANGED for m in seen)
+                and any(m.get("id") == 77 for m in seen)
+            ):
+                message = peer.reply()
+                assert message is not None, f"no list_changed within {DEADLINE_S} s: {seen}"
+                seen.append(message)
+            # told once the new listing is served: no wait for it
+            assert "late" in peer.tool_names()
+            told = [m for m in seen if m.get("method") == LIST_CHANGED]
+            assert told == [{"jsonrpc": "2.0", "method": LIST_CHANGED}]
+        finally:
+            assert peer.close() == 0

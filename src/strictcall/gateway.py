@@ -95,6 +95,7 @@ class Gateway:
         self._views: dict[frozenset[str], dict[str, CompiledTool]] = {}
         self.generation = 0
         """Bumped whenever the set of tools changes, for those who cache a listing."""
+        self._watchers: list[Callable[[], None]] = []
         for tool in tools:
             self.register(tool)
 
@@ -131,13 +132,29 @@ class Gateway:
                 compiled[tool.name] = CompiledTool.compile(tool)
             except SchemaDefinitionError as exc:
                 refused[tool.name] = str(exc)
+        changed = _listed(compiled) != _listed(self._tools)
         # one assignment each: a call routes against the old dict or the new, never a mixture
         self._tools = compiled
         self._numbers = any(c.arguments.admits_numbers for c in compiled.values())
         self._views = {}
         self._declared = {}
         self.generation += 1
+        if changed:
+            for watcher in list(self._watchers):
+                watcher()
         return refused
+
+    def watch_tools(self, watcher: Callable[[], None]) -> Callable[[], None]:
+        """Have `watcher` called (in the thread that replaces the tools) each time
+        `replace_tools` changes what is listed: a name, a description or a schema. Returns the
+        function that stops it."""
+        self._watchers.append(watcher)
+
+        def unwatch() -> None:
+            if watcher in self._watchers:
+                self._watchers.remove(watcher)
+
+        return unwatch
 
     def tools_for(self, identity: str) -> Mapping[str, CompiledTool]:
         """The tools `identity` may see and call, by name."""
@@ -430,3 +447,11 @@ def _member_names(schema: object) -> frozenset[str]:
         elif isinstance(node, list):
             stack.extend(node)
     return frozenset(names)
+
+
+def _listed(tools: Mapping[str, CompiledTool]) -> list[tuple[str, str, object, object]]:
+    """What a listing shows of `tools`: each name, description and schemas, by name."""
+    return [
+        (name, tool.tool.description, tool.tool.input_schema, tool.tool.output_schema)
+        for name, tool in sorted(tools.items())
+    ]

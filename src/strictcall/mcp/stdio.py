@@ -34,12 +34,13 @@ import time
 from collections import Counter
 from collections.abc import Callable, Coroutine, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
-from typing import IO, Any, Final, Protocol, cast
+from typing import IO, Any, Final, NamedTuple, Protocol, cast
 
 import anyio
 import anyio.lowlevel
 import mcp_types as types
 from anyio.streams.memory import MemoryObjectSendStream
+from mcp.server.lowlevel.server import NotificationOptions
 from mcp.shared.message import SessionMessage
 
 from strictcall.gateway import Gateway
@@ -60,8 +61,13 @@ def serve_stdio(
     record: Recorder | None = None,
     stdin: IO[bytes] | None = None,
     lifespans: Sequence[Callable[[], AbstractAsyncContextManager[None]]] = (),
+    tools_change: bool = False,
 ) -> None:
     """Serve MCP on this process's stdin and stdout as `identity` until stdin ends.
+
+    With `tools_change` (a proxy, whose upstream may list other tools), the server announces
+    `tools.listChanged` and sends `notifications/tools/list_changed` to an initialized session
+    each time the gateway's listing changes.
 
     `lifespans` are entered, in order, in the serving event loop before the first line is read
     and left after the last answer (e.g. a proxy's upstream session); one that fails to enter
@@ -74,7 +80,11 @@ def serve_stdio(
     # uvloop where installed (the `server` extra), as `strictcall serve` runs
     options = {"use_uvloop": importlib.util.find_spec("uvloop") is not None}
     if anyio.run(
-        _serve_with, lifespans, gateway, identity, record, source, backend_options=options
+        _serve_with,
+        lifespans,
+        _Serving(gateway, identity, record, tools_change),
+        source,
+        backend_options=options,
     ):
         # The reader may still be blocked on stdin, holding its buffer: leave it to the exit.
         raise KeyboardInterrupt
@@ -142,29 +152,32 @@ def _private_stdin() -> IO[bytes]:
         return io.BytesIO()
 
 
+class _Serving(NamedTuple):
+    gateway: Gateway
+    identity: str
+    record: Recorder | None
+    tools_change: bool
+
+
 async def _serve_with(
     lifespans: Sequence[Callable[[], AbstractAsyncContextManager[None]]],
-    gateway: Gateway,
-    identity: str,
-    record: Recorder | None,
+    serving: _Serving,
     stdin: IO[bytes],
 ) -> bool:
     """`_serve_stdio` inside `lifespans`: whether SIGINT stopped it."""
     async with AsyncExitStack() as stack:
         for lifespan in lifespans:
             await stack.enter_async_context(lifespan())
-        return await _serve_stdio(gateway, identity, record, stdin)
+        return await _serve_stdio(serving, stdin)
 
 
-async def _serve_stdio(
-    gateway: Gateway, identity: str, record: Recorder | None, stdin: IO[bytes]
-) -> bool:
+async def _serve_stdio(serving: _Serving, stdin: IO[bytes]) -> bool:
     """Serve until stdin ends (False) or SIGINT (True)."""
     interrupt = _Interrupt()
     try:
         async with anyio.create_task_group() as everything:
             everything.start_soon(interrupt.watch, everything.cancel_scope)
-            await _session(gateway, identity, record, stdin)
+            await _session(serving, stdin)
             everything.cancel_scope.cancel()  # stdin ended: stop watching for SIGINT
     except BaseException:
         # Once interrupted, what the SDK's streams raise while they are torn down (closed or
@@ -174,9 +187,8 @@ async def _serve_stdio(
     return interrupt.received
 
 
-async def _session(
-    gateway: Gateway, identity: str, record: Recorder | None, stdin: IO[bytes]
-) -> None:
+async def _session(serving: _Serving, stdin: IO[bytes]) -> None:
+    gateway, identity, record = serving.gateway, serving.identity, serving.record
     scope = f"stdio-{secrets.token_hex(8)}"
     tools = McpTools(gateway, lambda ctx: identity, lambda: scope, record)
     server = tools.server()
@@ -198,7 +210,14 @@ async def _session(
         with _Tasks() as direct:
             intake = StdioIntake(read_send, answers, tools, identity, record, spawn=direct.spawn)
             calls.start_soon(take_lines, stdin, gateway.limits.max_size, intake)
-            await server.run(read_receive, answers, server.create_initialization_options())
+            options = NotificationOptions(tools_changed=serving.tools_change)
+            unwatch = gateway.watch_tools(lambda: direct.spawn_now(answers.tools_changed()))
+            try:
+                await server.run(
+                    read_receive, answers, server.create_initialization_options(options)
+                )
+            finally:
+                unwatch()
 
 
 class _Tasks:
@@ -213,6 +232,11 @@ class _Tasks:
         self, call: Callable[[DirectCall], Coroutine[Any, Any, None]], message: DirectCall
     ) -> None:
         task = asyncio.get_running_loop().create_task(call(message))
+        self._running.add(task)
+        task.add_done_callback(self._done)
+
+    def spawn_now(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
         self._running.add(task)
         task.add_done_callback(self._done)
 
@@ -345,6 +369,14 @@ class Answers:
             if isinstance(message, types.JSONRPCResponse) and _key(message.id) == self._initialize:
                 self.initialized = True
             self.forget(message.id)
+
+    async def tools_changed(self) -> None:
+        """Tell an initialized session that the tools listed have changed."""
+        if self.initialized:
+            notification = types.JSONRPCNotification(
+                jsonrpc="2.0", method="notifications/tools/list_changed"
+            )
+            await self._inner.send(SessionMessage(notification))
 
     async def send_line(self, request_id: types.RequestId, line: bytes) -> None:
         """Send the answer to `request_id`, written already as a line of JSON."""

@@ -74,7 +74,8 @@ def _one_line(text: str) -> str:
 
 def serve_proxy_stdio(proxy: Proxy, identity: str, *, store: Store | None = None) -> None:
     """Serve the proxy as MCP on stdin and stdout, as `identity`, until stdin ends; every call
-    audited in `store` (written in batches, as the HTTP server does).
+    audited in `store` (written in batches, as the HTTP server does). The session is told
+    `notifications/tools/list_changed` when the upstream's listing changes what is served.
 
     Raises:
         UpstreamFailed: the upstream did not start.
@@ -82,11 +83,13 @@ def serve_proxy_stdio(proxy: Proxy, identity: str, *, store: Store | None = None
     from strictcall.mcp import serve_stdio  # the MCP SDK loads only for a server
 
     if store is None:
-        serve_stdio(proxy.gateway, identity, lifespans=[proxy.lifespan])
+        serve_stdio(proxy.gateway, identity, lifespans=[proxy.lifespan], tools_change=True)
         return
     audit = AuditLog(store)
     lifespans = [audit.running, proxy.lifespan]  # the audit's last records written last
-    serve_stdio(proxy.gateway, identity, record=audit.record, lifespans=lifespans)
+    serve_stdio(
+        proxy.gateway, identity, record=audit.record, lifespans=lifespans, tools_change=True
+    )
 
 
 def proxy_app(proxy: Proxy, store: Store) -> RpcApp:
