@@ -197,53 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--identity", type=_name, help="with --mcp-stdio: the caller every call runs as"
     )
-    edge = serve.add_argument_group("the edge (HTTP)")
-    edge.add_argument(
-        "--allow-origin",
-        action="append",
-        default=[],
-        metavar="ORIGIN",
-        help="a browser origin that may call, e.g. https://app.example (repeatable; loopback "
-        "origins are allowed when bound to a loopback address)",
-    )
-    edge.add_argument(
-        "--header-timeout",
-        type=_positive_float,
-        default=DEFAULT_HEADER_TIMEOUT_S,
-        metavar="S",
-        help=f"seconds for a request's headers (default {DEFAULT_HEADER_TIMEOUT_S:g})",
-    )
-    edge.add_argument(
-        "--body-grace",
-        type=_positive_float,
-        default=DEFAULT_BODY_GRACE_S,
-        metavar="S",
-        help=f"seconds a body may take before the minimum rate applies "
-        f"(default {DEFAULT_BODY_GRACE_S:g})",
-    )
-    edge.add_argument(
-        "--body-min-rate",
-        type=_positive_int,
-        default=DEFAULT_BODY_MIN_RATE,
-        metavar="BYTES",
-        help=f"bytes a second a body must keep up after its grace "
-        f"(default {DEFAULT_BODY_MIN_RATE})",
-    )
-    edge.add_argument(
-        "--max-connections",
-        type=_positive_int,
-        default=DEFAULT_MAX_CONNECTIONS,
-        metavar="N",
-        help=f"connections open at once (default {DEFAULT_MAX_CONNECTIONS})",
-    )
-    edge.add_argument(
-        "--max-in-flight",
-        type=_positive_int,
-        default=DEFAULT_MAX_IN_FLIGHT,
-        metavar="N",
-        help=f"one identity's calls answered at once; more are refused busy "
-        f"(default {DEFAULT_MAX_IN_FLIGHT})",
-    )
+    _add_edge_arguments(serve)
 
     proxy = commands.add_parser(
         "proxy", help="serve an MCP server's tools through strictcall (stdio or HTTP)"
@@ -284,6 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
     proxy.add_argument(
         "--timeout", type=float, default=60.0, help="seconds a call may take (default 60)"
     )
+    _add_edge_arguments(proxy)
 
     tokens = commands.add_parser("tokens", help="API tokens").add_subparsers(
         dest="action", required=True, metavar="ACTION"
@@ -426,13 +381,7 @@ def _operate(args: argparse.Namespace, out: TextIO) -> int:
     if args.command == "serve" and args.mcp_stdio:
         return commands.run_serve_mcp_stdio(db, args.identity, err=err)
     if args.command == "serve":
-        edge = EdgeLimits(
-            header_timeout_s=args.header_timeout,
-            body_grace_s=args.body_grace,
-            body_min_rate=args.body_min_rate,
-            max_connections=args.max_connections,
-            max_in_flight=args.max_in_flight,
-        )
+        edge = _edge_of(args)
         return commands.run_serve(
             db,
             args.host,
@@ -460,6 +409,10 @@ def _operate(args: argparse.Namespace, out: TextIO) -> int:
         if not args.timeout > 0:
             err.write("strictcall proxy: --timeout is a positive number of seconds\n")
             return EXIT_USAGE
+        edge_given = _edge_flags_given(args)
+        if args.stdio and edge_given is not None:
+            err.write(f"strictcall proxy: {edge_given} is for HTTP; leave it out with --stdio\n")
+            return EXIT_USAGE
         return commands.run_proxy(
             args.upstream_cmd,
             args.upstream_url,
@@ -471,6 +424,8 @@ def _operate(args: argparse.Namespace, out: TextIO) -> int:
             allow=args.allow,
             pass_errors=args.pass_errors,
             timeout=args.timeout,
+            edge=_edge_of(args),
+            allow_origins=args.allow_origin,
             out=out,
             err=err,
         )
@@ -518,6 +473,85 @@ def _db_from_environment(err: TextIO) -> str | None:
             f" or unset it for ./{DEFAULT_DB_PATH}\n"
         )
     return db
+
+
+def _add_edge_arguments(parser: argparse.ArgumentParser) -> None:
+    """The HTTP edge's flags, the same for `serve` and `proxy`."""
+    edge = parser.add_argument_group("the edge (HTTP)")
+    edge.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="a browser origin that may call, e.g. https://app.example (repeatable; loopback "
+        "origins are allowed when bound to a loopback address)",
+    )
+    edge.add_argument(
+        "--header-timeout",
+        type=_positive_float,
+        default=DEFAULT_HEADER_TIMEOUT_S,
+        metavar="S",
+        help=f"seconds for a request's headers (default {DEFAULT_HEADER_TIMEOUT_S:g})",
+    )
+    edge.add_argument(
+        "--body-grace",
+        type=_positive_float,
+        default=DEFAULT_BODY_GRACE_S,
+        metavar="S",
+        help=f"seconds a body may take before the minimum rate applies "
+        f"(default {DEFAULT_BODY_GRACE_S:g})",
+    )
+    edge.add_argument(
+        "--body-min-rate",
+        type=_positive_int,
+        default=DEFAULT_BODY_MIN_RATE,
+        metavar="BYTES",
+        help=f"bytes a second a body must keep up after its grace "
+        f"(default {DEFAULT_BODY_MIN_RATE})",
+    )
+    edge.add_argument(
+        "--max-connections",
+        type=_positive_int,
+        default=DEFAULT_MAX_CONNECTIONS,
+        metavar="N",
+        help=f"connections open at once (default {DEFAULT_MAX_CONNECTIONS})",
+    )
+    edge.add_argument(
+        "--max-in-flight",
+        type=_positive_int,
+        default=DEFAULT_MAX_IN_FLIGHT,
+        metavar="N",
+        help=f"one identity's calls answered at once; more are refused busy "
+        f"(default {DEFAULT_MAX_IN_FLIGHT})",
+    )
+
+
+def _edge_of(args: argparse.Namespace) -> EdgeLimits:
+    """The edge limits the flags ask for."""
+    return EdgeLimits(
+        header_timeout_s=args.header_timeout,
+        body_grace_s=args.body_grace,
+        body_min_rate=args.body_min_rate,
+        max_connections=args.max_connections,
+        max_in_flight=args.max_in_flight,
+    )
+
+
+def _edge_flags_given(args: argparse.Namespace) -> str | None:
+    """The first HTTP edge flag given a value other than its default, or None."""
+    if args.allow_origin:
+        return "--allow-origin"
+    asked, defaults = _edge_of(args), EdgeLimits()
+    for flag, field in (
+        ("--header-timeout", "header_timeout_s"),
+        ("--body-grace", "body_grace_s"),
+        ("--body-min-rate", "body_min_rate"),
+        ("--max-connections", "max_connections"),
+        ("--max-in-flight", "max_in_flight"),
+    ):
+        if getattr(asked, field) != getattr(defaults, field):
+            return flag
+    return None
 
 
 def _serve_misuse(args: argparse.Namespace) -> str | None:

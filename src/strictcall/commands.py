@@ -153,10 +153,14 @@ def run_proxy(
     timeout: float,
     out: TextIO,
     err: TextIO,
+    edge: EdgeLimits | None = None,
+    allow_origins: Sequence[str] = (),
 ) -> int:
     """Serve one upstream MCP server's tools through the gateway: MCP on stdio as `identity`
-    (when given), else HTTP on `port` with the store's tokens. Standard output carries MCP
-    alone in stdio mode; everything else goes to `err`."""
+    (when given), else HTTP on `port` with the store's tokens, behind the same edge as
+    `strictcall serve` (`allow_origins`, and `edge`'s deadlines, connection cap and calls in
+    flight per identity). Standard output carries MCP alone in stdio mode; everything else
+    goes to `err`."""
     from strictcall.proxy import (  # the MCP SDK loads only here
         PolicyError,
         Proxy,
@@ -187,6 +191,7 @@ def run_proxy(
             err.flush()
             serve_proxy_stdio(proxy, identity, store=store)
         else:
+            from strictcall.edge import OriginPolicy, is_loopback_host
             from strictcall.proxy import proxy_app
             from strictcall.server import DEFAULT_PORT, serve
 
@@ -195,7 +200,9 @@ def run_proxy(
                 out.write(f" (store: {shown_db(db)}; upstream: {spec.describe()})\n")
                 out.flush()
 
-            serve(proxy_app(proxy, store), host, DEFAULT_PORT if port is None else port, ready)
+            origins = OriginPolicy(frozenset(allow_origins), loopback=is_loopback_host(host))
+            app = proxy_app(proxy, store, origins=origins, edge=edge)
+            serve(app, host, DEFAULT_PORT if port is None else port, ready, edge=edge)
     except (UpstreamFailed, BaseExceptionGroup) as exc:
         failed = _upstream_failure(exc, UpstreamFailed)
         if failed is None:

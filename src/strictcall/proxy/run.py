@@ -14,6 +14,7 @@ from strictcall.proxy.tools import proxied_tools
 from strictcall.proxy.upstream import Listing, Upstream, UpstreamSpec
 
 if TYPE_CHECKING:
+    from strictcall.edge import EdgeLimits, OriginPolicy
     from strictcall.http import RpcApp
     from strictcall.storage import Store
 
@@ -92,8 +93,18 @@ def serve_proxy_stdio(proxy: Proxy, identity: str, *, store: Store | None = None
     )
 
 
-def proxy_app(proxy: Proxy, store: Store) -> RpcApp:
-    """The ASGI app serving the proxy: JSON-RPC at /rpc, MCP at /mcp, tokens from `store`."""
+def proxy_app(
+    proxy: Proxy,
+    store: Store,
+    *,
+    origins: OriginPolicy | None = None,
+    edge: EdgeLimits | None = None,
+) -> RpcApp:
+    """The ASGI app serving the proxy: JSON-RPC at /rpc, MCP at /mcp, tokens from `store`, for
+    the browser `origins` admitted and within `edge.max_in_flight` calls per identity (as
+    `strictcall serve`'s app)."""
     from strictcall.server import build_gateway_app
 
-    return build_gateway_app(proxy.gateway, store, lifespans=[proxy.lifespan])
+    return build_gateway_app(
+        proxy.gateway, store, origins=origins, edge=edge, lifespans=[proxy.lifespan]
+    )
