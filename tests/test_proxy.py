@@ -452,3 +452,23 @@ def test_a_change_upstream_is_told_downstream_with_list_changed(tmp_path: Path) 
             assert told == [{"jsonrpc": "2.0", "method": LIST_CHANGED}]
         finally:
             assert peer.close() == 0
+
+
+def test_a_cancelled_call_is_never_answered_and_the_session_goes_on(fastmcp: Proxy) -> None:
+    def line(request_id: int, name: str, arguments: dict[str, Any]) -> bytes:
+        params = {"name": name, "arguments": arguments}
+        message = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+        return json.dumps(message).encode()
+
+    fastmcp.peer.send(line(91, "slow", {"seconds": 1}))
+    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 91}}
+    fastmcp.peer.send(json.dumps(cancel).encode())
+    # a later call that ends after the cancelled one would have: its answer comes, 91's never
+    fastmcp.peer.send(line(93, "slow", {"seconds": 2}))
+    seen: list[dict[str, Any]] = []
+    while not any(message.get("id") == 93 for message in seen):
+        message = fastmcp.peer.reply()
+        assert message is not None, f"no answer to 93 within {DEADLINE_S} s: {seen}"
+        seen.append(message)
+    assert not any(message.get("id") == 91 for message in seen), seen
+    assert fastmcp.peer.call("add", {"a": 1, "b": 2})["structuredContent"] == {"result": 3}
