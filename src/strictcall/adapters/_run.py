@@ -151,13 +151,10 @@ def run_turn(
         else:  # "": the arguments of a call without any, as `from_text` says
             call = {"name": name, "arguments": {}}
             answer = gateway.call_parsed(call, identity, call_id, has_float=False)
-        if answer["ok"] is True:
-            try:  # the common answer, written at once; anything else as `content_of` says
-                content = orjson.dumps(answer["result"]).decode()
-                refusal = False
-            except orjson.JSONEncodeError:
-                content, refusal = content_of(answer)
-        else:
+        refusal = answer["ok"] is not True
+        try:  # the common answer, written at once; anything else as `content_of` says
+            content = orjson.dumps(answer["error" if refusal else "result"]).decode()
+        except orjson.JSONEncodeError:
             content, refusal = content_of(answer)
         result: dict[str, JSONValue] = {provider.kind_key: provider.kind, provider.id_key: call_id}
         result[provider.text_key] = content
