@@ -9,9 +9,11 @@ from typing import TYPE_CHECKING, Literal, TypeAlias, TypeVar
 
 import orjson
 
-from strictcall.errors import JSONValue, Rejection
+from strictcall.adapters._fields import read_str
+from strictcall.errors import JSONValue, Reason, Rejection
 from strictcall.jsontext import dump_text
 from strictcall.pipeline import WITHHELD, fail, read_call, read_value
+from strictcall.refusals import malformed_call
 
 if TYPE_CHECKING:
     from strictcall.gateway import Gateway
@@ -29,6 +31,18 @@ Result: TypeAlias = Callable[[str, str, bool], R]
 def refused(call_id: str, rejection: Rejection) -> Planned:
     """A call answered without reaching the gateway."""
     return (call_id, None, False, rejection)
+
+
+def check_call_id(item: object, key: str, at: str, seen: set[str]) -> str | Planned:
+    """The id of the call at `at` (its member `key`), now in `seen`; or the refusal of an id
+    that is missing, not a str, empty, or the id of an earlier call of the turn."""
+    call_id = read_str(item, key, at)
+    if isinstance(call_id, Rejection):
+        return refused("", call_id)
+    if call_id in seen:
+        return refused(call_id, malformed_call(f"{at}/{key}", Reason.UNIQUE_ITEMS))
+    seen.add(call_id)
+    return call_id
 
 
 def from_text(gateway: Gateway, call_id: str, name: str, arguments: str) -> Planned:

@@ -28,6 +28,7 @@ from strictcall.adapters._run import (
     Planned,
     Provider,
     arun_turn,
+    check_call_id,
     check_identity,
     from_value,
     refused,
@@ -90,12 +91,9 @@ def _block_fields(block: object) -> Fields | Literal[False] | None:
 
 def _check_block(gateway: Gateway, block: object, at: str, seen: set[str]) -> Planned:
     """A tool_use block read member by member: the first thing wrong with it, located."""
-    call_id = read_str(block, "id", at)
-    if isinstance(call_id, Rejection):
-        return refused("", call_id)
-    if call_id in seen:
-        return refused(call_id, malformed_call(f"{at}/id", Reason.UNIQUE_ITEMS))
-    seen.add(call_id)
+    call_id = check_call_id(block, "id", at, seen)
+    if not isinstance(call_id, str):
+        return call_id
     name = read_str(block, "name", at)
     if isinstance(name, Rejection):
         return refused(call_id, name)

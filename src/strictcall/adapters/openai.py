@@ -27,6 +27,7 @@ from strictcall.adapters._run import (
     Planned,
     Provider,
     arun_turn,
+    check_call_id,
     check_identity,
     from_text,
     refused,
@@ -136,12 +137,9 @@ def _chat_fields(tool_call: object) -> Fields | None:
 
 def _check_chat(gateway: Gateway, tool_call: object, at: str, seen: set[str]) -> Planned:
     """A tool call read member by member: the first thing wrong with it, located."""
-    call_id = read_str(tool_call, "id", at)
-    if isinstance(call_id, Rejection):
-        return refused("", call_id)
-    if call_id in seen:
-        return refused(call_id, malformed_call(f"{at}/id", Reason.UNIQUE_ITEMS))
-    seen.add(call_id)
+    call_id = check_call_id(tool_call, "id", at, seen)
+    if not isinstance(call_id, str):
+        return call_id
     kind = read_field(tool_call, "type")
     if kind is not ABSENT and kind != "function":
         return refused(call_id, malformed_call(f"{at}/type", Reason.CONST, "function"))
@@ -175,12 +173,9 @@ def _item_fields(item: object) -> Fields | Literal[False] | None:
 
 def _check_item(gateway: Gateway, item: object, at: str, seen: set[str]) -> Planned:
     """A function_call item read member by member: the first thing wrong with it, located."""
-    call_id = read_str(item, "call_id", at)
-    if isinstance(call_id, Rejection):
-        return refused("", call_id)
-    if call_id in seen:
-        return refused(call_id, malformed_call(f"{at}/call_id", Reason.UNIQUE_ITEMS))
-    seen.add(call_id)
+    call_id = check_call_id(item, "call_id", at, seen)
+    if not isinstance(call_id, str):
+        return call_id
     return _read_function(gateway, call_id, item, at)
 
 
