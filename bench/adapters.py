@@ -4,8 +4,10 @@ Run:  .venv/bin/python bench/adapters.py [--rounds 7] [--batch 0.05]
 (`make bench` runs it too, and puts its table in bench/RESULTS.md.)
 
 One read_note call on the in-memory notes gateway (the same gateway as the in-process bench),
-as a provider's turn holds it, valid and wrong-typed, each figure timed right after a batch of
-its baseline and reported as a ratio (median over the rounds):
+as a provider's turn holds it, valid and wrong-typed. Each round times every figure beside a
+batch of its baseline (which runs first alternates from round to round), and a figure is the
+median over the rounds of those ratios. Batches are timed in CPU time of this thread: the calls
+do no I/O, and on a shared machine wall time would also count the time other processes ran.
 
 - baseline: `gateway.call(text, identity, call_id)`, text in, answer dict out;
 - Chat Completions: `run_openai_tool_calls(gateway, [tool_call], identity)` on a plain dict and
