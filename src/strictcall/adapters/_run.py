@@ -77,8 +77,8 @@ Fields: TypeAlias = tuple[str, str, object]
 class Provider:
     """How one provider's turn holds its calls and how its results are written.
 
-    A slotted class, not a NamedTuple: `run_turn` reads its members on every call, and a slot
-    is read several times faster than a NamedTuple's field.
+    A slotted class, not a NamedTuple: `run_turn` reads its members on every call, and a
+    NamedTuple's field is read through a descriptor call where a slot is read directly.
     """
 
     member: str
@@ -160,8 +160,9 @@ def run_turn(
             if type(document) is Rejection:
                 answer = fail(call_id, document)
             else:
-                call = {"name": name, "arguments": document.value}
-                answer = gateway.call_parsed(call, identity, call_id, has_float=document.has_float)
+                value, has_float = document
+                call = {"name": name, "arguments": value}
+                answer = gateway.call_parsed(call, identity, call_id, has_float=has_float)
         else:  # "": the arguments of a call without any, as `from_text` says
             call = {"name": name, "arguments": {}}
             answer = gateway.call_parsed(call, identity, call_id, has_float=False)
