@@ -286,34 +286,14 @@ class Gateway:
         _check_caller(identity, call_id)
         if has_float is None:
             has_float = self._numbers and may_hold_float(call)
-        # Rungs 2 to 6 written out as in `call`: this is the agent loop adapters' path
-        tools = self._tools if self._allowed is None else self.tools_for(identity)
-        compiled = route_call(call, tools)  # 2. route
-        if type(compiled) is Rejection:
-            return fail(call_id, compiled)
-        rejection = check_envelope(call)  # 3. shape
-        if rejection is not None:
-            return fail(call_id, rejection)
-        arguments = check_arguments(call, compiled, has_float)
-        if type(arguments) is Rejection:
-            return fail(call_id, arguments)
-        tool = compiled.tool
-        ctx = _new_context(ToolContext, (identity, call_id, tool.name))
-        if tool.authorize is not None:  # 4. resource
-            rejection = authorize_call(compiled, ctx, arguments)
-            if rejection is not None:
-                return fail(call_id, rejection)
-        if tool.timeout is None and not compiled.is_async:  # 5. execute: in place, untimed
-            try:
-                result = tool.handler(ctx, arguments)
-            except Exception as exc:
-                return fail(call_id, failure_of(compiled, ctx, exc))
-        else:
-            pool = None if tool.timeout is None else self._workers()
-            result, rejection = execute_call(compiled, ctx, arguments, pool)
-            if rejection is not None:
-                return fail(call_id, rejection)
-        rejection = check_result(compiled, arguments, result, ctx)  # 6. output
+        climbed = self._climb(call, has_float, identity, call_id)
+        if type(climbed) is Rejection:
+            return fail(call_id, climbed)
+        compiled, ctx, arguments = climbed
+        pool = None if compiled.tool.timeout is None else self._workers()
+        result, rejection = execute_call(compiled, ctx, arguments, pool)
+        if rejection is None:
+            rejection = check_result(compiled, arguments, result, ctx)
         if rejection is not None:
             return fail(call_id, rejection)
         return succeed(call_id, result)
