@@ -11,7 +11,7 @@ import orjson
 
 from strictcall.adapters._fields import read_str
 from strictcall.errors import JSONValue, Reason, Rejection
-from strictcall.jsontext import dump_text
+from strictcall.jsontext import JSONTextError, dump_text, parse_document
 from strictcall.pipeline import WITHHELD, fail, read_call, read_value
 from strictcall.refusals import malformed_call
 
@@ -156,11 +156,18 @@ def run_turn(
                 call = {"name": name, "arguments": arguments}
                 answer = gateway.call_parsed(call, identity, call_id, has_float=checked is True)
         elif arguments:
-            document = read_call(arguments, gateway.limits, numbers=gateway.reads_numbers)  # type: ignore[arg-type]
-            if type(document) is Rejection:
-                answer = fail(call_id, document)
+            limits = gateway.limits
+            try:  # rung 1's parse, called directly: `read_call` is one more frame per call
+                value, has_float = parse_document(
+                    arguments,  # type: ignore[arg-type]
+                    max_size=limits.max_size,
+                    max_depth=limits.max_depth,
+                    numbers=gateway.reads_numbers,
+                )
+            except JSONTextError:  # not the common case: read again by rung 1, for its refusal
+                planned = from_text(gateway, call_id, name, arguments)  # type: ignore[arg-type]
+                answer = answer_of(gateway, planned, identity)
             else:
-                value, has_float = document
                 call = {"name": name, "arguments": value}
                 answer = gateway.call_parsed(call, identity, call_id, has_float=has_float)
         else:  # "": the arguments of a call without any, as `from_text` says
@@ -211,10 +218,15 @@ async def arun_turn(
 
 def answer_planned(gateway: Gateway, planned: Planned, identity: str) -> tuple[str, bool]:
     """The text and refusal flag for one planned call, run now."""
+    return content_of(answer_of(gateway, planned, identity))
+
+
+def answer_of(gateway: Gateway, planned: Planned, identity: str) -> dict[str, JSONValue]:
+    """The gateway's answer to one planned call, run now."""
     call_id, call, has_float, refusal = planned
     if call is None:
-        return content_of(fail(call_id, refusal))  # type: ignore[arg-type]
-    return content_of(gateway.call_parsed(call, identity, call_id, has_float=has_float))
+        return fail(call_id, refusal)  # type: ignore[arg-type]
+    return gateway.call_parsed(call, identity, call_id, has_float=has_float)
 
 
 async def arun_planned(
