@@ -20,6 +20,7 @@ import pg
 from servers import strictcall
 from strictcall.errors import MissingExtra
 from strictcall.storage import (
+    AuditRecord,
     IdempotencyConflict,
     IdempotencyKey,
     Note,
@@ -405,3 +406,23 @@ def test_awaited_calls_from_a_second_running_loop_are_served_on_threads(
         running.result(DEADLINE_S)
     # and once the first loop has ended, the next loop takes the connections over
     assert asyncio.run(store.count_notes_async("u1")) == 2
+
+
+def test_awaited_audit_batches_are_written_once_or_refused_whole(store: PostgresStore) -> None:
+    def batch(*call_ids: str) -> list[AuditRecord]:
+        return [AuditRecord.of_call(c, "u1", "read_note", None, 5) for c in call_ids]
+
+    async def scenario() -> None:
+        await store.record_calls_async(batch("a1", "a2"))
+        pg.allow_connections(store._url, False)
+        try:
+            pg.terminate_backends(store._url)
+            with pytest.raises(StoreUnavailable):
+                await store.record_calls_async(batch("lost-1"))
+        finally:
+            pg.allow_connections(store._url, True)
+        await eventually_async(lambda: store.record_calls_async(batch("a3")))
+
+    asyncio.run(scenario())
+    assert [r.call_id for r in store.recent_calls(10)] == ["a3", "a2", "a1"]
+    assert sum(row.calls for row in store.call_stats(0)) == 3

@@ -246,15 +246,17 @@ class Store(Protocol):
 
 @runtime_checkable
 class AwaitedNotes(Protocol):
-    """A store whose note calls can be awaited on the server's event loop (PostgreSQL): each
-    waits a network round trip, which an event loop awaits at less cost than a thread hop. The
-    same guarantees, faults and answers as the `Store` methods of the same names."""
+    """A store whose note calls and audit batches can be awaited on the server's event loop
+    (PostgreSQL): each waits a network round trip, which an event loop awaits at less cost than
+    a thread hop. The same guarantees, faults and answers as the `Store` methods of the same
+    names (without `_async`)."""
 
     async def read_note_async(self, owner: str, note_id: str) -> Note | None: ...
     async def list_notes_async(self, owner: str) -> list[Note]: ...
     async def count_notes_async(self, owner: str) -> int: ...
     async def create_note_async(self, owner: str, text: str, key: IdempotencyKey) -> Note: ...
     async def delete_note_async(self, owner: str, note_id: str, key: IdempotencyKey) -> bool: ...
+    async def record_calls_async(self, records: Sequence[AuditRecord]) -> None: ...
 
 
 def new_token() -> str:

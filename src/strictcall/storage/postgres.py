@@ -228,6 +228,10 @@ _COUNT_MINUTES: Final = (
 )
 
 
+# A batch of records and its per-minute counts, by one statement (one round trip, atomic).
+_RECORD_BATCH: Final = f"WITH rows AS ({_INSERT_AUDIT_ROWS}) {_COUNT_MINUTES}"
+
+
 class PostgresStore:
     """A PostgreSQL database behind a connection pool, shared by any number of servers.
 
@@ -559,22 +563,40 @@ class PostgresStore:
         """
         if not records:
             return
-        columns = [list(column) for column in zip(*records, strict=True)]
-        for index in (1, 2, 3, 8, 9):  # call_id, identity, tool, reason, pointer: text refuses NUL
-            columns[index] = [_no_nul(value) for value in columns[index]]
-        minutes = sorted(
-            (minute, *(_key(part) for part in rest), n)
-            for (minute, *rest), n in minute_counts(records).items()
-        )
-        counts = [list(column) for column in zip(*minutes, strict=True)]
+        batch = _audit_batch(records)
 
         def insert(conn: psycopg.Connection[Any]) -> None:
             with conn.transaction():
                 conn.execute("SET LOCAL synchronous_commit = off")
-                conn.execute(_INSERT_AUDIT_ROWS, columns)
-                conn.execute(_COUNT_MINUTES, counts)
+                conn.execute(_RECORD_BATCH, batch)
 
         self._run(insert, retry=False)
+
+    async def record_calls_async(self, records: Sequence[AuditRecord]) -> None:
+        """`record_calls`, awaited on the running loop: one statement, one round trip, on a
+        connection of the loop's own kept for the audit (its session commits without waiting
+        for the WAL flush, as above). Not retried: the caller keeps what was not written.
+
+        Raises:
+            StoreUnavailable: the batch was not written.
+        """
+        pool = self._loop_pool()
+        if pool is None:
+            return await asyncio.to_thread(self.record_calls, records)
+        if not records:
+            return None
+        if time.monotonic() < self._down_until:
+            raise StoreUnavailable("held after a fault")
+        batch = _audit_batch(records)
+        try:
+            conn = await pool.audit_connection()
+            await conn.execute(_RECORD_BATCH, batch)
+        except psycopg.Error as exc:
+            pool.drop_audit_connection()
+            if _is_lost(exc):
+                self._lost_at = time.monotonic()
+            raise StoreUnavailable(type(exc).__name__) from None
+        return None
 
     def recent_calls(self, limit: int) -> list[AuditRecord]:
         """The last `limit` calls, newest first."""
@@ -859,6 +881,7 @@ class _LoopPool:
         self._idle: deque[psycopg.AsyncConnection[Any]] = deque()
         self._waiters: deque[asyncio.Future[psycopg.AsyncConnection[Any] | None]] = deque()
         self._open = 0  # connections counted against `size`: idle, in use or being opened
+        self._audit: psycopg.AsyncConnection[Any] | None = None
 
     async def get(self, wait: float) -> psycopg.AsyncConnection[Any]:
         """A connection of this loop's.
@@ -928,10 +951,35 @@ class _LoopPool:
             self._open -= 1
             self._wake()
 
+    async def audit_connection(self) -> psycopg.AsyncConnection[Any]:
+        """The connection kept for the audit's batches (one writer at a time: the audit's
+        flush), opened when first asked for or after a fault; its session commits without
+        waiting for the WAL flush.
+
+        Raises:
+            psycopg.Error: it could not be opened.
+        """
+        if self._audit is None or self._audit.closed:
+            conn = await psycopg.AsyncConnection.connect(self._url, **self._kwargs)
+            try:
+                await conn.execute("SET synchronous_commit = off")
+            except BaseException:
+                _discard(conn)
+                raise
+            self._audit = conn
+        return self._audit
+
+    def drop_audit_connection(self) -> None:
+        """Close the audit's connection (after a fault): the next batch opens another."""
+        if self._audit is not None:
+            _discard(self._audit)
+            self._audit = None
+
     def close(self) -> None:
         """Close the idle connections; those in use are closed when given back."""
         self._size = 0
         self.drop_idle()
+        self.drop_audit_connection()
 
 
 def _discard(conn: psycopg.AsyncConnection[Any]) -> None:
@@ -954,6 +1002,19 @@ def _recorded(conn: psycopg.Connection[Any], owner: str, key: IdempotencyKey) ->
     if not hmac.compare_digest(row[0], key.fingerprint):
         raise IdempotencyConflict
     return str(row[1])
+
+
+def _audit_batch(records: Sequence[AuditRecord]) -> list[list[Any]]:
+    """The parameters of `_RECORD_BATCH`: the records as ten columns, then their per-minute
+    counts as eight, sorted (so that servers writing the same minutes lock them in one order)."""
+    columns = [list(column) for column in zip(*records, strict=True)]
+    for index in (1, 2, 3, 8, 9):  # call_id, identity, tool, reason, pointer: text refuses NUL
+        columns[index] = [_no_nul(value) for value in columns[index]]
+    minutes = sorted(
+        (minute, *(_key(part) for part in rest), n)
+        for (minute, *rest), n in minute_counts(records).items()
+    )
+    return [*columns, *(list(column) for column in zip(*minutes, strict=True))]
 
 
 async def _recorded_async(
