@@ -201,10 +201,13 @@ def load(
     pg = live.target.store == "postgres"
     cpu = http_load.group_cpu_s(live.server.proc.pid)
     db_cpu = database_cpu_s(database) if pg else 0.0
+    client = _children_cpu_s()
     result = http_load.run_wrk(live.url, script, conns, seconds, threads)
+    client = _children_cpu_s() - client
     cpu = http_load.group_cpu_s(live.server.proc.pid) - cpu
     requests = max(result["requests"], 1)
     result["server_cpu_us_per_req"] = cpu / requests * 1e6
+    result["client_cpu_us_per_req"] = client / requests * 1e6
     if pg:
         result["db_cpu_us_per_req"] = (database_cpu_s(database) - db_cpu) / requests * 1e6
     log(
@@ -213,6 +216,14 @@ def load(
         f" non-2xx {result['status']}, socket errors {result['socket_errors']}"
     )
     return result
+
+
+def _children_cpu_s() -> float:
+    """CPU seconds of this process's finished children: wrk's, read around one run."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _healthy(port: int) -> Callable[[], bool]:
@@ -299,6 +310,7 @@ def _summary(kinds: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
             "p99_ms": (med("p99_us") or 0) / 1000,
             "server_cpu_us_per_req": med("server_cpu_us_per_req"),
             "db_cpu_us_per_req": med("db_cpu_us_per_req"),
+            "client_cpu_us_per_req": med("client_cpu_us_per_req"),
             "failed": sum(s.get("failed", 0) + s["status"] + s["socket_errors"] for s in samples),
             "requests": sum(s["requests"] for s in samples),
         }
@@ -317,6 +329,8 @@ class Ratios:
     writes_s: float | None
     workers_pg: float | None
     workers_sqlite: float | None
+    ceiling_pg: float | None
+    """The most --workers 2 can give over --workers 1 on this machine's cores (reads, PG)."""
 
 
 def ratios(report: dict[str, Any]) -> Ratios:
@@ -342,14 +356,33 @@ def ratios(report: dict[str, Any]) -> Ratios:
         writes_s=get(pg1, "writes", "req_s"),
         workers_pg=div(get(pg2, "reads", "req_s"), get(pg1, "reads", "req_s")),
         workers_sqlite=div(get(sq2, "reads", "req_s"), get(sq1, "reads", "req_s")),
+        ceiling_pg=workers_ceiling(t.get(pg1, {}).get("reads"), os.cpu_count() or 1),
     )
+
+
+def workers_ceiling(row: dict[str, Any] | None, cores: int) -> float | None:
+    """How much a second worker can add at most, from one worker's CPU per request: one
+    worker serves at most one core's worth (1 / server CPU per request); all the processes
+    together (the servers, PostgreSQL's backends, wrk) at most every core's worth
+    (cores / their CPU per request summed). Two workers: the lesser of twice the first and the
+    second, over the first."""
+    if row is None:
+        return None
+    server = row.get("server_cpu_us_per_req")
+    everyone = [server, row.get("db_cpu_us_per_req"), row.get("client_cpu_us_per_req")]
+    if server is None or not server or any(part is None for part in everyone):
+        return None
+    total = sum(float(part) for part in everyone if part is not None)
+    one = 1 / float(server)
+    return min(2 * one, cores / total) / one
 
 
 def table(report: dict[str, Any]) -> list[str]:
     """The results as Markdown lines."""
     lines = [
-        "| target | load | req/s (runs) | p50 ms | p99 ms | server CPU µs/req | DB CPU µs/req |",
-        "|---|---|---:|---:|---:|---:|---:|",
+        "| target | load | req/s (runs) | p50 ms | p99 ms | server CPU µs/req | DB CPU µs/req"
+        " | wrk CPU µs/req |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for name, kinds in report["targets"].items():
         for kind, row in kinds.items():
@@ -359,7 +392,8 @@ def table(report: dict[str, Any]) -> list[str]:
                 f"| {name} | {kind} | {row['req_s']:,.0f} ({each})"
                 f" | {row['p50_ms']:.2f} | {row['p99_ms']:.2f}"
                 f" | {row['server_cpu_us_per_req']:.0f}"
-                f" | {'-' if db_cpu is None else f'{db_cpu:.0f}'} |"
+                f" | {'-' if db_cpu is None else f'{db_cpu:.0f}'}"
+                f" | {_n(row.get('client_cpu_us_per_req'))} |"
             )
     r = ratios(report)
 
@@ -378,7 +412,9 @@ def table(report: dict[str, Any]) -> list[str]:
         f" {verdict(None if r.p99_ms is None else r.p99_ms < 10)} |",
         f"| create_note on PostgreSQL >= 1,000 acknowledged/s | {_n(r.writes_s)}/s |"
         f" {verdict(None if r.writes_s is None else r.writes_s >= 1000)} |",
-        f"| --workers 2 >= 1.5x --workers 1, PostgreSQL (reads) | {_x(r.workers_pg)} |"
+        f"| --workers 2 >= 1.5x --workers 1, PostgreSQL (reads; at most {_x(r.ceiling_pg)} on"
+        f" {os.cpu_count()} cores from the CPU per request of server, database and wrk)"
+        f" | {_x(r.workers_pg)} |"
         f" {verdict(None if r.workers_pg is None else r.workers_pg >= 1.5)} |",
         f"| --workers 2 >= 1.5x --workers 1, SQLite (reads) | {_x(r.workers_sqlite)} |"
         f" {verdict(None if r.workers_sqlite is None else r.workers_sqlite >= 1.5)} |",

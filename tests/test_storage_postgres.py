@@ -426,3 +426,27 @@ def test_awaited_audit_batches_are_written_once_or_refused_whole(store: Postgres
     asyncio.run(scenario())
     assert [r.call_id for r in store.recent_calls(10)] == ["a3", "a2", "a1"]
     assert sum(row.calls for row in store.call_stats(0)) == 3
+
+
+def test_a_deleted_token_is_refused_by_every_server_once_its_cache_time_is_past(
+    pg_url: str,
+) -> None:
+    first = PostgresStore(pg_url, token_cache_s=0.5)
+    second = PostgresStore(pg_url, token_cache_s=0.5)
+    try:
+        token = first.create_token("u1")
+        assert first.identity_for_token(token) == second.identity_for_token(token) == "u1"
+        with first.connection() as conn:  # revoked, as an operator would: the row deleted
+            conn.execute("DELETE FROM tokens WHERE identity = 'u1'")
+        deadline = time.monotonic() + DEADLINE_S
+        while any(s.identity_for_token(token) is not None for s in (first, second)):
+            assert time.monotonic() < deadline, "a revoked token is still taken"
+            time.sleep(0.05)
+        never_cached = PostgresStore(pg_url)  # and a server that had not seen it refuses it
+        try:
+            assert never_cached.identity_for_token(token) is None
+        finally:
+            never_cached.close()
+    finally:
+        first.close()
+        second.close()

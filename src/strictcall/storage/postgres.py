@@ -238,6 +238,11 @@ class PostgresStore:
     `url` is a libpq URL or conninfo string (`postgresql://user@host:5432/db?...`). Unless it
     sets `options` itself, sessions get a statement timeout of `STATEMENT_TIMEOUT_MS`.
 
+    Calls made from threads (the operator's commands, /healthz, a token not yet known) go
+    through a psycopg_pool pool of up to `max_size` connections; the notes calls and the audit
+    batches a server's event loop awaits go through the loop's own, up to `LOOP_CONNECTIONS`
+    (at most `max_size`) and one for the audit, opened as calls need them.
+
     Raises (from the constructor):
         StoreUnavailable: the database cannot be reached or its schema not prepared.
         SchemaTooNew: the database was migrated by a newer strictcall.
@@ -251,8 +256,10 @@ class PostgresStore:
         *,
         max_size: int = CALL_THREADS + 3,
         pool_wait_s: float = POOL_WAIT_S,
+        token_cache_s: float = TOKEN_CACHE_S,
     ) -> None:
         self._pool_wait_s = pool_wait_s
+        self._token_cache_s = token_cache_s
         self._loop_size = min(LOOP_CONNECTIONS, max_size)
         self._loop_side: _LoopPool | None = None
         self._closed = False
@@ -527,9 +534,10 @@ class PostgresStore:
     def identity_for_token(self, token: str) -> str | None:
         """Whose token this is, or None for an unknown token.
 
-        A known token is remembered for `TOKEN_CACHE_S` seconds (in each server process), so
-        that a busy caller costs one hash and no query per call; an unknown one is looked up
-        every time.
+        A known token is remembered for `token_cache_s` seconds (`TOKEN_CACHE_S` unless the
+        store was opened with another; in each server process), so that a busy caller costs one
+        hash and no query per call; an unknown one is looked up every time. A token deleted
+        from the database is therefore refused by every server within that long.
         """
         digest = hash_token(token)
         cached = self._tokens.get(digest)
@@ -544,7 +552,7 @@ class PostgresStore:
         identity = str(row[1])
         if len(self._tokens) >= _TOKEN_CACHE_SIZE:
             self._tokens.clear()
-        self._tokens[digest] = (identity, now + TOKEN_CACHE_S)
+        self._tokens[digest] = (identity, now + self._token_cache_s)
         return identity
 
     # --- audit --------------------------------------------------------------------------------
