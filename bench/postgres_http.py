@@ -419,7 +419,42 @@ def table(report: dict[str, Any]) -> list[str]:
         f"| --workers 2 >= 1.5x --workers 1, SQLite (reads) | {_x(r.workers_sqlite)} |"
         f" {verdict(None if r.workers_sqlite is None else r.workers_sqlite >= 1.5)} |",
     ]
+    lines += ["", *where_it_goes(report)]
     return lines
+
+
+def where_it_goes(report: dict[str, Any]) -> list[str]:
+    """Where a read's CPU goes, from this run's figures: strictcall against the bare endpoints
+    and against itself on SQLite."""
+    t = report["targets"]
+
+    def cpu(name: str, key: str) -> float | None:
+        value = t.get(name, {}).get("reads", {}).get(key)
+        return None if value is None else float(value)
+
+    pg1 = "strictcall serve, postgres, --workers 1"
+    sq1 = "strictcall serve, sqlite, --workers 1"
+    server, db, wrk = (
+        cpu(pg1, k) for k in ("server_cpu_us_per_req", "db_cpu_us_per_req", "client_cpu_us_per_req")
+    )
+    if server is None:
+        return []
+    parts = [
+        f"Where a read goes (CPU per request, this run): strictcall on PostgreSQL {_n(server)} µs"
+        f" in the server, {_n(db)} in PostgreSQL, {_n(wrk)} in wrk"
+    ]
+    for name, label in ((BARE_AWAITED, "the bare endpoint awaited"), (BARE_THREADS, "on threads")):
+        if cpu(name, "server_cpu_us_per_req") is not None:
+            parts.append(
+                f"{label} {_n(cpu(name, 'server_cpu_us_per_req'))} µs in the server,"
+                f" {_n(cpu(name, 'db_cpu_us_per_req'))} in PostgreSQL"
+            )
+    if cpu(sq1, "server_cpu_us_per_req") is not None:
+        parts.append(
+            f"strictcall on SQLite {_n(cpu(sq1, 'server_cpu_us_per_req'))} µs in all (its own"
+            " work per call: HTTP, token, checks, audit, metrics, and the read in process)"
+        )
+    return ["; ".join(parts) + "."]
 
 
 def _x(value: float | None) -> str:
