@@ -211,7 +211,8 @@ class Store(Protocol):
         """How many calls are worth running at once on worker threads. 1: the database answers
         in process, in microseconds (SQLite): reads run inline on the caller's thread, writes
         one at a time. More: every call waits a network round trip (PostgreSQL): reads and
-        writes run on that many threads, so an event loop never waits on the database."""
+        writes run on that many threads, so an event loop never waits on the database (a store
+        that is also `AwaitedNotes` has a server's loop await them instead)."""
         ...
 
     def healthy(self) -> bool:
