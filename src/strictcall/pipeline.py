@@ -17,10 +17,8 @@ itself. `Gateway` and the seed's `handle` are both built from these rungs.
 from __future__ import annotations
 
 import inspect
-import logging
 import math
 import threading
-import traceback
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -61,8 +59,6 @@ from strictcall.tools import (
     ToolFailure,
     run_inline,
 )
-
-log = logging.getLogger("strictcall")
 
 ENVELOPE_MEMBERS: Final = ("arguments", "name")
 
@@ -501,8 +497,11 @@ def failure_of(compiled: CompiledTool, ctx: ToolContext, exc: Exception) -> Reje
 
 def _log_failure(ctx: ToolContext, exc: BaseException) -> None:
     """Log where a tool failed, without the exception's text (it may hold the caller's data)."""
+    import logging  # a failing tool's path only: not loaded by `import strictcall`
+    import traceback
+
     frames = "".join(traceback.format_tb(exc.__traceback__))
-    log.error(
+    logging.getLogger("strictcall").error(
         "tool %r failed in call %r with %s (message withheld)\n%s",
         ctx.tool,
         ctx.call_id,

@@ -12,8 +12,6 @@ import copy
 from collections.abc import Callable
 from typing import Final
 
-import jsonschema_rs
-
 from strictcall.errors import JSONValue, StrictcallError
 from strictcall.schema.describe import Violation, describe_error, is_custom
 from strictcall.schema.quick import QuickDescriber
@@ -57,6 +55,8 @@ class CompiledSchema:
     def __init__(self, schema: JSONValue) -> None:
         if not isinstance(schema, dict | bool):
             raise SchemaDefinitionError("a schema is an object or a boolean")
+        import jsonschema_rs  # on the first schema, not by `import strictcall` (~30 ms)
+
         try:
             jsonschema_rs.meta.validate(schema)
         except (jsonschema_rs.ValidationError, ValueError) as exc:

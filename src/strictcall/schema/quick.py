@@ -16,8 +16,6 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import Any, Final, NamedTuple
 
-import jsonschema_rs
-
 from strictcall.errors import JSONValue, Reason
 from strictcall.schema.describe import Violation
 from strictcall.schema.strict import EXACT_INTEGER
@@ -261,6 +259,8 @@ def _exact_integer_check(schema: dict[str, Any]) -> _Check:
 
 def _member_check(keyword: str, reason: Reason, options: JSONValue) -> _Check:
     # JSON Schema's equality (1 == 1.0, true != 1), exactly as the validator decides it
+    import jsonschema_rs  # loaded by the first schema (`CompiledSchema`), not by the import
+
     validator = jsonschema_rs.Draft202012Validator({keyword: options})
     violation = Violation((), reason, options, True)
     is_valid = validator.is_valid
@@ -311,6 +311,8 @@ def _gather(parts: list[_Check | None]) -> list[_Check]:
 
 def _by_validator(keyword: str, reason: Reason, value: JSONValue, expected: bool) -> _Check:
     """A check the validator's own engine decides (ECMA-262 patterns, formats, multipleOf)."""
+    import jsonschema_rs
+
     is_valid = jsonschema_rs.Draft202012Validator({keyword: value}, validate_formats=True).is_valid
     violation = Violation((), reason, value if expected else None, expected)
     return lambda v: None if is_valid(v) else violation
