@@ -19,7 +19,7 @@ from __future__ import annotations
 import inspect
 import math
 import threading
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Final
@@ -83,7 +83,7 @@ class CompiledTool:
     arguments: CompiledSchema
     result: CompiledSchema
     is_async: bool
-    refusals: dict[tuple[Violation, type], Rejection] = field(default_factory=dict)
+    refusals: dict[Hashable, Rejection] = field(default_factory=dict)
     """Rejections already built for this tool's argument violations whose expected value is
     a scalar (so shared answers share nothing mutable); at most `REFUSALS_KEPT`."""
 
@@ -242,16 +242,22 @@ def check_arguments(
     if violation is None:  # the two validators disagree: refuse without a location
         return Rejection(INVALID_ARGUMENTS)
     # The same mistake is usually made again: its rejection is built once (the key holds the
-    # expected value's type, since 1 == True).
-    kind = type(violation.expected)
-    scalar = kind in _SCALARS
-    if scalar:
-        known = compiled.refusals.get((violation, kind))
+    # expected value's type, since 1 == True; for a list of scalars, an enum's or the members
+    # an object declares, each item's type). `fail` gives each answer its own list.
+    expected = violation.expected
+    kind = type(expected)
+    key: Hashable | None = None
+    if kind in _SCALARS:
+        key = (violation, kind)
+    elif kind is list and all(type(item) in _SCALARS for item in expected):
+        key = (violation.path, violation.reason, tuple(expected), tuple(map(type, expected)))
+    if key is not None:
+        known = compiled.refusals.get(key)
         if known is not None:
             return known
     rejection = _refusal(violation)
-    if scalar and len(compiled.refusals) < REFUSALS_KEPT:
-        compiled.refusals[violation, kind] = rejection
+    if key is not None and len(compiled.refusals) < REFUSALS_KEPT:
+        compiled.refusals[key] = rejection
     return rejection
 
 
@@ -619,4 +625,8 @@ def succeed(call_id: str | int, result: JSONValue) -> dict[str, JSONValue]:
 
 def fail(call_id: str | int, rejection: Rejection, *, located: bool = True) -> dict[str, JSONValue]:
     """The answer to a call that a rung refused."""
-    return {"ok": False, "call_id": call_id, "error": rejection.as_error(located=located)}
+    error = rejection.as_error(located=located)
+    expected = error.get("expected")
+    if type(expected) is list:  # its own: a refusal's list may be shared (`check_arguments`)
+        error["expected"] = list(expected)
+    return {"ok": False, "call_id": call_id, "error": error}

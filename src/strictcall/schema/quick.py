@@ -73,7 +73,8 @@ _STRING: Final = (str,)
 _NUMBER: Final = (int, float)
 
 _Check = Callable[[Any], Violation | None]
-_Violation: Final = Violation
+_new: Final[Callable[[type[Violation], tuple[Any, ...]], Violation]] = tuple.__new__
+"""A Violation made in C (its NamedTuple constructor is a Python function)."""
 
 
 class QuickDescriber:
@@ -203,6 +204,11 @@ def _node(first: tuple[_Check, ...], by_type: dict[type, tuple[_Check, ...]]) ->
             return None
         if len(first) == 1:
             return first[0]
+    if not first and len(by_type) == 1:  # e.g. an object's members: one call less
+        ((only_type, checks),) = by_type.items()
+        if len(checks) == 1:
+            (only,) = checks
+            return lambda value: only(value) if type(value) is only_type else None
     get = by_type.get
 
     def describe(value: Any) -> Violation | None:
@@ -264,6 +270,12 @@ def _member_check(keyword: str, reason: Reason, options: JSONValue) -> _Check:
     validator = jsonschema_rs.Draft202012Validator({keyword: options})
     violation = Violation((), reason, options, True)
     is_valid = validator.is_valid
+    if isinstance(options, list) and all(
+        item is None or type(item) in _SCALARS for item in options
+    ):  # an enum of scalars (the usual one): a copy of the list, made in C
+        return lambda value: (
+            None if is_valid(value) else _new(Violation, ((), reason, list(options), True))
+        )
     if isinstance(options, list | dict):
         return lambda value: None if is_valid(value) else _fresh(violation)
     return lambda value: None if is_valid(value) else violation
@@ -376,7 +388,7 @@ def _items_check(items: _Part) -> _Check:
             else:
                 continue
             if found is not None:
-                return _Violation((index, *found[0]), found[1], found[2], found[3])
+                return _new(Violation, ((index, *found[0]), found[1], found[2], found[3]))
         return None
 
     return check
@@ -433,15 +445,20 @@ def _members_check(
     checked = {name: entry for name, entry in known.items() if entry[0] or entry[3]}
     not_allowed = Violation((), Reason.NOT_ALLOWED, None, False)
 
+    known_names = known.keys()
+    required = frozenset(name for name, _ in missing)
+
     def check(value: dict[str, Any]) -> Violation | None:
-        for name in value:
-            if name not in known:
-                if names is None:
-                    return not_allowed
-                return Violation((name,), Reason.UNEXPECTED_MEMBER, list(names), True)
-        for name, violation in missing:
-            if name not in value:
-                return violation
+        if not known_names >= value.keys():  # compared in C; the loop finds the first one
+            for name in value:
+                if name not in known:
+                    if names is None:
+                        return not_allowed
+                    return Violation((name,), Reason.UNEXPECTED_MEMBER, list(names), True)
+        if not value.keys() >= required:
+            for name, violation in missing:
+                if name not in value:
+                    return violation
         for name, item in value.items():
             entry = checked.get(name)
             if entry is None:
@@ -458,7 +475,7 @@ def _members_check(
             else:
                 continue
             if found is not None:
-                return _Violation((name, *found[0]), found[1], found[2], found[3])
+                return _new(Violation, ((name, *found[0]), found[1], found[2], found[3]))
         return None
 
     return check
