@@ -72,7 +72,8 @@ class CompiledSchema:
             )
         except (jsonschema_rs.ValidationError, ValueError) as exc:
             raise SchemaDefinitionError(str(exc)) from None
-        self._flat = QuickDescriber.of(self.strict)
+        describer = QuickDescriber.of(self.strict)
+        self._flat = None if describer is None else describer.first_violation
         self.admits_numbers: Final = admits_numbers(self.strict)
         """Whether a value it accepts may hold a number anywhere (True when in doubt)."""
         self.is_valid_when: Final[tuple[Callable[[JSONValue], bool], ...]] = (
@@ -93,7 +94,7 @@ class CompiledSchema:
         finds another fault at that place (2.0 against multipleOf 5 is told "integer").
         """
         if self._flat is not None:
-            quick = self._flat.first_violation(instance)
+            quick = self._flat(instance)
             if quick is not None:
                 return quick
         return self.exact_violation(instance)

@@ -85,10 +85,13 @@ class QuickDescriber:
     copied for each answer, since answers are handed out.
     """
 
-    __slots__ = ("_root",)
+    __slots__ = ("_root", "first_violation")
 
     def __init__(self, root: Describe) -> None:
         self._root: Final = root
+        self.first_violation: Final[Describe] = root
+        """The violation in an instance, or None when it finds none (the exact path then
+        looks): the compiled describer itself, called without a method in between."""
 
     @classmethod
     def of(cls, schema: JSONValue) -> QuickDescriber | None:
@@ -98,10 +101,6 @@ class QuickDescriber:
         except _Uncovered:
             return None
         return None if root is None else cls(root)
-
-    def first_violation(self, instance: JSONValue) -> Violation | None:
-        """The violation in `instance`, or None when it finds none (the exact path then looks)."""
-        return self._root(instance)
 
 
 FlatObject = QuickDescriber
@@ -166,6 +165,10 @@ def _compile_part(schema: JSONValue) -> _Part | None:
     if kinds is None:
         return _Part(None, _nothing, rest, rest if rest is not None else _nothing)
     types = frozenset(python for kind in kinds for python in _PYTHON_TYPES[kind])
+    if not first and by_type.keys() == types:
+        (only, *others) = by_type.values()
+        if not others and len(only) == 1:
+            rest = only[0]  # asked only of a value of its one type: no dispatch on the type
     # A float where an integer is asked for is strictcall's own rule, which wins over the
     # type's own error (`CompiledSchema.exact_violation`): told "integer" either way.
     wrong = _type_check(kinds)
