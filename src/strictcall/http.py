@@ -140,7 +140,7 @@ class RpcApp:
         if not self.in_flight.enter(identity):
             return self._refusal(429, CALLER_BUSY, identity)
         try:
-            if declared_length(scope) > self.max_body or len(body) > self.max_body:
+            if len(body) > self.max_body:  # all of it is here: its length is the declared one
                 return self._too_large(identity)
             reply = self.service.answer_now(bytes(body), identity)
         finally:
@@ -148,7 +148,7 @@ class RpcApp:
         if reply is AWAIT:
             return None
         if reply is None:
-            return 204, [], b""
+            return 204, _response_headers(b""), b""
         return 200, _response_headers(reply), reply
 
     async def _guarded(self, app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
@@ -173,9 +173,17 @@ class RpcApp:
         """The caller's identity, or its refusal: 403 for a foreign origin (checked before the
         token: a foreign page learns nothing of tokens), 401 without a known token, 503 when
         the token store is down."""
-        if not self.origins.admits(origin_of(scope)):
+        origin = None
+        authorization = None
+        for name, value in scope["headers"]:  # one pass for both
+            if name == b"authorization":
+                if authorization is None:
+                    authorization = value
+            elif name == b"origin" and origin is None:
+                origin = value
+        if not self.origins.admits(None if origin is None else origin.decode("latin-1")):
             return self._refusal(403, FOREIGN_ORIGIN)
-        token = bearer_token(scope)
+        token = None if authorization is None else token_of(authorization)
         try:
             identity = None if token is None else self.store.identity_for_token(token)
         except StoreUnavailable:
@@ -226,14 +234,19 @@ def bearer_token(scope: Scope) -> str | None:
     """The token of an `Authorization: Bearer <token>` header, or None."""
     for name, value in scope["headers"]:
         if name == b"authorization":
-            scheme, _, token = value.partition(b" ")
-            if scheme.lower() != b"bearer" or not token.strip():
-                return None
-            try:
-                return str(token.strip().decode("ascii"))
-            except UnicodeDecodeError:
-                return None
+            return token_of(value)
     return None
+
+
+def token_of(authorization: bytes) -> str | None:
+    """The token of an Authorization header's value `Bearer <token>`, or None."""
+    scheme, _, token = authorization.partition(b" ")
+    if scheme.lower() != b"bearer" or not token.strip():
+        return None
+    try:
+        return str(token.strip().decode("ascii"))
+    except UnicodeDecodeError:
+        return None
 
 
 def declared_length(scope: Scope) -> int:
@@ -250,14 +263,6 @@ def declared_length(scope: Scope) -> int:
 
 class ClientGone(StrictcallError):
     """The client disconnected before its request's body had arrived: nothing to answer."""
-
-
-def origin_of(scope: Scope) -> str | None:
-    """The request's Origin header (as the browser sent it), or None without one."""
-    for name, value in scope["headers"]:
-        if name == b"origin":
-            return str(value.decode("latin-1"))
-    return None
 
 
 async def read_body(receive: Receive, limit: int) -> bytes | None:
