@@ -168,4 +168,9 @@ class CoalescingHttpToolsProtocol(HttpToolsProtocol):
         self.transport.write(b"".join(content))
         if not cycle.keep_alive:
             self.transport.close()
+        self._answered_now()
+
+    def _answered_now(self) -> None:
+        """A request answered in place is done: as uvicorn ends one (no request waits behind
+        it: one in progress would have kept it from being answered in place)."""
         self.on_response_complete()

@@ -65,8 +65,21 @@ def guarded_protocol(limits: EdgeLimits) -> type[CoalescingHttpToolsProtocol]:
 
         def on_message_begin(self) -> None:
             super().on_message_begin()
-            if self._due is None:  # a keep-alive connection's next request
+            if self._due is None or self._then == self._idle_too_long:  # the next request
                 self._arm(self.edge.header_timeout_s, self._headers_too_slow)
+
+        def _answered_now(self) -> None:
+            """After an answer made in place, the connection's keep-alive deadline is this
+            guard's one timer too (uvicorn makes and cancels a timer per request for it)."""
+            self.server_state.total_requests += 1
+            if self.transport.is_closing():
+                return
+            self._unset_keepalive_if_required()
+            self.flow.resume_reading()
+            self._arm(self.timeout_keep_alive, self._idle_too_long)
+
+        def _idle_too_long(self) -> None:
+            self.timeout_keep_alive_handler()
 
         def on_headers_complete(self) -> None:
             self._disarm()
