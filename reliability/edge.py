@@ -4,6 +4,9 @@ their headers one byte at a time, on a real `strictcall serve` (default limits: 
 the server took to cut the slow clients off.
 
     .venv/bin/python reliability/edge.py [--slow 200] [--calls 2000] [--header-timeout 10]
+                                         [--db postgresql://...]
+
+With `--db` the server serves from that PostgreSQL database (default: a SQLite file of its own).
 """
 
 from __future__ import annotations
@@ -72,9 +75,10 @@ def main() -> None:
     parser.add_argument("--slow", type=int, default=200)
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--header-timeout", type=float, default=10.0)
+    parser.add_argument("--db", help="a postgresql:// URL to serve from (default: a SQLite file)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
-        db = Path(folder) / "edge.sqlite3"
+        db: Path | str = Path(folder) / "edge.sqlite3" if args.db is None else args.db
         token = create_token(db, "agent")
         server = HttpServer(
             db, Path(folder) / "stderr.log", ("--header-timeout", str(args.header_timeout))
@@ -117,6 +121,7 @@ def main() -> None:
                     "max": round(max(cut), 2) if cut else None,
                 },
                 "header_timeout_s": args.header_timeout,
+                "store": "sqlite" if args.db is None else "postgresql",
             },
             indent=2,
         )

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -73,11 +73,16 @@ def create_token(db: Path | str, identity: str) -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
-def start_server(db: Path | str, *extra: str) -> RunningServer:
+def start_server(
+    db: Path | str, *extra: str, prefix: Sequence[str] = (), db_url: str | None = None
+) -> RunningServer:
     """Start `strictcall serve --port 0` on `db` and wait, with a deadline, until it listens;
-    with --demo, also until it has printed its curl lines."""
+    with --demo, also until it has printed its curl lines. `prefix` runs the command through
+    another (`ip netns exec NS`, say); `db_url` is the URL the server opens, when it reaches
+    `db` by another address than the tests."""
+    command = [sys.executable, "-m", "strictcall", "serve", "--port", "0"]
     process = subprocess.Popen(
-        [sys.executable, "-m", "strictcall", "serve", "--port", "0", "--db", str(db), *extra],
+        [*prefix, *command, "--db", str(db) if db_url is None else db_url, *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

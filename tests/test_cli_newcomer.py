@@ -68,9 +68,19 @@ def test_a_port_outside_0_to_65535_is_refused_by_the_argument_parser(
     assert not db.exists()  # refused before anything was opened
 
 
+@pytest.mark.parametrize("port", ["70000", "65536", "-1", "1e3", "eighty"])
+def test_the_proxy_refuses_a_port_outside_0_to_65535_too(port: str) -> None:
+    done = run("proxy", "--upstream-cmd", "true", "--port", port)
+    assert done.returncode == 2
+    assert "--port" in done.stderr and "usage:" in done.stderr
+    assert done.stdout == ""
+
+
+@pytest.mark.parametrize("command", ["serve", "proxy"])
 @pytest.mark.parametrize("port", [0, 1, 8765, 65535])
-def test_every_port_from_0_to_65535_is_accepted(port: int) -> None:
-    args = build_parser().parse_args(["serve", "--port", str(port)])
+def test_every_port_from_0_to_65535_is_accepted(command: str, port: int) -> None:
+    upstream = ["--upstream-cmd", "true"] if command == "proxy" else []
+    args = build_parser().parse_args([command, *upstream, "--port", str(port)])
     assert args.port == port
 
 

@@ -1,5 +1,5 @@
 """The HTTP edge holds against hostile clients: Origin checks, slow clients, connection and
-in-flight limits, on a real `strictcall serve`."""
+in-flight limits, on a real `strictcall serve`, on each store (SQLite, then PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -90,17 +89,18 @@ def test_edge_limits_refuse_nonsense() -> None:
 
 
 @pytest.fixture(scope="module")
-def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("edge") / "notes.sqlite3"
+def db(service_db: str) -> str:
+    """The servers' store: a SQLite file, then a fresh PostgreSQL database (tests/conftest.py)."""
+    return service_db
 
 
 @pytest.fixture(scope="module")
-def tokens(db: Path) -> dict[str, str]:
+def tokens(db: str) -> dict[str, str]:
     return {identity: create_token(db, identity) for identity in ("flood", "agent")}
 
 
 @pytest.fixture(scope="module")
-def server(db: Path, tokens: dict[str, str]) -> Iterator[RunningServer]:
+def server(db: str, tokens: dict[str, str]) -> Iterator[RunningServer]:
     running = start_server(
         db,
         "--allow-origin",
@@ -153,7 +153,7 @@ def test_the_origin_matrix_on_a_loopback_server(
 
 
 def test_a_foreign_origin_is_refused_before_the_token_is_read_and_audited(
-    server: RunningServer, db: Path
+    server: RunningServer, db: str
 ) -> None:
     response = post(server, "/rpc", "sc_not-a-token", "http://evil.example")
     assert response.status_code == 403  # not 401: a foreign page learns nothing of tokens
@@ -264,7 +264,7 @@ def test_a_body_that_stalls_is_cut_off_by_the_minimum_rate(
 
 
 def test_connections_beyond_the_limit_are_answered_503_at_once(
-    db: Path, tokens: dict[str, str]
+    db: str, tokens: dict[str, str]
 ) -> None:
     running = start_server(db, "--max-connections", "3", "--header-timeout", "5")
     parts = urlsplit(running.base_url)

@@ -268,7 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--identity", type=_utf8_text, help="with --stdio: the caller every call runs as"
     )
     proxy.add_argument("--host", default="127.0.0.1", help="HTTP: default 127.0.0.1")
-    proxy.add_argument("--port", type=int, help="HTTP: default 8765; 0 picks a free one")
+    proxy.add_argument("--port", type=_port, help="HTTP: 0-65535, default 8765; 0 picks a free one")
     proxy.add_argument("--db", type=_utf8_text, help=db_help + "; tokens and the audit log")
     proxy.add_argument(
         "--allow", type=_utf8_text, metavar="FILE", help="allow-list: identity -> tool names"
