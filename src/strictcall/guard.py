@@ -71,6 +71,9 @@ def guarded_protocol(limits: EdgeLimits) -> type[CoalescingHttpToolsProtocol]:
         def _answered_now(self) -> None:
             """After an answer made in place, the connection's keep-alive deadline is this
             guard's one timer too (uvicorn makes and cancels a timer per request for it)."""
+            if self.pipeline:  # a request waits behind this one: uvicorn starts it
+                super()._answered_now()
+                return
             self.server_state.total_requests += 1
             if self.transport.is_closing():
                 return
