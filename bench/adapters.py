@@ -4,8 +4,10 @@ Run:  .venv/bin/python bench/adapters.py [--rounds 7] [--batch 0.05]
 (`make bench` runs it too, and puts its table in bench/RESULTS.md.)
 
 One read_note call on the in-memory notes gateway (the same gateway as the in-process bench),
-as a provider's turn holds it, valid and wrong-typed, each figure timed right after a batch of
-its baseline and reported as a ratio (median over the rounds):
+as a provider's turn holds it, valid and wrong-typed. Each round times every figure beside a
+batch of its baseline (which runs first alternates from round to round), and a figure is the
+median over the rounds of those ratios. Batches are timed in CPU time of this thread: the calls
+do no I/O, and on a shared machine wall time would also count the time other processes ran.
 
 - baseline: `gateway.call(text, identity, call_id)`, text in, answer dict out;
 - Chat Completions: `run_openai_tool_calls(gateway, [tool_call], identity)` on a plain dict and
@@ -43,6 +45,9 @@ from strictcall.adapters import (
 )
 
 TARGET_RATIO = 1.2
+CLOCK = time.thread_time
+"""The CPU time of this thread: the calls do no I/O, so the time a batch spends descheduled while
+other processes run on a shared machine is not the call's, and wall time would count it."""
 ARGUMENTS = {"valid": '{"note_id":"n1"}', "invalid": '{"note_id":123}'}
 
 
@@ -100,10 +105,10 @@ def batch(fn: Callable[[], Any], n: int) -> float:
     gc.collect()
     gc.disable()
     try:
-        start = time.perf_counter()
+        start = CLOCK()
         for _ in range(n):
             fn()
-        return time.perf_counter() - start
+        return CLOCK() - start
     finally:
         gc.enable()
 
@@ -126,12 +131,19 @@ def measure(rounds: int, seconds: float) -> list[dict[str, Any]]:
         us: dict[str, list[float]] = {name: [] for name in found}
         ratios: dict[str, list[float]] = {name: [] for name in found}
         baseline, base_n = found["Gateway.call"], sizes["Gateway.call"]
-        for _ in range(rounds):
+        for round_ in range(rounds):
             for name, fn in found.items():
-                # each figure right after its own baseline batch: on a shared machine, the load
-                # changes between batches, and a ratio of neighbours is what holds
-                base = batch(baseline, base_n) / base_n
-                per_call = base if fn is baseline else batch(fn, sizes[name]) / sizes[name]
+                # each figure beside its own baseline batch: on a shared machine, the load
+                # changes between batches, and a ratio of neighbours is what holds; which of
+                # the two goes first alternates, so neither is always the one run warm
+                if fn is baseline:
+                    per_call = base = batch(baseline, base_n) / base_n
+                elif round_ % 2:
+                    per_call = batch(fn, sizes[name]) / sizes[name]
+                    base = batch(baseline, base_n) / base_n
+                else:
+                    base = batch(baseline, base_n) / base_n
+                    per_call = batch(fn, sizes[name]) / sizes[name]
                 us[name].append(per_call * 1e6)
                 ratios[name].append(per_call / base)
         for name in found:

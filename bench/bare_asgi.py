@@ -9,10 +9,12 @@ a missed lookup answers a JSON-RPC error. GET /healthz answers {"status":"ok"}.
 
 Reference variants, run by this file itself (`python bench/bare_asgi.py --port P ...`):
 `--sqlite` looks the note up with one indexed sqlite3 SELECT in a file of its own (what the
-database read alone costs over HTTP), `--postgres URL` with the same SELECT on a PostgreSQL
-database through psycopg's pool, on 8 worker threads (strictcall's own way with PostgreSQL),
-and `--coalesced` serves on strictcall's own protocol (`strictcall.coalesce`, one write per
-answer) instead of uvicorn's stock httptools one.
+database read alone costs over HTTP); `--postgres URL` with the same SELECT on a PostgreSQL
+database through psycopg's pool, on 8 worker threads (strictcall's way with PostgreSQL before
+it awaited its calls); `--postgres URL --awaited` with that SELECT awaited on the event loop
+through 8 psycopg AsyncConnections (strictcall's own way now); and `--coalesced` serves on
+strictcall's own protocol (`strictcall.coalesce`, one write per answer) instead of uvicorn's
+stock httptools one.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ def _in_dict(identity: str, note_id: Any) -> str | None:
 
 _lookup: Callable[[str, Any], str | None] = _in_dict
 _threads: Any = None  # an executor the lookup runs on (the PostgreSQL variant), or inline
+_awaited: Callable[[str, Any], Awaitable[str | None]] | None = None  # or a lookup awaited
 
 
 def _sqlite_lookup(path: Path) -> Callable[[str, Any], str | None]:
@@ -60,19 +63,9 @@ def _sqlite_lookup(path: Path) -> Callable[[str, Any], str | None]:
 def _postgres_lookup(url: str) -> Callable[[str, Any], str | None]:
     """The notes in a table of their own in the database at `url`, read by one indexed SELECT
     per call on a pooled psycopg connection (autocommit, as strictcall's)."""
-    import psycopg
     from psycopg_pool import ConnectionPool
 
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("DROP TABLE IF EXISTS bare_notes")
-        conn.execute(
-            "CREATE TABLE bare_notes (owner text, id text, text bytea, PRIMARY KEY (owner, id))"
-        )
-        for owner, notes in NOTES.items():
-            for note_id, text in notes.items():
-                conn.execute(
-                    "INSERT INTO bare_notes VALUES (%s, %s, %s)", (owner, note_id, text.encode())
-                )
+    _make_table(url)
     pool: ConnectionPool[Any] = ConnectionPool(
         url, kwargs={"autocommit": True}, min_size=2, max_size=11, open=True
     )
@@ -83,6 +76,52 @@ def _postgres_lookup(url: str) -> Callable[[str, Any], str | None]:
             row = conn.execute(
                 "SELECT text FROM bare_notes WHERE owner = %s AND id = %s", (identity, note_id)
             ).fetchone()
+        return None if row is None else bytes(row[0]).decode()
+
+    return lookup
+
+
+def _make_table(url: str, table: str = "bare_notes") -> None:
+    """The notes in a table of their own (each variant its own: two may run at once)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"DROP TABLE IF EXISTS {table}")
+        conn.execute(
+            f"CREATE TABLE {table} (owner text, id text, text bytea, PRIMARY KEY (owner, id))"
+        )
+        for owner, notes in NOTES.items():
+            for note_id, text in notes.items():
+                conn.execute(
+                    f"INSERT INTO {table} VALUES (%s, %s, %s)".encode(),
+                    (owner, note_id, text.encode()),
+                )
+
+
+def _postgres_awaited(url: str, size: int) -> Callable[[str, Any], Awaitable[str | None]]:
+    """The same SELECT, awaited on the server's loop through `size` AsyncConnections (opened
+    on the first calls, handed round by a queue)."""
+    import psycopg
+
+    _make_table(url, "bare_notes_awaited")
+    idle: asyncio.Queue[Any] = asyncio.Queue()
+    opened = 0
+
+    async def lookup(identity: str, note_id: Any) -> str | None:
+        nonlocal opened
+        if idle.empty() and opened < size:
+            opened += 1
+            conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
+        else:
+            conn = await idle.get()
+        try:
+            cursor = await conn.execute(
+                "SELECT text FROM bare_notes_awaited WHERE owner = %s AND id = %s",
+                (identity, note_id),
+            )
+            row = await cursor.fetchone()
+        finally:
+            idle.put_nowait(conn)
         return None if row is None else bytes(row[0]).decode()
 
     return lookup
@@ -123,7 +162,9 @@ async def app(scope: dict[str, Any], receive: Receive, send: Send) -> None:
     identity = TOKENS.get(token.decode("latin-1"))
     request = json.loads(body)
     note_id = request["params"]["arguments"]["note_id"]
-    if _threads is None:
+    if _awaited is not None:
+        text = await _awaited(identity or "", note_id)
+    elif _threads is None:
         text = _lookup(identity or "", note_id)
     else:
         loop = asyncio.get_running_loop()
@@ -153,12 +194,13 @@ def main() -> None:
 
     import uvicorn
 
-    global _lookup, _threads
+    global _lookup, _threads, _awaited
     parser = argparse.ArgumentParser()
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--sqlite", action="store_true", help="notes in a SQLite file")
     parser.add_argument("--postgres", metavar="URL", help="notes in a PostgreSQL database")
+    parser.add_argument("--awaited", action="store_true", help="with --postgres: on the loop")
     parser.add_argument("--coalesced", action="store_true", help="strictcall's protocol")
     args = parser.parse_args()
     http: Any = "httptools"
@@ -169,7 +211,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bare-sqlite-") as workdir:
         if args.sqlite:
             _lookup = _sqlite_lookup(Path(workdir) / "notes.sqlite3")
-        if args.postgres:
+        if args.postgres and args.awaited:
+            _awaited = _postgres_awaited(args.postgres, 8)
+        elif args.postgres:
             _lookup = _postgres_lookup(args.postgres)
             _threads = ThreadPoolExecutor(8)
         uvicorn.run(

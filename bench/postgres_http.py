@@ -4,9 +4,10 @@ On a database of its own (`strictcall_bench_<random>` on the server at --admin-u
 the end), loaded by wrk in turns (a run of each target, then the next run), at --connections:
 
     reads   read_note of u1's note: strictcall serve on PostgreSQL (--workers 1 and 2), the bare
-            endpoint doing the same indexed SELECT through psycopg's pool on the same server
-            stack (bench/bare_asgi.py --postgres --coalesced), strictcall serve on SQLite
-            (--workers 1 and 2)
+            endpoint doing the same indexed SELECT through psycopg on the same server stack
+            (bench/bare_asgi.py --postgres --coalesced), on 8 threads through psycopg's pool
+            and awaited on the loop through 8 AsyncConnections (--awaited, strictcall's way),
+            strictcall serve on SQLite (--workers 1 and 2)
     writes  create_note, every request with a call id of its own (so each is a new note): the
             same four strictcall servers; an answer that is not a success is counted
 
@@ -41,7 +42,9 @@ METHOD = (
     " and writes (create_note, each request a new call id). Server CPU is the server's process"
     " group (every worker); DB CPU the PostgreSQL backends serving the bench's database. The"
     " bare endpoint is bench/bare_asgi.py --postgres --coalesced: the same indexed SELECT"
-    " through psycopg's pool on 8 threads, on the same server stack, without any check."
+    " through psycopg on the same server stack, without any check, in two ways: through"
+    " psycopg's pool on 8 threads, and awaited on the loop through 8 AsyncConnections"
+    " (--awaited, as strictcall does); the target is read against the faster of the two."
 )
 ADMIN_URL = os.environ.get("STRICTCALL_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 TEXT = "退款窗口为 7 天。"
@@ -141,15 +144,20 @@ def strictcall_target(db: str, store: str, workers: int) -> Target:
     return Target(f"strictcall serve, {store}, --workers {workers}", store, command, read, token)
 
 
-def bare_target(url: str) -> Target:
+BARE_THREADS = "bare endpoint + the same SELECT (psycopg)"
+BARE_AWAITED = "bare endpoint + the same SELECT, awaited (psycopg async)"
+
+
+def bare_target(url: str, *, awaited: bool = False) -> Target:
     headers = {"Content-Type": "application/json", "Authorization": "Bearer bench-token-u1"}
     read = http_load.Call(
         "valid", http_load.rpc_body("n1"), headers, http_load.check_rpc_note("n1", TEXT)
     )
     script = str(ROOT / "bench" / "bare_asgi.py")
     command = [sys.executable, script, "--host", HOST, "--port", "{port}"]
-    command += ["--postgres", url, "--coalesced"]
-    return Target("bare endpoint + the same SELECT (psycopg)", "postgres", command, read, None)
+    command += ["--postgres", url, "--coalesced", *(["--awaited"] if awaited else [])]
+    name = BARE_AWAITED if awaited else BARE_THREADS
+    return Target(name, "postgres", command, read, None)
 
 
 @contextlib.contextmanager
@@ -193,10 +201,13 @@ def load(
     pg = live.target.store == "postgres"
     cpu = http_load.group_cpu_s(live.server.proc.pid)
     db_cpu = database_cpu_s(database) if pg else 0.0
+    client = _children_cpu_s()
     result = http_load.run_wrk(live.url, script, conns, seconds, threads)
+    client = _children_cpu_s() - client
     cpu = http_load.group_cpu_s(live.server.proc.pid) - cpu
     requests = max(result["requests"], 1)
     result["server_cpu_us_per_req"] = cpu / requests * 1e6
+    result["client_cpu_us_per_req"] = client / requests * 1e6
     if pg:
         result["db_cpu_us_per_req"] = (database_cpu_s(database) - db_cpu) / requests * 1e6
     log(
@@ -205,6 +216,14 @@ def load(
         f" non-2xx {result['status']}, socket errors {result['socket_errors']}"
     )
     return result
+
+
+def _children_cpu_s() -> float:
+    """CPU seconds of this process's finished children: wrk's, read around one run."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _healthy(port: int) -> Callable[[], bool]:
@@ -225,6 +244,7 @@ def run(connections: int, seconds: float, runs: int, threads: int, workdir: Path
             strictcall_target(url, "postgres", 1),
             strictcall_target(url, "postgres", 2),
             bare_target(url),
+            bare_target(url, awaited=True),
             strictcall_target(sqlite, "sqlite", 1),
             strictcall_target(sqlite, "sqlite", 2),
         ]
@@ -290,6 +310,7 @@ def _summary(kinds: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
             "p99_ms": (med("p99_us") or 0) / 1000,
             "server_cpu_us_per_req": med("server_cpu_us_per_req"),
             "db_cpu_us_per_req": med("db_cpu_us_per_req"),
+            "client_cpu_us_per_req": med("client_cpu_us_per_req"),
             "failed": sum(s.get("failed", 0) + s["status"] + s["socket_errors"] for s in samples),
             "requests": sum(s["requests"] for s in samples),
         }
@@ -301,10 +322,15 @@ class Ratios:
     """The issue's targets, as measured."""
 
     vs_bare: float | None
+    """Against the faster of the two bare endpoints (the floor the target is read against)."""
+    vs_bare_threads: float | None
+    vs_bare_awaited: float | None
     p99_ms: float | None
     writes_s: float | None
     workers_pg: float | None
     workers_sqlite: float | None
+    ceiling_pg: float | None
+    """The most --workers 2 can give over --workers 1 on this machine's cores (reads, PG)."""
 
 
 def ratios(report: dict[str, Any]) -> Ratios:
@@ -319,21 +345,44 @@ def ratios(report: dict[str, Any]) -> Ratios:
 
     pg1, pg2 = "strictcall serve, postgres, --workers 1", "strictcall serve, postgres, --workers 2"
     sq1, sq2 = "strictcall serve, sqlite, --workers 1", "strictcall serve, sqlite, --workers 2"
-    bare = "bare endpoint + the same SELECT (psycopg)"
+    threads = get(BARE_THREADS, "reads", "req_s")
+    awaited = get(BARE_AWAITED, "reads", "req_s")
+    floors = [floor for floor in (threads, awaited) if floor is not None]
     return Ratios(
-        vs_bare=div(get(pg1, "reads", "req_s"), get(bare, "reads", "req_s")),
+        vs_bare=div(get(pg1, "reads", "req_s"), max(floors) if floors else None),
+        vs_bare_threads=div(get(pg1, "reads", "req_s"), threads),
+        vs_bare_awaited=div(get(pg1, "reads", "req_s"), awaited),
         p99_ms=get(pg1, "reads", "p99_ms"),
         writes_s=get(pg1, "writes", "req_s"),
         workers_pg=div(get(pg2, "reads", "req_s"), get(pg1, "reads", "req_s")),
         workers_sqlite=div(get(sq2, "reads", "req_s"), get(sq1, "reads", "req_s")),
+        ceiling_pg=workers_ceiling(t.get(pg1, {}).get("reads"), os.cpu_count() or 1),
     )
+
+
+def workers_ceiling(row: dict[str, Any] | None, cores: int) -> float | None:
+    """How much a second worker can add at most, from one worker's CPU per request: one
+    worker serves at most one core's worth (1 / server CPU per request); all the processes
+    together (the servers, PostgreSQL's backends, wrk) at most every core's worth
+    (cores / their CPU per request summed). Two workers: the lesser of twice the first and the
+    second, over the first."""
+    if row is None:
+        return None
+    server = row.get("server_cpu_us_per_req")
+    everyone = [server, row.get("db_cpu_us_per_req"), row.get("client_cpu_us_per_req")]
+    if server is None or not server or any(part is None for part in everyone):
+        return None
+    total = sum(float(part) for part in everyone if part is not None)
+    one = 1 / float(server)
+    return min(2 * one, cores / total) / one
 
 
 def table(report: dict[str, Any]) -> list[str]:
     """The results as Markdown lines."""
     lines = [
-        "| target | load | req/s (runs) | p50 ms | p99 ms | server CPU µs/req | DB CPU µs/req |",
-        "|---|---|---:|---:|---:|---:|---:|",
+        "| target | load | req/s (runs) | p50 ms | p99 ms | server CPU µs/req | DB CPU µs/req"
+        " | wrk CPU µs/req |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for name, kinds in report["targets"].items():
         for kind, row in kinds.items():
@@ -343,7 +392,8 @@ def table(report: dict[str, Any]) -> list[str]:
                 f"| {name} | {kind} | {row['req_s']:,.0f} ({each})"
                 f" | {row['p50_ms']:.2f} | {row['p99_ms']:.2f}"
                 f" | {row['server_cpu_us_per_req']:.0f}"
-                f" | {'-' if db_cpu is None else f'{db_cpu:.0f}'} |"
+                f" | {'-' if db_cpu is None else f'{db_cpu:.0f}'}"
+                f" | {_n(row.get('client_cpu_us_per_req'))} |"
             )
     r = ratios(report)
 
@@ -355,18 +405,56 @@ def table(report: dict[str, Any]) -> list[str]:
         "| target (issue 13) | measured | verdict |",
         "|---|---:|---|",
         f"| reads on PostgreSQL >= 0.9x the bare same-SELECT endpoint at {report['connections']}"
-        f" connections | {_x(r.vs_bare)} |"
+        f" connections (the faster bare: threads {_x(r.vs_bare_threads)}, awaited"
+        f" {_x(r.vs_bare_awaited)}) | {_x(r.vs_bare)} |"
         f" {verdict(None if r.vs_bare is None else r.vs_bare >= 0.9)} |",
         f"| p99 < 10 ms (reads, PostgreSQL) | {_ms(r.p99_ms)} |"
         f" {verdict(None if r.p99_ms is None else r.p99_ms < 10)} |",
         f"| create_note on PostgreSQL >= 1,000 acknowledged/s | {_n(r.writes_s)}/s |"
         f" {verdict(None if r.writes_s is None else r.writes_s >= 1000)} |",
-        f"| --workers 2 >= 1.5x --workers 1, PostgreSQL (reads) | {_x(r.workers_pg)} |"
+        f"| --workers 2 >= 1.5x --workers 1, PostgreSQL (reads; at most {_x(r.ceiling_pg)} on"
+        f" {os.cpu_count()} cores from the CPU per request of server, database and wrk)"
+        f" | {_x(r.workers_pg)} |"
         f" {verdict(None if r.workers_pg is None else r.workers_pg >= 1.5)} |",
         f"| --workers 2 >= 1.5x --workers 1, SQLite (reads) | {_x(r.workers_sqlite)} |"
         f" {verdict(None if r.workers_sqlite is None else r.workers_sqlite >= 1.5)} |",
     ]
+    lines += ["", *where_it_goes(report)]
     return lines
+
+
+def where_it_goes(report: dict[str, Any]) -> list[str]:
+    """Where a read's CPU goes, from this run's figures: strictcall against the bare endpoints
+    and against itself on SQLite."""
+    t = report["targets"]
+
+    def cpu(name: str, key: str) -> float | None:
+        value = t.get(name, {}).get("reads", {}).get(key)
+        return None if value is None else float(value)
+
+    pg1 = "strictcall serve, postgres, --workers 1"
+    sq1 = "strictcall serve, sqlite, --workers 1"
+    server, db, wrk = (
+        cpu(pg1, k) for k in ("server_cpu_us_per_req", "db_cpu_us_per_req", "client_cpu_us_per_req")
+    )
+    if server is None:
+        return []
+    parts = [
+        f"Where a read goes (CPU per request, this run): strictcall on PostgreSQL {_n(server)} µs"
+        f" in the server, {_n(db)} in PostgreSQL, {_n(wrk)} in wrk"
+    ]
+    for name, label in ((BARE_AWAITED, "the bare endpoint awaited"), (BARE_THREADS, "on threads")):
+        if cpu(name, "server_cpu_us_per_req") is not None:
+            parts.append(
+                f"{label} {_n(cpu(name, 'server_cpu_us_per_req'))} µs in the server,"
+                f" {_n(cpu(name, 'db_cpu_us_per_req'))} in PostgreSQL"
+            )
+    if cpu(sq1, "server_cpu_us_per_req") is not None:
+        parts.append(
+            f"strictcall on SQLite {_n(cpu(sq1, 'server_cpu_us_per_req'))} µs in all (its own"
+            " work per call: HTTP, token, checks, audit, metrics, and the read in process)"
+        )
+    return ["; ".join(parts) + "."]
 
 
 def _x(value: float | None) -> str:

@@ -343,6 +343,43 @@ def test_a_malformed_function_call_item_gets_a_located_refusal(
     assert (error["pointer"], error["reason"]) == (pointer, reason)
 
 
+def test_a_malformed_call_alone_in_its_turn_is_located_at_index_0() -> None:
+    (result,) = run_openai_tool_calls(adapter_gateway(), [call("c0", "add", {"a": 1})], "u1")
+
+    error = error_of(result["content"])
+    assert is_kind(error, errors.INVALID_REQUEST)
+    assert (error["pointer"], error["reason"]) == ("/tool_calls/0/function/arguments", "type")
+
+
+def test_the_same_tool_call_twice_in_a_turn_is_refused_at_its_second_place() -> None:
+    twice = call("c0", "add", '{"a":1}')
+
+    results = run_openai_tool_calls(adapter_gateway(), [twice, twice], "u1")
+
+    assert results[0]["content"] == "1"
+    error = error_of(results[1]["content"])
+    assert is_kind(error, errors.INVALID_REQUEST)
+    assert (error["pointer"], error["reason"]) == ("/tool_calls/1/id", "unique_items")
+
+
+def test_a_malformed_items_pointer_counts_the_items_that_are_not_calls() -> None:
+    output = [
+        {"type": "reasoning", "id": "rs_1", "summary": []},
+        {"type": "function_call", "call_id": "c0", "name": "add", "arguments": '{"a":1}'},
+        {"type": "message", "id": "m1", "role": "assistant", "content": []},
+        {"type": "function_call", "call_id": "c1", "arguments": "{}"},
+    ]
+
+    sync = run_responses_function_calls(adapter_gateway(), output, "u1")
+    concurrent = asyncio.run(arun_responses_function_calls(adapter_gateway(), output, "u1"))
+
+    assert sync == concurrent
+    assert sync[0]["output"] == "1"
+    error = error_of(sync[1]["output"])
+    assert is_kind(error, errors.INVALID_REQUEST)
+    assert (error["pointer"], error["reason"]) == ("/output/3", "missing_member")
+
+
 def test_a_tool_call_id_the_provider_omitted_reads_as_missing_on_the_sdks_objects() -> None:
     body = recorded("openai_chat_1.json")
     del body["choices"][0]["message"]["tool_calls"][0]["id"]

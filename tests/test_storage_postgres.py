@@ -4,11 +4,12 @@ statement timeout, a full pool) answered as StoreUnavailable, with recovery on i
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
@@ -19,6 +20,7 @@ import pg
 from servers import strictcall
 from strictcall.errors import MissingExtra
 from strictcall.storage import (
+    AuditRecord,
     IdempotencyConflict,
     IdempotencyKey,
     Note,
@@ -26,7 +28,7 @@ from strictcall.storage import (
     open_store,
     shown_db,
 )
-from strictcall.storage.postgres import SCHEMA_VERSION, PostgresStore
+from strictcall.storage.postgres import LOOP_CONNECTIONS, SCHEMA_VERSION, PostgresStore
 
 T = TypeVar("T")
 DEADLINE_S = 30.0
@@ -247,3 +249,204 @@ def test_a_database_from_a_newer_strictcall_is_refused_in_one_line(store: Postgr
     assert done.returncode == 1
     assert len(done.stderr.splitlines()) == 1
     assert "99" in done.stderr and "Traceback" not in done.stderr
+
+
+# --- the same, awaited on an event loop (how the server calls the notes tools) ----------------
+
+
+async def eventually_async(action: Callable[[], Awaitable[T]]) -> T:
+    """`eventually`, for a call awaited on the loop."""
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        try:
+            return await action()
+        except StoreUnavailable:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.05)
+
+
+def test_awaited_calls_keep_the_guarantees_of_the_others(store: PostgresStore) -> None:
+    theirs = store.add_note("u2", "not yours")
+
+    async def scenario() -> None:
+        key = IdempotencyKey('"a"', "fp")
+        note = await store.create_note_async("u1", "awaited", key)
+        assert await store.create_note_async("u1", "awaited", key) == note  # a retry: once
+        with pytest.raises(IdempotencyConflict):
+            await store.create_note_async("u1", "other", IdempotencyKey('"a"', "fp-2"))
+        assert await store.read_note_async("u1", note.note_id) == note
+        assert await store.read_note_async("u1", theirs.note_id) is None  # as a missing one
+        assert await store.read_note_async("u1", "n\x00") is None
+        assert await store.list_notes_async("u1") == [note]
+        assert await store.count_notes_async("u1") == 1
+        gone = IdempotencyKey('"d"', "fp-d")
+        assert await store.delete_note_async("u1", theirs.note_id, gone) is False
+        assert await store.delete_note_async("u1", note.note_id, gone) is True
+        assert await store.delete_note_async("u1", note.note_id, gone) is True  # a retry
+        assert await store.count_notes_async("u1") == 0
+
+    asyncio.run(scenario())
+    assert store.read_note("u2", theirs.note_id) == theirs
+
+
+def test_awaited_calls_replace_killed_sessions_without_a_failed_call(store: PostgresStore) -> None:
+    async def scenario() -> None:
+        note = await store.create_note_async("u1", "before", IdempotencyKey('"k1"', "fp"))
+        assert pg.terminate_backends(store._url) >= 1
+        assert await store.read_note_async("u1", note.note_id) == note
+        assert pg.terminate_backends(store._url) >= 1
+        created = await store.create_note_async("u1", "after", IdempotencyKey('"k2"', "fp"))
+        assert await store.list_notes_async("u1") == [note, created]
+
+    asyncio.run(scenario())
+
+
+def test_awaited_calls_on_a_database_refusing_connections_are_unavailable_then_recover(
+    store: PostgresStore,
+) -> None:
+    note = store.add_note("u1", "kept")
+
+    async def scenario() -> None:
+        assert await store.read_note_async("u1", note.note_id) == note  # the loop's connection
+        pg.allow_connections(store._url, False)
+        try:
+            pg.terminate_backends(store._url)
+            with pytest.raises(StoreUnavailable):
+                await store.read_note_async("u1", note.note_id)
+            with pytest.raises(StoreUnavailable):
+                await store.create_note_async("u1", "not now", IdempotencyKey('"k"', "fp"))
+            started = time.monotonic()
+            with pytest.raises(StoreUnavailable):  # held: answered at once
+                await store.count_notes_async("u1")
+            assert time.monotonic() - started < 0.5
+        finally:
+            pg.allow_connections(store._url, True)
+        assert await eventually_async(lambda: store.read_note_async("u1", note.note_id)) == note
+        created = await eventually_async(
+            lambda: store.create_note_async("u1", "now", IdempotencyKey('"k"', "fp"))
+        )
+        assert await store.list_notes_async("u1") == [note, created]
+
+    asyncio.run(scenario())
+
+
+def test_an_awaited_call_waiting_on_a_lock_fills_the_pool_then_gives_its_place_back(
+    pg_url: str,
+) -> None:
+    store = PostgresStore(pg_url + "?options=-c%20statement_timeout%3D1000", max_size=1)
+    store._pool_wait_s = 0.1  # the loop's one connection is busy: the next call waits this long
+
+    async def scenario() -> None:
+        with psycopg.connect(pg_url) as holder:  # a transaction holding the key's row
+            holder.execute("INSERT INTO idempotency VALUES ('u1', '\"k\"', 'fp', 'n-held', 0)")
+            blocked = asyncio.create_task(
+                store.create_note_async("u1", "t", IdempotencyKey('"k"', "fp"))
+            )
+            await asyncio.sleep(0)  # it takes the connection and waits on the row
+            with pytest.raises(StoreUnavailable):  # no free connection, at once
+                await store.count_notes_async("u1")
+            with pytest.raises(StoreUnavailable):  # the statement timed out
+                await blocked
+            holder.rollback()
+        note = await store.create_note_async("u1", "t", IdempotencyKey('"k"', "fp"))
+        assert await store.list_notes_async("u1") == [note]
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        store.close()
+
+
+def test_an_awaited_call_cancelled_mid_statement_leaves_no_broken_session(
+    store: PostgresStore,
+) -> None:
+    async def scenario() -> None:
+        with psycopg.connect(store._url) as holder:
+            holder.execute("INSERT INTO idempotency VALUES ('u1', '\"k\"', 'fp', 'n-held', 0)")
+            blocked = asyncio.create_task(
+                store.create_note_async("u1", "t", IdempotencyKey('"k"', "fp"))
+            )
+            await asyncio.sleep(0.1)
+            blocked.cancel()  # as a tool's time limit does
+            with pytest.raises(asyncio.CancelledError):
+                await blocked
+            holder.rollback()
+        for n in range(LOOP_CONNECTIONS + 1):  # every connection the loop has answers
+            key = IdempotencyKey(f'"after-{n}"', "fp")
+            assert (await store.create_note_async("u1", "after", key)).text == "after"
+        assert await store.count_notes_async("u1") == LOOP_CONNECTIONS + 1
+
+    asyncio.run(scenario())
+
+
+def test_awaited_calls_from_a_second_running_loop_are_served_on_threads(
+    store: PostgresStore,
+) -> None:
+    note = store.add_note("u1", "from two loops")
+    first_running = threading.Event()
+    stop = threading.Event()
+
+    async def first() -> None:
+        assert await store.read_note_async("u1", note.note_id) == note
+        first_running.set()
+        while not stop.is_set():
+            await asyncio.sleep(0.01)
+        assert await store.read_note_async("u1", note.note_id) == note
+
+    with ThreadPoolExecutor(1) as pool:
+        running = pool.submit(asyncio.run, first())
+        assert first_running.wait(DEADLINE_S)
+        try:
+            assert asyncio.run(store.read_note_async("u1", note.note_id)) == note
+            key = IdempotencyKey('"second"', "fp")
+            assert asyncio.run(store.create_note_async("u1", "x", key)).text == "x"
+        finally:
+            stop.set()
+        running.result(DEADLINE_S)
+    # and once the first loop has ended, the next loop takes the connections over
+    assert asyncio.run(store.count_notes_async("u1")) == 2
+
+
+def test_awaited_audit_batches_are_written_once_or_refused_whole(store: PostgresStore) -> None:
+    def batch(*call_ids: str) -> list[AuditRecord]:
+        return [AuditRecord.of_call(c, "u1", "read_note", None, 5) for c in call_ids]
+
+    async def scenario() -> None:
+        await store.record_calls_async(batch("a1", "a2"))
+        pg.allow_connections(store._url, False)
+        try:
+            pg.terminate_backends(store._url)
+            with pytest.raises(StoreUnavailable):
+                await store.record_calls_async(batch("lost-1"))
+        finally:
+            pg.allow_connections(store._url, True)
+        await eventually_async(lambda: store.record_calls_async(batch("a3")))
+
+    asyncio.run(scenario())
+    assert [r.call_id for r in store.recent_calls(10)] == ["a3", "a2", "a1"]
+    assert sum(row.calls for row in store.call_stats(0)) == 3
+
+
+def test_a_deleted_token_is_refused_by_every_server_once_its_cache_time_is_past(
+    pg_url: str,
+) -> None:
+    first = PostgresStore(pg_url, token_cache_s=0.5)
+    second = PostgresStore(pg_url, token_cache_s=0.5)
+    try:
+        token = first.create_token("u1")
+        assert first.identity_for_token(token) == second.identity_for_token(token) == "u1"
+        with first.connection() as conn:  # revoked, as an operator would: the row deleted
+            conn.execute("DELETE FROM tokens WHERE identity = 'u1'")
+        deadline = time.monotonic() + DEADLINE_S
+        while any(s.identity_for_token(token) is not None for s in (first, second)):
+            assert time.monotonic() < deadline, "a revoked token is still taken"
+            time.sleep(0.05)
+        never_cached = PostgresStore(pg_url)  # and a server that had not seen it refuses it
+        try:
+            assert never_cached.identity_for_token(token) is None
+        finally:
+            never_cached.close()
+    finally:
+        first.close()
+        second.close()

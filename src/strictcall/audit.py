@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from typing import Final
 
-from strictcall.storage import AuditRecord, Store, StoreUnavailable
+from strictcall.storage import AuditRecord, AwaitedNotes, Store, StoreUnavailable
 
 FLUSH_INTERVAL_S: Final = 0.05
 MAX_KEPT: Final = 100_000
@@ -83,21 +83,37 @@ class AuditLog:
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        """Write records in the background while the server runs, and the rest at its end."""
-        task = asyncio.get_running_loop().create_task(self._flush_every_interval())
+        """Write records in the background while the server runs, and the rest at its end (a
+        batch being written then is finished first, so that none is lost or written twice)."""
+        stop = asyncio.Event()
+        task = asyncio.get_running_loop().create_task(self._flush_every_interval(stop))
         try:
             yield
         finally:
-            task.cancel()
-            with suppress(asyncio.CancelledError):
-                await task
+            stop.set()
+            await task
             self.flush()
 
-    async def _flush_every_interval(self) -> None:
+    async def _flush_every_interval(self, stop: asyncio.Event) -> None:
         """Take the waiting records on the loop, write them on a worker thread: a write that
-        waits on a database lock must not stall the loop."""
-        while True:
-            await asyncio.sleep(FLUSH_INTERVAL_S)
+        waits on a database lock must not stall the loop. A store whose writes can be awaited
+        (PostgreSQL) is awaited on the loop instead, without a thread."""
+        awaited = self._store if isinstance(self._store, AwaitedNotes) else None
+        while not stop.is_set():
+            with suppress(TimeoutError):
+                async with asyncio.timeout(FLUSH_INTERVAL_S):
+                    await stop.wait()
             batch = self._take()
-            if batch:
+            if not batch:
+                continue
+            if awaited is None:
                 self._keep(await asyncio.to_thread(self._write, batch))
+                continue
+            try:
+                await awaited.record_calls_async(batch)
+            except StoreUnavailable:
+                if self._on_fault is not None:
+                    self._on_fault()
+                self._keep(batch)
+            else:
+                self._keep([])

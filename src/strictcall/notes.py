@@ -25,6 +25,7 @@ from strictcall.gateway import Gateway
 from strictcall.pipeline import Limits
 from strictcall.seed import READ_NOTE_OUTPUT, same_note
 from strictcall.storage import (
+    AwaitedNotes,
     IdempotencyConflict,
     IdempotencyKey,
     Note,
@@ -35,6 +36,7 @@ from strictcall.storage import (
 from strictcall.tools import (
     Arguments,
     ForbiddenOrMissing,
+    Handler,
     Tool,
     ToolContext,
     ToolFailure,
@@ -120,7 +122,9 @@ def notes_tools(store: Store) -> list[Tool]:
     """The five notes tools, bound to `store`. On a store whose every call waits a network
     round trip (`concurrent_calls` above 1) every tool runs on a worker thread: the reads under
     `READ_TIMEOUT_S`, the writes without trying inline first, as an event loop that waited on
-    the database would stall every other call."""
+    the database would stall every other call. On a store whose calls can be awaited
+    (`AwaitedNotes`: PostgreSQL) they are awaited on the caller's event loop instead, under the
+    same time limits, without a thread."""
     networked = store.concurrent_calls > 1
     read_timeout = READ_TIMEOUT_S if networked else None
 
@@ -154,13 +158,18 @@ def notes_tools(store: Store) -> list[Tool]:
             raise ForbiddenOrMissing
         return None
 
+    handlers: tuple[Handler, ...] = (read_note, list_notes, count_notes, create_note, delete_note)
+    if isinstance(store, AwaitedNotes):
+        handlers = _awaited_handlers(store)
+    read, listing, count, create, delete = handlers
+
     return [
         Tool(
             name="read_note",
             description="Read one of your notes by its id.",
             input_schema=_NOTE_ID_ARGUMENT,
             output_schema=_NOTE,
-            handler=read_note,
+            handler=read,
             failures=_STORE_FAILURES,
             timeout=read_timeout,
             result_matches=same_note,
@@ -170,7 +179,7 @@ def notes_tools(store: Store) -> list[Tool]:
             description="List your notes, oldest first; [] when you have none.",
             input_schema=_NO_ARGUMENTS,
             output_schema={"type": "array", "items": _NOTE},
-            handler=list_notes,
+            handler=listing,
             failures=_STORE_FAILURES,
             timeout=read_timeout,
         ),
@@ -179,7 +188,7 @@ def notes_tools(store: Store) -> list[Tool]:
             description="Count your notes; 0 when you have none.",
             input_schema=_NO_ARGUMENTS,
             output_schema={"type": "integer", "minimum": 0},
-            handler=count_notes,
+            handler=count,
             failures=_STORE_FAILURES,
             timeout=read_timeout,
         ),
@@ -196,7 +205,7 @@ def notes_tools(store: Store) -> list[Tool]:
                 "additionalProperties": False,
             },
             output_schema=_NOTE,
-            handler=create_note,
+            handler=create,
             failures=_WRITE_FAILURES,
             timeout=WRITE_TIMEOUT_S,
             inline_first=not networked,  # a round trip never runs inline
@@ -206,12 +215,47 @@ def notes_tools(store: Store) -> list[Tool]:
             description="Delete one of your notes by its id; answers null.",
             input_schema=_NOTE_ID_ARGUMENT,
             output_schema={"type": "null"},
-            handler=delete_note,
+            handler=delete,
             failures=_WRITE_FAILURES,
             timeout=WRITE_TIMEOUT_S,
             inline_first=not networked,  # a round trip never runs inline
         ),
     ]
+
+
+def _awaited_handlers(store: AwaitedNotes) -> tuple[Handler, ...]:
+    """The five handlers, awaited on the server's event loop: no thread hop per call."""
+
+    async def read_note(ctx: ToolContext, arguments: Arguments) -> JSONValue:
+        with _store_faults:
+            note = await store.read_note_async(ctx.identity, arguments["note_id"])
+        if note is None:
+            raise ForbiddenOrMissing
+        return _as_result(note)
+
+    async def list_notes(ctx: ToolContext, arguments: Arguments) -> JSONValue:
+        with _store_faults:
+            return [_as_result(note) for note in await store.list_notes_async(ctx.identity)]
+
+    async def count_notes(ctx: ToolContext, arguments: Arguments) -> JSONValue:
+        with _store_faults:
+            return await store.count_notes_async(ctx.identity)
+
+    async def create_note(ctx: ToolContext, arguments: Arguments) -> JSONValue:
+        key = idempotency_key(ctx, arguments)
+        with _store_faults:
+            note = await store.create_note_async(ctx.identity, arguments["text"], key)
+        return _as_result(note)
+
+    async def delete_note(ctx: ToolContext, arguments: Arguments) -> JSONValue:
+        key = idempotency_key(ctx, arguments)
+        with _store_faults:
+            deleted = await store.delete_note_async(ctx.identity, arguments["note_id"], key)
+        if not deleted:
+            raise ForbiddenOrMissing
+        return None
+
+    return (read_note, list_notes, count_notes, create_note, delete_note)
 
 
 def notes_gateway(store: Store, *, limits: Limits | None = None) -> Gateway:

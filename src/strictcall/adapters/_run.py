@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeAlias, TypeVar
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, TypeAlias, TypeVar
 
 import orjson
 
-from strictcall.errors import JSONValue, Rejection
-from strictcall.jsontext import dump_text
+from strictcall.adapters._fields import read_str
+from strictcall.errors import JSONValue, Reason, Rejection
+from strictcall.jsontext import JSONTextError, dump_text, parse_document
 from strictcall.pipeline import WITHHELD, fail, read_call, read_value
+from strictcall.refusals import malformed_call
 
 if TYPE_CHECKING:
     from strictcall.gateway import Gateway
@@ -28,6 +31,18 @@ Result: TypeAlias = Callable[[str, str, bool], R]
 def refused(call_id: str, rejection: Rejection) -> Planned:
     """A call answered without reaching the gateway."""
     return (call_id, None, False, rejection)
+
+
+def check_call_id(item: object, key: str, at: str, seen: set[str]) -> str | Planned:
+    """The id of the call at `at` (its member `key`), now in `seen`; or the refusal of an id
+    that is missing, not a str, empty, or the id of an earlier call of the turn."""
+    call_id = read_str(item, key, at)
+    if isinstance(call_id, Rejection):
+        return refused("", call_id)
+    if call_id in seen:
+        return refused(call_id, malformed_call(f"{at}/{key}", Reason.UNIQUE_ITEMS))
+    seen.add(call_id)
+    return call_id
 
 
 def from_text(gateway: Gateway, call_id: str, name: str, arguments: str) -> Planned:
@@ -54,34 +69,164 @@ def from_value(gateway: Gateway, call_id: str, name: str, arguments: JSONValue) 
     return (call_id, {"name": name, "arguments": arguments}, has_float is True, None)
 
 
-def answer_text(
-    gateway: Gateway, call_id: str, name: str, arguments: str, identity: str
-) -> tuple[str, bool]:
-    """`from_text`, the call and `content_of` in one, for the well-formed call of a sync turn:
-    the hot path, with no step it does not need."""
-    if arguments:
-        document = read_call(arguments, gateway.limits, numbers=gateway.reads_numbers)
-        if type(document) is Rejection:
-            return content_of(fail(call_id, document))
-        call = {"name": name, "arguments": document.value}
-        answer = gateway.call_parsed(call, identity, call_id, has_float=document.has_float)
-    else:
-        call = {"name": name, "arguments": {}}
-        answer = gateway.call_parsed(call, identity, call_id, has_float=False)
-    if answer["ok"] is True:
-        try:
-            return orjson.dumps(answer["result"]).decode(), False
+Fields: TypeAlias = tuple[str, str, object]
+"""A well-formed call: its id, its tool's name, its arguments (text, or a parsed value)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Provider:
+    """How one provider's turn holds its calls and how its results are written.
+
+    A slotted class, not a NamedTuple: `run_turn` reads its members on every call, and a
+    NamedTuple's field is read through a descriptor call where a slot is read directly.
+    """
+
+    member: str
+    """Where a turn holds its calls ("tool_calls", "output", "content"), for the pointers."""
+    read: Callable[[object], Fields | Literal[False] | None]
+    """A well-formed call's (id, name, arguments) read at the least cost; False for an item
+    that is not a call (no result); None for anything else, which `check` then locates."""
+    check: Callable[[Gateway, object, str, set[str]], Planned]
+    """The call read member by member: the first thing wrong with it, located, or its plan."""
+    text: bool
+    """Whether the arguments are the model's JSON text (read strictly), not a parsed value."""
+    kind_key: str
+    """The member that says what a result is ("role", "type")."""
+    kind: str
+    """What a result is ("tool", "function_call_output", "tool_result")."""
+    id_key: str
+    """The member a result names its call by."""
+    text_key: str
+    """The member that holds a result's JSON text."""
+    error_key: str | None
+    """The member that says whether a result is a refusal, if the provider has one."""
+
+    def at(self, index: int) -> str:
+        """The pointer to the turn's call at `index`."""
+        return f"/{self.member}/{index}"
+
+    def write(self, call_id: str, text: str, refusal: bool) -> dict[str, JSONValue]:
+        """One result as the provider reads it."""
+        result: dict[str, JSONValue] = {self.kind_key: self.kind, self.id_key: call_id}
+        result[self.text_key] = text
+        if self.error_key is not None:
+            result[self.error_key] = refusal
+        return result
+
+
+def run_turn(
+    gateway: Gateway, items: Sequence[object], identity: str, provider: Provider
+) -> list[dict[str, JSONValue]]:
+    """The results of a turn's calls, run one after the other, in order.
+
+    The hot path of a sync agent loop, where every step costs some 2 % of a call: a well-formed
+    call is read by the provider's `read`, run, and its result written as a dict literal; what
+    only a malformed call or a turn of several calls needs (its index, the ids seen) is done
+    only then.
+
+    Raises:
+        TypeError: `identity` is not a str.
+        RuntimeError: an async tool was called from inside a running event loop.
+    """
+    if type(identity) is not str:
+        check_identity(identity)
+    read = provider.read
+    results: list[dict[str, JSONValue]] = []
+    seen: set[str] | None = None if len(items) == 1 else set()  # one call: no duplicate
+    skipped = 0  # items that are not calls: a call's index is len(results) + skipped
+    for item in items:
+        fields = read(item)
+        if fields is False:
+            skipped += 1
+            continue
+        if fields is None or (seen is not None and fields[0] in seen):
+            if seen is None:
+                seen = set()
+            planned = provider.check(gateway, item, provider.at(len(results) + skipped), seen)
+            results.append(provider.write(planned[0], *answer_planned(gateway, planned, identity)))
+            continue
+        call_id, name, arguments = fields
+        if seen is not None:
+            seen.add(call_id)
+        if not provider.text:
+            checked = read_value(arguments, gateway.limits)
+            if type(checked) is Rejection:
+                answer = fail(call_id, checked)
+            else:
+                call = {"name": name, "arguments": arguments}
+                answer = gateway.call_parsed(call, identity, call_id, has_float=checked is True)
+        elif arguments:
+            limits = gateway.limits
+            try:  # rung 1's parse, called directly: `read_call` is one more frame per call
+                value, has_float = parse_document(
+                    arguments,  # type: ignore[arg-type]
+                    max_size=limits.max_size,
+                    max_depth=limits.max_depth,
+                    numbers=gateway.reads_numbers,
+                )
+            except JSONTextError:  # not the common case: read again by rung 1, for its refusal
+                planned = from_text(gateway, call_id, name, arguments)  # type: ignore[arg-type]
+                answer = answer_of(gateway, planned, identity)
+            else:
+                call = {"name": name, "arguments": value}
+                answer = gateway.call_parsed(call, identity, call_id, has_float=has_float)
+        else:  # "": the arguments of a call without any, as `from_text` says
+            call = {"name": name, "arguments": {}}
+            answer = gateway.call_parsed(call, identity, call_id, has_float=False)
+        refusal = answer["ok"] is not True
+        try:  # the common answer, written at once; anything else as `content_of` says
+            content = orjson.dumps(answer["error" if refusal else "result"]).decode()
         except orjson.JSONEncodeError:
-            pass
-    return content_of(answer)
+            content, refusal = content_of(answer)
+        result: dict[str, JSONValue] = {provider.kind_key: provider.kind, provider.id_key: call_id}
+        result[provider.text_key] = content
+        if provider.error_key is not None:
+            result[provider.error_key] = refusal
+        results.append(result)
+    return results
+
+
+def plan_turn(gateway: Gateway, items: Sequence[object], provider: Provider) -> list[Planned]:
+    """Each call of a turn, read and its arguments parsed, or its refusal (the async form's
+    first half: the calls then run concurrently)."""
+    planned: list[Planned] = []
+    seen: set[str] = set()
+    for index, item in enumerate(items):
+        fields = provider.read(item)
+        if fields is False:
+            continue
+        if fields is None or fields[0] in seen:
+            planned.append(provider.check(gateway, item, provider.at(index), seen))
+            continue
+        seen.add(fields[0])
+        call_id, name, arguments = fields
+        if provider.text:
+            planned.append(from_text(gateway, call_id, name, arguments))  # type: ignore[arg-type]
+        else:
+            planned.append(from_value(gateway, call_id, name, arguments))
+    return planned
+
+
+async def arun_turn(
+    gateway: Gateway, items: Sequence[object], identity: str, provider: Provider
+) -> list[dict[str, JSONValue]]:
+    """`run_turn` from an event loop, the calls run concurrently (the caller checks
+    `identity`)."""
+    planned = plan_turn(gateway, items, provider)
+    return await arun_planned(gateway, planned, identity, provider.write)
 
 
 def answer_planned(gateway: Gateway, planned: Planned, identity: str) -> tuple[str, bool]:
     """The text and refusal flag for one planned call, run now."""
+    return content_of(answer_of(gateway, planned, identity))
+
+
+def answer_of(gateway: Gateway, planned: Planned, identity: str) -> dict[str, JSONValue]:
+    """The gateway's answer to one planned call, run now."""
     call_id, call, has_float, refusal = planned
     if call is None:
-        return content_of(fail(call_id, refusal))  # type: ignore[arg-type]
-    return content_of(gateway.call_parsed(call, identity, call_id, has_float=has_float))
+        return fail(call_id, refusal)  # type: ignore[arg-type]
+    return gateway.call_parsed(call, identity, call_id, has_float=has_float)
 
 
 async def arun_planned(

@@ -20,18 +20,22 @@ A block the turn itself gets wrong (no id, no name, no input) is answered at its
 
 from __future__ import annotations
 
+from typing import Final, Literal
+
 from strictcall.adapters._fields import ABSENT, items_of, read_field, read_str
 from strictcall.adapters._run import (
+    Fields,
     Planned,
-    arun_planned,
+    Provider,
+    arun_turn,
+    check_call_id,
     check_identity,
-    content_of,
     from_value,
     refused,
+    run_turn,
 )
 from strictcall.errors import JSONValue, Reason, Rejection
 from strictcall.gateway import Gateway
-from strictcall.pipeline import fail
 from strictcall.refusals import malformed_call
 
 
@@ -47,16 +51,9 @@ def run_anthropic_tool_uses(
         RuntimeError: an async tool was called from inside a running event loop (use
             `arun_anthropic_tool_uses` there).
     """
-    if type(identity) is not str:
-        check_identity(identity)
-    results: list[dict[str, JSONValue]] = []
-    for call_id, call, has_float, refusal in plan_anthropic(gateway, message_or_content):
-        if call is not None:
-            answer = gateway.call_parsed(call, identity, call_id, has_float=has_float)
-        else:
-            answer = fail(call_id, refusal)  # type: ignore[arg-type]
-        results.append(_tool_result(call_id, *content_of(answer)))
-    return results
+    turn = message_or_content
+    blocks = turn if type(turn) is list else items_of(turn, "content")
+    return run_turn(gateway, blocks, identity, ANTHROPIC)
 
 
 async def arun_anthropic_tool_uses(
@@ -68,48 +65,35 @@ async def arun_anthropic_tool_uses(
         TypeError: `identity` is not a str, or there is no list of blocks.
     """
     check_identity(identity)
-    planned = plan_anthropic(gateway, message_or_content)
-    return await arun_planned(gateway, planned, identity, _tool_result)
+    blocks = items_of(message_or_content, "content")
+    return await arun_turn(gateway, blocks, identity, ANTHROPIC)
 
 
-def plan_anthropic(gateway: Gateway, message_or_content: object) -> list[Planned]:
-    """Each `tool_use` block, read, or its refusal."""
-    planned: list[Planned] = []
-    seen: set[str] = set()
-    for index, block in enumerate(items_of(message_or_content, "content")):
+def _block_fields(block: object) -> Fields | Literal[False] | None:
+    """A well-formed tool_use block's id, name and input; False for a block of another type;
+    None for anything else, which `_check_block` then locates."""
+    if type(block) is dict:
+        if block.get("type") != "tool_use":
+            return False
+        call_id = block.get("id")
+        name = block.get("name")
+        arguments = block.get("input", ABSENT)
+    else:  # an SDK object, or a mapping of another type
         if read_field(block, "type") != "tool_use":
-            continue
-        if type(block) is dict:
-            call_id = block.get("id")
-            name = block.get("name")
-            arguments = block.get("input", ABSENT)
-        else:
-            call_id = read_field(block, "id")
-            name = read_field(block, "name")
-            arguments = read_field(block, "input")
-        if (
-            type(call_id) is str
-            and call_id
-            and call_id not in seen
-            and type(name) is str
-            and name
-            and arguments is not ABSENT
-        ):
-            seen.add(call_id)
-            planned.append(from_value(gateway, call_id, name, arguments))
-        else:
-            planned.append(_check_block(gateway, block, f"/content/{index}", seen))
-    return planned
+            return False
+        call_id = read_field(block, "id")
+        name = read_field(block, "name")
+        arguments = read_field(block, "input")
+    if type(call_id) is str and call_id and type(name) is str and name and arguments is not ABSENT:
+        return call_id, name, arguments
+    return None
 
 
 def _check_block(gateway: Gateway, block: object, at: str, seen: set[str]) -> Planned:
     """A tool_use block read member by member: the first thing wrong with it, located."""
-    call_id = read_str(block, "id", at)
-    if isinstance(call_id, Rejection):
-        return refused("", call_id)
-    if call_id in seen:
-        return refused(call_id, malformed_call(f"{at}/id", Reason.UNIQUE_ITEMS))
-    seen.add(call_id)
+    call_id = check_call_id(block, "id", at, seen)
+    if not isinstance(call_id, str):
+        return call_id
     name = read_str(block, "name", at)
     if isinstance(name, Rejection):
         return refused(call_id, name)
@@ -119,5 +103,15 @@ def _check_block(gateway: Gateway, block: object, at: str, seen: set[str]) -> Pl
     return from_value(gateway, call_id, name, arguments)
 
 
-def _tool_result(call_id: str, content: str, refusal: bool) -> dict[str, JSONValue]:
-    return {"type": "tool_result", "tool_use_id": call_id, "content": content, "is_error": refusal}
+ANTHROPIC: Final = Provider(
+    "content",
+    _block_fields,
+    _check_block,
+    False,
+    "type",
+    "tool_result",
+    "tool_use_id",
+    "content",
+    "is_error",
+)
+"""`{"type": "tool_result", "tool_use_id", "content", "is_error"}` blocks answering `tool_use`s."""

@@ -19,17 +19,19 @@ turn anyway, since the assistant message itself has no id there).
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Final, Literal
 
 from strictcall.adapters._fields import ABSENT, items_of, read_field, read_str
 from strictcall.adapters._run import (
+    Fields,
     Planned,
-    answer_planned,
-    answer_text,
-    arun_planned,
+    Provider,
+    arun_turn,
+    check_call_id,
     check_identity,
     from_text,
     refused,
+    run_turn,
 )
 from strictcall.errors import JSONValue, Reason, Rejection
 from strictcall.gateway import Gateway
@@ -47,24 +49,8 @@ def run_openai_tool_calls(
         RuntimeError: an async tool was called from inside a running event loop (use
             `arun_openai_tool_calls` there).
     """
-    if type(identity) is not str:
-        check_identity(identity)
     turn = message_or_tool_calls
-    results: list[dict[str, JSONValue]] = []
-    seen: set[str] = set()
-    for index, tool_call in enumerate(turn if type(turn) is list else _tool_calls_of(turn)):
-        # `plan_chat` and the calls in one loop: the hot path of a sync agent loop
-        fields = _chat_fields(tool_call)
-        if fields is not None and fields[0] not in seen:
-            call_id, name, arguments = fields
-            seen.add(call_id)
-            content = answer_text(gateway, call_id, name, arguments, identity)[0]
-        else:
-            planned = _check_chat(gateway, tool_call, f"/tool_calls/{index}", seen)
-            call_id = planned[0]
-            content = answer_planned(gateway, planned, identity)[0]
-        results.append({"role": "tool", "tool_call_id": call_id, "content": content})
-    return results
+    return run_turn(gateway, turn if type(turn) is list else _tool_calls_of(turn), identity, CHAT)
 
 
 async def arun_openai_tool_calls(
@@ -76,8 +62,7 @@ async def arun_openai_tool_calls(
         TypeError: `identity` is not a str, or there is no list of tool calls.
     """
     check_identity(identity)
-    planned = plan_chat(gateway, message_or_tool_calls)
-    return await arun_planned(gateway, planned, identity, _tool_message)
+    return await arun_turn(gateway, _tool_calls_of(message_or_tool_calls), identity, CHAT)
 
 
 def run_responses_function_calls(
@@ -92,25 +77,9 @@ def run_responses_function_calls(
         RuntimeError: an async tool was called from inside a running event loop (use
             `arun_responses_function_calls` there).
     """
-    if type(identity) is not str:
-        check_identity(identity)
-    results: list[dict[str, JSONValue]] = []
-    seen: set[str] = set()
-    for index, item in enumerate(items_of(response_or_output, "output")):
-        # `plan_responses` and the calls in one loop: the hot path of a sync agent loop
-        fields = _item_fields(item)
-        if fields is False:
-            continue
-        if fields is not None and fields[0] not in seen:
-            call_id = fields[0]
-            seen.add(call_id)
-            output = answer_text(gateway, call_id, fields[1], fields[2], identity)[0]
-        else:
-            planned = _check_item(gateway, item, f"/output/{index}", seen)
-            call_id = planned[0]
-            output = answer_planned(gateway, planned, identity)[0]
-        results.append({"type": "function_call_output", "call_id": call_id, "output": output})
-    return results
+    turn = response_or_output
+    items = turn if type(turn) is list else items_of(turn, "output")
+    return run_turn(gateway, items, identity, RESPONSES)
 
 
 async def arun_responses_function_calls(
@@ -122,22 +91,7 @@ async def arun_responses_function_calls(
         TypeError: `identity` is not a str, or there is no list of items.
     """
     check_identity(identity)
-    planned = plan_responses(gateway, response_or_output)
-    return await arun_planned(gateway, planned, identity, _output_item)
-
-
-def plan_chat(gateway: Gateway, message_or_tool_calls: object) -> list[Planned]:
-    """Each Chat Completions tool call, read and its arguments parsed, or its refusal."""
-    planned: list[Planned] = []
-    seen: set[str] = set()
-    for index, tool_call in enumerate(_tool_calls_of(message_or_tool_calls)):
-        fields = _chat_fields(tool_call)
-        if fields is not None and fields[0] not in seen:
-            seen.add(fields[0])
-            planned.append(from_text(gateway, *fields))
-        else:
-            planned.append(_check_chat(gateway, tool_call, f"/tool_calls/{index}", seen))
-    return planned
+    return await arun_turn(gateway, items_of(response_or_output, "output"), identity, RESPONSES)
 
 
 def _tool_calls_of(message_or_tool_calls: object) -> list[object] | tuple[object, ...]:
@@ -152,7 +106,7 @@ def _tool_calls_of(message_or_tool_calls: object) -> list[object] | tuple[object
     return items_of(message_or_tool_calls, "tool_calls")
 
 
-def _chat_fields(tool_call: object) -> tuple[str, str, str] | None:
+def _chat_fields(tool_call: object) -> Fields | None:
     """A well-formed tool call's id, name and arguments text, read at the least cost; None
     for anything else, which `_check_chat` then locates."""
     if type(tool_call) is dict:
@@ -183,12 +137,9 @@ def _chat_fields(tool_call: object) -> tuple[str, str, str] | None:
 
 def _check_chat(gateway: Gateway, tool_call: object, at: str, seen: set[str]) -> Planned:
     """A tool call read member by member: the first thing wrong with it, located."""
-    call_id = read_str(tool_call, "id", at)
-    if isinstance(call_id, Rejection):
-        return refused("", call_id)
-    if call_id in seen:
-        return refused(call_id, malformed_call(f"{at}/id", Reason.UNIQUE_ITEMS))
-    seen.add(call_id)
+    call_id = check_call_id(tool_call, "id", at, seen)
+    if not isinstance(call_id, str):
+        return call_id
     kind = read_field(tool_call, "type")
     if kind is not ABSENT and kind != "function":
         return refused(call_id, malformed_call(f"{at}/type", Reason.CONST, "function"))
@@ -200,23 +151,7 @@ def _check_chat(gateway: Gateway, tool_call: object, at: str, seen: set[str]) ->
     return _read_function(gateway, call_id, function, f"{at}/function")
 
 
-def plan_responses(gateway: Gateway, response_or_output: object) -> list[Planned]:
-    """Each Responses `function_call` item, read and its arguments parsed, or its refusal."""
-    planned: list[Planned] = []
-    seen: set[str] = set()
-    for index, item in enumerate(items_of(response_or_output, "output")):
-        fields = _item_fields(item)
-        if fields is False:
-            continue
-        if fields is not None and fields[0] not in seen:
-            seen.add(fields[0])
-            planned.append(from_text(gateway, *fields))
-        else:
-            planned.append(_check_item(gateway, item, f"/output/{index}", seen))
-    return planned
-
-
-def _item_fields(item: object) -> tuple[str, str, str] | Literal[False] | None:
+def _item_fields(item: object) -> Fields | Literal[False] | None:
     """A well-formed function_call item's call id, name and arguments text; False for an item
     that is not a function call; None for anything else, which `_check_item` then locates."""
     if type(item) is dict:
@@ -238,12 +173,9 @@ def _item_fields(item: object) -> tuple[str, str, str] | Literal[False] | None:
 
 def _check_item(gateway: Gateway, item: object, at: str, seen: set[str]) -> Planned:
     """A function_call item read member by member: the first thing wrong with it, located."""
-    call_id = read_str(item, "call_id", at)
-    if isinstance(call_id, Rejection):
-        return refused("", call_id)
-    if call_id in seen:
-        return refused(call_id, malformed_call(f"{at}/call_id", Reason.UNIQUE_ITEMS))
-    seen.add(call_id)
+    call_id = check_call_id(item, "call_id", at, seen)
+    if not isinstance(call_id, str):
+        return call_id
     return _read_function(gateway, call_id, item, at)
 
 
@@ -262,9 +194,19 @@ def _read_function(gateway: Gateway, call_id: str, function: object, at: str) ->
     return from_text(gateway, call_id, name, str.__str__(arguments))
 
 
-def _tool_message(call_id: str, content: str, refusal: bool) -> dict[str, JSONValue]:
-    return {"role": "tool", "tool_call_id": call_id, "content": content}
-
-
-def _output_item(call_id: str, output: str, refusal: bool) -> dict[str, JSONValue]:
-    return {"type": "function_call_output", "call_id": call_id, "output": output}
+CHAT: Final = Provider(
+    "tool_calls", _chat_fields, _check_chat, True, "role", "tool", "tool_call_id", "content", None
+)
+"""`{"role": "tool", "tool_call_id", "content"}` messages answering `tool_calls`."""
+RESPONSES: Final = Provider(
+    "output",
+    _item_fields,
+    _check_item,
+    True,
+    "type",
+    "function_call_output",
+    "call_id",
+    "output",
+    None,
+)
+"""`{"type": "function_call_output", "call_id", "output"}` items answering `function_call`s."""

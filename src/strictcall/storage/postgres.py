@@ -19,10 +19,12 @@ for `FAULT_HOLD_S` instead of each waiting for a connection, and the pool reconn
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Final, TypeVar
 
@@ -57,6 +59,7 @@ except ImportError:  # exercised in a venv without the extra (tests: a blocked i
     raise MissingExtra("postgres", "psycopg") from None
 
 T = TypeVar("T")
+_IDLE: Final = psycopg.pq.TransactionStatus.IDLE
 
 SCHEMA_VERSION: Final = 2
 """The schema this code writes (PostgreSQL's own numbering, apart from SQLite's)."""
@@ -84,8 +87,12 @@ LOST_WINDOW_S: Final = 10.0
 that is down (held, as above) rather than for a busy pool (refused, not held)."""
 
 CALL_THREADS: Final = 8
-"""The calls one server runs at once, each on a worker thread waiting for its round trips:
-PostgreSQL answers them, and commits, in parallel."""
+"""The calls one server runs at once on worker threads, where a call is not awaited on the
+server's event loop (the operator's commands, a gateway called without a loop)."""
+
+LOOP_CONNECTIONS: Final = 8
+"""The connections a server's event loop awaits its calls on (`read_note_async` and the
+others): PostgreSQL answers them, and commits, in parallel, while the loop serves the rest."""
 
 _TOKEN_CACHE_SIZE: Final = 4096
 # Any fixed 64-bit key: the lock servers of every version take before they read or migrate.
@@ -163,6 +170,8 @@ _MIGRATIONS: Final[Mapping[int, tuple[str, ...]]] = {
 }
 
 _READ_NOTE: Final = "SELECT text FROM notes WHERE owner = %s AND id = %s"
+_LIST_NOTES: Final = "SELECT id, text FROM notes WHERE owner = %s ORDER BY seq"
+_COUNT_NOTES: Final = "SELECT count(*) FROM notes WHERE owner = %s"
 
 # The claim of the call id and the note in one statement (one round trip, one commit): when the
 # key is taken, the claim returns nothing and no note is inserted. A second server racing on the
@@ -219,11 +228,20 @@ _COUNT_MINUTES: Final = (
 )
 
 
+# A batch of records and its per-minute counts, by one statement (one round trip, atomic).
+_RECORD_BATCH: Final = f"WITH rows AS ({_INSERT_AUDIT_ROWS}) {_COUNT_MINUTES}"
+
+
 class PostgresStore:
     """A PostgreSQL database behind a connection pool, shared by any number of servers.
 
     `url` is a libpq URL or conninfo string (`postgresql://user@host:5432/db?...`). Unless it
     sets `options` itself, sessions get a statement timeout of `STATEMENT_TIMEOUT_MS`.
+
+    Calls made from threads (the operator's commands, /healthz, a token not yet known) go
+    through a psycopg_pool pool of up to `max_size` connections; the notes calls and the audit
+    batches a server's event loop awaits go through the loop's own, up to `LOOP_CONNECTIONS`
+    (at most `max_size`) and one for the audit, opened as calls need them.
 
     Raises (from the constructor):
         StoreUnavailable: the database cannot be reached or its schema not prepared.
@@ -238,8 +256,13 @@ class PostgresStore:
         *,
         max_size: int = CALL_THREADS + 3,
         pool_wait_s: float = POOL_WAIT_S,
+        token_cache_s: float = TOKEN_CACHE_S,
     ) -> None:
         self._pool_wait_s = pool_wait_s
+        self._token_cache_s = token_cache_s
+        self._loop_size = min(LOOP_CONNECTIONS, max_size)
+        self._loop_side: _LoopPool | None = None
+        self._closed = False
         self._down_until = 0.0
         self._lost_at = -LOST_WINDOW_S
         self._tokens: dict[str, tuple[str, float]] = {}
@@ -401,14 +424,12 @@ class PostgresStore:
 
     def list_notes(self, owner: str) -> list[Note]:
         """The owner's notes, oldest first."""
-        rows = self._read(
-            "SELECT id, text FROM notes WHERE owner = %s ORDER BY seq", (owner,), many=True
-        )
+        rows = self._read(_LIST_NOTES, (owner,), many=True)
         return [Note(note_id, _text(text)) for note_id, text in rows]
 
     def count_notes(self, owner: str) -> int:
         """How many notes the owner has."""
-        row = self._read("SELECT count(*) FROM notes WHERE owner = %s", (owner,))
+        row = self._read(_COUNT_NOTES, (owner,))
         return int(row[0])
 
     def add_note(self, owner: str, text: str) -> Note:
@@ -513,9 +534,10 @@ class PostgresStore:
     def identity_for_token(self, token: str) -> str | None:
         """Whose token this is, or None for an unknown token.
 
-        A known token is remembered for `TOKEN_CACHE_S` seconds (in each server process), so
-        that a busy caller costs one hash and no query per call; an unknown one is looked up
-        every time.
+        A known token is remembered for `token_cache_s` seconds (`TOKEN_CACHE_S` unless the
+        store was opened with another; in each server process), so that a busy caller costs one
+        hash and no query per call; an unknown one is looked up every time. A token deleted
+        from the database is therefore refused by every server within that long.
         """
         digest = hash_token(token)
         cached = self._tokens.get(digest)
@@ -530,7 +552,7 @@ class PostgresStore:
         identity = str(row[1])
         if len(self._tokens) >= _TOKEN_CACHE_SIZE:
             self._tokens.clear()
-        self._tokens[digest] = (identity, now + TOKEN_CACHE_S)
+        self._tokens[digest] = (identity, now + self._token_cache_s)
         return identity
 
     # --- audit --------------------------------------------------------------------------------
@@ -549,22 +571,40 @@ class PostgresStore:
         """
         if not records:
             return
-        columns = [list(column) for column in zip(*records, strict=True)]
-        for index in (1, 2, 3, 8, 9):  # call_id, identity, tool, reason, pointer: text refuses NUL
-            columns[index] = [_no_nul(value) for value in columns[index]]
-        minutes = sorted(
-            (minute, *(_key(part) for part in rest), n)
-            for (minute, *rest), n in minute_counts(records).items()
-        )
-        counts = [list(column) for column in zip(*minutes, strict=True)]
+        batch = _audit_batch(records)
 
         def insert(conn: psycopg.Connection[Any]) -> None:
             with conn.transaction():
                 conn.execute("SET LOCAL synchronous_commit = off")
-                conn.execute(_INSERT_AUDIT_ROWS, columns)
-                conn.execute(_COUNT_MINUTES, counts)
+                conn.execute(_RECORD_BATCH, batch)
 
         self._run(insert, retry=False)
+
+    async def record_calls_async(self, records: Sequence[AuditRecord]) -> None:
+        """`record_calls`, awaited on the running loop: one statement, one round trip, on a
+        connection of the loop's own kept for the audit (its session commits without waiting
+        for the WAL flush, as above). Not retried: the caller keeps what was not written.
+
+        Raises:
+            StoreUnavailable: the batch was not written.
+        """
+        pool = self._loop_pool()
+        if pool is None:
+            return await asyncio.to_thread(self.record_calls, records)
+        if not records:
+            return None
+        if time.monotonic() < self._down_until:
+            raise StoreUnavailable("held after a fault")
+        batch = _audit_batch(records)
+        try:
+            conn = await pool.audit_connection()
+            await conn.execute(_RECORD_BATCH, batch)
+        except psycopg.Error as exc:
+            pool.drop_audit_connection()
+            if _is_lost(exc):
+                self._lost_at = time.monotonic()
+            raise StoreUnavailable(type(exc).__name__) from None
+        return None
 
     def recent_calls(self, limit: int) -> list[AuditRecord]:
         """The last `limit` calls, newest first."""
@@ -662,6 +702,158 @@ class PostgresStore:
         """How many calls the audit log holds."""
         return int(self._read("SELECT count(*) FROM audit", ())[0])
 
+    # --- on an event loop ---------------------------------------------------------------------
+
+    def _loop_pool(self) -> _LoopPool | None:
+        """The connections of the running loop, or None when another loop, still running, has
+        them (the call then runs on a thread, through the pool the threads share)."""
+        loop = asyncio.get_running_loop()
+        pool = self._loop_side
+        if pool is not None and pool.loop is loop:
+            return pool
+        if pool is not None and not pool.loop.is_closed():
+            return None
+        if pool is not None:
+            pool.close()  # its loop ended (a gateway called without one makes one per call)
+        if self._closed:
+            return None
+        self._loop_side = _LoopPool(self._url, self._connect_kwargs, self._loop_size)
+        return self._loop_side
+
+    async def _run_async(
+        self,
+        pool: _LoopPool,
+        work: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]],
+        *,
+        retry: bool,
+    ) -> T:
+        """`_run`, awaited on the loop's own connections: the same faults, the same answers."""
+        if time.monotonic() < self._down_until:
+            raise StoreUnavailable("held after a fault")
+        wait = self._pool_wait_s
+        attempts = 2 if retry else 1
+        for attempt in range(attempts):
+            try:
+                conn = await pool.get(wait)
+            except _PoolFull:
+                if time.monotonic() - self._lost_at < LOST_WINDOW_S:
+                    self._hold()  # connections are being replaced: the database is down
+                raise StoreUnavailable("no free connection") from None
+            except psycopg.Error as exc:  # no new connection: the database is down
+                self._lost_at = time.monotonic()
+                self._hold()
+                raise StoreUnavailable(type(exc).__name__) from None
+            try:
+                return await work(conn)
+            except psycopg.Error as exc:
+                if not _is_lost(exc):
+                    raise StoreUnavailable(type(exc).__name__) from None
+                self._lost_at = time.monotonic()
+                pool.drop_idle()
+                if attempt + 1 < attempts:
+                    wait = min(wait, RETRY_POOL_WAIT_S)
+                    continue
+                self._hold()
+                raise StoreUnavailable(type(exc).__name__) from None
+            finally:
+                pool.put(conn)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _read_async(
+        self, pool: _LoopPool, sql: str, params: tuple[object, ...], *, many: bool = False
+    ) -> Any:
+        async def query(conn: psycopg.AsyncConnection[Any]) -> Any:
+            cursor = await conn.execute(sql, params)
+            return await (cursor.fetchall() if many else cursor.fetchone())
+
+        return await self._run_async(pool, query, retry=True)
+
+    async def read_note_async(self, owner: str, note_id: str) -> Note | None:
+        """`read_note`, awaited on the running loop (one round trip, no thread)."""
+        pool = self._loop_pool()
+        if pool is None:
+            return await asyncio.to_thread(self.read_note, owner, note_id)
+        if "\x00" in note_id:
+            return None
+        row = await self._read_async(pool, _READ_NOTE, (owner, note_id))
+        return None if row is None else Note(note_id, _text(row[0]))
+
+    async def list_notes_async(self, owner: str) -> list[Note]:
+        """`list_notes`, awaited on the running loop."""
+        pool = self._loop_pool()
+        if pool is None:
+            return await asyncio.to_thread(self.list_notes, owner)
+        rows = await self._read_async(pool, _LIST_NOTES, (owner,), many=True)
+        return [Note(note_id, _text(text)) for note_id, text in rows]
+
+    async def count_notes_async(self, owner: str) -> int:
+        """`count_notes`, awaited on the running loop."""
+        pool = self._loop_pool()
+        if pool is None:
+            return await asyncio.to_thread(self.count_notes, owner)
+        row = await self._read_async(pool, _COUNT_NOTES, (owner,))
+        return int(row[0])
+
+    async def create_note_async(self, owner: str, text: str, key: IdempotencyKey) -> Note:
+        """`create_note`, awaited on the running loop: one round trip and one commit.
+
+        Raises:
+            IdempotencyConflict: the call id was used for a different call.
+        """
+        pool = self._loop_pool()
+        if pool is None:
+            return await asyncio.to_thread(self.create_note, owner, text, key)
+        params = {
+            "owner": owner,
+            "call_id": key.call_id,
+            "fingerprint": key.fingerprint,
+            "text": _bytes(text),
+        }
+
+        async def create(conn: psycopg.AsyncConnection[Any]) -> Note:
+            while True:
+                note_id = new_note_id()
+                try:
+                    cursor = await conn.execute(
+                        _CREATE, {**params, "note_id": note_id, "now": time.time()}
+                    )
+                    row = await cursor.fetchone()
+                except pg_errors.UniqueViolation:  # 78 random bits collided: draw again
+                    continue
+                if row is not None:
+                    return Note(note_id, text)
+                recorded = await _recorded_async(conn, owner, key)
+                if recorded is not None:
+                    return Note(recorded, text)
+
+        return await self._run_async(pool, create, retry=True)
+
+    async def delete_note_async(self, owner: str, note_id: str, key: IdempotencyKey) -> bool:
+        """`delete_note`, awaited on the running loop.
+
+        Raises:
+            IdempotencyConflict: the call id was used for a different call.
+        """
+        pool = self._loop_pool()
+        if pool is None:
+            return await asyncio.to_thread(self.delete_note, owner, note_id, key)
+        if "\x00" in note_id:
+            return False
+        params = {
+            "owner": owner,
+            "note_id": note_id,
+            "call_id": key.call_id,
+            "fingerprint": key.fingerprint,
+        }
+
+        async def delete(conn: psycopg.AsyncConnection[Any]) -> bool:
+            cursor = await conn.execute(_DELETE, {**params, "now": time.time()})
+            if await cursor.fetchone() is not None:
+                return True
+            return await _recorded_async(conn, owner, key) is not None
+
+        return await self._run_async(pool, delete, retry=True)
+
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection[Any]]:
         """A pooled connection (autocommit), for tests and tools that look under the store."""
@@ -669,8 +861,138 @@ class PostgresStore:
             yield conn
 
     def close(self) -> None:
-        """Close the pool and its connections."""
+        """Close the pools and their connections."""
+        self._closed = True
+        if self._loop_side is not None:
+            self._loop_side.close()
         self._pool.close()
+
+
+class _PoolFull(Exception):
+    """No connection came free within the wait."""
+
+
+class _LoopPool:
+    """The connections one event loop awaits its calls on: no thread, no lock, no hop.
+
+    A connection is taken from the idle ones, or opened when fewer than `size` are, or awaited
+    from a call that is done with one. A connection given back in any state but idle (a call
+    cancelled mid-statement, a session lost) is closed, and the next call short of one opens a
+    new one; `drop_idle` closes the idle ones too, after a lost session says they are likely lost.
+    """
+
+    def __init__(self, url: str, kwargs: Mapping[str, Any], size: int) -> None:
+        self.loop: Final = asyncio.get_running_loop()
+        self._url = url
+        self._kwargs = kwargs
+        self._size = size
+        self._idle: deque[psycopg.AsyncConnection[Any]] = deque()
+        self._waiters: deque[asyncio.Future[psycopg.AsyncConnection[Any] | None]] = deque()
+        self._open = 0  # connections counted against `size`: idle, in use or being opened
+        self._audit: psycopg.AsyncConnection[Any] | None = None
+
+    async def get(self, wait: float) -> psycopg.AsyncConnection[Any]:
+        """A connection of this loop's.
+
+        Raises:
+            _PoolFull: none came free within `wait` seconds.
+            psycopg.Error: a new connection could not be opened.
+        """
+        while True:
+            if self._idle:
+                return self._idle.pop()  # the most recently used: its statements are prepared
+            if self._open < self._size:
+                self._open += 1
+                try:
+                    return await psycopg.AsyncConnection.connect(self._url, **self._kwargs)
+                except BaseException:
+                    self._open -= 1
+                    self._wake()
+                    raise
+            waiter: asyncio.Future[psycopg.AsyncConnection[Any] | None] = self.loop.create_future()
+            self._waiters.append(waiter)
+            try:
+                async with asyncio.timeout(wait):
+                    conn = await waiter
+            except BaseException as exc:
+                if waiter.done() and not waiter.cancelled():  # handed one just as it gave up
+                    handed = waiter.result()
+                    if handed is None:
+                        self._wake()  # the free place goes to the next one waiting
+                    else:
+                        self.put(handed)
+                else:
+                    waiter.cancel()
+                if isinstance(exc, TimeoutError):
+                    raise _PoolFull from None
+                raise
+            if conn is not None:
+                return conn
+            # None: a connection was closed, and this call may open one in its place
+
+    def put(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """Give `conn` back: to a waiting call, to the idle ones, or closed if not idle."""
+        if conn.closed or conn.info.transaction_status != _IDLE or self._open > self._size:
+            _discard(conn)
+            self._open -= 1
+            self._wake()
+            return
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(conn)
+                return
+        self._idle.append(conn)
+
+    def _wake(self) -> None:
+        """Tell one waiting call that a place is free to open a connection in."""
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    def drop_idle(self) -> None:
+        """Close the idle connections (their sessions are likely lost too)."""
+        while self._idle:
+            _discard(self._idle.pop())
+            self._open -= 1
+            self._wake()
+
+    async def audit_connection(self) -> psycopg.AsyncConnection[Any]:
+        """The connection kept for the audit's batches (one writer at a time: the audit's
+        flush), opened when first asked for or after a fault; its session commits without
+        waiting for the WAL flush.
+
+        Raises:
+            psycopg.Error: it could not be opened.
+        """
+        if self._audit is None or self._audit.closed:
+            conn = await psycopg.AsyncConnection.connect(self._url, **self._kwargs)
+            try:
+                await conn.execute("SET synchronous_commit = off")
+            except BaseException:
+                _discard(conn)
+                raise
+            self._audit = conn
+        return self._audit
+
+    def drop_audit_connection(self) -> None:
+        """Close the audit's connection (after a fault): the next batch opens another."""
+        if self._audit is not None:
+            _discard(self._audit)
+            self._audit = None
+
+    def close(self) -> None:
+        """Close the idle connections; those in use are closed when given back."""
+        self._size = 0
+        self.drop_idle()
+        self.drop_audit_connection()
+
+
+def _discard(conn: psycopg.AsyncConnection[Any]) -> None:
+    # The session ends at once (libpq's finish is not a wait): no task to schedule.
+    conn.pgconn.finish()
 
 
 def _is_lost(exc: psycopg.Error) -> bool:
@@ -683,6 +1005,31 @@ def _is_lost(exc: psycopg.Error) -> bool:
 
 def _recorded(conn: psycopg.Connection[Any], owner: str, key: IdempotencyKey) -> str | None:
     row = conn.execute(_RECORDED, (owner, key.call_id)).fetchone()
+    if row is None:
+        return None
+    if not hmac.compare_digest(row[0], key.fingerprint):
+        raise IdempotencyConflict
+    return str(row[1])
+
+
+def _audit_batch(records: Sequence[AuditRecord]) -> list[list[Any]]:
+    """The parameters of `_RECORD_BATCH`: the records as ten columns, then their per-minute
+    counts as eight, sorted (so that servers writing the same minutes lock them in one order)."""
+    columns = [list(column) for column in zip(*records, strict=True)]
+    for index in (1, 2, 3, 8, 9):  # call_id, identity, tool, reason, pointer: text refuses NUL
+        columns[index] = [_no_nul(value) for value in columns[index]]
+    minutes = sorted(
+        (minute, *(_key(part) for part in rest), n)
+        for (minute, *rest), n in minute_counts(records).items()
+    )
+    return [*columns, *(list(column) for column in zip(*minutes, strict=True))]
+
+
+async def _recorded_async(
+    conn: psycopg.AsyncConnection[Any], owner: str, key: IdempotencyKey
+) -> str | None:
+    cursor = await conn.execute(_RECORDED, (owner, key.call_id))
+    row = await cursor.fetchone()
     if row is None:
         return None
     if not hmac.compare_digest(row[0], key.fingerprint):
