@@ -1751,13 +1751,14 @@ def test_mistakes_at_ever_new_places_are_answered_right_past_the_kept_refusals()
         assert len(kept) == REFUSALS_KEPT
 
 
-def test_a_refusal_expecting_a_list_is_built_each_time() -> None:
+def test_a_refusal_expecting_a_list_is_kept_once_and_each_answer_has_its_own_list() -> None:
     with only_tool(_words_tool()) as gw:
         first = ask(gw, "words", {"word": "w", "extra": 1})
         error_of(first)["expected"].append("changed by the caller")
         again = ask(gw, "words", {"word": "w", "extra": 1})
-        assert gw._tools["words"].refusals == {}
+        assert len(gw._tools["words"].refusals) == 1
     assert error_of(again)["expected"] == ["word"]
+    assert error_of(again)["expected"] is not error_of(first)["expected"]
 
 
 # --- inline_first: a timed tool tried on the caller's thread, then on a worker ------------------

@@ -465,3 +465,38 @@ def test_an_answer_never_shares_state_with_the_shared_rejections() -> None:
     first = fail("c", FORBIDDEN)
     first["error"]["code"] = "tampered"
     assert fail("c", FORBIDDEN)["error"] == errors.FORBIDDEN_OR_MISSING.as_error()
+
+
+def test_a_list_in_a_repeated_refusal_is_each_answers_own() -> None:
+    """The refusal of an enum (a list expected) is built once and kept: an answer whose list
+    a caller changes leaves the next answer as it was, and 1 and True stay apart."""
+    from strictcall import Gateway
+
+    def echo(ctx: ToolContext, arguments: dict[str, Any]) -> JSONValue:
+        return None
+
+    tool = Tool(
+        name="pick",
+        description="pick one",
+        input_schema={
+            "type": "object",
+            "properties": {"level": {"enum": ["low", "high"]}, "n": {"enum": [1, 2]}},
+            "additionalProperties": False,
+        },
+        output_schema={"type": "null"},
+        handler=echo,
+    )
+    gateway = Gateway([tool])
+    first = gateway.call('{"name": "pick", "arguments": {"level": "mid"}}', "u1", 1)
+    assert first["ok"] is False
+    error = first["error"]
+    assert isinstance(error, dict) and error["code"] == errors.INVALID_ARGUMENTS.code
+    assert error["expected"] == ["low", "high"]
+    expected = error["expected"]
+    assert isinstance(expected, list)
+    expected.append("changed by the caller")
+    again = gateway.call('{"name": "pick", "arguments": {"level": "mid"}}', "u1", 2)
+    assert isinstance(again["error"], dict) and again["error"]["expected"] == ["low", "high"]
+    numbers = gateway.call('{"name": "pick", "arguments": {"n": 3}}', "u1", 3)
+    assert isinstance(numbers["error"], dict)
+    assert [type(item) for item in numbers["error"]["expected"]] == [int, int]

@@ -194,6 +194,19 @@ class Gateway:
                 return name
         return None
 
+    def must_await(self, call: JSONValue, identity: str) -> bool:
+        """Whether `call_parsed_async` would await for this parsed call: it names a tool
+        `identity` may call that is async or has a time limit. Every other call (one refused
+        before execute included) `call_parsed` answers in place, inside an event loop too."""
+        if type(call) is dict:
+            name = call.get("name")
+            if type(name) is str:
+                tools = self._tools if self._allowed is None else self.tools_for(identity)
+                compiled = tools.get(name)
+                if compiled is not None:
+                    return compiled.is_async or compiled.tool.timeout is not None
+        return False
+
     def audit_pointer(self, tool: str | None, error: Mapping[str, object] | None) -> str | None:
         """An error's pointer as an audit record may keep it: each member name the call
         envelope or the tool's input schema declares is kept, any other name (one the model

@@ -24,7 +24,7 @@ import orjson
 
 from strictcall.edge import DEFAULT_MAX_IN_FLIGHT, InFlight, OriginPolicy
 from strictcall.errors import RETRY_AFTER_MS, Rejection, StrictcallError
-from strictcall.jsonrpc import Recorder, RpcService, refusal_reply
+from strictcall.jsonrpc import AWAIT, Recorder, RpcService, refusal_reply
 from strictcall.refusals import AUTH_DOWN, CALLER_BUSY, FOREIGN_ORIGIN, NO_TOKEN, too_large
 from strictcall.storage import AuditRecord, Store, StoreUnavailable
 
@@ -33,6 +33,8 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+Response = tuple[int, list[tuple[bytes, bytes]], bytes]
+"""An answer's status, headers and body."""
 
 _JSON_HEADERS: Final = [(b"content-type", b"application/json")]
 _HEALTHY: Final = b'{"status":"ok"}'
@@ -126,17 +128,39 @@ class RpcApp:
                 return app
         return None
 
+    def answer_now(self, scope: Scope, body: bytes | bytearray) -> Response | None:
+        """A POST to /rpc whose whole `body` has arrived, answered in place (status, headers,
+        body) as `__call__` would answer it: origin, token, calls in flight, size, then the
+        service. None, with nothing run or audited, when a call in it must be awaited (an
+        async tool, one with a time limit): the caller then runs the app on the request."""
+        refused = self._admit(scope)
+        if not isinstance(refused, str):
+            return refused
+        identity = refused
+        if not self.in_flight.enter(identity):
+            return self._refusal(429, CALLER_BUSY, identity)
+        try:
+            if len(body) > self.max_body:  # all of it is here: its length is the declared one
+                return self._too_large(identity)
+            reply = self.service.answer_now(bytes(body), identity)
+        finally:
+            self.in_flight.leave(identity)
+        if reply is AWAIT:
+            return None
+        if reply is None:
+            return 204, _response_headers(b""), b""
+        return 200, _response_headers(reply), reply
+
     async def _guarded(self, app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
         """`app` for an admitted origin and a known caller within its calls in flight, in this
         order: the origin before the token (a foreign page learns nothing of tokens)."""
-        if not self.origins.admits(origin_of(scope)):
-            await self._refuse(send, 403, FOREIGN_ORIGIN)
+        refused = self._admit(scope)
+        if not isinstance(refused, str):
+            await _send(send, refused)
             return
-        identity = await self._authenticate(scope, send)
-        if identity is None:
-            return
+        identity = refused
         if not self.in_flight.enter(identity):
-            await self._refuse(send, 429, CALLER_BUSY, identity=identity)
+            await _send(send, self._refusal(429, CALLER_BUSY, identity))
             return
         try:
             await app({**scope, IDENTITY_KEY: identity}, receive, send)
@@ -145,17 +169,27 @@ class RpcApp:
         finally:
             self.in_flight.leave(identity)
 
-    async def _authenticate(self, scope: Scope, send: Send) -> str | None:
-        """The caller's identity from the bearer token; None once refused (401, or 503 when
-        the token store is down)."""
-        token = bearer_token(scope)
+    def _admit(self, scope: Scope) -> str | Response:
+        """The caller's identity, or its refusal: 403 for a foreign origin (checked before the
+        token: a foreign page learns nothing of tokens), 401 without a known token, 503 when
+        the token store is down."""
+        origin = None
+        authorization = None
+        for name, value in scope["headers"]:  # one pass for both
+            if name == b"authorization":
+                if authorization is None:
+                    authorization = value
+            elif name == b"origin" and origin is None:
+                origin = value
+        if not self.origins.admits(None if origin is None else origin.decode("latin-1")):
+            return self._refusal(403, FOREIGN_ORIGIN)
+        token = None if authorization is None else token_of(authorization)
         try:
             identity = None if token is None else self.store.identity_for_token(token)
         except StoreUnavailable:
-            await self._refuse(send, 503, AUTH_DOWN)
-            return None
+            return self._refusal(503, AUTH_DOWN)
         if identity is None:
-            await self._refuse(send, 401, NO_TOKEN)
+            return self._refusal(401, NO_TOKEN)
         return identity
 
     async def _rpc(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -166,9 +200,7 @@ class RpcApp:
         too_long = declared_length(scope) > self.max_body  # refused before a byte is read
         body = None if too_long else await read_body(receive, self.max_body)
         if body is None:
-            refusal = too_large(self.max_body)
-            self._audit(refusal, identity)
-            await _respond(send, 200, orjson.dumps(refusal_reply(None, refusal)))
+            await _send(send, self._too_large(identity))
             return
         reply = await self.service.answer(body, identity)
         if reply is None:
@@ -176,18 +208,22 @@ class RpcApp:
         else:
             await _respond(send, 200, reply)
 
-    async def _refuse(
-        self, send: Send, status: int, refusal: Rejection, *, identity: str | None = None
-    ) -> None:
+    def _too_large(self, identity: str) -> Response:
+        refusal = too_large(self.max_body)
+        self._audit(refusal, identity)
+        body = orjson.dumps(refusal_reply(None, refusal))
+        return 200, _response_headers(body), body
+
+    def _refusal(self, status: int, refusal: Rejection, identity: str | None = None) -> Response:
+        """A refusal before the JSON-RPC service, audited."""
         self._audit(refusal, identity)
         body = orjson.dumps(refusal_reply(None, refusal))
         if status == 401:
-            await _respond(send, status, body, authenticate=b'Bearer realm="strictcall"')
-        elif status == 429:
+            return status, _response_headers(body, authenticate=b'Bearer realm="strictcall"'), body
+        if status == 429:
             retry_s = -(-int(refusal.details["retry_after_ms"]) // 1000)  # whole seconds, up
-            await _respond(send, status, body, retry_after=str(retry_s).encode("ascii"))
-        else:
-            await _respond(send, status, body)
+            return status, _response_headers(body, retry_after=str(retry_s).encode("ascii")), body
+        return status, _response_headers(body), body
 
     def _audit(self, refusal: Rejection, identity: str | None) -> None:
         """Record a request refused before it reached the JSON-RPC service."""
@@ -198,14 +234,19 @@ def bearer_token(scope: Scope) -> str | None:
     """The token of an `Authorization: Bearer <token>` header, or None."""
     for name, value in scope["headers"]:
         if name == b"authorization":
-            scheme, _, token = value.partition(b" ")
-            if scheme.lower() != b"bearer" or not token.strip():
-                return None
-            try:
-                return str(token.strip().decode("ascii"))
-            except UnicodeDecodeError:
-                return None
+            return token_of(value)
     return None
+
+
+def token_of(authorization: bytes) -> str | None:
+    """The token of an Authorization header's value `Bearer <token>`, or None."""
+    scheme, _, token = authorization.partition(b" ")
+    if scheme.lower() != b"bearer" or not token.strip():
+        return None
+    try:
+        return str(token.strip().decode("ascii"))
+    except UnicodeDecodeError:
+        return None
 
 
 def declared_length(scope: Scope) -> int:
@@ -222,14 +263,6 @@ def declared_length(scope: Scope) -> int:
 
 class ClientGone(StrictcallError):
     """The client disconnected before its request's body had arrived: nothing to answer."""
-
-
-def origin_of(scope: Scope) -> str | None:
-    """The request's Origin header (as the browser sent it), or None without one."""
-    for name, value in scope["headers"]:
-        if name == b"origin":
-            return str(value.decode("latin-1"))
-    return None
 
 
 async def read_body(receive: Receive, limit: int) -> bytes | None:
@@ -258,15 +291,13 @@ def _error_body(status: int) -> bytes:
     return orjson.dumps({"error": {404: "not found", 405: "method not allowed"}[status]})
 
 
-async def _respond(
-    send: Send,
-    status: int,
+def _response_headers(
     body: bytes,
     *,
     allow: bytes | None = None,
     authenticate: bytes | None = None,
     retry_after: bytes | None = None,
-) -> None:
+) -> list[tuple[bytes, bytes]]:
     headers = list(_JSON_HEADERS) if body else []
     headers.append((b"content-length", str(len(body)).encode("ascii")))
     if allow is not None:
@@ -275,8 +306,17 @@ async def _respond(
         headers.append((b"www-authenticate", authenticate))
     if retry_after is not None:
         headers.append((b"retry-after", retry_after))
+    return headers
+
+
+async def _send(send: Send, response: Response) -> None:
+    status, headers, body = response
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+async def _respond(send: Send, status: int, body: bytes, *, allow: bytes | None = None) -> None:
+    await _send(send, (status, _response_headers(body, allow=allow), body))
 
 
 async def _lifespan(

@@ -17,6 +17,7 @@ is run and gets no answer, so a batch of notifications gets no body at all.
 
 from __future__ import annotations
 
+import enum
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -51,6 +52,15 @@ ERROR_CODES: Final[Mapping[Stage, tuple[int, str]]] = MappingProxyType(
 _REQUEST_MEMBERS: Final = frozenset({"jsonrpc", "id", "method", "params"})
 
 Recorder = Callable[[AuditRecord], None]
+
+
+class Await(enum.Enum):
+    """`RpcService.answer_now`'s word that the body must be answered by `answer`."""
+
+    AWAIT = enum.auto()
+
+
+AWAIT: Final = Await.AWAIT
 
 _LISTINGS_KEPT: Final = 256
 """Per-identity tools/list results kept at once."""
@@ -104,14 +114,13 @@ class RpcService:
 
     async def answer(self, body: bytes, identity: str) -> bytes | None:
         """The reply body for a request body, or None when nothing is to be answered."""
+        now = self.answer_now(body, identity)
+        if now is not AWAIT:
+            return now
         document = read_message(body, self.gateway.limits, numbers=self.gateway.reads_numbers)
-        if isinstance(document, Rejection):
-            self._audit(None, identity, None, document.as_error(), 0)
-            return encode_replies([error_reply(None, document.as_error())], batch=False)
+        assert not isinstance(document, Rejection)  # answer_now answered those
         message = document.value
         if type(message) is list:
-            if not message:
-                return encode_replies([refusal_reply(None, NOT_A_REQUEST)], batch=False)
             replies = []
             for item in message:
                 reply = await self._answer_one(item, identity, document.has_float)
@@ -121,39 +130,82 @@ class RpcService:
         reply = await self._answer_one(message, identity, document.has_float)
         return None if reply is None else encode_replies([reply], batch=False)
 
+    def answer_now(self, body: bytes, identity: str) -> bytes | Await | None:
+        """`answer`, in place: the reply body (None: nothing to answer), or `AWAIT` when one
+        of its calls must be awaited (an async tool, a tool with a time limit). Nothing is run
+        or audited before that is known, so `answer` may then take the body from the start."""
+        document = read_message(body, self.gateway.limits, numbers=self.gateway.reads_numbers)
+        if isinstance(document, Rejection):
+            self._audit(None, identity, None, document.as_error(), 0)
+            return encode_replies([error_reply(None, document.as_error())], batch=False)
+        message = document.value
+        if type(message) is list:
+            if not message:
+                return encode_replies([refusal_reply(None, NOT_A_REQUEST)], batch=False)
+            for item in message:
+                if self._must_await(item, identity):
+                    return AWAIT
+            replies = []
+            for item in message:
+                reply = self._answer_one_now(item, identity, document.has_float)
+                if reply is not None:
+                    replies.append(reply)
+            return encode_replies(replies, batch=True) if replies else None
+        if self._must_await(message, identity):
+            return AWAIT
+        reply = self._answer_one_now(message, identity, document.has_float)
+        return None if reply is None else encode_replies([reply], batch=False)
+
+    def _must_await(self, message: JSONValue, identity: str) -> bool:
+        """Whether answering `message` awaits: a tools/call of a tool that must be awaited."""
+        return (
+            type(message) is dict
+            and message.get("method") == "tools/call"
+            and self.gateway.must_await(message.get("params"), identity)
+        )
+
+    def _answer_one_now(
+        self, message: JSONValue, identity: str, has_float: bool
+    ) -> dict[str, JSONValue] | None:
+        """`_answer_one` for a message that `_must_await` says is answered in place."""
+        request = read_request(message)
+        if type(request) is _Request and request.method == "tools/call":
+            request_id = request.request_id
+            call_id: str | int = request_id if request_id is not None else f"n-{uuid.uuid4()}"
+            started = time.perf_counter_ns()
+            answer = self.gateway.call_parsed(
+                request.params, identity, call_id, has_float=has_float
+            )
+            latency_us = (time.perf_counter_ns() - started) // 1000
+            return self._answered(request, call_id, identity, answer, latency_us)
+        return self._answer_other(message, request, identity)
+
     async def _answer_one(
         self, message: JSONValue, identity: str, has_float: bool
     ) -> dict[str, JSONValue] | None:
         request = read_request(message)
-        if isinstance(request, Rejection):
-            request_id = valid_id(message)
-            self._audit(request_id, identity, self._tool_in(message), request.as_error(), 0)
-            if request is POSITIONAL_PARAMS and "id" not in message:
-                return None  # a valid notification: refused, but never answered
-            return error_reply(request_id, request.as_error())
-        if request.method == "tools/call":
-            return await self._call_tool(request, identity, has_float)
-        if request.method == "tools/list":
-            if request.request_id is None:
-                return None
-            return {"jsonrpc": "2.0", "id": request.request_id, "result": self._listing(identity)}
-        self._audit(request.request_id, identity, None, NO_SUCH_METHOD.as_error(), 0)
-        if request.request_id is None:
-            return None
-        return refusal_reply(request.request_id, NO_SUCH_METHOD)
+        if type(request) is _Request and request.method == "tools/call":
+            request_id = request.request_id
+            call_id: str | int = request_id if request_id is not None else f"n-{uuid.uuid4()}"
+            started = time.perf_counter_ns()
+            answer = await self.gateway.call_parsed_async(
+                request.params, identity, call_id, has_float=has_float
+            )
+            latency_us = (time.perf_counter_ns() - started) // 1000
+            return self._answered(request, call_id, identity, answer, latency_us)
+        return self._answer_other(message, request, identity)
 
-    async def _call_tool(
-        self, request: _Request, identity: str, has_float: bool
+    def _answered(
+        self,
+        request: _Request,
+        call_id: str | int,
+        identity: str,
+        answer: dict[str, JSONValue],
+        latency_us: int,
     ) -> dict[str, JSONValue] | None:
+        """A tools/call's reply from the gateway's answer, audited."""
         request_id = request.request_id
-        call_id: str | int = request_id if request_id is not None else f"n-{uuid.uuid4()}"
-        params = request.params
-        started = time.perf_counter_ns()
-        answer = await self.gateway.call_parsed_async(
-            params, identity, call_id, has_float=has_float
-        )
-        latency_us = (time.perf_counter_ns() - started) // 1000
-        tool = self.gateway.tool_named(params)
+        tool = self.gateway.tool_named(request.params)
         if answer["ok"] is True:
             self._audit(call_id, identity, tool, None, latency_us)
             if request_id is None:
@@ -165,6 +217,26 @@ class RpcService:
         if request_id is None:
             return None
         return error_reply(request_id, error)
+
+    def _answer_other(
+        self, message: JSONValue, request: _Request | Rejection, identity: str
+    ) -> dict[str, JSONValue] | None:
+        """The reply to anything but a tools/call: a refused message, tools/list, an unknown
+        method."""
+        if isinstance(request, Rejection):
+            request_id = valid_id(message)
+            self._audit(request_id, identity, self._tool_in(message), request.as_error(), 0)
+            if request is POSITIONAL_PARAMS and "id" not in message:
+                return None  # a valid notification: refused, but never answered
+            return error_reply(request_id, request.as_error())
+        if request.method == "tools/list":
+            if request.request_id is None:
+                return None
+            return {"jsonrpc": "2.0", "id": request.request_id, "result": self._listing(identity)}
+        self._audit(request.request_id, identity, None, NO_SUCH_METHOD.as_error(), 0)
+        if request.request_id is None:
+            return None
+        return refusal_reply(request.request_id, NO_SUCH_METHOD)
 
     def _listing(self, identity: str) -> dict[str, JSONValue]:
         """tools/list's result for `identity`: the tools it may call."""

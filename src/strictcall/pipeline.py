@@ -17,11 +17,9 @@ itself. `Gateway` and the seed's `handle` are both built from these rungs.
 from __future__ import annotations
 
 import inspect
-import logging
 import math
 import threading
-import traceback
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Final
@@ -62,8 +60,6 @@ from strictcall.tools import (
     run_inline,
 )
 
-log = logging.getLogger("strictcall")
-
 ENVELOPE_MEMBERS: Final = ("arguments", "name")
 
 MAX_RESULT_DEPTH: Final = 128
@@ -87,7 +83,7 @@ class CompiledTool:
     arguments: CompiledSchema
     result: CompiledSchema
     is_async: bool
-    refusals: dict[tuple[Violation, type], Rejection] = field(default_factory=dict)
+    refusals: dict[Hashable, Rejection] = field(default_factory=dict)
     """Rejections already built for this tool's argument violations whose expected value is
     a scalar (so shared answers share nothing mutable); at most `REFUSALS_KEPT`."""
 
@@ -246,16 +242,22 @@ def check_arguments(
     if violation is None:  # the two validators disagree: refuse without a location
         return Rejection(INVALID_ARGUMENTS)
     # The same mistake is usually made again: its rejection is built once (the key holds the
-    # expected value's type, since 1 == True).
-    kind = type(violation.expected)
-    scalar = kind in _SCALARS
-    if scalar:
-        known = compiled.refusals.get((violation, kind))
+    # expected value's type, since 1 == True; for a list of scalars, an enum's or the members
+    # an object declares, each item's type). `fail` gives each answer its own list.
+    expected = violation.expected
+    kind = type(expected)
+    key: Hashable | None = None
+    if kind in _SCALARS:
+        key = (violation, kind)
+    elif kind is list and all(type(item) in _SCALARS for item in expected):
+        key = (violation.path, violation.reason, tuple(expected), tuple(map(type, expected)))
+    if key is not None:
+        known = compiled.refusals.get(key)
         if known is not None:
             return known
     rejection = _refusal(violation)
-    if scalar and len(compiled.refusals) < REFUSALS_KEPT:
-        compiled.refusals[violation, kind] = rejection
+    if key is not None and len(compiled.refusals) < REFUSALS_KEPT:
+        compiled.refusals[key] = rejection
     return rejection
 
 
@@ -501,8 +503,11 @@ def failure_of(compiled: CompiledTool, ctx: ToolContext, exc: Exception) -> Reje
 
 def _log_failure(ctx: ToolContext, exc: BaseException) -> None:
     """Log where a tool failed, without the exception's text (it may hold the caller's data)."""
+    import logging  # a failing tool's path only: not loaded by `import strictcall`
+    import traceback
+
     frames = "".join(traceback.format_tb(exc.__traceback__))
-    log.error(
+    logging.getLogger("strictcall").error(
         "tool %r failed in call %r with %s (message withheld)\n%s",
         ctx.tool,
         ctx.call_id,
@@ -620,4 +625,8 @@ def succeed(call_id: str | int, result: JSONValue) -> dict[str, JSONValue]:
 
 def fail(call_id: str | int, rejection: Rejection, *, located: bool = True) -> dict[str, JSONValue]:
     """The answer to a call that a rung refused."""
-    return {"ok": False, "call_id": call_id, "error": rejection.as_error(located=located)}
+    error = rejection.as_error(located=located)
+    expected = error.get("expected")
+    if type(expected) is list:  # its own: a refusal's list may be shared (`check_arguments`)
+        error["expected"] = list(expected)
+    return {"ok": False, "call_id": call_id, "error": error}

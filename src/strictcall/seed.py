@@ -81,7 +81,8 @@ READ_NOTE: Final = Tool(
 )
 """The seed's one tool, declared like any other."""
 
-_TOOLS: Final = {READ_NOTE.name: CompiledTool.compile(READ_NOTE)}
+_TOOLS: dict[str, CompiledTool] = {}
+"""READ_NOTE compiled, on the first call (not by `import strictcall`: it loads the validator)."""
 _LIMITS: Final = Limits()
 
 
@@ -100,6 +101,8 @@ def handle(
     if isinstance(document, Rejection):
         return fail(call_id, document, located=False)
     call = document.value
+    if not _TOOLS:
+        _TOOLS[READ_NOTE.name] = CompiledTool.compile(READ_NOTE)
     compiled = route_call(call, _TOOLS)
     if isinstance(compiled, Rejection):
         return fail(call_id, compiled, located=False)

@@ -13,7 +13,9 @@ connections and token cache.
 
 from __future__ import annotations
 
+import asyncio
 import gc
+import importlib
 import importlib.util
 import json
 import logging
@@ -37,7 +39,7 @@ from strictcall.audit import AuditLog
 from strictcall.edge import EdgeLimits, OriginPolicy
 from strictcall.gateway import Gateway
 from strictcall.guard import guarded_protocol
-from strictcall.http import RpcApp
+from strictcall.http import ASGIApp, Receive, RpcApp, Scope, Send
 from strictcall.jsonrpc import Recorder, RpcService
 from strictcall.listen import bind_listeners
 from strictcall.notes import notes_gateway
@@ -126,13 +128,12 @@ def build_gateway_app(
     an OpenTelemetry span (with strictcall[otel] and an SDK's tracer provider set); with
     `observe` false, neither (the floor `bench/ops.py` measures their cost against).
     """
-    from strictcall.mcp import McpHttpApp  # the MCP SDK loads only for a server
     from strictcall.ops.app import PATHS, OpsApp
 
     metrics = _metrics(gateway.tools) if observe else None
     audit = AuditLog(store, on_fault=None if metrics is None else metrics.audit_fault)
     record = observed(audit.record, metrics, _tracer() if observe else None)
-    mcp = McpHttpApp(gateway, record=record)
+    mcp = LoadingMcp(gateway, record)
     ops = OpsApp(
         store,
         open_without_token=open_to_operators,
@@ -159,6 +160,57 @@ def build_gateway_app(
     if metrics is not None:
         metrics.requests_in_flight = lambda: app.requests_in_flight
     return app
+
+
+class LoadingMcp:
+    """/mcp (`strictcall.mcp.McpHttpApp`), its SDK loaded on a thread once the server has
+    started: the MCP SDK (pydantic, starlette, ...) is most of a server's start-up, and /rpc and
+    /healthz need none of it. A request to /mcp that arrives before it is loaded waits for it;
+    should it fail to load (logged), /mcp answers 503."""
+
+    def __init__(self, gateway: Gateway, record: Recorder) -> None:
+        self._gateway = gateway
+        self._record = record
+        self._app: ASGIApp | None = None
+        self._ready: asyncio.Event | None = None
+
+    @asynccontextmanager
+    async def lifespan(self) -> AsyncIterator[None]:
+        """Load and run the MCP app in a task of its own (which enters and leaves the SDK's
+        session manager), while the server runs."""
+        self._ready = asyncio.Event()
+        stop = asyncio.Event()
+        task = asyncio.get_running_loop().create_task(self._run(stop))
+        try:
+            yield
+        finally:
+            stop.set()
+            await task
+
+    async def _run(self, stop: asyncio.Event) -> None:
+        assert self._ready is not None
+        try:
+            loaded = await asyncio.to_thread(importlib.import_module, "strictcall.mcp")
+            app = loaded.McpHttpApp(self._gateway, record=self._record)
+            async with app.lifespan():
+                self._app = app
+                self._ready.set()
+                await stop.wait()
+        except Exception:
+            log.exception("the MCP app could not start: /mcp answers 503")
+        finally:
+            self._app = None
+            self._ready.set()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._app is None and self._ready is not None:
+            await self._ready.wait()
+        app = self._app
+        if app is None:  # not loaded (it failed), or the server is stopping
+            await send({"type": "http.response.start", "status": 503, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        await app(scope, receive, send)
 
 
 def observed(record: Recorder, metrics: Metrics | None, tracer: CallTracer | None) -> Recorder:

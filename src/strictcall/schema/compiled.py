@@ -12,8 +12,6 @@ import copy
 from collections.abc import Callable
 from typing import Final
 
-import jsonschema_rs
-
 from strictcall.errors import JSONValue, StrictcallError
 from strictcall.schema.describe import Violation, describe_error, is_custom
 from strictcall.schema.quick import QuickDescriber
@@ -57,6 +55,8 @@ class CompiledSchema:
     def __init__(self, schema: JSONValue) -> None:
         if not isinstance(schema, dict | bool):
             raise SchemaDefinitionError("a schema is an object or a boolean")
+        import jsonschema_rs  # on the first schema, not by `import strictcall` (~30 ms)
+
         try:
             jsonschema_rs.meta.validate(schema)
         except (jsonschema_rs.ValidationError, ValueError) as exc:
@@ -72,7 +72,8 @@ class CompiledSchema:
             )
         except (jsonschema_rs.ValidationError, ValueError) as exc:
             raise SchemaDefinitionError(str(exc)) from None
-        self._flat = QuickDescriber.of(self.strict)
+        describer = QuickDescriber.of(self.strict)
+        self._flat = None if describer is None else describer.first_violation
         self.admits_numbers: Final = admits_numbers(self.strict)
         """Whether a value it accepts may hold a number anywhere (True when in doubt)."""
         self.is_valid_when: Final[tuple[Callable[[JSONValue], bool], ...]] = (
@@ -93,7 +94,7 @@ class CompiledSchema:
         finds another fault at that place (2.0 against multipleOf 5 is told "integer").
         """
         if self._flat is not None:
-            quick = self._flat.first_violation(instance)
+            quick = self._flat(instance)
             if quick is not None:
                 return quick
         return self.exact_violation(instance)

@@ -16,8 +16,6 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import Any, Final, NamedTuple
 
-import jsonschema_rs
-
 from strictcall.errors import JSONValue, Reason
 from strictcall.schema.describe import Violation
 from strictcall.schema.strict import EXACT_INTEGER
@@ -75,7 +73,8 @@ _STRING: Final = (str,)
 _NUMBER: Final = (int, float)
 
 _Check = Callable[[Any], Violation | None]
-_Violation: Final = Violation
+_new: Final[Callable[[type[Violation], tuple[Any, ...]], Violation]] = tuple.__new__
+"""A Violation made in C (its NamedTuple constructor is a Python function)."""
 
 
 class QuickDescriber:
@@ -86,10 +85,13 @@ class QuickDescriber:
     copied for each answer, since answers are handed out.
     """
 
-    __slots__ = ("_root",)
+    __slots__ = ("_root", "first_violation")
 
     def __init__(self, root: Describe) -> None:
         self._root: Final = root
+        self.first_violation: Final[Describe] = root
+        """The violation in an instance, or None when it finds none (the exact path then
+        looks): the compiled describer itself, called without a method in between."""
 
     @classmethod
     def of(cls, schema: JSONValue) -> QuickDescriber | None:
@@ -99,10 +101,6 @@ class QuickDescriber:
         except _Uncovered:
             return None
         return None if root is None else cls(root)
-
-    def first_violation(self, instance: JSONValue) -> Violation | None:
-        """The violation in `instance`, or None when it finds none (the exact path then looks)."""
-        return self._root(instance)
 
 
 FlatObject = QuickDescriber
@@ -167,6 +165,10 @@ def _compile_part(schema: JSONValue) -> _Part | None:
     if kinds is None:
         return _Part(None, _nothing, rest, rest if rest is not None else _nothing)
     types = frozenset(python for kind in kinds for python in _PYTHON_TYPES[kind])
+    if not first and by_type.keys() == types:
+        (only, *others) = by_type.values()
+        if not others and len(only) == 1:
+            rest = only[0]  # asked only of a value of its one type: no dispatch on the type
     # A float where an integer is asked for is strictcall's own rule, which wins over the
     # type's own error (`CompiledSchema.exact_violation`): told "integer" either way.
     wrong = _type_check(kinds)
@@ -205,6 +207,11 @@ def _node(first: tuple[_Check, ...], by_type: dict[type, tuple[_Check, ...]]) ->
             return None
         if len(first) == 1:
             return first[0]
+    if not first and len(by_type) == 1:  # e.g. an object's members: one call less
+        ((only_type, checks),) = by_type.items()
+        if len(checks) == 1:
+            (only,) = checks
+            return lambda value: only(value) if type(value) is only_type else None
     get = by_type.get
 
     def describe(value: Any) -> Violation | None:
@@ -261,9 +268,17 @@ def _exact_integer_check(schema: dict[str, Any]) -> _Check:
 
 def _member_check(keyword: str, reason: Reason, options: JSONValue) -> _Check:
     # JSON Schema's equality (1 == 1.0, true != 1), exactly as the validator decides it
+    import jsonschema_rs  # loaded by the first schema (`CompiledSchema`), not by the import
+
     validator = jsonschema_rs.Draft202012Validator({keyword: options})
     violation = Violation((), reason, options, True)
     is_valid = validator.is_valid
+    if isinstance(options, list) and all(
+        item is None or type(item) in _SCALARS for item in options
+    ):  # an enum of scalars (the usual one): a copy of the list, made in C
+        return lambda value: (
+            None if is_valid(value) else _new(Violation, ((), reason, list(options), True))
+        )
     if isinstance(options, list | dict):
         return lambda value: None if is_valid(value) else _fresh(violation)
     return lambda value: None if is_valid(value) else violation
@@ -311,6 +326,8 @@ def _gather(parts: list[_Check | None]) -> list[_Check]:
 
 def _by_validator(keyword: str, reason: Reason, value: JSONValue, expected: bool) -> _Check:
     """A check the validator's own engine decides (ECMA-262 patterns, formats, multipleOf)."""
+    import jsonschema_rs
+
     is_valid = jsonschema_rs.Draft202012Validator({keyword: value}, validate_formats=True).is_valid
     violation = Violation((), reason, value if expected else None, expected)
     return lambda v: None if is_valid(v) else violation
@@ -374,7 +391,7 @@ def _items_check(items: _Part) -> _Check:
             else:
                 continue
             if found is not None:
-                return _Violation((index, *found[0]), found[1], found[2], found[3])
+                return _new(Violation, ((index, *found[0]), found[1], found[2], found[3]))
         return None
 
     return check
@@ -431,15 +448,20 @@ def _members_check(
     checked = {name: entry for name, entry in known.items() if entry[0] or entry[3]}
     not_allowed = Violation((), Reason.NOT_ALLOWED, None, False)
 
+    known_names = known.keys()
+    required = frozenset(name for name, _ in missing)
+
     def check(value: dict[str, Any]) -> Violation | None:
-        for name in value:
-            if name not in known:
-                if names is None:
-                    return not_allowed
-                return Violation((name,), Reason.UNEXPECTED_MEMBER, list(names), True)
-        for name, violation in missing:
-            if name not in value:
-                return violation
+        if not known_names >= value.keys():  # compared in C; the loop finds the first one
+            for name in value:
+                if name not in known:
+                    if names is None:
+                        return not_allowed
+                    return Violation((name,), Reason.UNEXPECTED_MEMBER, list(names), True)
+        if not value.keys() >= required:
+            for name, violation in missing:
+                if name not in value:
+                    return violation
         for name, item in value.items():
             entry = checked.get(name)
             if entry is None:
@@ -456,7 +478,7 @@ def _members_check(
             else:
                 continue
             if found is not None:
-                return _Violation((name, *found[0]), found[1], found[2], found[3])
+                return _new(Violation, ((name, *found[0]), found[1], found[2], found[3]))
         return None
 
     return check

@@ -18,7 +18,6 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable, Iterator
 from typing import Any, Final
-from urllib.parse import unquote
 
 from strictcall.errors import JSONValue
 
@@ -231,6 +230,8 @@ def resolve_local(root: JSONValue, ref: JSONValue) -> JSONValue:
         return root
     if not ref.startswith("#/"):
         return None
+    from urllib.parse import unquote  # a $ref with a path only: not on every import
+
     node = root
     for raw in ref[2:].split("/"):
         step = unquote(raw).replace("~1", "/").replace("~0", "~")

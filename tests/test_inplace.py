@@ -1,0 +1,182 @@
+"""POST /rpc answered in place (`strictcall.coalesce`) against the same request run through the
+app: a real `strictcall serve`, raw HTTP/1.1 on a socket, so that how the bytes arrive (with
+the headers or after them, pipelined, closing) is the test's to choose."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from servers import RunningServer, create_token, recent_audit, start_server
+from strictcall import errors
+
+DEADLINE_S = 10.0
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("inplace") / "notes.sqlite3"
+
+
+@pytest.fixture(scope="module")
+def token(db: Path) -> str:
+    return create_token(db, "u1")
+
+
+@pytest.fixture(scope="module")
+def server(db: Path, token: str) -> Iterator[RunningServer]:
+    running = start_server(db)
+    yield running
+    assert running.stop() == 0
+
+
+def connect(server: RunningServer) -> socket.socket:
+    url = urlsplit(server.base_url)
+    sock = socket.create_connection((url.hostname, url.port), timeout=DEADLINE_S)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
+def request(token: str, body: bytes, *, extra: bytes = b"", version: bytes = b"1.1") -> bytes:
+    return (
+        b"POST /rpc HTTP/" + version + b"\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Authorization: Bearer " + token.encode() + b"\r\n" + extra
+        + b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+    )  # fmt: skip
+
+
+class Reader:
+    """HTTP/1.1 responses read off a socket, one at a time."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buffer = b""
+
+    def _fill(self) -> bool:
+        chunk = self.sock.recv(65536)
+        self.buffer += chunk
+        return bool(chunk)
+
+    def response(self) -> tuple[int, dict[str, str], bytes]:
+        while b"\r\n\r\n" not in self.buffer:
+            assert self._fill(), "the connection closed before a response"
+        head, self.buffer = self.buffer.split(b"\r\n\r\n", 1)
+        status_line, *lines = head.decode("latin-1").split("\r\n")
+        headers = {}
+        for line in lines:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+        length = int(headers["content-length"])
+        while len(self.buffer) < length:
+            assert self._fill(), "the connection closed inside a body"
+        body, self.buffer = self.buffer[:length], self.buffer[length:]
+        return int(status_line.split()[1]), headers, body
+
+    def closed(self) -> bool:
+        """Whether the server closed the connection (nothing more arrives)."""
+        return not self.buffer and not self._fill()
+
+
+def call(name: str, arguments: dict[str, Any], request_id: int) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "tools/call",
+        "params": {"name": name, "arguments": arguments},
+    }
+
+
+def text(value: Any) -> bytes:
+    return json.dumps(value).encode()
+
+
+def test_a_body_with_its_headers_and_one_after_them_get_the_same_answer(
+    server: RunningServer, token: str
+) -> None:
+    body = text(call("count_notes", {}, 7))
+    refused = text(call("read_note", {"note_id": 5}, 8))
+    answers = []
+    for payload in (body, refused):
+        with connect(server) as sock:
+            reader = Reader(sock)
+            sock.sendall(request(token, payload))  # in one piece
+            whole = reader.response()
+            head, _, rest = request(token, payload).partition(b"\r\n\r\n")
+            sock.sendall(head + b"\r\n\r\n")
+            sock.sendall(rest)  # the body after the headers
+            split = reader.response()
+            answers.append((whole, split))
+    for whole, split in answers:
+        assert whole[0] == split[0] == 200
+        assert whole[2] == split[2]
+    counted = json.loads(answers[0][0][2])
+    assert counted == {"jsonrpc": "2.0", "id": 7, "result": 0}
+    data = json.loads(answers[1][0][2])["error"]["data"]
+    assert data["code"] == errors.INVALID_ARGUMENTS.code
+
+
+def test_pipelined_requests_are_answered_in_order_with_an_awaited_write_among_them(
+    server: RunningServer, token: str
+) -> None:
+    created = call("create_note", {"text": "pipelined"}, 2)  # a write: awaited, not in place
+    bodies = [call("count_notes", {}, 1), created, call("count_notes", {}, 3)]
+    with connect(server) as sock:
+        reader = Reader(sock)
+        sock.sendall(b"".join(request(token, text(body)) for body in bodies))
+        replies = [json.loads(reader.response()[2]) for _ in bodies]
+    assert [reply["id"] for reply in replies] == [1, 2, 3]
+    before, made, after = (reply["result"] for reply in replies)
+    assert made["text"] == "pipelined"
+    assert after == before + 1
+
+
+def test_a_batch_with_a_write_is_answered_whole_and_audited_once_per_call(
+    server: RunningServer, token: str, db: Path
+) -> None:
+    batch = [call("create_note", {"text": "batched"}, 11), call("read_note", {"note_id": 5}, 12)]
+    with connect(server) as sock:
+        reader = Reader(sock)
+        sock.sendall(request(token, text(batch)))
+        status, _, body = reader.response()
+    assert status == 200
+    replies = {reply["id"]: reply for reply in json.loads(body)}
+    assert replies[11]["result"]["text"] == "batched"
+    assert replies[12]["error"]["data"]["code"] == errors.INVALID_ARGUMENTS.code
+
+    def ids(records: list[Any]) -> list[object]:
+        return [record.call_id for record in records]
+
+    both = recent_audit(db, 50, lambda records: {"11", "12"} <= set(map(str, ids(records))))
+    call_ids = [str(call_id) for call_id in ids(both)]
+    assert call_ids.count("11") == 1 and call_ids.count("12") == 1
+
+
+@pytest.mark.parametrize(
+    ("extra", "version"), [(b"Connection: close\r\n", b"1.1"), (b"", b"1.0")], ids=["close", "1.0"]
+)
+def test_a_connection_that_asks_to_close_is_answered_then_closed(
+    server: RunningServer, token: str, extra: bytes, version: bytes
+) -> None:
+    with connect(server) as sock:
+        reader = Reader(sock)
+        sock.sendall(request(token, text(call("count_notes", {}, 4)), extra=extra, version=version))
+        status, headers, body = reader.response()
+        assert status == 200 and headers["connection"] == "close"
+        assert json.loads(body)["id"] == 4
+        assert reader.closed()
+
+
+def test_refusals_in_place_carry_their_status_and_headers(server: RunningServer) -> None:
+    with connect(server) as sock:
+        reader = Reader(sock)
+        sock.sendall(request("not-a-token", text(call("count_notes", {}, 1))))
+        status, headers, body = reader.response()
+    assert status == 401
+    assert headers["www-authenticate"] == 'Bearer realm="strictcall"'
+    assert json.loads(body)["error"]["data"]["code"] == errors.UNAUTHENTICATED.code
