@@ -615,7 +615,9 @@ def render(report: dict[str, Any], args: argparse.Namespace) -> str:
 
 ADAPTERS_METHOD = (
     "One read_note call handed over as a provider's turn (`strictcall.adapters`), against "
-    "`Gateway.call` on the same call in the same {rounds} rounds (medians; `bench/adapters.py`). "
+    "`Gateway.call` on the same call in the same {rounds} rounds, in the thread's CPU time, "
+    "which of each pair runs first alternating from round to round (medians of the per-round "
+    "ratios; `bench/adapters.py`). "
     "An adapter also writes the value as JSON text for the model, which `Gateway.call` does not: "
     "`Gateway.call_text` shows what writing costs. Goal: each adapter <= "
     f"{adapters.TARGET_RATIO}x `Gateway.call`."
