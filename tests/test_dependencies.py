@@ -140,6 +140,46 @@ def test_uvicorn_still_has_the_httptools_protocol_that_coalesce_subclasses() -> 
     )
 
 
+def test_uvicorn_still_has_what_the_in_place_answer_leans_on() -> None:
+    """strictcall.coalesce answers a POST /rpc in place: it overrides three of the protocol's
+    parser callbacks and its task starter, ends a request as uvicorn's cycle does, and writes
+    uvicorn's status lines."""
+    from uvicorn.protocols.http import httptools_impl
+
+    protocol = httptools_impl.HttpToolsProtocol
+    for method, parameters in {
+        "_start_asgi_task": ["self", "cycle", "app"],
+        "on_headers_complete": ["self"],
+        "on_message_complete": ["self"],
+        "on_response_complete": ["self"],
+        "data_received": ["self", "data"],
+    }.items():
+        found = getattr(protocol, method, None)
+        assert found is not None, f"uvicorn's HttpToolsProtocol has no {method} any more"
+        assert list(inspect.signature(found).parameters) == parameters, (
+            f"uvicorn's HttpToolsProtocol.{method} changed its signature; strictcall.coalesce "
+            "overrides or calls it"
+        )
+    status_line = getattr(httptools_impl, "STATUS_LINE", None)
+    assert isinstance(status_line, dict) and status_line[200].startswith(b"HTTP/1.1 200"), (
+        "uvicorn's httptools_impl.STATUS_LINE changed; strictcall.coalesce writes it"
+    )
+    cycle_source = inspect.getsource(httptools_impl.RequestResponseCycle.__init__)
+    for attribute in (
+        "scope",
+        "body",
+        "keep_alive",
+        "waiting_for_100_continue",
+        "default_headers",
+        "response_started",
+        "response_complete",
+    ):
+        assert f"self.{attribute} =" in cycle_source, (
+            f"uvicorn's RequestResponseCycle no longer sets {attribute}, which "
+            "strictcall.coalesce reads or sets"
+        )
+
+
 def test_jsonschema_rs_still_names_every_error_kind_the_describer_reads() -> None:
     from strictcall.schema.describe import _REASONS
 
