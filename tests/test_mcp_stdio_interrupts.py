@@ -35,11 +35,10 @@ def test_200_interrupts_under_load_each_stop_within_a_second_with_130(tmp_path: 
     results = interrupted(tmp_path, 200, 8)
     wrong = [r for r in results if r["status"] != INTERRUPTED or r["traceback"]]
     assert not wrong, wrong[:3]
-    # Within a second: the process's own deadline is half of it (INTERRUPT_GRACE_S). On this
-    # 2-core machine shared by several full test runs, the scheduler alone has delayed a few
-    # exits past it, so the bound checked is: 95 % within the second, none beyond two.
+    # Every one within a second (issue 14): the process's own deadline is half of it
+    # (INTERRUPT_GRACE_S), the other half left for a loaded machine to deliver the signal and
+    # reap the process. On a quiet machine the slowest of 200 took 0.09 s.
     seconds = sorted(r["seconds"] for r in results)
-    assert seconds[int(len(seconds) * 0.95)] <= WITHIN_S, seconds[-10:]
-    assert seconds[-1] <= 2 * WITHIN_S, seconds[-10:]
+    assert seconds[-1] <= WITHIN_S, seconds[-10:]
     # the interrupts came while calls were being answered, not before the first
     assert sum(r["answered_before"] > 1 for r in results) == len(results)
