@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import secrets
 import shutil
 import sqlite3
 import subprocess
@@ -372,10 +373,13 @@ def with_statement_timeout(url: str, ms: int) -> str:
 def run_postgres(workdir: Path, url: str) -> list[FaultResult]:
     """The PostgreSQL faults, one after the other, on one server on `url`'s database."""
     results = []
+    # an identity of this run's own: its call ids and notes start afresh, so that a second run
+    # on the same database neither replays the first one's writes nor counts its copies
+    identity = f"faulty-{secrets.token_hex(4)}"
     store = open_store(url)
     try:
-        note = store.add_note("faulty", "a note to read").note_id
-        token = store.create_token("faulty")
+        note = store.add_note(identity, "a note to read").note_id
+        token = store.create_token(identity)
     finally:
         store.close()
     server_url = with_statement_timeout(url, PG_STATEMENT_TIMEOUT_MS)
@@ -408,7 +412,7 @@ def run_postgres(workdir: Path, url: str) -> list[FaultResult]:
                 healthz_expected=(503,),
             )
         )
-        held = key_held(url, "faulty", "statement-timeout-write")
+        held = key_held(url, identity, "statement-timeout-write")
         results.append(exercise(rpc, server, "statement timeout", held, note))
     finally:
         rpc.close()
