@@ -26,7 +26,7 @@ from strictcall.edge import DEFAULT_MAX_IN_FLIGHT, InFlight, OriginPolicy
 from strictcall.errors import RETRY_AFTER_MS, Rejection, StrictcallError
 from strictcall.jsonrpc import AWAIT, Recorder, RpcService, refusal_reply
 from strictcall.refusals import AUTH_DOWN, CALLER_BUSY, FOREIGN_ORIGIN, NO_TOKEN, too_large
-from strictcall.storage import AuditRecord, Store, StoreUnavailable
+from strictcall.storage import AuditRecord, AwaitedNotes, Store, StoreUnavailable
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -74,6 +74,8 @@ class RpcApp:
         self.in_flight: Final = InFlight(max_in_flight)
         self.service: Final = service
         self.store: Final = store
+        self._awaited = store if isinstance(store, AwaitedNotes) else None
+        """The store, when its token lookups are awaited (PostgreSQL), else None."""
         self.max_body: Final = max_body
         self._record = record
         self.mounts: Final = dict(mounts) if mounts is not None else {}
@@ -133,6 +135,8 @@ class RpcApp:
         body) as `__call__` would answer it: origin, token, calls in flight, size, then the
         service. None, with nothing run or audited, when a call in it must be awaited (an
         async tool, one with a time limit): the caller then runs the app on the request."""
+        if self._awaited is not None:  # its token may need a round trip: the app awaits it
+            return None
         refused = self._admit(scope)
         if not isinstance(refused, str):
             return refused
@@ -154,7 +158,10 @@ class RpcApp:
     async def _guarded(self, app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
         """`app` for an admitted origin and a known caller within its calls in flight, in this
         order: the origin before the token (a foreign page learns nothing of tokens)."""
-        refused = self._admit(scope)
+        awaited = self._awaited
+        refused = (
+            self._admit(scope) if awaited is None else await self._admit_awaited(scope, awaited)
+        )
         if not isinstance(refused, str):
             await _send(send, refused)
             return
@@ -173,6 +180,28 @@ class RpcApp:
         """The caller's identity, or its refusal: 403 for a foreign origin (checked before the
         token: a foreign page learns nothing of tokens), 401 without a known token, 503 when
         the token store is down."""
+        token = self._presented_token(scope)
+        if isinstance(token, tuple):
+            return token
+        try:
+            identity = None if token is None else self.store.identity_for_token(token)
+        except StoreUnavailable:
+            return self._refusal(503, AUTH_DOWN)
+        return self._refusal(401, NO_TOKEN) if identity is None else identity
+
+    async def _admit_awaited(self, scope: Scope, store: AwaitedNotes) -> str | Response:
+        """`_admit`, the token looked up on the loop without blocking it."""
+        token = self._presented_token(scope)
+        if isinstance(token, tuple):
+            return token
+        try:
+            identity = None if token is None else await store.identity_for_token_async(token)
+        except StoreUnavailable:
+            return self._refusal(503, AUTH_DOWN)
+        return self._refusal(401, NO_TOKEN) if identity is None else identity
+
+    def _presented_token(self, scope: Scope) -> str | Response | None:
+        """The bearer token the request presents (None: none), or 403 for a foreign origin."""
         origin = None
         authorization = None
         for name, value in scope["headers"]:  # one pass for both
@@ -183,14 +212,7 @@ class RpcApp:
                 origin = value
         if not self.origins.admits(None if origin is None else origin.decode("latin-1")):
             return self._refusal(403, FOREIGN_ORIGIN)
-        token = None if authorization is None else token_of(authorization)
-        try:
-            identity = None if token is None else self.store.identity_for_token(token)
-        except StoreUnavailable:
-            return self._refusal(503, AUTH_DOWN)
-        if identity is None:
-            return self._refusal(401, NO_TOKEN)
-        return identity
+        return None if authorization is None else token_of(authorization)
 
     async def _rpc(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["method"] != "POST":

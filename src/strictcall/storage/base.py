@@ -247,9 +247,10 @@ class Store(Protocol):
 
 @runtime_checkable
 class AwaitedNotes(Protocol):
-    """A store whose note calls and audit batches can be awaited on the server's event loop
-    (PostgreSQL): each waits a network round trip, which an event loop awaits at less cost than
-    a thread hop. The same guarantees, faults and answers as the `Store` methods of the same
+    """A store whose note calls, audit batches and token lookups can be awaited on the server's
+    event loop (PostgreSQL): each waits a network round trip, which an event loop awaits at less
+    cost than a thread hop, and which must not stall the loop (an unknown token is looked up
+    every time). The same guarantees, faults and answers as the `Store` methods of the same
     names (without `_async`)."""
 
     async def read_note_async(self, owner: str, note_id: str) -> Note | None: ...
@@ -258,6 +259,7 @@ class AwaitedNotes(Protocol):
     async def create_note_async(self, owner: str, text: str, key: IdempotencyKey) -> Note: ...
     async def delete_note_async(self, owner: str, note_id: str, key: IdempotencyKey) -> bool: ...
     async def record_calls_async(self, records: Sequence[AuditRecord]) -> None: ...
+    async def identity_for_token_async(self, token: str) -> str | None: ...
 
 
 def new_token() -> str:

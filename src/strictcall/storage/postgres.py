@@ -208,6 +208,8 @@ _RECORDED: Final = (
     "SELECT fingerprint, note_id FROM idempotency WHERE identity = %s AND call_id = %s"
 )
 
+_TOKEN_IDENTITY: Final = "SELECT hash, identity FROM tokens WHERE hash = %s AND role = 'agent'"
+
 _AUDIT_COLUMNS: Final = (
     "at, call_id, identity, tool, outcome, code, stage, latency_us, reason, pointer"
 )
@@ -540,19 +542,37 @@ class PostgresStore:
         from the database is therefore refused by every server within that long.
         """
         digest = hash_token(token)
+        cached = self._cached_identity(digest)
+        if cached is not None:
+            return cached
+        return self._remember(digest, self._read(_TOKEN_IDENTITY, (digest,)))
+
+    async def identity_for_token_async(self, token: str) -> str | None:
+        """`identity_for_token`, awaited on the running loop: a token not in the cache (an
+        unknown one every time) costs the loop no blocking round trip."""
+        digest = hash_token(token)
+        cached = self._cached_identity(digest)
+        if cached is not None:
+            return cached
+        pool = self._loop_pool()
+        if pool is None:
+            return await asyncio.to_thread(self.identity_for_token, token)
+        return self._remember(digest, await self._read_async(pool, _TOKEN_IDENTITY, (digest,)))
+
+    def _cached_identity(self, digest: str) -> str | None:
         cached = self._tokens.get(digest)
-        now = time.monotonic()
-        if cached is not None and cached[1] > now:
+        if cached is not None and cached[1] > time.monotonic():
             return cached[0]
-        row = self._read(
-            "SELECT hash, identity FROM tokens WHERE hash = %s AND role = 'agent'", (digest,)
-        )
+        return None
+
+    def _remember(self, digest: str, row: tuple[str, str] | None) -> str | None:
+        """The identity of a token's row (None for no row), remembered for `token_cache_s`."""
         if row is None or not hmac.compare_digest(row[0], digest):
             return None
         identity = str(row[1])
         if len(self._tokens) >= _TOKEN_CACHE_SIZE:
             self._tokens.clear()
-        self._tokens[digest] = (identity, now + self._token_cache_s)
+        self._tokens[digest] = (identity, time.monotonic() + self._token_cache_s)
         return identity
 
     # --- audit --------------------------------------------------------------------------------
