@@ -13,12 +13,15 @@ import itertools
 import json
 import os
 import queue
+import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -63,6 +66,40 @@ def fastmcp_command(call_log: Path | None = None) -> str:
     """The command line that runs the FastMCP notes server on stdio."""
     extra = [] if call_log is None else ["--call-log", str(call_log)]
     return shlex.join([sys.executable, str(FASTMCP_NOTES), *extra])
+
+
+@dataclass
+class HttpProxy:
+    """A started `strictcall proxy` over HTTP: its base URL and process."""
+
+    base_url: str
+    process: subprocess.Popen[str]
+
+    def stop(self) -> int:
+        self.process.send_signal(signal.SIGTERM)
+        assert self.process.stdout is not None
+        self.process.stdout.close()
+        return self.process.wait(timeout=DEADLINE_S)
+
+
+def start_proxy(db: Path, *extra: str) -> HttpProxy:
+    """`strictcall proxy` over HTTP in front of the FastMCP notes server, on `db`, once it
+    listens (`extra`: more flags)."""
+    argv = [sys.executable, "-m", "strictcall", "proxy", "--upstream-cmd", fastmcp_command()]
+    process = subprocess.Popen(
+        [*argv, "--port", "0", "--db", str(db), *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert process.stdout is not None
+    first = process.stdout.readline()  # the one line, once it listens (or "" if it died)
+    match = re.search(r"listening on (http://[0-9.]+:\d+)", first)
+    if match is None:
+        process.kill()
+        raise AssertionError(first)
+    return HttpProxy(match.group(1), process)
 
 
 def proxy_argv(upstream_cmd: str | None, db: Path, *extra: str) -> list[str]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 import signal
 import socket
@@ -31,6 +30,7 @@ from mcp_peers import (
     everything_command,
     fastmcp_command,
     proxy_argv,
+    start_proxy,
 )
 from servers import create_token, strictcall
 from strictcall.errors import (
@@ -308,36 +308,11 @@ def http_proxy(
     tmp = tmp_path_factory.mktemp("proxy-http")
     db = tmp / "proxy.sqlite3"
     tokens = {identity: create_token(db, identity) for identity in ("u1", "u2")}
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "strictcall",
-            "proxy",
-            "--upstream-cmd",
-            fastmcp_command(),
-            "--port",
-            "0",
-            "--db",
-            str(db),
-            "--allow",
-            str(allow_file),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    assert process.stdout is not None
-    first = process.stdout.readline()  # the one line, once it listens (or "" if it died)
-    match = re.search(r"listening on (http://[0-9.]+:\d+)", first)
+    proxy = start_proxy(db, "--allow", str(allow_file))
     try:
-        assert match is not None, first
-        yield match.group(1), tokens
+        yield proxy.base_url, tokens
     finally:
-        process.send_signal(signal.SIGTERM)
-        process.stdout.close()
-        assert process.wait(timeout=DEADLINE_S) == 0
+        assert proxy.stop() == 0
 
 
 def rpc(base: str, token: str, method: str, params: dict[str, Any]) -> dict[str, Any]:

@@ -3,16 +3,12 @@ calls in flight per identity and the connection cap, with a real FastMCP upstrea
 
 from __future__ import annotations
 
-import os
-import re
-import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -20,42 +16,12 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from mcp_peers import DEADLINE_S, fastmcp_command
+from mcp_peers import DEADLINE_S, HttpProxy, fastmcp_command, start_proxy
 from servers import create_token
 from strictcall import errors
 from strictcall.cli import EXIT_USAGE
 
 MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
-
-
-@dataclass
-class HttpProxy:
-    base_url: str
-    process: subprocess.Popen[str]
-
-    def stop(self) -> int:
-        self.process.send_signal(signal.SIGTERM)
-        assert self.process.stdout is not None
-        self.process.stdout.close()
-        return self.process.wait(timeout=DEADLINE_S)
-
-
-def start_proxy(db: Path, *extra: str) -> HttpProxy:
-    argv = [sys.executable, "-m", "strictcall", "proxy", "--upstream-cmd", fastmcp_command()]
-    process = subprocess.Popen(
-        [*argv, "--port", "0", "--db", str(db), *extra],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    assert process.stdout is not None
-    first = process.stdout.readline()  # the one line, once it listens (or "" if it died)
-    match = re.search(r"listening on (http://[0-9.]+:\d+)", first)
-    if match is None:
-        process.kill()
-        raise AssertionError(first)
-    return HttpProxy(match.group(1), process)
 
 
 @pytest.fixture(scope="module")
