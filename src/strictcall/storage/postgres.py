@@ -23,9 +23,11 @@ import asyncio
 import hmac
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 from strictcall.errors import MissingExtra
@@ -53,13 +55,15 @@ from strictcall.storage.base import (
 try:
     import psycopg
     from psycopg import errors as pg_errors
+    from psycopg import pq
     from psycopg.conninfo import conninfo_to_dict
     from psycopg_pool import ConnectionPool, PoolTimeout
 except ImportError:  # exercised in a venv without the extra (tests: a blocked import)
     raise MissingExtra("postgres", "psycopg") from None
 
 T = TypeVar("T")
-_IDLE: Final = psycopg.pq.TransactionStatus.IDLE
+_IDLE: Final = pq.TransactionStatus.IDLE
+_FATAL_ERROR: Final = pq.ExecStatus.FATAL_ERROR
 
 SCHEMA_VERSION: Final = 2
 """The schema this code writes (PostgreSQL's own numbering, apart from SQLite's)."""
@@ -204,11 +208,35 @@ DELETE FROM notes WHERE id IN (SELECT note_id FROM claim)
 RETURNING id
 """
 
+
+@dataclass(frozen=True, slots=True)
+class _Statement:
+    """A read the loop sends often: prepared by name on each of the loop's connections at its
+    first use there, then sent as that name and its parameters (no parse, no plan, no psycopg
+    cursor: a third of what `AsyncConnection.execute` costs the loop per read)."""
+
+    name: bytes
+    sql: bytes  # with PostgreSQL's own placeholders, $1, $2, ...
+
+    @classmethod
+    def of(cls, name: str, sql: str) -> _Statement:
+        """The statement `sql`, written with psycopg's %s placeholders, prepared as `name`."""
+        parts = sql.split("%s")
+        numbered = parts[0] + "".join(f"${n}{part}" for n, part in enumerate(parts[1:], 1))
+        return cls(name.encode("ascii"), numbered.encode("utf-8"))
+
+
 _RECORDED: Final = (
     "SELECT fingerprint, note_id FROM idempotency WHERE identity = %s AND call_id = %s"
 )
 
 _TOKEN_IDENTITY: Final = "SELECT hash, identity FROM tokens WHERE hash = %s AND role = 'agent'"
+
+# The loop's reads, prepared on its connections (the threads' go through psycopg's cursors).
+_READ_NOTE_PREPARED: Final = _Statement.of("strictcall_read_note", _READ_NOTE)
+_LIST_NOTES_PREPARED: Final = _Statement.of("strictcall_list_notes", _LIST_NOTES)
+_COUNT_NOTES_PREPARED: Final = _Statement.of("strictcall_count_notes", _COUNT_NOTES)
+_TOKEN_IDENTITY_PREPARED: Final = _Statement.of("strictcall_token_identity", _TOKEN_IDENTITY)
 
 _AUDIT_COLUMNS: Final = (
     "at, call_id, identity, tool, outcome, code, stage, latency_us, reason, pointer"
@@ -557,7 +585,8 @@ class PostgresStore:
         pool = self._loop_pool()
         if pool is None:
             return await asyncio.to_thread(self.identity_for_token, token)
-        return self._remember(digest, await self._read_async(pool, _TOKEN_IDENTITY, (digest,)))
+        row = await self._fetch_async(pool, _TOKEN_IDENTITY_PREPARED, (digest,), _text_pair)
+        return self._remember(digest, row)
 
     def _cached_identity(self, digest: str) -> str | None:
         cached = self._tokens.get(digest)
@@ -779,12 +808,19 @@ class PostgresStore:
                 pool.put(conn)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _read_async(
-        self, pool: _LoopPool, sql: str, params: tuple[object, ...], *, many: bool = False
-    ) -> Any:
-        async def query(conn: psycopg.AsyncConnection[Any]) -> Any:
-            cursor = await conn.execute(sql, params)
-            return await (cursor.fetchall() if many else cursor.fetchone())
+    async def _fetch_async(
+        self,
+        pool: _LoopPool,
+        statement: _Statement,
+        params: Sequence[str],
+        rows: Callable[[pq.abc.PGresult], T],
+    ) -> T:
+        """`rows` of what `statement` returns (binary format), on one of the loop's connections:
+        the same faults and answers as the store's other calls, and retried once the same way."""
+        values = [param.encode("utf-8") for param in params]
+
+        async def query(conn: psycopg.AsyncConnection[Any]) -> T:
+            return rows(await _fetch(conn, pool.prepared(conn), statement, values))
 
         return await self._run_async(pool, query, retry=True)
 
@@ -795,24 +831,22 @@ class PostgresStore:
             return await asyncio.to_thread(self.read_note, owner, note_id)
         if "\x00" in note_id:
             return None
-        row = await self._read_async(pool, _READ_NOTE, (owner, note_id))
-        return None if row is None else Note(note_id, _text(row[0]))
+        text = await self._fetch_async(pool, _READ_NOTE_PREPARED, (owner, note_id), _first_bytes)
+        return None if text is None else Note(note_id, _text(text))
 
     async def list_notes_async(self, owner: str) -> list[Note]:
         """`list_notes`, awaited on the running loop."""
         pool = self._loop_pool()
         if pool is None:
             return await asyncio.to_thread(self.list_notes, owner)
-        rows = await self._read_async(pool, _LIST_NOTES, (owner,), many=True)
-        return [Note(note_id, _text(text)) for note_id, text in rows]
+        return await self._fetch_async(pool, _LIST_NOTES_PREPARED, (owner,), _notes)
 
     async def count_notes_async(self, owner: str) -> int:
         """`count_notes`, awaited on the running loop."""
         pool = self._loop_pool()
         if pool is None:
             return await asyncio.to_thread(self.count_notes, owner)
-        row = await self._read_async(pool, _COUNT_NOTES, (owner,))
-        return int(row[0])
+        return await self._fetch_async(pool, _COUNT_NOTES_PREPARED, (owner,), _count)
 
     async def create_note_async(self, owner: str, text: str, key: IdempotencyKey) -> Note:
         """`create_note`, awaited on the running loop: one round trip and one commit.
@@ -910,6 +944,9 @@ class _LoopPool:
         self._waiters: deque[asyncio.Future[psycopg.AsyncConnection[Any] | None]] = deque()
         self._open = 0  # connections counted against `size`: idle, in use or being opened
         self._audit: psycopg.AsyncConnection[Any] | None = None
+        self._prepared: weakref.WeakKeyDictionary[psycopg.AsyncConnection[Any], set[bytes]] = (
+            weakref.WeakKeyDictionary()
+        )
 
     async def get(self, wait: float) -> psycopg.AsyncConnection[Any]:
         """A connection of this loop's.
@@ -949,6 +986,14 @@ class _LoopPool:
             if conn is not None:
                 return conn
             # None: a connection was closed, and this call may open one in its place
+
+    def prepared(self, conn: psycopg.AsyncConnection[Any]) -> set[bytes]:
+        """The names of the statements prepared on `conn`, one of this loop's connections (its
+        session's: a connection opened in its place prepares them again)."""
+        names = self._prepared.get(conn)
+        if names is None:
+            names = self._prepared[conn] = set()
+        return names
 
     def put(self, conn: psycopg.AsyncConnection[Any]) -> None:
         """Give `conn` back: to a waiting call, to the idle ones, or closed if not idle."""
@@ -1013,6 +1058,112 @@ class _LoopPool:
 def _discard(conn: psycopg.AsyncConnection[Any]) -> None:
     # The session ends at once (libpq's finish is not a wait): no task to schedule.
     conn.pgconn.finish()
+
+
+async def _fetch(
+    conn: psycopg.AsyncConnection[Any],
+    prepared: set[bytes],
+    statement: _Statement,
+    params: Sequence[bytes],
+) -> pq.abc.PGresult:
+    """The result of `statement` on `conn`, sent through libpq as a prepared statement (prepared
+    first, by one more round trip, if `prepared` does not name it) and awaited on the loop.
+
+    `conn` is idle and in autocommit, and no other call uses it meanwhile (the loop's pool hands
+    it to one call at a time); a call cancelled here leaves it busy, and the pool closes it.
+
+    Raises:
+        psycopg.Error: the statement failed (its class from its SQLSTATE, as psycopg raises it),
+            or the session did.
+    """
+    pgconn = conn.pgconn
+    if statement.name not in prepared:
+        pgconn.send_prepare(statement.name, statement.sql)
+        await _result(conn)
+        prepared.add(statement.name)
+    pgconn.send_query_prepared(statement.name, params, result_format=pq.Format.BINARY)
+    return await _result(conn)
+
+
+async def _result(conn: psycopg.AsyncConnection[Any]) -> pq.abc.PGresult:
+    """The result of the command just sent on `conn`'s libpq connection (non-blocking, as
+    psycopg leaves it), its socket awaited on the running loop; the first error is raised.
+
+    Raises:
+        psycopg.Error: as `_fetch`.
+    """
+    pgconn = conn.pgconn
+    loop = asyncio.get_running_loop()
+    fileno = pgconn.socket
+    while pgconn.flush():  # 1: not all sent yet (a full socket buffer)
+        await _ready(loop.add_writer, loop.remove_writer, loop.create_future(), fileno)
+    kept: pq.abc.PGresult | None = None
+    while True:
+        while pgconn.is_busy():
+            await _ready(loop.add_reader, loop.remove_reader, loop.create_future(), fileno)
+            pgconn.consume_input()
+        result = pgconn.get_result()
+        if result is None:  # the command is done and the session ready for the next
+            break
+        if kept is None or kept.status != _FATAL_ERROR:
+            kept = result
+    if kept is None:
+        raise psycopg.InterfaceError("no result")
+    if kept.status == _FATAL_ERROR:
+        raise pg_errors.error_from_result(kept, encoding=conn.info.encoding)
+    return kept
+
+
+async def _ready(
+    add: Callable[..., object],
+    remove: Callable[[int], object],
+    ready: asyncio.Future[None],
+    fileno: int,
+) -> None:
+    """Until `fileno` is ready (`add` and `remove`: the loop's reader's or writer's)."""
+    add(fileno, _set_ready, ready)
+    try:
+        await ready
+    finally:
+        remove(fileno)
+
+
+def _set_ready(ready: asyncio.Future[None]) -> None:
+    # The loop polls the socket again before the waiting call runs: it may be called twice.
+    if not ready.done():
+        ready.set_result(None)
+
+
+def _first_bytes(result: pq.abc.PGresult) -> bytes | None:
+    """The first column of the first row (a NOT NULL bytea), or None for no row."""
+    return result.get_value(0, 0) if result.ntuples else None
+
+
+def _count(result: pq.abc.PGresult) -> int:
+    """The int8 of a one-row, one-column result."""
+    return int.from_bytes(_cell(result, 0, 0), "big", signed=True)
+
+
+def _notes(result: pq.abc.PGresult) -> list[Note]:
+    """The (id, text) rows as notes."""
+    return [
+        Note(_cell(result, row, 0).decode("utf-8"), _text(_cell(result, row, 1)))
+        for row in range(result.ntuples)
+    ]
+
+
+def _text_pair(result: pq.abc.PGresult) -> tuple[str, str] | None:
+    """The first row's two text columns, or None for no row."""
+    if not result.ntuples:
+        return None
+    return _cell(result, 0, 0).decode("utf-8"), _cell(result, 0, 1).decode("utf-8")
+
+
+def _cell(result: pq.abc.PGresult, row: int, column: int) -> bytes:
+    value = result.get_value(row, column)
+    if value is None:  # every column read here is NOT NULL
+        raise psycopg.DataError("a NULL where none can be")
+    return value
 
 
 def _is_lost(exc: psycopg.Error) -> bool:
