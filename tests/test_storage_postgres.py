@@ -450,3 +450,120 @@ def test_a_deleted_token_is_refused_by_every_server_once_its_cache_time_is_past(
     finally:
         first.close()
         second.close()
+
+
+# --- the loop's reads, sent through libpq as prepared statements --------------------------------
+
+
+def watched_sockets(store: PostgresStore) -> int:
+    """How many of the loop's connections have their socket watched by the loop now."""
+    pool = store._loop_side
+    assert pool is not None
+    return sum(session._watched >= 0 for session in pool._sessions.values())
+
+
+def test_awaited_reads_of_every_kind_read_what_was_written(store: PostgresStore) -> None:
+    text = 'quotes " and \\ backslashes, NUL \x00, 退款, an emoji 🙂'
+    first = store.add_note("u1", text)
+    second = store.add_note("u1", "")
+    theirs = store.add_note("u2", "not yours")
+    token = store.create_token("u1")
+    operator = store.create_operator_token("ops")
+
+    async def scenario() -> None:
+        for _ in range(2):  # the first prepares each statement, the second reuses it
+            assert await store.read_note_async("u1", first.note_id) == first
+            assert await store.read_note_async("u1", second.note_id) == second
+            assert await store.read_note_async("u1", theirs.note_id) is None
+            assert await store.read_note_async("u1", "missing") is None
+            assert await store.list_notes_async("u1") == [first, second]
+            assert await store.list_notes_async("nobody") == []
+            assert await store.count_notes_async("u1") == 2
+            assert await store.count_notes_async("nobody") == 0
+        store._tokens.clear()  # looked up, not cached
+        assert await store.identity_for_token_async(token) == "u1"
+        assert await store.identity_for_token_async(operator) is None  # no agent's token
+        assert await store.identity_for_token_async("sc_unknown") is None
+
+    asyncio.run(scenario())
+
+
+def test_awaited_reads_go_on_when_their_idle_sessions_are_killed(store: PostgresStore) -> None:
+    note = store.add_note("u1", "kept")
+
+    async def scenario() -> None:
+        reads = [store.read_note_async("u1", note.note_id) for _ in range(LOOP_CONNECTIONS)]
+        assert await asyncio.gather(*reads) == [note] * LOOP_CONNECTIONS
+        assert watched_sockets(store) >= 2  # several connections, each watched while idle
+        assert pg.terminate_backends(store._url) >= 2
+        deadline = time.monotonic() + DEADLINE_S
+        while watched_sockets(store):  # the loop reads each goodbye and stops watching
+            assert time.monotonic() < deadline, "a killed session's socket is still watched"
+            await asyncio.sleep(0.01)
+        assert await store.read_note_async("u1", note.note_id) == note  # replaced, prepared
+        assert await store.count_notes_async("u1") == 1
+
+    asyncio.run(scenario())
+
+
+def test_an_awaited_read_past_its_timeout_is_unavailable_and_the_session_goes_on(
+    pg_url: str,
+) -> None:
+    store = PostgresStore(pg_url + "?options=-c%20statement_timeout%3D200")
+    note = store.add_note("u1", "t")
+
+    async def scenario() -> None:
+        assert await store.read_note_async("u1", note.note_id) == note
+        with psycopg.connect(pg_url) as holder:  # a transaction holding the table from readers
+            holder.execute("LOCK TABLE notes IN ACCESS EXCLUSIVE MODE")
+            with pytest.raises(StoreUnavailable):
+                await store.read_note_async("u1", note.note_id)
+            holder.rollback()
+        assert watched_sockets(store) == 1  # the same session, not lost
+        assert await store.read_note_async("u1", note.note_id) == note
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        store.close()
+
+
+def test_an_awaited_read_cancelled_mid_statement_leaves_no_broken_session(
+    store: PostgresStore,
+) -> None:
+    note = store.add_note("u1", "t")
+
+    async def scenario() -> None:
+        with psycopg.connect(store._url) as holder:
+            holder.execute("LOCK TABLE notes IN ACCESS EXCLUSIVE MODE")
+            blocked = asyncio.create_task(store.read_note_async("u1", note.note_id))
+            await asyncio.sleep(0.1)
+            blocked.cancel()  # as a tool's time limit does
+            with pytest.raises(asyncio.CancelledError):
+                await blocked
+            holder.rollback()
+        assert watched_sockets(store) == 0  # the busy connection closed, its socket let go
+        reads = [store.read_note_async("u1", note.note_id) for _ in range(LOOP_CONNECTIONS + 1)]
+        assert await asyncio.gather(*reads) == [note] * (LOOP_CONNECTIONS + 1)
+
+    asyncio.run(scenario())
+
+
+def test_a_write_between_awaited_reads_on_one_connection_keeps_both_working(
+    pg_url: str,
+) -> None:
+    store = PostgresStore(pg_url, max_size=1)  # one connection: reads and writes share it
+
+    async def scenario() -> None:
+        async with asyncio.timeout(DEADLINE_S):  # a read no one wakes would wait for ever
+            for n in range(3):  # psycopg watches the socket for a write, the session for reads
+                key = IdempotencyKey(f'"{n}"', "fp")
+                note = await store.create_note_async("u1", f"t{n}", key)
+                assert await store.read_note_async("u1", note.note_id) == note
+                assert watched_sockets(store) == 1
+            assert await store.count_notes_async("u1") == 3
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        store.close()

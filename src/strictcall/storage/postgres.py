@@ -23,7 +23,6 @@ import asyncio
 import hmac
 import threading
 import time
-import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -64,6 +63,7 @@ except ImportError:  # exercised in a venv without the extra (tests: a blocked i
 T = TypeVar("T")
 _IDLE: Final = pq.TransactionStatus.IDLE
 _FATAL_ERROR: Final = pq.ExecStatus.FATAL_ERROR
+_CONNECTION_OK: Final = pq.ConnStatus.OK
 
 SCHEMA_VERSION: Final = 2
 """The schema this code writes (PostgreSQL's own numbering, apart from SQLite's)."""
@@ -775,15 +775,21 @@ class PostgresStore:
         work: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]],
         *,
         retry: bool,
+        libpq: bool = False,
     ) -> T:
-        """`_run`, awaited on the loop's own connections: the same faults, the same answers."""
+        """`_run`, awaited on the loop's own connections: the same faults, the same answers.
+
+        `work` goes through psycopg's calls unless `libpq` (a `_Session.fetch`): psycopg then
+        watches the connection's socket itself, and the session's watch is stopped first.
+        """
         if time.monotonic() < self._down_until:
             raise StoreUnavailable("held after a fault")
         wait = self._pool_wait_s
         attempts = 2 if retry else 1
         for attempt in range(attempts):
             try:
-                conn = await pool.get(wait)
+                # an idle one without a coroutine (the common case: a read's hot path)
+                conn = pool._idle.pop() if pool._idle else await pool.get(wait)
             except _PoolFull:
                 if time.monotonic() - self._lost_at < LOST_WINDOW_S:
                     self._hold()  # connections are being replaced: the database is down
@@ -793,6 +799,8 @@ class PostgresStore:
                 self._hold()
                 raise StoreUnavailable(type(exc).__name__) from None
             try:
+                if not libpq:
+                    pool.unwatch(conn)
                 return await work(conn)
             except psycopg.Error as exc:
                 if not _is_lost(exc):
@@ -816,13 +824,20 @@ class PostgresStore:
         rows: Callable[[pq.abc.PGresult], T],
     ) -> T:
         """`rows` of what `statement` returns (binary format), on one of the loop's connections:
-        the same faults and answers as the store's other calls, and retried once the same way."""
+        the same faults and answers as the store's other calls, and retried once the same way.
+
+        Raises:
+            StoreUnavailable: as any call; and for a row `rows` cannot read (a NULL where the
+                schema holds none).
+        """
         values = [param.encode("utf-8") for param in params]
-
-        async def query(conn: psycopg.AsyncConnection[Any]) -> T:
-            return rows(await _fetch(conn, pool.prepared(conn), statement, values))
-
-        return await self._run_async(pool, query, retry=True)
+        result = await self._run_async(
+            pool, lambda conn: pool.session(conn).fetch(statement, values), retry=True, libpq=True
+        )
+        try:
+            return rows(result)
+        except _NoValue:
+            raise StoreUnavailable("unexpected NULL") from None
 
     async def read_note_async(self, owner: str, note_id: str) -> Note | None:
         """`read_note`, awaited on the running loop (one round trip, no thread)."""
@@ -944,9 +959,7 @@ class _LoopPool:
         self._waiters: deque[asyncio.Future[psycopg.AsyncConnection[Any] | None]] = deque()
         self._open = 0  # connections counted against `size`: idle, in use or being opened
         self._audit: psycopg.AsyncConnection[Any] | None = None
-        self._prepared: weakref.WeakKeyDictionary[psycopg.AsyncConnection[Any], set[bytes]] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._sessions: dict[psycopg.AsyncConnection[Any], _Session] = {}
 
     async def get(self, wait: float) -> psycopg.AsyncConnection[Any]:
         """A connection of this loop's.
@@ -987,18 +1000,30 @@ class _LoopPool:
                 return conn
             # None: a connection was closed, and this call may open one in its place
 
-    def prepared(self, conn: psycopg.AsyncConnection[Any]) -> set[bytes]:
-        """The names of the statements prepared on `conn`, one of this loop's connections (its
-        session's: a connection opened in its place prepares them again)."""
-        names = self._prepared.get(conn)
-        if names is None:
-            names = self._prepared[conn] = set()
-        return names
+    def session(self, conn: psycopg.AsyncConnection[Any]) -> _Session:
+        """What this pool keeps of `conn`, one of its connections in use."""
+        session = self._sessions.get(conn)
+        if session is None:
+            session = self._sessions[conn] = _Session(conn, self.loop)
+        return session
+
+    def unwatch(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """Stop watching `conn`'s socket (before psycopg, or the pool, takes it over)."""
+        session = self._sessions.get(conn)
+        if session is not None:
+            session.unwatch()
+
+    def _discard(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """Close `conn`, its socket no longer watched by the loop first."""
+        session = self._sessions.pop(conn, None)
+        if session is not None:
+            session.unwatch()
+        _discard(conn)
 
     def put(self, conn: psycopg.AsyncConnection[Any]) -> None:
         """Give `conn` back: to a waiting call, to the idle ones, or closed if not idle."""
         if conn.closed or conn.info.transaction_status != _IDLE or self._open > self._size:
-            _discard(conn)
+            self._discard(conn)
             self._open -= 1
             self._wake()
             return
@@ -1020,7 +1045,7 @@ class _LoopPool:
     def drop_idle(self) -> None:
         """Close the idle connections (their sessions are likely lost too)."""
         while self._idle:
-            _discard(self._idle.pop())
+            self._discard(self._idle.pop())
             self._open -= 1
             self._wake()
 
@@ -1060,76 +1085,115 @@ def _discard(conn: psycopg.AsyncConnection[Any]) -> None:
     conn.pgconn.finish()
 
 
-async def _fetch(
-    conn: psycopg.AsyncConnection[Any],
-    prepared: set[bytes],
-    statement: _Statement,
-    params: Sequence[bytes],
-) -> pq.abc.PGresult:
-    """The result of `statement` on `conn`, sent through libpq as a prepared statement (prepared
-    first, by one more round trip, if `prepared` does not name it) and awaited on the loop.
+class _Session:
+    """One of the loop's connections as its reads use it: the statements prepared on it, and
+    its socket watched by the loop for as long as reads go through libpq on it (watching it
+    once, not per round trip, saves the loop two registrations per read).
 
-    `conn` is idle and in autocommit, and no other call uses it meanwhile (the loop's pool hands
-    it to one call at a time); a call cancelled here leaves it busy, and the pool closes it.
-
-    Raises:
-        psycopg.Error: the statement failed (its class from its SQLSTATE, as psycopg raises it),
-            or the session did.
+    While no read waits on it, what arrives (a notice; the server's goodbye when the session is
+    terminated) is read at once, so that the loop is not woken for it again; a session found
+    lost that way is no longer watched, and the next call on it fails and replaces it.
     """
-    pgconn = conn.pgconn
-    if statement.name not in prepared:
-        pgconn.send_prepare(statement.name, statement.sql)
-        await _result(conn)
-        prepared.add(statement.name)
-    pgconn.send_query_prepared(statement.name, params, result_format=pq.Format.BINARY)
-    return await _result(conn)
 
+    __slots__ = ("_conn", "_loop", "_prepared", "_ready", "_watched")
 
-async def _result(conn: psycopg.AsyncConnection[Any]) -> pq.abc.PGresult:
-    """The result of the command just sent on `conn`'s libpq connection (non-blocking, as
-    psycopg leaves it), its socket awaited on the running loop; the first error is raised.
+    def __init__(self, conn: psycopg.AsyncConnection[Any], loop: asyncio.AbstractEventLoop):
+        self._conn = conn
+        self._loop = loop
+        self._prepared: set[bytes] = set()
+        self._ready: asyncio.Future[None] | None = None  # a read waiting for the socket
+        self._watched = -1  # the socket the loop watches for this session, or -1
 
-    Raises:
-        psycopg.Error: as `_fetch`.
-    """
-    pgconn = conn.pgconn
-    loop = asyncio.get_running_loop()
-    fileno = pgconn.socket
-    while pgconn.flush():  # 1: not all sent yet (a full socket buffer)
-        await _ready(loop.add_writer, loop.remove_writer, loop.create_future(), fileno)
-    kept: pq.abc.PGresult | None = None
-    while True:
-        while pgconn.is_busy():
-            await _ready(loop.add_reader, loop.remove_reader, loop.create_future(), fileno)
+    def fetch(self, statement: _Statement, params: Sequence[bytes]) -> Awaitable[pq.abc.PGresult]:
+        """The result of `statement`, sent as a prepared statement (prepared first, by one more
+        round trip, at its first use on this connection) and awaited on the loop.
+
+        The connection is idle, in autocommit, and no other call uses it meanwhile (the loop's
+        pool hands it to one call at a time); a call cancelled while it waits leaves it busy,
+        and the pool closes it.
+
+        Raises:
+            psycopg.Error: the statement failed (its class from its SQLSTATE, as psycopg raises
+                it), or the session did (when sent, or when awaited).
+        """
+        pgconn = self._conn.pgconn
+        if self._watched < 0:
+            self._watched = pgconn.socket
+            self._loop.add_reader(self._watched, self._readable)
+        if statement.name not in self._prepared:
+            return self._prepare_then_fetch(statement, params)
+        pgconn.send_query_prepared(statement.name, params, result_format=pq.Format.BINARY)
+        return self._result()
+
+    async def _prepare_then_fetch(
+        self, statement: _Statement, params: Sequence[bytes]
+    ) -> pq.abc.PGresult:
+        self._conn.pgconn.send_prepare(statement.name, statement.sql)
+        await self._result()
+        self._prepared.add(statement.name)
+        return await self.fetch(statement, params)
+
+    async def _result(self) -> pq.abc.PGresult:
+        """The result of the command just sent (libpq non-blocking, as psycopg leaves it); the
+        first error is raised."""
+        pgconn = self._conn.pgconn
+        while pgconn.flush():  # 1: not all sent yet (the socket's buffer is full)
+            await _writable(self._loop, self._watched)
+        kept: pq.abc.PGresult | None = None
+        while True:
+            while pgconn.is_busy():
+                self._ready = ready = self._loop.create_future()
+                try:
+                    await ready
+                finally:
+                    self._ready = None
+                pgconn.consume_input()
+            result = pgconn.get_result()
+            if result is None:  # the command is done and the session ready for the next
+                break
+            if kept is None or kept.status != _FATAL_ERROR:
+                kept = result
+        if kept is None:
+            raise psycopg.InterfaceError("no result")
+        if kept.status == _FATAL_ERROR:
+            raise pg_errors.error_from_result(kept, encoding=self._conn.info.encoding)
+        return kept
+
+    def _readable(self) -> None:
+        ready = self._ready
+        if ready is not None:
+            if not ready.done():  # the loop may poll the socket again before the read runs
+                ready.set_result(None)
+            return
+        pgconn = self._conn.pgconn
+        try:
             pgconn.consume_input()
-        result = pgconn.get_result()
-        if result is None:  # the command is done and the session ready for the next
-            break
-        if kept is None or kept.status != _FATAL_ERROR:
-            kept = result
-    if kept is None:
-        raise psycopg.InterfaceError("no result")
-    if kept.status == _FATAL_ERROR:
-        raise pg_errors.error_from_result(kept, encoding=conn.info.encoding)
-    return kept
+        except psycopg.Error:
+            self.unwatch()  # the session is lost: the next call on it finds out
+            return
+        if pgconn.status != _CONNECTION_OK:
+            self.unwatch()
+
+    def unwatch(self) -> None:
+        """Stop watching the socket (before psycopg takes the connection, or it is closed)."""
+        if self._watched >= 0:
+            if not self._loop.is_closed():
+                self._loop.remove_reader(self._watched)
+            self._watched = -1
 
 
-async def _ready(
-    add: Callable[..., object],
-    remove: Callable[[int], object],
-    ready: asyncio.Future[None],
-    fileno: int,
-) -> None:
-    """Until `fileno` is ready (`add` and `remove`: the loop's reader's or writer's)."""
-    add(fileno, _set_ready, ready)
+async def _writable(loop: asyncio.AbstractEventLoop, fileno: int) -> None:
+    """Until `fileno` can be written to."""
+    ready = loop.create_future()
+    loop.add_writer(fileno, _set_ready, ready)
     try:
         await ready
     finally:
-        remove(fileno)
+        loop.remove_writer(fileno)
 
 
 def _set_ready(ready: asyncio.Future[None]) -> None:
-    # The loop polls the socket again before the waiting call runs: it may be called twice.
+    # The loop may poll the socket again before the waiting call runs: called twice, once here.
     if not ready.done():
         ready.set_result(None)
 
@@ -1159,10 +1223,14 @@ def _text_pair(result: pq.abc.PGresult) -> tuple[str, str] | None:
     return _cell(result, 0, 0).decode("utf-8"), _cell(result, 0, 1).decode("utf-8")
 
 
+class _NoValue(Exception):
+    """A NULL where the schema holds none."""
+
+
 def _cell(result: pq.abc.PGresult, row: int, column: int) -> bytes:
     value = result.get_value(row, column)
     if value is None:  # every column read here is NOT NULL
-        raise psycopg.DataError("a NULL where none can be")
+        raise _NoValue
     return value
 
 
