@@ -28,7 +28,13 @@ from strictcall.storage import (
     open_store,
     shown_db,
 )
-from strictcall.storage.postgres import LOOP_CONNECTIONS, SCHEMA_VERSION, PostgresStore
+from strictcall.storage.postgres import (
+    LOOP_CONNECTIONS,
+    SCHEMA_VERSION,
+    PostgresStore,
+    _LoopPool,
+    _PoolFull,
+)
 
 T = TypeVar("T")
 DEADLINE_S = 30.0
@@ -567,3 +573,29 @@ def test_a_write_between_awaited_reads_on_one_connection_keeps_both_working(
         asyncio.run(scenario())
     finally:
         store.close()
+
+
+def test_calls_waiting_for_a_connection_give_up_each_at_its_own_deadline(pg_url: str) -> None:
+    async def scenario() -> None:
+        pool = _LoopPool(pg_url, {"autocommit": True}, 1)
+        try:
+            taken = await pool.get(1.0)
+            patient = asyncio.create_task(pool.get(DEADLINE_S))
+            cancelled = asyncio.create_task(pool.get(DEADLINE_S))
+            await asyncio.sleep(0)  # both wait
+            with pytest.raises(_PoolFull):  # the shortest wait, asked last, ends first
+                await pool.get(0.05)
+            assert not patient.done()
+            cancelled.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await cancelled
+            pool.put(taken)  # to the first still waiting
+            assert await patient is taken
+            pool.put(taken)
+            assert await pool.get(0.05) is taken  # idle again: no wait
+            assert not pool._deadlines  # nothing left to give up
+            pool.put(taken)
+        finally:
+            pool.close()
+
+    asyncio.run(scenario())

@@ -957,6 +957,9 @@ class _LoopPool:
         self._size = size
         self._idle: deque[psycopg.AsyncConnection[Any]] = deque()
         self._waiters: deque[asyncio.Future[psycopg.AsyncConnection[Any] | None]] = deque()
+        # until when each waiting call waits, and the one timer that gives them up
+        self._deadlines: dict[asyncio.Future[psycopg.AsyncConnection[Any] | None], float] = {}
+        self._timer: asyncio.TimerHandle | None = None
         self._open = 0  # connections counted against `size`: idle, in use or being opened
         self._audit: psycopg.AsyncConnection[Any] | None = None
         self._sessions: dict[psycopg.AsyncConnection[Any], _Session] = {}
@@ -981,10 +984,13 @@ class _LoopPool:
                     raise
             waiter: asyncio.Future[psycopg.AsyncConnection[Any] | None] = self.loop.create_future()
             self._waiters.append(waiter)
+            self._expire_at(waiter, self.loop.time() + wait)
             try:
-                async with asyncio.timeout(wait):
-                    conn = await waiter
-            except BaseException as exc:
+                conn = await waiter
+            except _PoolFull:
+                raise  # none came within the wait (`_expire`)
+            except BaseException:  # the call was cancelled
+                self._deadlines.pop(waiter, None)
                 if waiter.done() and not waiter.cancelled():  # handed one just as it gave up
                     handed = waiter.result()
                     if handed is None:
@@ -993,12 +999,35 @@ class _LoopPool:
                         self.put(handed)
                 else:
                     waiter.cancel()
-                if isinstance(exc, TimeoutError):
-                    raise _PoolFull from None
                 raise
             if conn is not None:
                 return conn
             # None: a connection was closed, and this call may open one in its place
+
+    def _expire_at(
+        self, waiter: asyncio.Future[psycopg.AsyncConnection[Any] | None], deadline: float
+    ) -> None:
+        """Give `waiter` up at `deadline` unless it is served first: one timer for all the
+        calls waiting (armed for the earliest), not one per call, as most are served in
+        microseconds."""
+        self._deadlines[waiter] = deadline
+        if self._timer is None or deadline < self._timer.when():
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer = self.loop.call_at(deadline, self._expire)
+
+    def _expire(self) -> None:
+        """Fail the calls whose wait is over (_PoolFull), and arm the timer for the next."""
+        self._timer = None
+        now = self.loop.time()
+        for waiter, deadline in list(self._deadlines.items()):
+            if waiter.done():
+                del self._deadlines[waiter]
+            elif deadline <= now:
+                del self._deadlines[waiter]
+                waiter.set_exception(_PoolFull())
+        if self._deadlines:
+            self._timer = self.loop.call_at(min(self._deadlines.values()), self._expire)
 
     def session(self, conn: psycopg.AsyncConnection[Any]) -> _Session:
         """What this pool keeps of `conn`, one of its connections in use."""
@@ -1022,7 +1051,12 @@ class _LoopPool:
 
     def put(self, conn: psycopg.AsyncConnection[Any]) -> None:
         """Give `conn` back: to a waiting call, to the idle ones, or closed if not idle."""
-        if conn.closed or conn.info.transaction_status != _IDLE or self._open > self._size:
+        pgconn = conn.pgconn  # its status read from libpq (psycopg's `info` makes an object)
+        if (
+            pgconn.status != _CONNECTION_OK
+            or pgconn.transaction_status != _IDLE
+            or self._open > self._size
+        ):
             self._discard(conn)
             self._open -= 1
             self._wake()
@@ -1030,6 +1064,7 @@ class _LoopPool:
         while self._waiters:
             waiter = self._waiters.popleft()
             if not waiter.done():
+                del self._deadlines[waiter]
                 waiter.set_result(conn)
                 return
         self._idle.append(conn)
@@ -1039,6 +1074,7 @@ class _LoopPool:
         while self._waiters:
             waiter = self._waiters.popleft()
             if not waiter.done():
+                del self._deadlines[waiter]
                 waiter.set_result(None)
                 return
 
