@@ -12,9 +12,10 @@ Reference variants, run by this file itself (`python bench/bare_asgi.py --port P
 database read alone costs over HTTP); `--postgres URL` with the same SELECT on a PostgreSQL
 database through psycopg's pool, on 8 worker threads (strictcall's way with PostgreSQL before
 it awaited its calls); `--postgres URL --awaited` with that SELECT awaited on the event loop
-through 8 psycopg AsyncConnections (strictcall's own way now); and `--coalesced` serves on
-strictcall's own protocol (`strictcall.coalesce`, one write per answer) instead of uvicorn's
-stock httptools one.
+through 8 psycopg AsyncConnections; `--postgres URL --awaited --libpq` the same, each SELECT
+sent through libpq as a statement prepared on its connection (strictcall's own way now, for
+its reads); and `--coalesced` serves on strictcall's own protocol (`strictcall.coalesce`, one
+write per answer) instead of uvicorn's stock httptools one.
 """
 
 from __future__ import annotations
@@ -127,6 +128,73 @@ def _postgres_awaited(url: str, size: int) -> Callable[[str, Any], Awaitable[str
     return lookup
 
 
+def _postgres_libpq(url: str, size: int) -> Callable[[str, Any], Awaitable[str | None]]:
+    """The same SELECT, awaited on the server's loop through `size` connections, each sent
+    through libpq as a statement prepared on its connection, the socket watched by the loop
+    while the connection lives (strictcall's way for its reads): no psycopg cursor per read."""
+    import psycopg
+    from psycopg import pq
+
+    _make_table(url, "bare_notes_libpq")
+    sql = b"SELECT text FROM bare_notes_libpq WHERE owner = $1 AND id = $2"
+    idle: asyncio.Queue[_Prepared] = asyncio.Queue()
+    opened = 0
+
+    async def lookup(identity: str, note_id: Any) -> str | None:
+        nonlocal opened
+        if idle.empty() and opened < size:
+            opened += 1
+            conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
+            prepared = _Prepared(conn.pgconn, asyncio.get_running_loop())
+            await prepared.run(lambda pgconn: pgconn.send_prepare(b"read", sql))
+        else:
+            prepared = idle.get_nowait() if not idle.empty() else await idle.get()
+        params = [identity.encode(), str(note_id).encode()]
+        try:
+            result = await prepared.run(
+                lambda pgconn: pgconn.send_query_prepared(
+                    b"read", params, result_format=pq.Format.BINARY
+                )
+            )
+        finally:
+            idle.put_nowait(prepared)
+        value = result.get_value(0, 0) if result.ntuples else None
+        return None if value is None else value.decode()
+
+    return lookup
+
+
+class _Prepared:
+    """A libpq connection (non-blocking) whose socket the loop watches; one command at a time."""
+
+    def __init__(self, pgconn: Any, loop: asyncio.AbstractEventLoop) -> None:
+        self.pgconn = pgconn
+        self.loop = loop
+        self.ready: asyncio.Future[None] | None = None
+        loop.add_reader(pgconn.socket, self._readable)
+
+    def _readable(self) -> None:
+        if self.ready is not None and not self.ready.done():
+            self.ready.set_result(None)
+
+    async def run(self, send: Callable[[Any], None]) -> Any:
+        pgconn = self.pgconn
+        send(pgconn)
+        while pgconn.flush():
+            await asyncio.sleep(0)
+        last = None
+        while True:
+            while pgconn.is_busy():
+                self.ready = self.loop.create_future()
+                await self.ready
+                self.ready = None
+                pgconn.consume_input()
+            result = pgconn.get_result()
+            if result is None:
+                return last
+            last = result
+
+
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
@@ -201,6 +269,9 @@ def main() -> None:
     parser.add_argument("--sqlite", action="store_true", help="notes in a SQLite file")
     parser.add_argument("--postgres", metavar="URL", help="notes in a PostgreSQL database")
     parser.add_argument("--awaited", action="store_true", help="with --postgres: on the loop")
+    parser.add_argument(
+        "--libpq", action="store_true", help="with --postgres --awaited: through libpq, prepared"
+    )
     parser.add_argument("--coalesced", action="store_true", help="strictcall's protocol")
     args = parser.parse_args()
     http: Any = "httptools"
@@ -211,7 +282,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bare-sqlite-") as workdir:
         if args.sqlite:
             _lookup = _sqlite_lookup(Path(workdir) / "notes.sqlite3")
-        if args.postgres and args.awaited:
+        if args.postgres and args.awaited and args.libpq:
+            _awaited = _postgres_libpq(args.postgres, 8)
+        elif args.postgres and args.awaited:
             _awaited = _postgres_awaited(args.postgres, 8)
         elif args.postgres:
             _lookup = _postgres_lookup(args.postgres)

@@ -5,8 +5,9 @@ the end), loaded by wrk in turns (a run of each target, then the next run), at -
 
     reads   read_note of u1's note: strictcall serve on PostgreSQL (--workers 1 and 2), the bare
             endpoint doing the same indexed SELECT through psycopg on the same server stack
-            (bench/bare_asgi.py --postgres --coalesced), on 8 threads through psycopg's pool
-            and awaited on the loop through 8 AsyncConnections (--awaited, strictcall's way),
+            (bench/bare_asgi.py --postgres --coalesced), on 8 threads through psycopg's pool,
+            awaited on the loop through 8 AsyncConnections (--awaited), and so awaited but sent
+            through libpq as a prepared statement (--awaited --libpq, strictcall's way),
             strictcall serve on SQLite (--workers 1 and 2)
     writes  create_note, every request with a call id of its own (so each is a new note): the
             same four strictcall servers; an answer that is not a success is counted
@@ -42,9 +43,11 @@ METHOD = (
     " and writes (create_note, each request a new call id). Server CPU is the server's process"
     " group (every worker); DB CPU the PostgreSQL backends serving the bench's database. The"
     " bare endpoint is bench/bare_asgi.py --postgres --coalesced: the same indexed SELECT"
-    " through psycopg on the same server stack, without any check, in two ways: through"
-    " psycopg's pool on 8 threads, and awaited on the loop through 8 AsyncConnections"
-    " (--awaited, as strictcall does); the target is read against the faster of the two."
+    " through psycopg on the same server stack, without any check, in three ways: through"
+    " psycopg's pool on 8 threads; awaited on the loop through 8 AsyncConnections (--awaited);"
+    " and so awaited, each SELECT sent through libpq as a statement prepared on its connection"
+    " (--awaited --libpq, as strictcall sends its reads); the target is read against the"
+    " fastest of the three."
 )
 ADMIN_URL = os.environ.get("STRICTCALL_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 TEXT = "退款窗口为 7 天。"
@@ -146,9 +149,10 @@ def strictcall_target(db: str, store: str, workers: int) -> Target:
 
 BARE_THREADS = "bare endpoint + the same SELECT (psycopg)"
 BARE_AWAITED = "bare endpoint + the same SELECT, awaited (psycopg async)"
+BARE_LIBPQ = "bare endpoint + the same SELECT, awaited, prepared (libpq)"
 
 
-def bare_target(url: str, *, awaited: bool = False) -> Target:
+def bare_target(url: str, *, awaited: bool = False, libpq: bool = False) -> Target:
     headers = {"Content-Type": "application/json", "Authorization": "Bearer bench-token-u1"}
     read = http_load.Call(
         "valid", http_load.rpc_body("n1"), headers, http_load.check_rpc_note("n1", TEXT)
@@ -156,7 +160,8 @@ def bare_target(url: str, *, awaited: bool = False) -> Target:
     script = str(ROOT / "bench" / "bare_asgi.py")
     command = [sys.executable, script, "--host", HOST, "--port", "{port}"]
     command += ["--postgres", url, "--coalesced", *(["--awaited"] if awaited else [])]
-    name = BARE_AWAITED if awaited else BARE_THREADS
+    command += ["--libpq"] if libpq else []
+    name = BARE_LIBPQ if libpq else BARE_AWAITED if awaited else BARE_THREADS
     return Target(name, "postgres", command, read, None)
 
 
@@ -245,6 +250,7 @@ def run(connections: int, seconds: float, runs: int, threads: int, workdir: Path
             strictcall_target(url, "postgres", 2),
             bare_target(url),
             bare_target(url, awaited=True),
+            bare_target(url, awaited=True, libpq=True),
             strictcall_target(sqlite, "sqlite", 1),
             strictcall_target(sqlite, "sqlite", 2),
         ]
@@ -322,9 +328,10 @@ class Ratios:
     """The issue's targets, as measured."""
 
     vs_bare: float | None
-    """Against the faster of the two bare endpoints (the floor the target is read against)."""
+    """Against the fastest of the bare endpoints (the floor the target is read against)."""
     vs_bare_threads: float | None
     vs_bare_awaited: float | None
+    vs_bare_libpq: float | None
     p99_ms: float | None
     writes_s: float | None
     workers_pg: float | None
@@ -347,11 +354,13 @@ def ratios(report: dict[str, Any]) -> Ratios:
     sq1, sq2 = "strictcall serve, sqlite, --workers 1", "strictcall serve, sqlite, --workers 2"
     threads = get(BARE_THREADS, "reads", "req_s")
     awaited = get(BARE_AWAITED, "reads", "req_s")
-    floors = [floor for floor in (threads, awaited) if floor is not None]
+    libpq = get(BARE_LIBPQ, "reads", "req_s")
+    floors = [floor for floor in (threads, awaited, libpq) if floor is not None]
     return Ratios(
         vs_bare=div(get(pg1, "reads", "req_s"), max(floors) if floors else None),
         vs_bare_threads=div(get(pg1, "reads", "req_s"), threads),
         vs_bare_awaited=div(get(pg1, "reads", "req_s"), awaited),
+        vs_bare_libpq=div(get(pg1, "reads", "req_s"), libpq),
         p99_ms=get(pg1, "reads", "p99_ms"),
         writes_s=get(pg1, "writes", "req_s"),
         workers_pg=div(get(pg2, "reads", "req_s"), get(pg1, "reads", "req_s")),
@@ -405,8 +414,9 @@ def table(report: dict[str, Any]) -> list[str]:
         "| target (issue 13) | measured | verdict |",
         "|---|---:|---|",
         f"| reads on PostgreSQL >= 0.9x the bare same-SELECT endpoint at {report['connections']}"
-        f" connections (the faster bare: threads {_x(r.vs_bare_threads)}, awaited"
-        f" {_x(r.vs_bare_awaited)}) | {_x(r.vs_bare)} |"
+        f" connections (the fastest bare: threads {_x(r.vs_bare_threads)}, awaited"
+        f" {_x(r.vs_bare_awaited)}, awaited through libpq {_x(r.vs_bare_libpq)})"
+        f" | {_x(r.vs_bare)} |"
         f" {verdict(None if r.vs_bare is None else r.vs_bare >= 0.9)} |",
         f"| p99 < 10 ms (reads, PostgreSQL) | {_ms(r.p99_ms)} |"
         f" {verdict(None if r.p99_ms is None else r.p99_ms < 10)} |",
@@ -443,7 +453,11 @@ def where_it_goes(report: dict[str, Any]) -> list[str]:
         f"Where a read goes (CPU per request, this run): strictcall on PostgreSQL {_n(server)} µs"
         f" in the server, {_n(db)} in PostgreSQL, {_n(wrk)} in wrk"
     ]
-    for name, label in ((BARE_AWAITED, "the bare endpoint awaited"), (BARE_THREADS, "on threads")):
+    for name, label in (
+        (BARE_LIBPQ, "the bare endpoint awaited through libpq"),
+        (BARE_AWAITED, "awaited through psycopg's cursors"),
+        (BARE_THREADS, "on threads"),
+    ):
         if cpu(name, "server_cpu_us_per_req") is not None:
             parts.append(
                 f"{label} {_n(cpu(name, 'server_cpu_us_per_req'))} µs in the server,"
