@@ -11,6 +11,11 @@ kept as hashes; writes are idempotent per (identity, call id), now across server
 idempotency row and the note go in by one statement, `INSERT ... ON CONFLICT DO NOTHING`, so of
 two servers racing on one key the second waits for the first's commit and answers its note.
 
+A server's event loop awaits its calls on connections of its own (`_LoopPool`); its reads
+(a note, a list, a count, a token not yet known) are sent there as statements prepared on each
+connection at their first use, through libpq with the socket watched by the loop (`_Session`):
+a third of the CPU of a psycopg cursor per read, with the same statement and the same faults.
+
 Every driver fault (connection refused or lost, an administrator's termination, a statement
 timeout, no free connection in the pool) raises `StoreUnavailable`. After a lost connection the
 pool is checked and the call tried once more; while the database stays down, calls fail at once
