@@ -16,11 +16,13 @@ from __future__ import annotations
 import argparse
 import datetime
 import hashlib
+import importlib.util
 import json
 import os
 import platform
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -82,6 +84,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="no PostgreSQL and --workers part (bench/postgres_http.py)",
     )
     parser.add_argument(
+        "--skip-servers", action="store_true", help="no server comparison (bench/servers.py)"
+    )
+    parser.add_argument(
+        "--skip-memory", action="store_true", help="no memory under load (bench/memory.py)"
+    )
+    parser.add_argument(
+        "--memory-minutes", type=float, default=10.0, help="minutes of load (bench/memory.py)"
+    )
+    parser.add_argument(
         "--quick", action="store_true", help="a smoke run: 3 rounds, 2 s wrk runs, 1 run each"
     )
     parser.add_argument("--results", type=Path, default=BENCH / "RESULTS.md")
@@ -96,6 +107,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.rounds, args.duration, args.http_runs, args.warmup = 3, 2, 1, 1
         args.startup_runs, args.serve_runs = 3, 1
         args.ops_records = 100_000
+        args.memory_minutes = 0.5
     args.connection_counts = [int(c) for c in args.connections.split(",") if c.strip()]
     return args
 
@@ -305,6 +317,53 @@ def ops_part(args: argparse.Namespace, wrk: str | None, workdir: Path) -> dict[s
 
 def _no_target(name: str, why: str) -> http_load.HttpTarget:
     return http_load.HttpTarget(name, "", [], "", [], lambda port: False, unavailable=why)
+
+
+def script_part(script: str, out: Path, options: list[str], skip: str | None) -> dict[str, Any]:
+    """Run `bench/<script>` (its own processes, its own loads) and keep its JSON document in
+    `out`, which the tables below read; what happened, for the report."""
+    if skip is not None:
+        return {"skipped": skip}
+    log(f"{script} {' '.join(options)}")
+    done = subprocess.run(
+        [sys.executable, str(BENCH / script), *options],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        return {"skipped": f"{script} exited {done.returncode}: {done.stderr.strip()[-300:]}"}
+    out.write_text(done.stdout, "utf-8")
+    return {"written": out.name}
+
+
+def servers_part(args: argparse.Namespace, wrk: str | None) -> dict[str, Any]:
+    """The same app on uvicorn (strictcall's protocol, the stock one) and granian, each store,
+    one and two workers (bench/servers.py; granian from the `bench` extra)."""
+    skip = "--skip-servers" if args.skip_servers else None
+    if wrk is None:
+        skip = "wrk is not available"
+    elif skip is None and importlib.util.find_spec("granian") is None:
+        skip = "granian is not installed (pip install -e '.[bench]'; `make bench` does)"
+    options = ["--duration", str(args.duration), "--runs", str(min(args.http_runs, 2))]
+    options += ["--connections", args.connections, "--warmup", str(args.warmup)]
+    if args.skip_postgres:
+        options.append("--no-postgres")
+    return script_part("servers.py", SERVERS_RESULTS, options, skip)
+
+
+def memory_part(args: argparse.Namespace, wrk: str | None) -> dict[str, Any]:
+    """strictcall serve's resident memory on each store beside FastMCP under 64 connections
+    for `--memory-minutes` (bench/memory.py)."""
+    skip = "--skip-memory" if args.skip_memory else None
+    if wrk is None:
+        skip = "wrk is not available"
+    options = ["--minutes", str(args.memory_minutes)]
+    if args.memory_minutes < 2:
+        options += ["--chunk", "5"]
+    if args.skip_postgres:
+        options.append("--no-postgres")
+    return script_part("memory.py", MEMORY_RESULTS, options, skip)
 
 
 def startup_part(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
@@ -733,13 +792,14 @@ def issue18_lines(report: dict[str, Any]) -> list[str]:
                 f"| p99 < 5 ms at 64 connections | {load['p99_ms']:.2f} ms | "
                 f"{'pass' if ok else 'FAIL: ' + why} |"
             )
-    lines += _stored_memory_lines()
+    lines += _stored_memory_lines(report)
     lines += [
         "| `make fuzz N=1000000` completes; atheris from one command | see docs/RELIABILITY.md "
         "| see there |",
     ]
-    lines += _stored_servers_lines()
-    lines += ["", SERVER_CHOICE]
+    lines += _stored_servers_lines(report)
+    if SERVERS_RESULTS.exists():
+        lines += ["", server_choice(json.loads(SERVERS_RESULTS.read_text("utf-8")))]
     return lines
 
 
@@ -770,17 +830,57 @@ WHY = {
     "thread and the collector's young generations take the thread now and then",
 }
 
-SERVER_CHOICE = (
-    "Server choice: uvicorn with strictcall's protocol stays. It costs the least CPU per request "
-    "of the three (237 µs against 240-257 for uvicorn's stock protocol and 265 for granian), and "
-    "its edge guard (a deadline for headers, a minimum body rate, a connection cap answered 503) "
-    "has no counterpart in granian, which has a header read timeout and a backpressure limit but "
-    "no body-rate deadline and no 503 cap. granian answers more requests per second on this "
-    "2-core machine (1.6-2.0x) because its Rust I/O threads run beside the Python thread on the "
-    "second core, which a loaded machine's other work also wants; its p99 at 64 connections was "
-    "worse in 2 of 3 runs. uvicorn's private protocol class stays pinned (`<0.55`) with "
-    "tests/test_dependencies.py failing loudly when it changes."
+SERVER_KEPT = (
+    "uvicorn with strictcall's protocol stays: its edge guard (a deadline for headers, a minimum "
+    "body rate, a connection cap answered 503) has no counterpart in granian, which has a header "
+    "read timeout and a backpressure limit but no body-rate deadline and no 503 cap; granian's "
+    "Rust I/O threads run beside the Python thread on the second core, which the load generator "
+    "(and, on a shared machine, other work) also wants. uvicorn's private protocol class stays "
+    "pinned (`<0.55`), tests/test_dependencies.py failing loudly when it changes."
 )
+SERVER_KINDS = {
+    "strictcall's protocol": "strictcall serve (uvicorn, strictcall's protocol), ",
+    "uvicorn's stock protocol": "strictcall app on uvicorn, stock httptools protocol, ",
+    "granian": "strictcall app on granian (ASGI), --workers 1, ",
+}
+SERVER_KINDS_2 = {
+    "strictcall serve --workers 2": "strictcall serve --workers 2, ",
+    "granian --workers 2": "strictcall app on granian (ASGI), --workers 2, ",
+}
+
+
+def server_choice(stored: dict[str, Any]) -> str:
+    """The server choice, in figures from the stored run of bench/servers.py: per store, each
+    server's req/s at every connection count and its CPU per request, and which wins each."""
+    rows = {r["target"]: r for r in stored["results"] if r.get("loads")}
+    sentences = []
+    for store in ("SQLite", "PostgreSQL"):
+        for kinds in (SERVER_KINDS, SERVER_KINDS_2):
+            found = {k: rows.get(prefix + store) for k, prefix in kinds.items()}
+            found = {k: r for k, r in found.items() if r is not None}
+            if len(found) < 2:
+                continue
+            parts = []
+            for kind, row in found.items():
+                rates = " / ".join(f"{load['req_s']:,.0f}" for load in row["loads"])
+                cpu = statistics.median(load["server_cpu_us_per_req"] for load in row["loads"])
+                parts.append(f"{kind} {rates} req/s, {cpu:.0f} µs CPU per request")
+            fastest = max(found, key=lambda k: sum(load["req_s"] for load in found[k]["loads"]))
+            cheapest = min(
+                found,
+                key=lambda k: statistics.median(
+                    load["server_cpu_us_per_req"] for load in found[k]["loads"]
+                ),
+            )
+            steadiest = min(found, key=lambda k: found[k]["loads"][-1]["p99_ms"])
+            conns = " / ".join(str(load["connections"]) for load in found[fastest]["loads"])
+            sentences.append(
+                f"{store} (at {conns} connections): {'; '.join(parts)}: the most requests "
+                f"answered by {fastest}, the least CPU per request by {cheapest}, the lowest "
+                f"p99 at {found[steadiest]['loads'][-1]['connections']} connections by "
+                f"{steadiest}."
+            )
+    return "Server choice. " + " ".join(sentences) + " " + SERVER_KEPT
 
 
 def _floor_us(report: dict[str, Any]) -> float | None:
@@ -791,10 +891,18 @@ def _floor_us(report: dict[str, Any]) -> float | None:
     return None
 
 
-def _stored_memory_lines() -> list[str]:
+def _source(report: dict[str, Any], part: str, stored: dict[str, Any], script: str) -> str:
+    """Where a part's figures come from: this run, or a stored run of `script` (its commit)."""
+    if "written" in (report.get(part) or {}):
+        return f"bench/{script} in this run"
+    return f"stored run of bench/{script} at {stored.get('commit', 'an earlier commit')}"
+
+
+def _stored_memory_lines(report: dict[str, Any]) -> list[str]:
     if not MEMORY_RESULTS.exists():
         return ["| memory under load | not measured (run bench/memory.py) | — |"]
     stored = json.loads(MEMORY_RESULTS.read_text("utf-8"))
+    source = _source(report, "memory", stored, "memory.py")
     lines = []
     for target in stored["targets"]:
         if "start_mib" not in target:
@@ -805,8 +913,7 @@ def _stored_memory_lines() -> list[str]:
             verdict = "(the peer, for comparison)"
         lines.append(
             f"| {name}: RSS < 100 MiB and < 5 % growth over {stored['minutes']:g} min at "
-            f"{stored['connections']} connections (stored run of bench/memory.py at "
-            f"{stored.get('commit', 'an earlier commit')}, bench/memory-results.json) | "
+            f"{stored['connections']} connections ({source}, bench/memory-results.json) | "
             f"{target['start_mib']} → {target['end_mib']} MiB "
             f"({target['growth'] * 100:+.1f} %), peak {target['peak_mib']} MiB, "
             f"{target['requests']:,} requests | {verdict} |"
@@ -814,15 +921,15 @@ def _stored_memory_lines() -> list[str]:
     return lines
 
 
-def _stored_servers_lines() -> list[str]:
+def _stored_servers_lines(report: dict[str, Any]) -> list[str]:
     if not SERVERS_RESULTS.exists():
         return []
     stored = json.loads(SERVERS_RESULTS.read_text("utf-8"))
+    source = _source(report, "servers", stored, "servers.py")
     lines = [
         "",
-        "The HTTP server, chosen by measurement (stored run of bench/servers.py, "
-        f"bench/servers-results.json, at {stored.get('commit', 'an earlier commit')}; the same "
-        "app on each server, on each store):",
+        f"The HTTP server, chosen by measurement ({source}, bench/servers-results.json; the "
+        "same app on each server, on each store):",
         "",
         "| server | conns | req/s (median) | each run | p99 ms | server CPU µs/req |",
         "|---|---:|---:|---|---:|---:|",
@@ -880,7 +987,8 @@ def main(argv: list[str] | None = None) -> int:
         report["versions"] = versions(sys.executable)
         report["peer_versions"] = versions(peers_python) if peers_python else {}
         parts = Progress(
-            "bench: parts (in-process, HTTP, PostgreSQL, start-up, operators)", total=5
+            "bench: parts (in-process, HTTP, PostgreSQL, start-up, operators, servers, memory)",
+            total=7,
         )
         parts.__enter__()
         processes = [in_process(sys.executable, "inprocess_strictcall.py", args)]
@@ -909,6 +1017,10 @@ def main(argv: list[str] | None = None) -> int:
                 report["startup"] = startup_part(args, workdir)
             parts.advance()
             report["ops"] = None if args.skip_ops else ops_part(args, report["wrk"], workdir)
+            parts.advance()
+            report["servers"] = servers_part(args, report["wrk"])
+            parts.advance()
+            report["memory"] = memory_part(args, report["wrk"])
             parts.finish()
     finally:
         http_load.stop_all()
