@@ -245,6 +245,7 @@ _READ_NOTE_PREPARED: Final = _Statement.of("strictcall_read_note", _READ_NOTE)
 _LIST_NOTES_PREPARED: Final = _Statement.of("strictcall_list_notes", _LIST_NOTES)
 _COUNT_NOTES_PREPARED: Final = _Statement.of("strictcall_count_notes", _COUNT_NOTES)
 _TOKEN_IDENTITY_PREPARED: Final = _Statement.of("strictcall_token_identity", _TOKEN_IDENTITY)
+_HEALTH_PREPARED: Final = _Statement.of("strictcall_health", "SELECT 1")
 
 _AUDIT_COLUMNS: Final = (
     "at, call_id, identity, tool, outcome, code, stage, latency_us, reason, pointer"
@@ -857,7 +858,7 @@ class PostgresStore:
             return await asyncio.to_thread(self.healthy)
         try:
             async with asyncio.timeout(HEALTH_TIMEOUT_S):
-                await self._read_async(pool, "SELECT 1", ())
+                await self._fetch_async(pool, _HEALTH_PREPARED, (), _nothing)
         except (StoreUnavailable, TimeoutError):
             return False
         return True
@@ -1255,6 +1256,10 @@ def _set_ready(ready: asyncio.Future[None]) -> None:
     # The loop may poll the socket again before the waiting call runs: called twice, once here.
     if not ready.done():
         ready.set_result(None)
+
+
+def _nothing(result: pq.abc.PGresult) -> None:
+    """Nothing of a result but that it came."""
 
 
 def _first_bytes(result: pq.abc.PGresult) -> bytes | None:
