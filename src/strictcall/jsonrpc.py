@@ -30,7 +30,7 @@ import orjson
 from strictcall.errors import JSONValue, Rejection, Stage
 from strictcall.gateway import Gateway
 from strictcall.ids import valid_id
-from strictcall.jsontext import dump_text
+from strictcall.jsontext import Document, dump_text
 from strictcall.pipeline import read_message
 from strictcall.refusals import NO_SUCH_METHOD, NOT_A_REQUEST, POSITIONAL_PARAMS, WITHHELD
 from strictcall.storage import AuditRecord
@@ -114,11 +114,11 @@ class RpcService:
 
     async def answer(self, body: bytes, identity: str) -> bytes | None:
         """The reply body for a request body, or None when nothing is to be answered."""
-        now = self.answer_now(body, identity)
+        document = read_message(body, self.gateway.limits, numbers=self.gateway.reads_numbers)
+        now = self._answer_read_now(document, identity)  # the body read once, not again below
         if now is not AWAIT:
             return now
-        document = read_message(body, self.gateway.limits, numbers=self.gateway.reads_numbers)
-        assert not isinstance(document, Rejection)  # answer_now answered those
+        assert not isinstance(document, Rejection)  # answered in place
         message = document.value
         if type(message) is list:
             replies = []
@@ -135,6 +135,12 @@ class RpcService:
         of its calls must be awaited (an async tool, a tool with a time limit). Nothing is run
         or audited before that is known, so `answer` may then take the body from the start."""
         document = read_message(body, self.gateway.limits, numbers=self.gateway.reads_numbers)
+        return self._answer_read_now(document, identity)
+
+    def _answer_read_now(
+        self, document: Document | Rejection, identity: str
+    ) -> bytes | Await | None:
+        """`answer_now` of a body already read."""
         if isinstance(document, Rejection):
             self._audit(None, identity, None, document.as_error(), 0)
             return encode_replies([error_reply(None, document.as_error())], batch=False)
