@@ -599,3 +599,20 @@ def test_calls_waiting_for_a_connection_give_up_each_at_its_own_deadline(pg_url:
             pool.close()
 
     asyncio.run(scenario())
+
+
+def test_a_read_whose_statements_were_dropped_prepares_them_again(store: PostgresStore) -> None:
+    note = store.add_note("u1", "t")
+
+    async def scenario() -> None:
+        assert await store.read_note_async("u1", note.note_id) == note
+        pool = store._loop_side
+        assert pool is not None and len(pool._idle) == 1
+        conn = pool._idle[-1]
+        pool.unwatch(conn)
+        await conn.execute("DEALLOCATE ALL")  # as a pooler's reset would
+        with pytest.raises(StoreUnavailable):
+            await store.read_note_async("u1", note.note_id)
+        assert await store.read_note_async("u1", note.note_id) == note  # prepared again
+
+    asyncio.run(scenario())

@@ -1216,7 +1216,12 @@ class _Session:
         if kept is None:
             raise psycopg.InterfaceError("no result")
         if kept.status == _FATAL_ERROR:
-            raise pg_errors.error_from_result(kept, encoding=self._conn.info.encoding)
+            error = pg_errors.error_from_result(kept, encoding=self._conn.info.encoding)
+            if isinstance(error, pg_errors.InvalidSqlStatementName):
+                # the session's statements were dropped (DEALLOCATE ALL, DISCARD ALL, a pooler's
+                # reset): this call fails, the next prepares them again
+                self._prepared.clear()
+            raise error
         return kept
 
     def _readable(self) -> None:
