@@ -498,8 +498,8 @@ def test_awaited_reads_go_on_when_their_idle_sessions_are_killed(store: Postgres
     note = store.add_note("u1", "kept")
 
     async def scenario() -> None:
-        reads = [store.read_note_async("u1", note.note_id) for _ in range(LOOP_CONNECTIONS)]
-        assert await asyncio.gather(*reads) == [note] * LOOP_CONNECTIONS
+        counts = [store.count_notes_async("u1") for _ in range(LOOP_CONNECTIONS)]
+        assert await asyncio.gather(*counts) == [1] * LOOP_CONNECTIONS
         assert watched_sockets(store) >= 2  # several connections, each watched while idle
         assert pg.terminate_backends(store._url) >= 2
         deadline = time.monotonic() + DEADLINE_S
@@ -542,7 +542,7 @@ def test_an_awaited_read_cancelled_mid_statement_leaves_no_broken_session(
     async def scenario() -> None:
         with psycopg.connect(store._url) as holder:
             holder.execute("LOCK TABLE notes IN ACCESS EXCLUSIVE MODE")
-            blocked = asyncio.create_task(store.read_note_async("u1", note.note_id))
+            blocked = asyncio.create_task(store.count_notes_async("u1"))
             await asyncio.sleep(0.1)
             blocked.cancel()  # as a tool's time limit does
             with pytest.raises(asyncio.CancelledError):
@@ -551,6 +551,66 @@ def test_an_awaited_read_cancelled_mid_statement_leaves_no_broken_session(
         assert watched_sockets(store) == 0  # the busy connection closed, its socket let go
         reads = [store.read_note_async("u1", note.note_id) for _ in range(LOOP_CONNECTIONS + 1)]
         assert await asyncio.gather(*reads) == [note] * (LOOP_CONNECTIONS + 1)
+        counts = [store.count_notes_async("u1") for _ in range(LOOP_CONNECTIONS + 1)]
+        assert await asyncio.gather(*counts) == [1] * (LOOP_CONNECTIONS + 1)
+
+    asyncio.run(scenario())
+
+
+def test_a_note_read_given_up_leaves_the_reads_of_its_turn_answered(store: PostgresStore) -> None:
+    note = store.add_note("u1", "t")
+
+    async def scenario() -> None:
+        with psycopg.connect(store._url) as holder:
+            holder.execute("LOCK TABLE notes IN ACCESS EXCLUSIVE MODE")
+            given_up = asyncio.create_task(store.read_note_async("u1", note.note_id))
+            waiting = asyncio.create_task(store.read_note_async("u1", "missing"))
+            await asyncio.sleep(0.1)  # both sent together, both waiting on the lock
+            given_up.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await given_up
+            holder.rollback()
+        assert await waiting is None
+        assert await store.read_note_async("u1", note.note_id) == note
+
+    asyncio.run(scenario())
+
+
+def test_the_notes_read_in_one_turn_are_each_their_owners_or_none(store: PostgresStore) -> None:
+    odd = ['q"uote', "back\\slash", "{brace}", "a,b", " spaced ", "NULL", "", "退款 🙂", '\\"']
+    mine = [store.add_note("u1", f"text of {n}") for n in range(3)]
+    theirs = store.add_note("u2", "not yours")
+    with store.connection() as conn:  # notes whose ids a caller could send
+        for n, note_id in enumerate(odd):
+            conn.execute(
+                "INSERT INTO notes (id, owner, text, created_at, updated_at)"
+                " VALUES (%s, 'u1', %s, 0, 0)",
+                (note_id, f"odd {n}".encode()),
+            )
+    asked = [
+        *(("u1", note.note_id) for note in mine),
+        ("u1", mine[0].note_id),  # the same note twice in one turn
+        ("u1", theirs.note_id),  # another owner's: as a missing one
+        ("u2", theirs.note_id),
+        ("u1", "missing"),
+        *(("u1", note_id) for note_id in odd),
+        ("u2", odd[0]),
+    ]
+    expected = [
+        *mine,
+        mine[0],
+        None,
+        theirs,
+        None,
+        *(Note(note_id, f"odd {n}") for n, note_id in enumerate(odd)),
+        None,
+    ]
+
+    async def scenario() -> None:
+        together = await asyncio.gather(*(store.read_note_async(o, i) for o, i in asked))
+        assert together == expected
+        alone = [await store.read_note_async(o, i) for o, i in asked]  # one a turn
+        assert alone == expected
 
     asyncio.run(scenario())
 

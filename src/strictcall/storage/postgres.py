@@ -246,6 +246,15 @@ _LIST_NOTES_PREPARED: Final = _Statement.of("strictcall_list_notes", _LIST_NOTES
 _COUNT_NOTES_PREPARED: Final = _Statement.of("strictcall_count_notes", _COUNT_NOTES)
 _TOKEN_IDENTITY_PREPARED: Final = _Statement.of("strictcall_token_identity", _TOKEN_IDENTITY)
 _HEALTH_PREPARED: Final = _Statement.of("strictcall_health", "SELECT 1")
+# The notes read by the calls of one turn of the loop, by one statement: each (owner, id) read
+# by its own lookup in the unique index, as alone (the single read's query, once per key; OFFSET
+# 0 keeps the planner from turning it into a join that may scan the table).
+_READ_NOTES_PREPARED: Final = _Statement(
+    b"strictcall_read_notes",
+    b"SELECT k.n, n.text FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k(owner, id, n)"
+    b" CROSS JOIN LATERAL"
+    b" (SELECT text FROM notes WHERE owner = k.owner AND id = k.id OFFSET 0) AS n",
+)
 
 _AUDIT_COLUMNS: Final = (
     "at, call_id, identity, tool, outcome, code, stage, latency_us, reason, pointer"
@@ -864,14 +873,64 @@ class PostgresStore:
         return True
 
     async def read_note_async(self, owner: str, note_id: str) -> Note | None:
-        """`read_note`, awaited on the running loop (one round trip, no thread)."""
+        """`read_note`, awaited on the running loop, no thread: the notes read by the calls of
+        one turn of the loop are read together, by one statement and one round trip (each by
+        its owner and id, as alone), and each call answered its own note, None, or the fault."""
         pool = self._loop_pool()
         if pool is None:
             return await asyncio.to_thread(self.read_note, owner, note_id)
         if "\x00" in note_id:
             return None
-        text = await self._fetch_async(pool, _READ_NOTE_PREPARED, (owner, note_id), _first_bytes)
+        read: asyncio.Future[bytes | None] = pool.loop.create_future()
+        pool.note_reads.append((owner, note_id, read))
+        if len(pool.note_reads) == 1:
+            pool.loop.call_soon(self._send_note_reads, pool)
+        text = await read
         return None if text is None else Note(note_id, _text(text))
+
+    def _send_note_reads(self, pool: _LoopPool) -> None:
+        """Read the notes asked for in this turn of the loop, in a task of their own (a call
+        that gives up waiting leaves the others' read going)."""
+        batch, pool.note_reads = pool.note_reads, []
+        task = pool.loop.create_task(self._read_notes(pool, batch))
+        pool.tasks.add(task)
+        task.add_done_callback(pool.tasks.discard)
+
+    async def _read_notes(self, pool: _LoopPool, batch: list[_NoteRead]) -> None:
+        """Each read of `batch` answered: its note's text or None, or StoreUnavailable."""
+        try:
+            if len(batch) == 1:
+                owner, note_id, _ = batch[0]
+                one = await self._fetch_async(
+                    pool, _READ_NOTE_PREPARED, (owner, note_id), _first_bytes
+                )
+                texts = {(owner, note_id): one}
+            else:
+                keys = list(dict.fromkeys((owner, note_id) for owner, note_id, _ in batch))
+                found = await self._fetch_async(
+                    pool,
+                    _READ_NOTES_PREPARED,
+                    (_text_array([k[0] for k in keys]), _text_array([k[1] for k in keys])),
+                    _numbered_bytes,
+                )
+                texts = {key: found.get(n) for n, key in enumerate(keys, 1)}
+        except StoreUnavailable as exc:
+            for _, _, read in batch:
+                if not read.done():
+                    read.set_exception(StoreUnavailable(*exc.args))
+            return
+        except asyncio.CancelledError:
+            for _, _, read in batch:
+                read.cancel()
+            raise
+        except Exception as exc:  # not expected: every caller sees it, none waits for ever
+            for _, _, read in batch:
+                if not read.done():
+                    read.set_exception(exc)
+            return
+        for owner, note_id, read in batch:
+            if not read.done():  # else the call gave up waiting
+                read.set_result(texts[owner, note_id])
 
     async def list_notes_async(self, owner: str) -> list[Note]:
         """`list_notes`, awaited on the running loop."""
@@ -961,6 +1020,10 @@ class PostgresStore:
         self._pool.close()
 
 
+_NoteRead = tuple[str, str, "asyncio.Future[bytes | None]"]
+"""A note asked for: its owner, its id, and the future its text (None: no such note) is set on."""
+
+
 class _PoolFull(Exception):
     """No connection came free within the wait."""
 
@@ -987,6 +1050,8 @@ class _LoopPool:
         self._open = 0  # connections counted against `size`: idle, in use or being opened
         self._audit: psycopg.AsyncConnection[Any] | None = None
         self._sessions: dict[psycopg.AsyncConnection[Any], _Session] = {}
+        self.note_reads: list[_NoteRead] = []  # asked for in this turn of the loop, not sent
+        self.tasks: set[asyncio.Task[None]] = set()  # the reads sent, until done
 
     async def get(self, wait: float) -> psycopg.AsyncConnection[Any]:
         """A connection of this loop's.
@@ -1270,6 +1335,21 @@ def _nothing(result: pq.abc.PGresult) -> None:
 def _first_bytes(result: pq.abc.PGresult) -> bytes | None:
     """The first column of the first row (a NOT NULL bytea), or None for no row."""
     return result.get_value(0, 0) if result.ntuples else None
+
+
+def _numbered_bytes(result: pq.abc.PGresult) -> dict[int, bytes]:
+    """The (int8 number, bytea) rows, by number."""
+    return {
+        int.from_bytes(_cell(result, row, 0), "big", signed=True): _cell(result, row, 1)
+        for row in range(result.ntuples)
+    }
+
+
+def _text_array(values: Sequence[str]) -> str:
+    """A PostgreSQL array literal of `values` (text without NUL), every element quoted: a
+    quoted NULL, brace, comma or space is text, and a quote or backslash is escaped."""
+    quoted = (value.replace("\\", "\\\\").replace('"', '\\"') for value in values)
+    return "{" + ",".join(f'"{value}"' for value in quoted) + "}"
 
 
 def _count(result: pq.abc.PGresult) -> int:
