@@ -15,6 +15,8 @@ A server's event loop awaits its calls on connections of its own (`_LoopPool`); 
 (a note, a list, a count, a token not yet known) are sent there as statements prepared on each
 connection at their first use, through libpq with the socket watched by the loop (`_Session`):
 a third of the CPU of a psycopg cursor per read, with the same statement and the same faults.
+The notes read by the calls of one turn of the loop go together, in one statement (each by its
+owner and id, as alone): one round trip, and one wake-up of PostgreSQL, for all of them.
 
 Every driver fault (connection refused or lost, an administrator's termination, a statement
 timeout, no free connection in the pool) raises `StoreUnavailable`. After a lost connection the
