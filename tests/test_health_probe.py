@@ -12,8 +12,8 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 import pg
+from relay import Relay
 from servers import create_token, start_server, strictcall
-from stalling_relay import StallingRelay
 from strictcall.storage.postgres import HEALTH_TIMEOUT_S
 
 DEADLINE_S = 30.0
@@ -34,7 +34,7 @@ def _via(url: str, port: int) -> str:
 def test_a_probe_waiting_on_a_stalled_database_holds_no_other_caller(postgres: None) -> None:
     with (
         pg.fresh_database() as url,
-        StallingRelay(("127.0.0.1", urlsplit(url).port or 5432)) as relay,
+        Relay(("127.0.0.1", urlsplit(url).port or 5432)) as relay,
     ):
         token = create_token(url, "u1")
         done = strictcall("tokens", "create", "--operator", "--identity", "ops", "--db", url)
