@@ -676,3 +676,29 @@ def test_a_read_whose_statements_were_dropped_prepares_them_again(store: Postgre
         assert await store.read_note_async("u1", note.note_id) == note  # prepared again
 
     asyncio.run(scenario())
+
+
+def test_the_notes_read_in_one_turn_share_a_fault_and_its_recovery(store: PostgresStore) -> None:
+    note = store.add_note("u1", "kept")
+
+    def together(n: int) -> Awaitable[list[Note | None]]:
+        return asyncio.gather(*(store.read_note_async("u1", note.note_id) for _ in range(n)))
+
+    async def scenario() -> None:
+        assert await together(5) == [note] * 5
+        assert pg.terminate_backends(store._url) >= 1
+        assert await together(5) == [note] * 5  # the lost session replaced, the batch tried again
+        pg.allow_connections(store._url, False)
+        try:
+            pg.terminate_backends(store._url)
+            answers = await asyncio.gather(
+                *(store.read_note_async("u1", note.note_id) for _ in range(5)),
+                return_exceptions=True,
+            )
+            assert all(isinstance(answer, StoreUnavailable) for answer in answers)
+            assert len({id(answer) for answer in answers}) == 5  # each call its own
+        finally:
+            pg.allow_connections(store._url, True)
+        assert await eventually_async(lambda: together(5)) == [note] * 5
+
+    asyncio.run(scenario())
