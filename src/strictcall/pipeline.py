@@ -122,6 +122,10 @@ WITHHELD: Final = Rejection(INVALID_TOOL_RESULT)
 CALL_LEVELS: Final = 1
 """Levels of a call's text above its arguments: the call object {name, arguments}."""
 
+ARGUMENTS_LEVELS: Final = 0
+"""Levels of an arguments text above the arguments: none (an agent loop's tool call, where the
+model writes only the arguments, e.g. OpenAI's `function.arguments`)."""
+
 MESSAGE_LEVELS: Final = 2
 """Levels of a JSON-RPC or MCP message above the arguments: the message and its params (a batch
 adds one more)."""
@@ -209,6 +213,11 @@ def route_call(call: JSONValue, tools: Mapping[str, CompiledTool]) -> CompiledTo
             found = tools.get(name)
             if found is not None:
                 return found
+    return unknown_tool(tools)
+
+
+def unknown_tool(tools: Mapping[str, CompiledTool]) -> Rejection:
+    """Rung 2's refusal: the call names no tool of `tools`, which it lists."""
     return Rejection(UNKNOWN_TOOL, _frozen({"available": sorted(tools)}))
 
 

@@ -110,19 +110,25 @@ def _chat_fields(tool_call: object) -> Fields | None:
     """A well-formed tool call's id, name and arguments text, read at the least cost; None
     for anything else, which `_check_chat` then locates."""
     if type(tool_call) is dict:
-        call_id = tool_call.get("id")
-        kind = tool_call.get("type", "function")
         function = tool_call.get("function")
         if type(function) is not dict:
             return None
-        name = function.get("name")
-        arguments = function.get("arguments")
-    else:
-        call_id = getattr(tool_call, "id", None)
-        kind = getattr(tool_call, "type", None)
-        function = getattr(tool_call, "function", None)
-        name = getattr(function, "name", None)
-        arguments = getattr(function, "arguments", None)
+        try:  # subscripts, not `.get` calls: a well-formed call has every member
+            call_id = tool_call["id"]
+            name = function["name"]
+            arguments = function["arguments"]
+        except KeyError:
+            return None
+        kind = tool_call.get("type", "function")
+    else:  # an SDK object (None where a member is missing), or a mapping of another type
+        try:
+            call_id = tool_call.id  # type: ignore[attr-defined]
+            kind = tool_call.type  # type: ignore[attr-defined]
+            function = tool_call.function  # type: ignore[attr-defined]
+            name = function.name
+            arguments = function.arguments
+        except AttributeError:
+            return None
     if (
         type(call_id) is str
         and call_id
@@ -157,9 +163,12 @@ def _item_fields(item: object) -> Fields | Literal[False] | None:
     if type(item) is dict:
         if item.get("type") != "function_call":
             return False
-        call_id = item.get("call_id")
-        name = item.get("name")
-        arguments = item.get("arguments")
+        try:  # subscripts, not `.get` calls: a well-formed call has every member
+            call_id = item["call_id"]
+            name = item["name"]
+            arguments = item["arguments"]
+        except KeyError:
+            return None
     else:  # an SDK object, or a mapping of another type
         if read_field(item, "type") != "function_call":
             return False
@@ -195,14 +204,24 @@ def _read_function(gateway: Gateway, call_id: str, function: object, at: str) ->
 
 
 CHAT: Final = Provider(
-    "tool_calls", _chat_fields, _check_chat, True, "role", "tool", "tool_call_id", "content", None
+    "tool_calls",
+    _chat_fields,
+    _check_chat,
+    Gateway.call_arguments,
+    from_text,
+    "role",
+    "tool",
+    "tool_call_id",
+    "content",
+    None,
 )
 """`{"role": "tool", "tool_call_id", "content"}` messages answering `tool_calls`."""
 RESPONSES: Final = Provider(
     "output",
     _item_fields,
     _check_item,
-    True,
+    Gateway.call_arguments,
+    from_text,
     "type",
     "function_call_output",
     "call_id",
