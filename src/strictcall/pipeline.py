@@ -145,16 +145,22 @@ def read_call(
             raw, max_size=limits.max_size, max_depth=limits.max_depth, numbers=numbers
         )
     except JSONTextError as exc:
-        if exc.fault is TextFault.TOO_LARGE:
-            return too_large(limits.max_size)
-        details: dict[str, JSONValue] = {"reason": exc.fault.value}
-        if exc.fault is TextFault.TOO_DEEP:
-            details["limit"] = limits.max_depth
-            details["arguments_limit"] = max(limits.max_depth - levels - _is_batch(raw, levels), 0)
-        if exc.line is not None:
-            details["line"] = exc.line
-            details["column"] = exc.column
-        return Rejection(INVALID_JSON, _frozen(details))
+        return text_refusal(exc, raw, limits, levels)
+
+
+def text_refusal(exc: JSONTextError, raw: str | bytes, limits: Limits, levels: int) -> Rejection:
+    """Rung 1's refusal of a text the strict parse refused, as `read_call` says (for a caller
+    that runs the parse itself, one frame less on its every call)."""
+    if exc.fault is TextFault.TOO_LARGE:
+        return too_large(limits.max_size)
+    details: dict[str, JSONValue] = {"reason": exc.fault.value}
+    if exc.fault is TextFault.TOO_DEEP:
+        details["limit"] = limits.max_depth
+        details["arguments_limit"] = max(limits.max_depth - levels - _is_batch(raw, levels), 0)
+    if exc.line is not None:
+        details["line"] = exc.line
+        details["column"] = exc.column
+    return Rejection(INVALID_JSON, _frozen(details))
 
 
 def read_value(value: JSONValue, limits: Limits) -> bool | Rejection:

@@ -168,12 +168,7 @@ def run_turn(
         call_id, name, arguments = fields
         if seen is not None:
             seen.add(call_id)
-        answer = ask(gateway, name, arguments, identity, call_id)
-        refusal = answer["ok"] is not True
-        try:  # the common answer, written at once; anything else as `content_of` says
-            content = orjson.dumps(answer["error" if refusal else "result"]).decode()
-        except orjson.JSONEncodeError:
-            content, refusal = content_of(answer)
+        content, refusal = content_of(ask(gateway, name, arguments, identity, call_id))
         result: dict[str, JSONValue] = {
             provider.kind_key: provider.kind,
             provider.id_key: call_id,
@@ -250,14 +245,21 @@ def content_of(answer: dict[str, JSONValue]) -> tuple[str, bool]:
     A value is written as JSON text, so `0`, `false`, `""`, `[]` and `null` read as the values
     they are, never as an empty result; a refusal is the structured error as JSON text.
     """
+    refusal = answer["ok"] is not True
+    try:  # the common answer, written at once; anything else as `_written_exactly` says
+        return orjson.dumps(answer["error" if refusal else "result"]).decode(), refusal
+    except orjson.JSONEncodeError:
+        return _written_exactly(answer)
+
+
+def _written_exactly(answer: dict[str, JSONValue]) -> tuple[str, bool]:
+    """`content_of` for an answer orjson cannot write: an integer beyond 64 bits is written by
+    the exact writer; a value JSON cannot hold at all is withheld."""
     if answer["ok"] is True:
-        try:
-            return orjson.dumps(answer["result"]).decode(), False
-        except orjson.JSONEncodeError:  # an integer beyond 64 bits, say: the exact writer
-            text = dump_text(answer["result"])
+        text = dump_text(answer["result"])
         if text is not None:
             return text.decode(), False
-        answer = fail(answer["call_id"], WITHHELD)  # a value JSON cannot write is withheld
+        answer = fail(answer["call_id"], WITHHELD)
     text = dump_text(answer["error"])
     if text is None:  # only a schema's own unwritable text could get here
         text = dump_text(WITHHELD.as_error()) or b""
