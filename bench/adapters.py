@@ -19,6 +19,9 @@ do no I/O, and on a shared machine wall time would also count the time other pro
 
 An adapter does more than the baseline: it also writes the result as JSON text for the model.
 So a second baseline, `gateway.call_text`, which writes the answer as JSON bytes, is timed too.
+The baseline parses the whole call text strictly; the OpenAI adapters parse the arguments text
+strictly (`Gateway.call_arguments`), a little less text; Anthropic's `input` comes parsed by the
+SDK, so its adapter parses nothing (it only walks the value), which is why it costs less.
 Target: each adapter <= 1.2x `Gateway.call`. Every answer is checked before it is timed.
 Prints the table, then the rows as one JSON line (which bench/run.py reads).
 """

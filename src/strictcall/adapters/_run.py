@@ -139,10 +139,11 @@ def run_turn(
 ) -> list[dict[str, JSONValue]]:
     """The results of a turn's calls, run one after the other, in order.
 
-    The hot path of a sync agent loop, where every step costs some 2 % of a call: a well-formed
-    call is read by the provider's `read`, run by its `ask`, and its result written as a dict
-    literal; what only a malformed call or a turn of several calls needs (its index, the ids
-    seen) is done only then.
+    The sync forms answer a turn of one well-formed call themselves, at once (the common turn,
+    where every step costs some 2 % of a call); this is every other turn. A well-formed call is
+    read by the provider's `read`, run by its `ask`, and its result written as a dict literal;
+    what only a malformed call or a turn of several calls needs (its index, the ids seen) is
+    done only then.
 
     Raises:
         TypeError: `identity` is not a str.
