@@ -54,6 +54,14 @@ class Splitter:
 
     def feed(self, data: bytes, out: deque[Line]) -> None:
         buffer = self._buffer
+        last = len(data) - 1
+        if not buffer and not self._skipping and last >= 0 and data.find(b"\n") == last:
+            # the common chunk, one whole line: no copy into the buffer and out again
+            if last > self._limit:
+                out.append(TOO_LONG)
+            else:
+                out.append(data[:-1])
+            return
         buffer += data
         start = 0
         while True:
@@ -129,7 +137,12 @@ class _Lines(asyncio.Protocol):
             waiter.set_result(None)
 
     async def next(self) -> Line | None:
-        """The next line, or None once stdin has ended and every line was taken."""
+        """The next line, or None once stdin has ended and every line was taken. A line that
+        was waiting already is taken after one turn of the loop, so that a burst of lines
+        never holds it (a signal, the calls started, answers to write); one that had to be
+        waited for comes from the loop just now."""
+        if self._queue:
+            await asyncio.sleep(0)
         while not self._queue:
             if self._ended:
                 return None

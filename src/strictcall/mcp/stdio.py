@@ -488,11 +488,10 @@ class StdioIntake:
             await self._answers.send_own(SessionMessage(reply))
 
     async def room(self) -> None:
-        """Wait until fewer than `IN_FLIGHT_MAX` requests are running (a burst of lines is
-        taken a window at a time, so that the loop stays free to answer a signal), then let
-        the loop run whatever else is ready."""
+        """Wait until fewer than `IN_FLIGHT_MAX` requests are running: a burst of lines is
+        taken a window at a time (and each line after a turn of the loop, `read_lines`), so
+        that the loop stays free to answer a signal."""
         await self._answers.below(IN_FLIGHT_MAX)
-        await asyncio.sleep(0)
 
     async def take_too_long(self) -> None:
         """Answer a line that was longer than the limit (and skipped unread)."""
