@@ -204,8 +204,8 @@ class UpstreamPipe(asyncio.Protocol):
             except orjson.JSONDecodeError:
                 message = None
             if type(message) is dict and "method" not in message:
-                request_id = message.get("id")
-                call = self._calls.get(request_id) if type(request_id) is int else None
+                request_id = _call_id(message.get("id"))
+                call = None if request_id is None else self._calls.get(request_id)
                 if call is not None:
                     if not call.done():  # else abandoned: dropped, as the session drops it
                         call.set_result(message)
@@ -285,6 +285,16 @@ class UpstreamPipe(asyncio.Protocol):
         task = asyncio.get_running_loop().create_task(output.write(frame))
         _LEFT.add(task)
         task.add_done_callback(_LEFT.discard)
+
+
+def _call_id(request_id: object) -> int | None:
+    """The id of a call an answer names: an int, or its decimal text (the session takes "7"
+    for 7, as the TypeScript SDK does); never a bool or a float."""
+    if type(request_id) is int:
+        return request_id
+    if type(request_id) is str and request_id.isascii() and request_id.isdigit():
+        return int(request_id)
+    return None
 
 
 _LEFT: set[asyncio.Task[None]] = set()

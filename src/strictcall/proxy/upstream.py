@@ -213,7 +213,8 @@ class Upstream:
             ToolFailure: upstream_unavailable, when there is no session or it ended under the
                 call.
             MCPError: the upstream answered with a JSON-RPC error.
-            ValidationError: the upstream's answer is not a tools/call result.
+            UnreadableAnswer: the upstream's answer is not a JSON-RPC response (stdio).
+            ValidationError: the upstream's result is not a tools/call result.
         """
         live = self._live
         if live is None:
@@ -374,30 +375,22 @@ def _call_result(
     """The tools/call result in a JSON-RPC answer read off the pipe, validated once.
 
     Raises:
-        MCPError: the answer is a JSON-RPC error.
-        ValidationError: the answer is neither a result nor an error, or its result is not a
-            tools/call result.
+        MCPError: the answer is a JSON-RPC error {code: int, message: str, data?}.
+        UnreadableAnswer: the answer is neither that nor a result object (both at once
+            included, which the SDK's envelope reads as an error).
+        ValidationError: the result is not a tools/call result.
     """
-    result = answer.get("result")
-    if type(result) is dict and "error" not in answer:
+    if "result" in answer:
+        result = answer["result"]
+        if type(result) is not dict or "error" in answer:
+            raise UnreadableAnswer
         if not later_members.isdisjoint(result):  # as the session drops them
             result = {key: value for key, value in result.items() if key not in later_members}
         return types.CallToolResult.model_validate(result, by_name=False)
     error = answer.get("error")
-    if (
-        "result" not in answer
-        and type(error) is dict
-        and type(error.get("code")) is int
-        and type(error.get("message")) is str
-    ):
+    if type(error) is dict and type(error.get("code")) is int and type(error.get("message")) is str:
         raise MCPError(code=error["code"], message=error["message"], data=error.get("data"))
-    # any other shape is read as the session reads a message, which refuses it (or takes it)
-    message = types.jsonrpc_message_adapter.validate_python(answer, by_name=False)
-    if isinstance(message, types.JSONRPCError):
-        found = message.error
-        raise MCPError(code=found.code, message=found.message, data=found.data)
-    taken = message.result if isinstance(message, types.JSONRPCResponse) else None
-    return types.CallToolResult.model_validate(taken, by_name=False)
+    raise UnreadableAnswer
 
 
 def later_members(version: str) -> frozenset[str]:
@@ -442,6 +435,11 @@ def _kind(exc: BaseException) -> str:
     if isinstance(exc, MCPError):
         return f"MCP error {exc.code}"
     return type(exc).__name__
+
+
+class UnreadableAnswer(Exception):
+    """The upstream's answer to a call is not a JSON-RPC response: withheld like a result
+    that is not a tools/call result."""
 
 
 class UpstreamFailed(StrictcallError):
