@@ -1,13 +1,16 @@
 """What `strictcall proxy` adds to a tools/call: the same call to the same upstream MCP server,
-through the official client, directly and through the proxy, timed in the same rounds.
+through the official client, directly, through a relay that only forwards bytes (the floor of
+any second process hop) and through the proxy, timed in the same rounds.
 
     .venv/bin/python bench/proxy_overhead.py [--calls N] [--rounds R]
 
 Upstreams: @modelcontextprotocol/server-everything's `echo` (node; tests/upstreams, `npm ci`
-there first) and the tests' FastMCP server's `read_note`. Each round times N calls direct, then
-N through the proxy (`strictcall proxy --upstream-cmd ... --stdio`), one at a time, each call's
-answer checked; a figure is the median over the rounds of each round's median per call.
-Target (issue 19): added cost <= max(10 % of the direct round trip, 50 µs).
+there first) and the tests' FastMCP server's `read_note`. Relays: bench/relay.py (Python and
+uvloop, as the proxy moves bytes) and socat when installed. Each round makes N calls on every
+way, one at a time, the ways taking turns call by call, each call's answer checked; a figure is
+the median over the rounds of each round's median per call, an added cost the median over the
+rounds of (the way's median - direct's). The relays' and the proxy's CPU per call is read from
+/proc. Target (issue 19): added cost <= max(10 % of the direct round trip, 50 µs).
 Writes bench/PROXY.md and prints it.
 """
 
@@ -179,9 +182,14 @@ async def measure(
             per_round: list[list[float]] = [[] for _ in ways]
             cpu_before = [_cpu_s(pid) for pid in pids]
             for _ in range(rounds):
-                for i, session in enumerate(sessions):
-                    times = await timed_calls(session, tool, arguments, check, calls)
-                    per_round[i].append(statistics.median(times) / 1000)
+                # call by call, the ways in turn: every way meets the same moments of a shared
+                # machine, not one way a quiet second and the next a busy one
+                times: list[list[int]] = [[] for _ in ways]
+                for _ in range(calls):
+                    for i, session in enumerate(sessions):
+                        times[i] += await timed_calls(session, tool, arguments, check, 1)
+                for i, taken in enumerate(times):
+                    per_round[i].append(statistics.median(taken) / 1000)
             cpu_after = [_cpu_s(pid) for pid in pids]
     measured = {}
     for i, way in enumerate(ways):
@@ -296,7 +304,7 @@ def main() -> None:
             "",
             f"One tools/call at a time through the official MCP client (`ClientSession.call_tool`"
             f" over stdio), {args.calls} calls per round, {args.rounds} rounds, the ways taking"
-            " turns within each round; a figure is the median of the rounds' medians, in µs per"
+            " turns call by call; a figure is the median of the rounds' medians, in µs per"
             " call, and an added cost the median over rounds of (that way's median - direct's"
             " median). Direct: the client talks to the upstream. Relay: a second process that"
             " forwards the bytes both ways and reads nothing of them (`bench/relay.py`, written"

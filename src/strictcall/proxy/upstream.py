@@ -7,6 +7,16 @@ again after a backoff that doubles up to `RESTART_MAX_S` and is reset by a good 
 that times out makes the supervisor ping the server: one that does not answer the ping within
 `PING_S` is taken for hung and restarted. `notifications/tools/list_changed` lists the tools
 again, and `on_listing` receives every listing, the first one before `running()` yields.
+
+The official `ClientSession` runs every session: initialize, tools/list, list_changed, pings,
+the server's own requests. Over stdio it runs on strictcall's pipes (`strictcall.proxy.stdio`),
+and a tools/call goes by the pipe's own path rather than the session's `send_request`: the same
+request on the wire, its answer read by id off the pipe and validated once as the SDK's
+`CallToolResult` (after dropping the members of later revisions, as the session does). What
+that path leaves out of the session's: the OpenTelemetry span and trace context in `_meta` (the
+proxy runs no tracer), progress (the proxy asks for none). An answer that is not exactly a
+result object or an error {code: int, message: str} is withheld (the SDK's envelope would read
+one with both as an error). Over streamable HTTP, calls are the session's.
 """
 
 from __future__ import annotations
@@ -217,7 +227,7 @@ class Upstream:
             ValidationError: the upstream's result is not a tools/call result.
         """
         live = self._live
-        if live is None:
+        if live is None or live.ended.is_set():  # gone, or going: its restart is on its way
             raise self.unavailable()
         try:
             if live.pipe is not None:
