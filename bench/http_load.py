@@ -45,6 +45,21 @@ def log(message: str) -> None:
     print(f"[bench] {message}", file=sys.stderr, flush=True)
 
 
+def commit_of(root: Path) -> str:
+    """The short commit `root` is at, "+ uncommitted src/ changes" when src/ differs from it."""
+
+    def git(*args: str) -> str:
+        done = subprocess.run(
+            ["git", "-C", str(root), *args], capture_output=True, text=True, check=False
+        )
+        return done.stdout.strip()
+
+    dirty = git("status", "--porcelain", "--", "src")
+    return (git("rev-parse", "--short", "HEAD") or "unknown") + (
+        " + uncommitted src/ changes" if dirty else ""
+    )
+
+
 # --- processes ---------------------------------------------------------------------------------
 
 _RUNNING: list[Started] = []
@@ -238,11 +253,12 @@ def check_rpc_refusal(code: str | None) -> Check:
     return check
 
 
-def strictcall_target(cli: list[str], workdir: Path) -> HttpTarget:
-    """`strictcall serve` on a fresh SQLite file with u1's and u2's notes and tokens."""
-    name = "strictcall serve"
+def strictcall_target(cli: list[str], workdir: Path, db_url: str | None = None) -> HttpTarget:
+    """`strictcall serve` on a fresh SQLite file with u1's and u2's notes and tokens, or on
+    `db_url` (an empty PostgreSQL database) made the same way."""
+    name = "strictcall serve" if db_url is None else "strictcall serve, PostgreSQL store"
     try:
-        db = prepare_strictcall_db(cli, workdir)
+        db = prepare_strictcall_db(cli, workdir, db_url)
     except Unavailable as exc:
         return HttpTarget(name, "", [], "/rpc", [], lambda port: False, unavailable=str(exc))
     token1, token2, note_id = db["token_u1"], db["token_u2"], db["note_u1"]
@@ -275,8 +291,11 @@ class Unavailable(Exception):
     """A target's interface is not there yet."""
 
 
-def prepare_strictcall_db(cli: list[str], workdir: Path) -> dict[str, str]:
-    """A SQLite file with a token for u1 and u2 and one note each, made by the operator CLI.
+def prepare_strictcall_db(
+    cli: list[str], workdir: Path, db_url: str | None = None
+) -> dict[str, str]:
+    """A SQLite file (or the database at `db_url`) with a token for u1 and u2 and one note
+    each, made by the operator CLI.
 
     Raises:
         Unavailable: `strictcall serve`, `tokens create` or `notes add` is not there yet.
@@ -287,7 +306,7 @@ def prepare_strictcall_db(cli: list[str], workdir: Path) -> dict[str, str]:
             "waits for `strictcall serve --host H --port P --db PATH` "
             f"(`strictcall serve --help` exited {probe.returncode})"
         )
-    path = str(workdir / "serve.sqlite3")
+    path = str(workdir / "serve.sqlite3") if db_url is None else db_url
     out: dict[str, str] = {"path": path}
     for identity in ("u1", "u2"):
         made = _run([*cli, "tokens", "create", "--identity", identity, "--db", path])

@@ -1,10 +1,12 @@
-"""Resident memory under load: `strictcall serve` (SQLite store) beside FastMCP, for minutes.
+"""Resident memory under load: `strictcall serve` on each store beside FastMCP, for minutes.
 
     .venv/bin/python bench/memory.py [--minutes 10] [--connections 64] [--no-fastmcp]
+                                     [--no-postgres]
 
-Both servers are started as `make bench` starts them (bench/http_load.py: fresh SQLite file,
-tokens and notes made by the operator CLI; FastMCP from bench/.venv-peers), checked, then
-loaded at the same time by one wrk each (the valid read_note call, `--connections`
+The servers are started as `make bench` starts them (bench/http_load.py: a fresh SQLite file,
+and a fresh PostgreSQL database made and dropped by this run, tokens and notes made by the
+operator CLI; FastMCP from bench/.venv-peers), checked, then loaded at the same time by one
+wrk each (the valid read_note call, `--connections`
 connections) in chunks of `--chunk` seconds, for `--minutes` minutes. After each chunk the
 resident memory (VmRSS, summed over the server's process group) is read from /proc. "Start" is
 the figure after the first chunk (the server has met every kind of work once); "end" is the
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import http_load
+from postgres_http import bench_database
 
 BENCH = Path(__file__).resolve().parent
 PEERS_PYTHON = BENCH / ".venv-peers" / "bin" / "python"
@@ -57,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--chunk", type=int, default=30, help="seconds per wrk run")
     parser.add_argument("--no-fastmcp", action="store_true")
+    parser.add_argument("--no-postgres", action="store_true", help="the SQLite store only")
     args = parser.parse_args(argv)
     script = Path(sys.executable).parent / "strictcall"
     cli = [str(script)] if script.exists() else [sys.executable, "-m", "strictcall"]
@@ -64,14 +68,19 @@ def main(argv: list[str] | None = None) -> int:
         "minutes": args.minutes,
         "connections": args.connections,
         "chunk_s": args.chunk,
+        "commit": http_load.commit_of(BENCH.parent),
+        "load_average_start": os.getloadavg(),
         "targets": [],
     }
     with tempfile.TemporaryDirectory(prefix="strictcall-memory-") as tmp:
         workdir = Path(tmp)
-        targets = [http_load.strictcall_target(cli, workdir)]
-        if not args.no_fastmcp and PEERS_PYTHON.exists():
-            targets.append(http_load.fastmcp_target(str(PEERS_PYTHON), BENCH))
         with contextlib.ExitStack() as stack:
+            targets = [http_load.strictcall_target(cli, workdir)]
+            if not args.no_postgres:
+                url = stack.enter_context(bench_database())
+                targets.append(http_load.strictcall_target(cli, workdir, url))
+            if not args.no_fastmcp and PEERS_PYTHON.exists():
+                targets.append(http_load.fastmcp_target(str(PEERS_PYTHON), BENCH))
             live = []
             for target in targets:
                 out: dict[str, Any] = {"target": target.name, "samples": []}
@@ -117,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
                     growth_under_5_percent=growth < TARGET_GROWTH,
                     requests=sum(s["req_s"] * args.chunk for s in samples),
                 )
+    report["load_average_end"] = os.getloadavg()
+    report["finished"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     print(json.dumps(report, indent=2))
     return 0
 

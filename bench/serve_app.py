@@ -17,7 +17,7 @@ from typing import Any
 
 
 def make_app() -> Any:
-    """The app on the SQLite file named by $STRICTCALL_BENCH_DB."""
+    """The app on the store named by $STRICTCALL_BENCH_DB (a SQLite path or a PostgreSQL URL)."""
     from strictcall.server import build_app
     from strictcall.storage import open_store
 

@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from servers import RunningServer, create_token, recent_audit, start_server
 from strictcall.errors import INVALID_ARGUMENTS, INVALID_REQUEST
 from strictcall.storage import AuditRecord
-from test_mcp_stdio import StdioServer
+from test_mcp_stdio import stdio_server
 
 STRING_ARGUMENTS = {"name": "read_note", "arguments": "n1"}
 # a valid id and a readable tool, refused for a member the envelope may not have
@@ -102,13 +102,13 @@ def test_mcp_over_http_audits_the_call_id_and_tool_of_every_refusal(
 def test_mcp_on_stdio_audits_the_call_id_and_tool_of_every_refusal(tmp_path: Path) -> None:
     db = tmp_path / "notes.sqlite3"
     with (tmp_path / "stderr.log").open("wb") as log:
-        server = StdioServer(db, "u1", log)
+        server = stdio_server(db, "u1", log)
         try:
             server.initialize()
             server.send(json.dumps(request(71, STRING_ARGUMENTS)).encode())
-            assert server.reply()["id"] == 71
+            assert server.message()["id"] == 71
             server.send(json.dumps(request(72, EXTRA_MEMBER, extra=1)).encode())
-            assert server.reply()["error"]["data"]["code"] == INVALID_REQUEST.code
+            assert server.message()["error"]["data"]["code"] == INVALID_REQUEST.code
         finally:
             assert server.close() == 0
     records = audited(db, ":71", ":72")

@@ -14,11 +14,7 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
-import queue
-import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +24,7 @@ import httpx
 import pytest
 
 from servers import RunningServer, create_token, start_server
+from stdio_peer import StdioPeer
 from strictcall import errors
 from strictcall.gateway import Gateway
 from strictcall.jsontext import MAX_DEPTH, MAX_SIZE
@@ -37,7 +34,6 @@ from strictcall.storage.sqlite import SQLiteStore
 DEADLINE_S = 30.0
 COMPARED = ("code", "stage", "retryable", "pointer", "reason", "expected", "available", "limit")
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-HANDSHAKE_VERSION = "2025-11-25"
 
 EXCEPTIONS: dict[str, str] = {
     "position": (
@@ -255,60 +251,14 @@ def stdio_args(identity: str, db: Path) -> list[str]:
     return ["--identity", identity, "--db", str(db)]
 
 
-class Stdio:
-    """A `strictcall serve --mcp-stdio` process after its handshake, line in, line out."""
-
-    def __init__(self, db: Path, identity: str, stderr: IO[bytes]) -> None:
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "strictcall",
-                "serve",
-                "--mcp-stdio",
-                *stdio_args(identity, db),
-            ],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-        self._lines: queue.Queue[bytes | None] = queue.Queue()
-        threading.Thread(target=self._pump, daemon=True).start()
-        hello = {"name": "equivalence", "version": "1"}
-        params = {"protocolVersion": HANDSHAKE_VERSION, "capabilities": {}, "clientInfo": hello}
-        self.send(
-            dumps({"jsonrpc": "2.0", "id": "hello", "method": "initialize", "params": params})
-        )
-        assert self.reply()["id"] == "hello"
-        self.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
-
-    def _pump(self) -> None:
-        assert self.process.stdout is not None
-        with self.process.stdout as stdout:
-            for line in stdout:
-                self._lines.put(line)
-        self._lines.put(None)
-
-    def send(self, line: bytes) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(line + b"\n")
-        self.process.stdin.flush()
-
-    def reply(self) -> dict[str, Any]:
-        line = self._lines.get(timeout=DEADLINE_S)
-        assert line is not None, "the server closed its stdout"
-        message: dict[str, Any] = json.loads(line)
-        return message
-
-    def close(self) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.close()
-        try:
-            self.process.wait(timeout=DEADLINE_S)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=DEADLINE_S)
+def stdio(db: Path, identity: str, stderr: IO[bytes]) -> StdioPeer:
+    """A `strictcall serve --mcp-stdio` process for `identity`, after its handshake."""
+    peer = StdioPeer(
+        [sys.executable, "-m", "strictcall", "serve", "--mcp-stdio", *stdio_args(identity, db)],
+        stderr,
+    )
+    peer.initialize("equivalence")
+    return peer
 
 
 @dataclass
@@ -317,7 +267,7 @@ class Transports:
     server: RunningServer
     http: httpx.Client
     tokens: dict[str, str]
-    stdio: dict[str, Stdio]
+    stdio: dict[str, StdioPeer]
     notes: dict[str, str]
 
 
@@ -333,12 +283,12 @@ def transports(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Transports]
     tokens = {identity: create_token(db, identity) for identity in ("u1", "u3")}
     server = start_server(db)
     stderr = (folder / "stdio.log").open("wb")
-    stdio = {identity: Stdio(db, identity, stderr) for identity in ("u1", "u3")}
+    processes = {identity: stdio(db, identity, stderr) for identity in ("u1", "u3")}
     with notes_gateway(store) as gateway, httpx.Client(timeout=DEADLINE_S) as http:
         try:
-            yield Transports(gateway, server, http, tokens, stdio, notes)
+            yield Transports(gateway, server, http, tokens, processes, notes)
         finally:
-            for process in stdio.values():
+            for process in processes.values():
                 process.close()
             stderr.close()
             assert server.stop() == 0
@@ -382,7 +332,7 @@ def through_mcp_http(t: Transports, case: Case) -> Outcome:
 def through_mcp_stdio(t: Transports, case: Case) -> Outcome:
     process = t.stdio[case.identity]
     process.send(envelope(case))
-    return from_mcp(process.reply())
+    return from_mcp(process.message())
 
 
 TRANSPORTS = {

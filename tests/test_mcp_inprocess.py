@@ -3,6 +3,7 @@ at the end of stdin, and /mcp inside the HTTP app with its lifespan, driven over
 
 from __future__ import annotations
 
+import gc
 import io
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -188,6 +189,37 @@ def test_mcp_is_mounted_behind_the_token_and_serves_the_callers_notes(tmp_path: 
         run(scenario)
     finally:
         store.close()
+
+
+def test_the_mcp_sdk_once_loaded_is_kept_out_of_the_collectors_generations(
+    tmp_path: Path,
+) -> None:
+    """The SDK, loaded after the server started, lives as long as it: left in the collector's
+    generations, each full collection walked all of it with the loop stalled (~50 ms)."""
+    store = SQLiteStore(str(tmp_path / "app.sqlite3"))
+    token = store.create_token("u1")
+    app = build_app(store)
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "Authorization": f"Bearer {token}",
+    }
+    call = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_notes"}}'
+    frozen: list[int] = []
+
+    async def scenario() -> None:
+        gc.unfreeze()
+        async with running(app) as client:
+            answered = await client.post("/mcp", content=call, headers=headers)
+            assert answered.status_code == 200
+            frozen.append(gc.get_freeze_count())
+
+    try:
+        run(scenario)
+    finally:
+        gc.unfreeze()
+        store.close()
+    assert frozen[0] > 0
 
 
 @asynccontextmanager

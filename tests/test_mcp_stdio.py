@@ -7,14 +7,9 @@ The first 19 probes are those of the shared research on MCP servers under hostil
 
 from __future__ import annotations
 
-import itertools
 import json
-import os
-import queue
 import signal
-import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,6 +20,7 @@ import pytest
 
 from mcp_results import wire_error
 from servers import strictcall
+from stdio_peer import DEADLINE_S, StdioPeer
 from strictcall.errors import (
     INVALID_ARGUMENTS,
     INVALID_JSON,
@@ -39,88 +35,14 @@ from strictcall.jsontext import MAX_SIZE
 from strictcall.storage import AuditRecord
 from strictcall.storage.sqlite import SQLiteStore
 
-DEADLINE_S = 30.0
-HANDSHAKE_VERSION = "2025-11-25"
-
 
 def serve_args(identity: str, db: Path) -> list[str]:
     return ["serve", "--mcp-stdio", "--identity", identity, "--db", str(db)]
 
 
-class StdioServer:
-    """A `strictcall serve --mcp-stdio` process, its stdout read line by line by a thread."""
-
-    def __init__(self, db: Path, identity: str, stderr: IO[bytes]) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "strictcall", *serve_args(identity, db)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-        self._lines: queue.Queue[bytes | None] = queue.Queue()
-        self._ids = itertools.count(1000)
-        threading.Thread(target=self._pump, daemon=True).start()
-
-    def _pump(self) -> None:
-        assert self.process.stdout is not None
-        with self.process.stdout as stdout:
-            for line in stdout:
-                self._lines.put(line)
-        self._lines.put(None)
-
-    def send(self, line: bytes, *, newline: bool = True) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(line + (b"\n" if newline else b""))
-        self.process.stdin.flush()
-
-    def reply(self) -> dict[str, Any]:
-        """The next line on stdout, which must be one JSON-RPC message, within the deadline."""
-        try:
-            line = self._lines.get(timeout=DEADLINE_S)
-        except queue.Empty:
-            raise AssertionError(f"no answer within {DEADLINE_S} s") from None
-        assert line is not None, "the server closed its stdout"
-        message = json.loads(line)
-        assert isinstance(message, dict) and message["jsonrpc"] == "2.0"
-        return message
-
-    def request(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Send a request with a fresh id and return its answer."""
-        request_id = next(self._ids)
-        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
-        if params is not None:
-            message["params"] = params
-        self.send(json.dumps(message).encode())
-        answer = self.reply()
-        assert answer["id"] == request_id
-        return answer
-
-    def initialize(self) -> None:
-        hello = {"name": "raw-test", "version": "1"}
-        answer = self.request(
-            "initialize",
-            {"protocolVersion": HANDSHAKE_VERSION, "capabilities": {}, "clientInfo": hello},
-        )
-        assert answer["result"]["protocolVersion"] == HANDSHAKE_VERSION
-        self.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
-
-    def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        """A tools/call's result (an MCP tool result)."""
-        answer = self.request("tools/call", {"name": name, "arguments": arguments})
-        result: dict[str, Any] = answer["result"]
-        return result
-
-    def close(self) -> int:
-        """Close stdin (as a host does) and wait for the exit status."""
-        assert self.process.stdin is not None
-        self.process.stdin.close()
-        try:
-            return self.process.wait(timeout=DEADLINE_S)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=DEADLINE_S)
-            raise AssertionError("the server did not exit after stdin closed") from None
+def stdio_server(db: Path, identity: str, stderr: IO[bytes]) -> StdioPeer:
+    """A `strictcall serve --mcp-stdio` process for `identity` on `db`."""
+    return StdioPeer([sys.executable, "-m", "strictcall", *serve_args(identity, db)], stderr)
 
 
 @pytest.fixture(scope="module")
@@ -135,9 +57,9 @@ def stderr_log(tmp_path: Path) -> Iterator[IO[bytes]]:
 
 
 @pytest.fixture(scope="module")
-def server(db: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[StdioServer]:
+def server(db: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[StdioPeer]:
     with (tmp_path_factory.mktemp("mcp-stdio-log") / "stderr.log").open("wb") as log:
-        running = StdioServer(db, "u1", log)
+        running = stdio_server(db, "u1", log)
         running.initialize()
         yield running
         assert running.close() == 0
@@ -290,10 +212,10 @@ PROBES: list[tuple[str, bytes, Refusal | ToolError]] = [
 
 @pytest.mark.parametrize(("line", "expected"), [p[1:] for p in PROBES], ids=[p[0] for p in PROBES])
 def test_every_hostile_line_is_answered_and_the_server_keeps_serving(
-    server: StdioServer, line: bytes, expected: Refusal | ToolError
+    server: StdioPeer, line: bytes, expected: Refusal | ToolError
 ) -> None:
     server.send(line)
-    answer = server.reply()
+    answer = server.message()
     if isinstance(expected, Refusal):
         assert "result" not in answer
         assert answer["id"] == expected.request_id
@@ -324,10 +246,10 @@ def test_every_hostile_line_is_answered_and_the_server_keeps_serving(
 
 
 def test_a_too_large_line_says_the_limit_and_nothing_of_it_reaches_a_tool(
-    server: StdioServer, db: Path
+    server: StdioPeer, db: Path
 ) -> None:
     server.send(call_line(1, {"name": "create_note", "arguments": {"text": "x" * MAX_SIZE}}))
-    answer = server.reply()
+    answer = server.message()
     assert answer["id"] is None
     assert answer["error"]["data"]["code"] == REQUEST_TOO_LARGE.code
     assert answer["error"]["data"]["limit"] == MAX_SIZE
@@ -349,9 +271,9 @@ def audited(db: Path, code: str) -> list[AuditRecord]:
         time.sleep(0.02)
 
 
-def test_refused_lines_are_audited_without_their_text(server: StdioServer, db: Path) -> None:
+def test_refused_lines_are_audited_without_their_text(server: StdioPeer, db: Path) -> None:
     server.send(b'{"secret-value": ')
-    assert server.reply()["error"]["data"]["code"] == INVALID_JSON.code
+    assert server.message()["error"]["data"]["code"] == INVALID_JSON.code
     recent = audited(db, INVALID_JSON.code)
     refused = [r for r in recent if r.code == INVALID_JSON.code]
     assert refused and all(r.identity == "u1" and r.stage == "parse" for r in refused)
@@ -359,7 +281,7 @@ def test_refused_lines_are_audited_without_their_text(server: StdioServer, db: P
 
 
 def test_a_100000_character_unknown_method_gets_a_short_answer_and_is_audited(
-    server: StdioServer, db: Path
+    server: StdioPeer, db: Path
 ) -> None:
     method = "m" * 100_000
     answer = server.request(method)
@@ -371,13 +293,13 @@ def test_a_100000_character_unknown_method_gets_a_short_answer_and_is_audited(
     assert method not in repr(recent)
 
 
-def test_a_notification_with_params_by_position_gets_no_answer(server: StdioServer) -> None:
+def test_a_notification_with_params_by_position_gets_no_answer(server: StdioPeer) -> None:
     server.send(b'{"jsonrpc":"2.0","method":"notifications/x","params":[1]}')
     answer = server.request("tools/list")  # the next line on stdout answers this request
     assert {tool["name"] for tool in answer["result"]["tools"]} >= {"count_notes"}
 
 
-def test_blank_lines_carry_no_message_and_get_no_answer(server: StdioServer) -> None:
+def test_blank_lines_carry_no_message_and_get_no_answer(server: StdioPeer) -> None:
     server.send(b"")
     server.send(b" \t\r")
     answer = server.request("tools/list")
@@ -389,11 +311,11 @@ def test_one_request_id_is_one_write_within_a_process_and_never_across_processes
 ) -> None:
     notes = []
     for _ in range(2):
-        process = StdioServer(db, "writer", stderr_log)
+        process = stdio_server(db, "writer", stderr_log)
         process.initialize()
         for _ in range(2):
             process.send(call_line("w-1", {"name": "create_note", "arguments": {"text": "once"}}))
-            answer = process.reply()
+            answer = process.message()
             assert answer["id"] == "w-1"
             notes.append(answer["result"]["structuredContent"])
         assert process.close() == 0
@@ -405,13 +327,13 @@ def test_one_request_id_is_one_write_within_a_process_and_never_across_processes
 def test_requests_sent_just_before_stdin_closes_are_all_answered(
     db: Path, stderr_log: IO[bytes]
 ) -> None:
-    process = StdioServer(db, "u1", stderr_log)
+    process = stdio_server(db, "u1", stderr_log)
     process.initialize()
     for request_id in range(5):
         process.send(call_line(request_id, {"name": "count_notes"}))
     process.send(call_line(5, {"name": "list_notes"}), newline=False)  # the last line, unended
     assert process.close() == 0
-    answers = {answer["id"]: answer for answer in (process.reply() for _ in range(6))}
+    answers = {answer["id"]: answer for answer in (process.message() for _ in range(6))}
     assert set(answers) == set(range(6))
     assert answers[0]["result"]["structuredContent"] == {"result": 0}
     assert answers[5]["result"]["structuredContent"] == {"result": []}
@@ -421,7 +343,7 @@ def test_an_interrupt_ends_the_process_cleanly_while_it_waits_for_stdin(
     db: Path, tmp_path: Path
 ) -> None:
     with (tmp_path / "err.log").open("wb") as log:
-        process = StdioServer(db, "u1", log)
+        process = stdio_server(db, "u1", log)
         process.initialize()  # serving, its reader blocked on an open stdin
         process.process.send_signal(signal.SIGINT)
         assert process.process.wait(timeout=DEADLINE_S) == 130
@@ -431,7 +353,7 @@ def test_an_interrupt_ends_the_process_cleanly_while_it_waits_for_stdin(
 
 def test_the_process_says_where_its_store_is_on_stderr_only(db: Path, tmp_path: Path) -> None:
     with (tmp_path / "err.log").open("wb") as log:
-        process = StdioServer(db, "u1", log)
+        process = stdio_server(db, "u1", log)
         process.initialize()
         assert process.close() == 0
     assert str(db) in (tmp_path / "err.log").read_text("utf-8")

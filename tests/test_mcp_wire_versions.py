@@ -6,13 +6,10 @@ process, over a real stdio process and over a real `strictcall serve`."""
 from __future__ import annotations
 
 import json
-import os
-import queue
-import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
+from subprocess import DEVNULL
 from typing import Any
 
 import anyio
@@ -23,6 +20,7 @@ from mcp_types.methods import serialize_server_result, validate_server_result
 
 from mcp_results import wire_error
 from servers import RunningServer, create_token, start_server
+from stdio_peer import StdioPeer
 from strictcall.errors import FORBIDDEN_OR_MISSING, INVALID_ARGUMENTS, UNKNOWN_METHOD, UNKNOWN_TOOL
 from strictcall.mcp import McpTools, protocol_version, read_message, result_message
 from strictcall.mcp.intake import DirectCall, Refused
@@ -119,43 +117,6 @@ def test_refusals_are_json_rpc_errors_the_sdk_reads(store: SQLiteStore, raw: byt
 # --- real transports ---------------------------------------------------------------------------
 
 
-class Stdio:
-    """A `strictcall serve --mcp-stdio` process, spoken to one line at a time; its stdout is
-    read by a thread, so that every answer is awaited within the deadline."""
-
-    def __init__(self, db: Path) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "strictcall", *SERVE_STDIO, "--db", str(db)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-        self._lines: queue.Queue[bytes] = queue.Queue()
-        threading.Thread(target=self._pump, daemon=True).start()
-
-    def _pump(self) -> None:
-        assert self.process.stdout is not None
-        with self.process.stdout as stdout:
-            for line in stdout:
-                self._lines.put(line)
-
-    def send(self, line: bytes) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(line + b"\n")
-        self.process.stdin.flush()
-
-    def ask(self, message: dict[str, Any]) -> dict[str, Any]:
-        self.send(json.dumps(message).encode())
-        answer: dict[str, Any] = json.loads(self._lines.get(timeout=DEADLINE_S))
-        return answer
-
-    def close(self) -> int:
-        assert self.process.stdin is not None
-        self.process.stdin.close()
-        return self.process.wait(timeout=DEADLINE_S)
-
-
 def call(request_id: int, params: dict[str, Any], version: str) -> dict[str, Any]:
     return {
         "jsonrpc": "2.0",
@@ -188,7 +149,10 @@ def exchange(ask: Any, version: str) -> None:
 def test_a_stdio_process_answers_validly_on_both_wire_versions(
     tmp_path: Path, version: str
 ) -> None:
-    process = Stdio(tmp_path / "stdio.sqlite3")
+    db = tmp_path / "stdio.sqlite3"
+    process = StdioPeer(
+        [sys.executable, "-m", "strictcall", *SERVE_STDIO, "--db", str(db)], DEVNULL
+    )
     try:
         if version == HANDSHAKE:
             hello = {"name": "wire-test", "version": "1"}

@@ -22,10 +22,7 @@ import httpx
 import pytest
 
 from mcp_peers import (
-    DEADLINE_S,
     FASTMCP_NOTES,
-    HANDSHAKE_VERSION,
-    StdioPeer,
     error_of,
     everything_command,
     fastmcp_command,
@@ -33,6 +30,7 @@ from mcp_peers import (
     start_proxy,
 )
 from servers import create_token, strictcall
+from stdio_peer import DEADLINE_S, HANDSHAKE_VERSION, StdioPeer
 from strictcall.errors import (
     INVALID_TOOL_RESULT,
     TIMEOUT,

@@ -16,8 +16,9 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from mcp_peers import DEADLINE_S, HttpProxy, fastmcp_command, start_proxy
+from mcp_peers import HttpProxy, fastmcp_command, start_proxy
 from servers import create_token
+from stdio_peer import DEADLINE_S
 from strictcall import errors
 from strictcall.cli import EXIT_USAGE
 

@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 
-from mcp_peers import DEADLINE_S, StdioPeer, everything_command, fastmcp_command, proxy_argv
+from mcp_peers import everything_command, fastmcp_command, proxy_argv
 from mcp_results import wire_error
+from stdio_peer import DEADLINE_S, StdioPeer
 from strictcall.errors import (
     INVALID_ARGUMENTS,
     INVALID_JSON,

@@ -12,7 +12,8 @@ import anyio
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 
-from mcp_peers import DEADLINE_S, fastmcp_command
+from mcp_peers import fastmcp_command
+from stdio_peer import DEADLINE_S
 from strictcall.proxy import allow_list
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")

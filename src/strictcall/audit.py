@@ -2,7 +2,11 @@
 
 A commit per call would cost more than the call itself (~25 µs against ~4 µs for a read), so the
 HTTP server appends records here and a background task writes them every `FLUSH_INTERVAL_S`, in
-one transaction, on a worker thread; the rest are written when the server stops. What a kill -9
+one transaction, on a worker thread; the rest are written when the server stops. Under load
+(`BUSY_BATCH` records or more in the last batch) it writes every `BUSY_FLUSH_INTERVAL_S`
+instead: a row costs the same in a batch of 200 as of 1,400 (~2.6 µs on SQLite), and the
+smaller batch's burst (~0.6 ms against ~4 ms) is what the server's loop waits for when the
+writer takes its core on a 2-core machine. What a kill -9
 can lose is the last interval's audit records, never a note: writes to notes commit before their
 answer is sent. While the store cannot take records they are kept (at most
 `MAX_KEPT`, the oldest dropped first) and written once it recovers; a loss is logged once when
@@ -20,9 +24,16 @@ from typing import Final
 from strictcall.storage import AuditRecord, AwaitedNotes, Store, StoreUnavailable
 
 FLUSH_INTERVAL_S: Final = 0.05
+BUSY_FLUSH_INTERVAL_S: Final = 0.01
+BUSY_BATCH: Final = 100
 MAX_KEPT: Final = 100_000
 
 log = logging.getLogger("strictcall")
+
+
+def interval_after(batch: int) -> float:
+    """How long the writer waits after taking a batch of `batch` records: less under load."""
+    return BUSY_FLUSH_INTERVAL_S if batch >= BUSY_BATCH else FLUSH_INTERVAL_S
 
 
 class AuditLog:
@@ -99,11 +110,13 @@ class AuditLog:
         waits on a database lock must not stall the loop. A store whose writes can be awaited
         (PostgreSQL) is awaited on the loop instead, without a thread."""
         awaited = self._store if isinstance(self._store, AwaitedNotes) else None
+        interval = FLUSH_INTERVAL_S
         while not stop.is_set():
             with suppress(TimeoutError):
-                async with asyncio.timeout(FLUSH_INTERVAL_S):
+                async with asyncio.timeout(interval):
                     await stop.wait()
             batch = self._take()
+            interval = interval_after(len(batch))
             if not batch:
                 continue
             if awaited is None:

@@ -104,7 +104,8 @@ class RpcApp:
         path = scope["path"]
         if path == "/healthz":
             if scope["method"] in ("GET", "HEAD"):
-                if self.store.healthy():
+                awaited = self._awaited  # a database a round trip away: awaited, not waited on
+                if self.store.healthy() if awaited is None else await awaited.healthy_async():
                     await _respond(send, 200, _HEALTHY)
                 else:
                     await _respond(send, 503, _STORE_DOWN)

@@ -195,6 +195,10 @@ class LoadingMcp:
             async with app.lifespan():
                 self._app = app
                 self._ready.set()
+                # The SDK lives as long as the server: out of the collector's generations, like
+                # everything loaded before it (see _Server.startup); left in, each full
+                # collection walked all of it (~50 ms with the loop stalled).
+                gc.freeze()
                 await stop.wait()
         except Exception:
             log.exception("the MCP app could not start: /mcp answers 503")

@@ -73,6 +73,9 @@ POOL_WAIT_S: Final = 1.0
 """The longest a write (on a worker thread) waits for a free connection."""
 
 READ_POOL_WAIT_S: Final = 0.05
+HEALTH_TIMEOUT_S: Final = 1.0
+"""How long /healthz waits on the database when it is awaited on the loop: a database slow to
+answer is then reported not healthy (503), and nothing else waited meanwhile."""
 """The longest a read waits for one: reads run on the server's event loop, which must not stall
 (the pool holds one connection more than the loop and the writers use together)."""
 
@@ -787,6 +790,20 @@ class PostgresStore:
             return await (cursor.fetchall() if many else cursor.fetchone())
 
         return await self._run_async(pool, query, retry=True)
+
+    async def healthy_async(self) -> bool:
+        """`healthy`, awaited on the running loop: a database that does not answer holds the
+        probe alone, for at most `HEALTH_TIMEOUT_S` (then it is not healthy; the connection the
+        probe waited on is closed, as any given back mid-statement)."""
+        pool = self._loop_pool()
+        if pool is None:
+            return await asyncio.to_thread(self.healthy)
+        try:
+            async with asyncio.timeout(HEALTH_TIMEOUT_S):
+                await self._read_async(pool, "SELECT 1", ())
+        except (StoreUnavailable, TimeoutError):
+            return False
+        return True
 
     async def read_note_async(self, owner: str, note_id: str) -> Note | None:
         """`read_note`, awaited on the running loop (one round trip, no thread)."""
