@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from mcp_peers import DEADLINE_S, UPSTREAMS, StdioPeer, error_of, proxy_argv
+from mcp_peers import UPSTREAMS, error_of, proxy_argv
+from stdio_peer import DEADLINE_S, StdioPeer
 from strictcall.errors import INVALID_TOOL_RESULT, TIMEOUT, TOOL_ERROR, ErrorKind
 from strictcall.proxy import UPSTREAM_TEXT
 from strictcall.proxy.stdio import CALL_IDS
