@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import importlib.util
 import io
 import logging
@@ -167,6 +168,10 @@ async def _serve_with(
     async with AsyncExitStack() as stack:
         for lifespan in lifespans:
             await stack.enter_async_context(lifespan())
+        # Everything loaded so far (the SDK, a proxy's upstream session) lives as long as the
+        # session: out of the collector's generations, as `strictcall serve` keeps it, so that
+        # a full collection walks the calls' objects only, not all of it with the loop stalled.
+        gc.freeze()
         return await _serve_stdio(serving, stdin)
 
 
