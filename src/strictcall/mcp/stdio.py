@@ -171,6 +171,8 @@ async def _serve_with(
         # Everything loaded so far (the SDK, a proxy's upstream session) lives as long as the
         # session: out of the collector's generations, as `strictcall serve` keeps it, so that
         # a full collection walks the calls' objects only, not all of it with the loop stalled.
+        # (A proxy's first upstream session is frozen with it: if the upstream restarts, that
+        # one session's cycles are left to the process's end; later sessions are collected.)
         gc.freeze()
         return await _serve_stdio(serving, stdin)
 
