@@ -253,18 +253,15 @@ class McpTools:
         params: dict[str, JSONValue],
         request_id: types.RequestId | None,
         identity: str | None,
-        *,
-        has_float: bool | None = None,
     ) -> types.CallToolResult:
         """A tools/call's params through the gateway, answered as a tool result and audited.
 
         Every tools/call comes here (or to `answer_call_line`): those the SDK passes on, and
         those it would refuse with a bare -32602 (no tool name, arguments that are not an
         object), so that the gateway's ladder decides them all alike (route before shape, the
-        same details). `has_float`: whether the text the params came from may hold a float, when
-        the transport's parse saw it (None: the gateway looks).
+        same details).
         """
-        answer, tool, call_id, started = await self._settle(params, request_id, identity, has_float)
+        answer, tool, call_id, started = await self._settle(params, request_id, identity)
         result, error = answered(answer, wrapped=tool in self._wrapped)
         self._audit(call_id, identity, tool, error, started)
         return result
@@ -274,13 +271,11 @@ class McpTools:
         params: dict[str, JSONValue],
         request_id: types.RequestId,
         identity: str | None,
-        *,
-        has_float: bool | None = None,
     ) -> bytes:
         """`answer_call`, its answer written at once as the line of JSON-RPC that carries it
         for the handshake era (the JSON `result_message` and the SDK's stdio transport write,
         without building and dumping their models)."""
-        answer, tool, call_id, started = await self._settle(params, request_id, identity, has_float)
+        answer, tool, call_id, started = await self._settle(params, request_id, identity)
         result, error = answered_json(answer, wrapped=tool in self._wrapped)
         self._audit(call_id, identity, tool, error, started)
         return dump_line({"jsonrpc": "2.0", "id": request_id, "result": result})
@@ -290,7 +285,6 @@ class McpTools:
         params: dict[str, JSONValue],
         request_id: types.RequestId | None,
         identity: str | None,
-        has_float: bool | None = None,
     ) -> tuple[dict[str, JSONValue], str | None, str, int]:
         """The gateway's answer to a call, the tool it named, its call id and start time."""
         call = {key: value for key, value in params.items() if key not in MCP_PARAMS}
@@ -302,9 +296,7 @@ class McpTools:
             answer = fail(call_id, NO_TOKEN)
         else:
             # only a gateway whose tools take numbers needs to know (Gateway.reads_numbers)
-            answer = await self.gateway.call_parsed_async(
-                call, identity, call_id, has_float=has_float
-            )
+            answer = await self.gateway.call_parsed_async(call, identity, call_id)
         return answer, tool, call_id, started
 
     def _audit(

@@ -67,8 +67,6 @@ class DirectCall(NamedTuple):
 
     request_id: types.RequestId
     params: dict[str, JSONValue]
-    has_float: bool | None = None
-    """Whether the message's text may hold a float (from its strict parse; None: unknown)."""
 
 
 _RESPONSE_MEMBERS: Final = frozenset({"jsonrpc", "id", "result", "error"})
@@ -107,8 +105,7 @@ def read_message(
     if acceptable and message.get("method") == "tools/call" and "id" in message:
         params = message.get("params", {})  # absent params are read_request's "no params"
         if _sdk_refuses(params) or (direct_calls and _PLAIN_CALL.issuperset(params)):
-            # what the parse saw of floats holds for the params too: the gateway need not look
-            return DirectCall(message["id"], params, document.has_float)
+            return DirectCall(message["id"], params)
     if acceptable:
         try:
             return types.jsonrpc_message_adapter.validate_python(message, by_name=False)

@@ -479,11 +479,11 @@ class StdioIntake:
             version = protocol_version(message.params)
             if version == HANDSHAKE_ERA:
                 line = await self._tools.answer_call_line(
-                    message.params, message.request_id, self._identity, has_float=message.has_float
+                    message.params, message.request_id, self._identity
                 )
             else:
                 result = await self._tools.answer_call(
-                    message.params, message.request_id, self._identity, has_float=message.has_float
+                    message.params, message.request_id, self._identity
                 )
         finally:
             if task is not None and self._running.get(key) is task:
