@@ -118,6 +118,12 @@ def test_chatter_and_answers_to_other_ids_around_a_call_leave_its_answer_intact(
     assert scripted.text_of("chatty") == "after the chatter"
 
 
+def test_a_flood_of_notifications_before_an_answer_pauses_reading_and_resumes(
+    scripted: Scripted,
+) -> None:
+    assert scripted.text_of("flood") == "after the flood"
+
+
 def test_a_result_longer_than_a_pipe_chunk_arrives_whole(scripted: Scripted) -> None:
     assert scripted.text_of("big") == "x" * 300_000
 

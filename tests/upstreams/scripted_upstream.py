@@ -14,6 +14,8 @@ Every line it receives is appended to RECEIVED_LOG, so that a test can see what 
     chatty        first a log notification, a line that is not JSON, and an answer to an id
                   nobody sent; then the result
     big           a result of 300,000 characters (many pipe chunks)
+    flood         first 2,000 log notifications (far more than the proxy queues before it stops
+                  reading), then the result
     later_member  a result with `resultType`, a member of a later revision
 """
 
@@ -24,7 +26,9 @@ import sys
 from typing import Any
 
 LOG = sys.argv[1]
-TOOLS = ["rpc_error", "both", "string_id", "never", "chatty", "big", "later_member"]
+TOOLS = ["rpc_error", "both", "string_id", "never", "chatty", "big", "flood", "later_member"]
+FLOOD = 2_000
+FLOOD_LOG = {"level": "info", "data": "flooding"}
 BIG = "x" * 300_000
 
 
@@ -52,6 +56,10 @@ def answer_call(request_id: Any, name: str) -> None:
         write("this is not JSON")
         write({"jsonrpc": "2.0", "id": 999_999, "result": text_result("not yours")})
         write({"jsonrpc": "2.0", "id": request_id, "result": text_result("after the chatter")})
+    elif name == "flood":
+        log = json.dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": FLOOD_LOG})
+        sys.stdout.write((log + "\n") * FLOOD)
+        write({"jsonrpc": "2.0", "id": request_id, "result": text_result("after the flood")})
     elif name == "big":
         write({"jsonrpc": "2.0", "id": request_id, "result": text_result(BIG)})
     elif name == "later_member":
