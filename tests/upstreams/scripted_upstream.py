@@ -57,8 +57,9 @@ def answer_call(request_id: Any, name: str) -> None:
         write({"jsonrpc": "2.0", "id": 999_999, "result": text_result("not yours")})
         write({"jsonrpc": "2.0", "id": request_id, "result": text_result("after the chatter")})
     elif name == "flood":
-        log = json.dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": FLOOD_LOG})
-        sys.stdout.write((log + "\n") * FLOOD)
+        notification = {"jsonrpc": "2.0", "method": "notifications/message", "params": FLOOD_LOG}
+        line = json.dumps(notification)
+        sys.stdout.write((line + "\n") * FLOOD)
         write({"jsonrpc": "2.0", "id": request_id, "result": text_result("after the flood")})
     elif name == "big":
         write({"jsonrpc": "2.0", "id": request_id, "result": text_result(BIG)})
