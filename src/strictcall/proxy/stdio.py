@@ -330,23 +330,26 @@ async def open_upstream(
     finally:
         os.close(their_stdin)
         os.close(their_stdout)
+    # the files own the descriptors from here on: each is closed by its transport, or here
+    stdout_file = os.fdopen(our_stdout, "rb", buffering=0)
+    stdin_file = os.fdopen(our_stdin, "wb", buffering=0)
     pipe = UpstreamPipe()
     reading: asyncio.BaseTransport | None = None
     output: Output | None = None
     try:
-        reading, _ = await loop.connect_read_pipe(
-            lambda: pipe, os.fdopen(our_stdout, "rb", buffering=0)
-        )
-        output = await pipe_output(os.fdopen(our_stdin, "wb", buffering=0))
+        reading, _ = await loop.connect_read_pipe(lambda: pipe, stdout_file)
+        output = await pipe_output(stdin_file)
         pipe.attach(output)
         yield pipe
     finally:
         with anyio.CancelScope(shield=True):
+            if output is None:
+                stdin_file.close()  # the server sees its stdin end, as `_stop` would do
             await _stop(process, output)
             if reading is not None:
                 reading.close()
-            elif output is None:
-                os.close(our_stdout)
+            else:
+                stdout_file.close()
 
 
 async def _stop(process: asyncio.subprocess.Process, stdin: Output | None) -> None:
