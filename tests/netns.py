@@ -19,17 +19,15 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-import socket
 import subprocess
-import threading
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager, suppress
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
+from relay import Relay
+
 SUBNET = "10.231"
-RELAY_BACKLOG = 64
-RELAY_CHUNK = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -108,54 +106,5 @@ def relays(hosts_: list[Host], port: int = 5432) -> Iterator[None]:
     lasts."""
     with ExitStack() as stack:
         for host in hosts_:
-            stack.enter_context(_relay((host.gateway, port), ("127.0.0.1", port)))
+            stack.enter_context(Relay(("127.0.0.1", port), listen=(host.gateway, port)))
         yield
-
-
-@contextmanager
-def _relay(listen: tuple[str, int], target: tuple[str, int]) -> Iterator[None]:
-    server = socket.create_server(listen, backlog=RELAY_BACKLOG)
-    open_sockets: list[socket.socket] = []
-    lock = threading.Lock()
-
-    def pump(source: socket.socket, sink: socket.socket) -> None:
-        try:
-            while chunk := source.recv(RELAY_CHUNK):
-                sink.sendall(chunk)
-        except OSError:
-            pass
-        finally:
-            for end in (source, sink):  # one side gone: the other goes too
-                with suppress(OSError):
-                    end.shutdown(socket.SHUT_RDWR)
-
-    def accept() -> None:
-        while True:
-            try:
-                client, _ = server.accept()
-            except OSError:  # closed: the relay is over
-                return
-            try:
-                upstream = socket.create_connection(target)
-            except OSError:
-                client.close()
-                continue
-            with lock:
-                open_sockets.extend((client, upstream))
-            for source, sink in ((client, upstream), (upstream, client)):
-                threading.Thread(target=pump, args=(source, sink), daemon=True).start()
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        with suppress(OSError):
-            server.shutdown(socket.SHUT_RDWR)  # wakes the accept (close alone does not)
-        server.close()
-        with lock:
-            for sock in open_sockets:
-                with suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
-                sock.close()
-        thread.join(timeout=5)

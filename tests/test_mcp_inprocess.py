@@ -158,24 +158,31 @@ async def running(app: RpcApp) -> AsyncIterator[httpx.AsyncClient]:
         assert (await from_app.receive())["type"] == "lifespan.shutdown.complete"
 
 
+LIST_NOTES = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_notes"}}'
+
+
+def mcp_headers(token: str) -> dict[str, str]:
+    """A streamable HTTP client's headers, with `token`."""
+    return {
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "Authorization": f"Bearer {token}",
+    }
+
+
 def test_mcp_is_mounted_behind_the_token_and_serves_the_callers_notes(tmp_path: Path) -> None:
     store = SQLiteStore(str(tmp_path / "app.sqlite3"))
     token = store.create_token("u1")
     store.add_note("u1", "mine")
     app = build_app(store)
-    headers = {
-        "Accept": "application/json, text/event-stream",
-        "Content-Type": "application/json",
-        "Authorization": f"Bearer {token}",
-    }
-    call = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_notes"}}'
+    headers = mcp_headers(token)
 
     async def scenario() -> None:
         async with running(app) as client:
-            refused = await client.post("/mcp", content=call)
+            refused = await client.post("/mcp", content=LIST_NOTES)
             assert refused.status_code == 401
             assert refused.json()["error"]["data"]["code"] == UNAUTHENTICATED.code
-            answered = await client.post("/mcp", content=call, headers=headers)
+            answered = await client.post("/mcp", content=LIST_NOTES, headers=headers)
             assert answered.status_code == 200
             notes = answered.json()["result"]["structuredContent"]["result"]
             assert [note["text"] for note in notes] == ["mine"]
@@ -199,18 +206,13 @@ def test_the_mcp_sdk_once_loaded_is_kept_out_of_the_collectors_generations(
     store = SQLiteStore(str(tmp_path / "app.sqlite3"))
     token = store.create_token("u1")
     app = build_app(store)
-    headers = {
-        "Accept": "application/json, text/event-stream",
-        "Content-Type": "application/json",
-        "Authorization": f"Bearer {token}",
-    }
-    call = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_notes"}}'
+    headers = mcp_headers(token)
     frozen: list[int] = []
 
     async def scenario() -> None:
         gc.unfreeze()
         async with running(app) as client:
-            answered = await client.post("/mcp", content=call, headers=headers)
+            answered = await client.post("/mcp", content=LIST_NOTES, headers=headers)
             assert answered.status_code == 200
             frozen.append(gc.get_freeze_count())
 

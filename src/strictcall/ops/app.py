@@ -126,7 +126,13 @@ class OpsApp:
         or 503 when the token store is down)."""
         token = operator_token(scope)
         try:
-            operator = None if token is None else self.store.operator_for_token(token)
+            # on a worker thread, like the page's queries: a database that does not answer
+            # holds this request alone, never the loop (a scraper asks every few seconds)
+            operator = (
+                None
+                if token is None
+                else await asyncio.to_thread(self.store.operator_for_token, token)
+            )
         except StoreUnavailable:
             await _send(send, scope, 503, b"the token store is unavailable\n")
             return False

@@ -1,6 +1,8 @@
-"""A TCP relay on 127.0.0.1 that can stop passing bytes on, for as long as a test says: a
-database that is up but does not answer (a stalled network, a host under swap), which neither a
-refused connection nor a killed session imitates."""
+"""A TCP relay for the tests: every connection made to it is passed on to a target, byte for
+byte, by two threads. The many-servers test reaches PostgreSQL from other network namespaces
+through one; a test can also `stall()` it, for a database that is up but does not answer (a
+stalled network, a host under swap), which neither a refused connection nor a killed session
+imitates."""
 
 from __future__ import annotations
 
@@ -9,16 +11,17 @@ import threading
 from contextlib import suppress
 from types import TracebackType
 
-CHUNK = 65536
+BACKLOG = 64
+CHUNK = 1 << 16
 
 
-class StallingRelay:
-    """Relays every connection made to `port` to `target`; `stall()` holds the bytes in both
-    directions until `resume()`."""
+class Relay:
+    """Relays every connection made to `listen` (its port: `port`) to `target`, until closed;
+    `stall()` holds the bytes in both directions until `resume()`."""
 
-    def __init__(self, target: tuple[str, int]) -> None:
+    def __init__(self, target: tuple[str, int], listen: tuple[str, int] = ("127.0.0.1", 0)):
         self._target = target
-        self._server = socket.create_server(("127.0.0.1", 0))
+        self._server = socket.create_server(listen, backlog=BACKLOG)
         self.port: int = self._server.getsockname()[1]
         self._flowing = threading.Event()
         self._flowing.set()
@@ -31,6 +34,17 @@ class StallingRelay:
 
     def resume(self) -> None:
         self._flowing.set()
+
+    def close(self) -> None:
+        self.resume()
+        with suppress(OSError):
+            self._server.shutdown(socket.SHUT_RDWR)  # wakes the accept (close alone does not)
+        self._server.close()
+        with self._lock:
+            for end in self._sockets:
+                with suppress(OSError):
+                    end.shutdown(socket.SHUT_RDWR)
+                end.close()
 
     def _accept(self) -> None:
         while True:
@@ -60,7 +74,7 @@ class StallingRelay:
                 with suppress(OSError):
                     end.shutdown(socket.SHUT_RDWR)
 
-    def __enter__(self) -> StallingRelay:
+    def __enter__(self) -> Relay:
         return self
 
     def __exit__(
@@ -69,9 +83,4 @@ class StallingRelay:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.resume()
-        self._server.close()
-        with self._lock:
-            for end in self._sockets:
-                with suppress(OSError):
-                    end.close()
+        self.close()
