@@ -101,8 +101,13 @@ class Target(NamedTuple):
     process_word: str | None
 
 
-def targets(command: list[str], db: str) -> list[Target]:
-    """Direct, through each relay (the floor of a second process hop), and through the proxy."""
+IN_PROCESS = "strictcall's stdio server, the tool in-process"
+"""Echo's reference row: what strictcall's checks cost with no upstream (stdio_echo.py)."""
+
+
+def targets(command: list[str], tool: str, db: str) -> list[Target]:
+    """Direct, through each relay (the floor of a second process hop), through the proxy, and
+    for echo strictcall's own stdio server answering it in-process."""
     env = dict(os.environ)
     found = [
         Target(
@@ -146,6 +151,16 @@ def targets(command: list[str], db: str) -> list[Target]:
             "strictcall",
         )
     )
+    if tool == "echo":
+        found.append(
+            Target(
+                IN_PROCESS,
+                StdioServerParameters(
+                    command=sys.executable, args=[str(BENCH / "stdio_echo.py"), db], env=env
+                ),
+                "stdio_echo.py",
+            )
+        )
     return found
 
 
@@ -168,7 +183,7 @@ async def measure(
     db: str,
 ) -> dict[str, Measured]:
     """Every target's calls, the targets taking turns within each round."""
-    ways = targets(command, db)
+    ways = targets(command, tool, db)
     with open(os.devnull, "w") as quiet:
         async with AsyncExitStack() as stack:
             sessions: list[ClientSession] = []
@@ -264,6 +279,9 @@ def rows_of(label: str, measured: dict[str, Measured]) -> list[str]:
         if name == "direct":
             rows.append(f"| {label} | {name} | {median:.0f} | | | {cpu} | |")
             continue
+        if name == IN_PROCESS:  # no upstream: nothing added to anything
+            rows.append(f"| {label} | {name} | {median:.0f} | | | {cpu} | reference |")
+            continue
         added = added_of(found, measured["direct"])
         verdict = "floor (reference)"
         if name == "strictcall proxy":
@@ -305,7 +323,16 @@ def verdict_of(label: str, measured: dict[str, Measured]) -> str:
         f" {proxy.alone_cpu_us - relay.alone_cpu_us:.0f} µs more than the relay's: the request"
         " read strictly, the gateway's checks, the upstream's answer read and validated once,"
         " the result checked against its schema, the answer and its audit record written, in"
-        " Python."
+        " Python." + _in_process_of(measured.get(IN_PROCESS))
+    )
+
+
+def _in_process_of(found: Measured | None) -> str:
+    if found is None or found.alone_cpu_us is None:
+        return ""
+    return (
+        f" strictcall's own stdio server spends {found.alone_cpu_us:.0f} µs of CPU per call"
+        " back to back on the same call answered by an in-process tool (no upstream)."
     )
 
 
@@ -357,7 +384,9 @@ def main() -> None:
             " forwards the bytes both ways and reads nothing of them (`bench/relay.py`, written"
             " as the proxy moves bytes; socat, the same in C): the floor of any extra hop on"
             " this machine. Proxy: `strictcall proxy --stdio` (a second process hop, the"
-            " upstream's session, the gateway's checks and the audit record). CPU: the CPU time"
+            " upstream's session, the gateway's checks and the audit record). For echo,"
+            " strictcall's own stdio server with the same tool in-process (`bench/stdio_echo.py`):"
+            " what strictcall's checks cost with no upstream. CPU: the CPU time"
             " the relay's or the proxy's process used per call (user + system, from /proc),"
             " which a busy machine inflates less than the wall-clock figures: first in the"
             " interleaved rounds (one call every few ms: caches cold, the audit's batch of a"
