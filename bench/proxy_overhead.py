@@ -339,7 +339,7 @@ def _in_process_of(found: Measured | None) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=200)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=11)
     args = parser.parse_args()
     started = time.monotonic()
     load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
