@@ -16,7 +16,13 @@ import pytest
 
 from mcp_peers import UPSTREAMS, error_of, proxy_argv
 from stdio_peer import DEADLINE_S, StdioPeer
-from strictcall.errors import INVALID_TOOL_RESULT, TIMEOUT, TOOL_ERROR, ErrorKind
+from strictcall.errors import (
+    INVALID_TOOL_RESULT,
+    TIMEOUT,
+    TOOL_ERROR,
+    UPSTREAM_UNAVAILABLE,
+    ErrorKind,
+)
 from strictcall.proxy import UPSTREAM_TEXT
 from strictcall.proxy.stdio import CALL_IDS
 from strictcall.proxy.upstream import later_members
@@ -132,6 +138,32 @@ def test_a_member_of_a_later_revision_is_dropped_as_the_session_drops_it(
     scripted: Scripted,
 ) -> None:
     assert scripted.text_of("later_member") == "complete"
+
+
+def test_a_hung_server_is_unavailable_then_stopped_and_started_again(tmp_path: Path) -> None:
+    proxy = Scripted(tmp_path)
+    try:
+        assert_kind(error_of(proxy.peer.call("hang", {})), TIMEOUT)
+        # no answer to the ping that follows a timeout either: taken for hung, stopped (calls
+        # time out until then, and are unavailable from then on) and started again
+        deadline = time.monotonic() + DEADLINE_S
+        seen: set[str] = set()
+        while True:
+            result = proxy.peer.call("string_id", {})
+            if not result["isError"]:
+                break
+            error = error_of(result)
+            assert error["code"] in {TIMEOUT.code, UPSTREAM_UNAVAILABLE.code}, error
+            assert_kind(error, TIMEOUT if error["code"] == TIMEOUT.code else UPSTREAM_UNAVAILABLE)
+            seen.add(error["code"])
+            assert time.monotonic() < deadline, "not restarted within the deadline"
+            time.sleep(0.2)
+        assert UPSTREAM_UNAVAILABLE.code in seen
+        assert result["structuredContent"] == {"result": "by string"}
+        stderr = proxy.stderr_path.read_text(encoding="utf-8")
+        assert stderr.count("upstream started") == 2, stderr
+    finally:
+        proxy.close()
 
 
 def test_later_members_are_those_the_official_session_drops() -> None:

@@ -17,16 +17,28 @@ Every line it receives is appended to RECEIVED_LOG, so that a test can see what 
     flood         first 2,000 log notifications (far more than the proxy queues before it stops
                   reading), then the result
     later_member  a result with `resultType`, a member of a later revision
+    hang          no answer, and no more answers to anything (pings included): the server hangs
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 from typing import Any
 
 LOG = sys.argv[1]
-TOOLS = ["rpc_error", "both", "string_id", "never", "chatty", "big", "flood", "later_member"]
+TOOLS = [
+    "rpc_error",
+    "both",
+    "string_id",
+    "never",
+    "chatty",
+    "big",
+    "flood",
+    "later_member",
+    "hang",
+]
 FLOOD = 2_000
 FLOOD_LOG = {"level": "info", "data": "flooding"}
 BIG = "x" * 300_000
@@ -66,6 +78,8 @@ def answer_call(request_id: Any, name: str) -> None:
     elif name == "later_member":
         result = {**text_result("complete"), "resultType": "complete"}
         write({"jsonrpc": "2.0", "id": request_id, "result": result})
+    elif name == "hang":
+        time.sleep(3600)  # until the proxy gives up on it and stops it
     # "never": no answer
 
 
