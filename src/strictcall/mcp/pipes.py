@@ -286,7 +286,7 @@ class Output:
         self._transport = transport
         self._drain = drain
         self.broken = False
-        """The reader of stdout has gone: nothing written since reaches anybody."""
+        """Nothing written since reaches anybody: its reader has gone, or it was closed."""
 
     async def write(self, frame: bytes) -> None:
         """Write one frame; wait while the pipe is full (never for a terminal or a file)."""
