@@ -12,11 +12,16 @@ do no I/O, and on a shared machine wall time would also count the time other pro
 - baseline: `gateway.call(text, identity, call_id)`, text in, answer dict out;
 - Chat Completions: `run_openai_tool_calls(gateway, [tool_call], identity)` on a plain dict and
   on the SDK's `ChatCompletionMessageFunctionToolCall` (when `openai` is installed);
-- Responses: `run_responses_function_calls` on a plain `function_call` item;
-- Anthropic: `run_anthropic_tool_uses` on a plain `tool_use` block (input already parsed).
+- Responses: `run_responses_function_calls` on a plain `function_call` item and on the SDK's
+  `ResponseFunctionToolCall`;
+- Anthropic: `run_anthropic_tool_uses` on a plain `tool_use` block (input already parsed) and on
+  the SDK's `ToolUseBlock` (when `anthropic` is installed).
 
 An adapter does more than the baseline: it also writes the result as JSON text for the model.
 So a second baseline, `gateway.call_text`, which writes the answer as JSON bytes, is timed too.
+The baseline parses the whole call text strictly; the OpenAI adapters parse the arguments text
+strictly (`Gateway.call_arguments`), a little less text; Anthropic's `input` comes parsed by the
+SDK, so its adapter parses nothing (it only walks the value), which is why it costs less.
 Target: each adapter <= 1.2x `Gateway.call`. Every answer is checked before it is timed.
 Prints the table, then the rows as one JSON line (which bench/run.py reads).
 """
@@ -76,10 +81,22 @@ def targets(gateway: Any, case: str) -> dict[str, Callable[[], Any]]:
     }
     try:
         from openai.types.chat import ChatCompletionMessageFunctionToolCall
+        from openai.types.responses import ResponseFunctionToolCall
+    except ImportError:
+        pass
+    else:
+        sdk_call = [ChatCompletionMessageFunctionToolCall.model_validate(tool_call)]
+        sdk_item = [ResponseFunctionToolCall.model_validate(item)]
+        found["chat, SDK object"] = lambda: run_openai_tool_calls(gateway, sdk_call, "u1")
+        found["responses, SDK object"] = lambda: run_responses_function_calls(
+            gateway, sdk_item, "u1"
+        )
+    try:
+        from anthropic.types import ToolUseBlock
     except ImportError:
         return found
-    sdk_call = [ChatCompletionMessageFunctionToolCall.model_validate(tool_call)]
-    found["chat, SDK object"] = lambda: run_openai_tool_calls(gateway, sdk_call, "u1")
+    sdk_block = [ToolUseBlock.model_validate(block)]
+    found["anthropic, SDK object"] = lambda: run_anthropic_tool_uses(gateway, sdk_block, "u1")
     return found
 
 

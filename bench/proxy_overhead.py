@@ -1,13 +1,16 @@
 """What `strictcall proxy` adds to a tools/call: the same call to the same upstream MCP server,
-through the official client, directly and through the proxy, timed in the same rounds.
+through the official client, directly, through a relay that only forwards bytes (the floor of
+any second process hop) and through the proxy, timed in the same rounds.
 
     .venv/bin/python bench/proxy_overhead.py [--calls N] [--rounds R]
 
 Upstreams: @modelcontextprotocol/server-everything's `echo` (node; tests/upstreams, `npm ci`
-there first) and the tests' FastMCP server's `read_note`. Each round times N calls direct, then
-N through the proxy (`strictcall proxy --upstream-cmd ... --stdio`), one at a time, each call's
-answer checked; a figure is the median over the rounds of each round's median per call.
-Target (issue 19): added cost <= max(10 % of the direct round trip, 50 µs).
+there first) and the tests' FastMCP server's `read_note`. Relays: bench/relay.py (Python and
+uvloop, as the proxy moves bytes) and socat when installed. Each round makes N calls on every
+way, one at a time, the ways taking turns call by call, each call's answer checked; a figure is
+the median over the rounds of each round's median per call, an added cost the median over the
+rounds of (the way's median - direct's). The relays' and the proxy's CPU per call is read from
+/proc. Target (issue 19): added cost <= max(10 % of the direct round trip, 50 µs).
 Writes bench/PROXY.md and prints it.
 """
 
@@ -24,8 +27,9 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 from mcp.client.session import ClientSession
@@ -39,6 +43,8 @@ EVERYTHING_JS = (
 FASTMCP_NOTES = ROOT / "tests/upstreams/fastmcp_notes.py"
 TARGET_SHARE = 0.10
 TARGET_FLOOR_US = 50.0
+BACK_TO_BACK = 2000
+"""Calls each way makes alone, after the rounds, for its CPU per call back to back."""
 
 
 def upstreams() -> list[tuple[str, list[str], str, dict[str, Any], Callable[[Any], bool]]]:
@@ -86,6 +92,87 @@ async def timed_calls(
     return times
 
 
+class Target(NamedTuple):
+    """One way of reaching the upstream: its row's name, how it is started, and the word of
+    its command line that finds its process (None: the client talks to the upstream itself)."""
+
+    name: str
+    params: StdioServerParameters
+    process_word: str | None
+
+
+IN_PROCESS = "strictcall's stdio server, the tool in-process"
+"""Echo's reference row: what strictcall's checks cost with no upstream (stdio_echo.py)."""
+
+
+def targets(command: list[str], tool: str, db: str) -> list[Target]:
+    """Direct, through each relay (the floor of a second process hop), through the proxy, and
+    for echo strictcall's own stdio server answering it in-process."""
+    env = dict(os.environ)
+    found = [
+        Target(
+            "direct", StdioServerParameters(command=command[0], args=command[1:], env=env), None
+        ),
+        Target(
+            "relay (Python, uvloop)",
+            StdioServerParameters(
+                command=sys.executable, args=[str(BENCH / "relay.py"), *command], env=env
+            ),
+            "relay.py",
+        ),
+    ]
+    socat = shutil.which("socat")
+    if socat is not None:
+        found.append(
+            Target(
+                "relay (socat)",
+                StdioServerParameters(
+                    command=socat, args=["STDIO", f"EXEC:{shlex.join(command)}"], env=env
+                ),
+                "socat",
+            )
+        )
+    proxy_args = [
+        "-m",
+        "strictcall",
+        "proxy",
+        "--upstream-cmd",
+        shlex.join(command),
+        "--stdio",
+        "--identity",
+        "bench",
+        "--db",
+        db,
+    ]
+    found.append(
+        Target(
+            "strictcall proxy",
+            StdioServerParameters(command=sys.executable, args=proxy_args, env=env),
+            "strictcall",
+        )
+    )
+    if tool == "echo":
+        found.append(
+            Target(
+                IN_PROCESS,
+                StdioServerParameters(
+                    command=sys.executable, args=[str(BENCH / "stdio_echo.py"), db], env=env
+                ),
+                "stdio_echo.py",
+            )
+        )
+    return found
+
+
+class Measured(NamedTuple):
+    """A target's per-round medians (µs per call) and its process's CPU per call (µs), in the
+    interleaved rounds and with calls back to back."""
+
+    rounds_us: list[float]
+    cpu_us: float | None
+    alone_cpu_us: float | None
+
+
 async def measure(
     command: list[str],
     tool: str,
@@ -94,63 +181,77 @@ async def measure(
     calls: int,
     rounds: int,
     db: str,
-) -> tuple[list[float], list[float]]:
-    direct_params = StdioServerParameters(
-        command=command[0], args=command[1:], env=dict(os.environ)
-    )
-    proxy_params = StdioServerParameters(
-        command=sys.executable,
-        args=[
-            "-m",
-            "strictcall",
-            "proxy",
-            "--upstream-cmd",
-            shlex.join(command),
-            "--stdio",
-            "--identity",
-            "bench",
-            "--db",
-            db,
-        ],
-        env=dict(os.environ),
-    )
+) -> dict[str, Measured]:
+    """Every target's calls, the targets taking turns within each round."""
+    ways = targets(command, tool, db)
     with open(os.devnull, "w") as quiet:
-        async with (
-            stdio_client(direct_params, errlog=quiet) as (r1, w1),
-            ClientSession(r1, w1) as direct,
-            stdio_client(proxy_params, errlog=quiet) as (r2, w2),
-            ClientSession(r2, w2) as proxied,
-        ):
-            await direct.initialize()
-            await proxied.initialize()
-            await direct.list_tools()
-            await proxied.list_tools()
-            await timed_calls(direct, tool, arguments, check, 50)  # warm-up
-            await timed_calls(proxied, tool, arguments, check, 50)
-            direct_us, proxy_us = [], []
-            proxy_pid = _child_pid("strictcall")
-            cpu_before = _cpu_s(proxy_pid)
+        async with AsyncExitStack() as stack:
+            sessions: list[ClientSession] = []
+            pids: list[int | None] = []
+            for way in ways:
+                before = _children()
+                read, write = await stack.enter_async_context(stdio_client(way.params, quiet))
+                session = await stack.enter_async_context(ClientSession(read, write))
+                await session.initialize()
+                await session.list_tools()
+                await timed_calls(session, tool, arguments, check, 50)  # warm-up
+                sessions.append(session)
+                word = way.process_word
+                pids.append(None if word is None else _child_pid(word, before))
+            per_round: list[list[float]] = [[] for _ in ways]
+            cpu_before = [_cpu_s(pid) for pid in pids]
             for _ in range(rounds):
-                d = await timed_calls(direct, tool, arguments, check, calls)
-                p = await timed_calls(proxied, tool, arguments, check, calls)
-                direct_us.append(statistics.median(d) / 1000)
-                proxy_us.append(statistics.median(p) / 1000)
-            cpu_after = _cpu_s(proxy_pid)
-    cpu_us = None
-    if cpu_before is not None and cpu_after is not None:
-        cpu_us = (cpu_after - cpu_before) / (calls * rounds) * 1e6
-    return direct_us, proxy_us, cpu_us
+                # call by call, the ways in turn: every way meets the same moments of a shared
+                # machine, not one way a quiet second and the next a busy one
+                times: list[list[int]] = [[] for _ in ways]
+                for _ in range(calls):
+                    for i, session in enumerate(sessions):
+                        times[i] += await timed_calls(session, tool, arguments, check, 1)
+                for i, taken in enumerate(times):
+                    per_round[i].append(statistics.median(taken) / 1000)
+            cpu_after = [_cpu_s(pid) for pid in pids]
+            # then each way alone, calls back to back: the CPU a call costs when calls come
+            # one after another (the audit's batches shared by many), not one every few ms
+            alone: list[float | None] = []
+            for i, session in enumerate(sessions):
+                start = _cpu_s(pids[i])
+                await timed_calls(session, tool, arguments, check, BACK_TO_BACK)
+                end = _cpu_s(pids[i])
+                alone.append(None if start is None or end is None else end - start)
+    measured = {}
+    for i, way in enumerate(ways):
+        before_s, after_s, alone_s = cpu_before[i], cpu_after[i], alone[i]
+        cpu_us = None
+        if before_s is not None and after_s is not None:
+            cpu_us = (after_s - before_s) / (calls * rounds) * 1e6
+        alone_us = None if alone_s is None else alone_s / BACK_TO_BACK * 1e6
+        measured[way.name] = Measured(per_round[i], cpu_us, alone_us)
+    return measured
 
 
-def _child_pid(word: str) -> int | None:
-    """This process's child whose command line holds `word` (Linux /proc), or None."""
+def _children() -> set[int]:
+    """The pids of this process's children now."""
+    return {pid for pid, _ in _child_processes()}
+
+
+def _child_processes() -> list[tuple[int, str]]:
+    """This process's children (Linux /proc): pid and command line."""
+    found = []
     for entry in Path("/proc").glob("[0-9]*"):
         try:
             stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            if int(stat[1]) == os.getpid() and word in (entry / "cmdline").read_text():
-                return int(entry.name)
+            if int(stat[1]) == os.getpid():
+                found.append((int(entry.name), (entry / "cmdline").read_text()))
         except (OSError, ValueError, IndexError):
             continue
+    return found
+
+
+def _child_pid(word: str, before: set[int]) -> int | None:
+    """The child started since `before` whose command line holds `word`, or None."""
+    for pid, cmdline in _child_processes():
+        if pid not in before and word in cmdline:
+            return pid
     return None
 
 
@@ -165,16 +266,88 @@ def _cpu_s(pid: int | None) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def rows_of(label: str, measured: dict[str, Measured]) -> list[str]:
+    """The table's rows for one upstream: every way, the added cost against direct's."""
+    direct = statistics.median(measured["direct"].rounds_us)
+    allowed = max(TARGET_SHARE * direct, TARGET_FLOOR_US)
+    rows = []
+    for name, found in measured.items():
+        median = statistics.median(found.rounds_us)
+        cpu = "" if found.cpu_us is None else f"{found.cpu_us:.0f}"
+        if found.alone_cpu_us is not None:
+            cpu += f" / {found.alone_cpu_us:.0f}"
+        if name == "direct":
+            rows.append(f"| {label} | {name} | {median:.0f} | | | {cpu} | |")
+            continue
+        if name == IN_PROCESS:  # no upstream: nothing added to anything
+            rows.append(f"| {label} | {name} | {median:.0f} | | | {cpu} | reference |")
+            continue
+        added = added_of(found, measured["direct"])
+        verdict = "floor (reference)"
+        if name == "strictcall proxy":
+            verdict = f"≤ {allowed:.0f} µs: {'pass' if added <= allowed else 'MISS'}"
+        rows.append(
+            f"| {label} | {name} | {median:.0f} | {added:.0f} | {100 * added / direct:.0f} % "
+            f"| {cpu} | {verdict} |"
+        )
+    return rows
+
+
+def added_of(found: Measured, direct: Measured) -> float:
+    """A way's added µs per call: the median over rounds of each round's own difference, so
+    that a slow moment of the machine counts once."""
+    return statistics.median(
+        way - alone for way, alone in zip(found.rounds_us, direct.rounds_us, strict=True)
+    )
+
+
+def verdict_of(label: str, measured: dict[str, Measured]) -> str:
+    """The target's verdict for one upstream, with the reason written from the run's figures."""
+    direct = measured["direct"]
+    allowed = max(TARGET_SHARE * statistics.median(direct.rounds_us), TARGET_FLOOR_US)
+    proxy = measured["strictcall proxy"]
+    added = added_of(proxy, direct)
+    verdict = "met" if added <= allowed else "missed"
+    text = (
+        f"{label}: the proxy added {added:.0f} µs per call against a target of"
+        f" {allowed:.0f} µs: {verdict}."
+    )
+    relay = measured.get("relay (Python, uvloop)")
+    if relay is None or relay.alone_cpu_us is None or proxy.alone_cpu_us is None:
+        return text
+    relay_added = added_of(relay, direct)
+    return (
+        f"{text} A relay that only forwards the bytes added {relay_added:.0f} µs"
+        f" ({relay.alone_cpu_us:.0f} µs of its CPU per call back to back): the second process"
+        f" hop alone. The proxy's CPU per call back to back was {proxy.alone_cpu_us:.0f} µs,"
+        f" {proxy.alone_cpu_us - relay.alone_cpu_us:.0f} µs more than the relay's: the request"
+        " read strictly, the gateway's checks, the upstream's answer read and validated once,"
+        " the result checked against its schema, the answer and its audit record written, in"
+        " Python." + _in_process_of(measured.get(IN_PROCESS))
+    )
+
+
+def _in_process_of(found: Measured | None) -> str:
+    if found is None or found.alone_cpu_us is None:
+        return ""
+    return (
+        f" strictcall's own stdio server spends {found.alone_cpu_us:.0f} µs of CPU per call"
+        " back to back on the same call answered by an in-process tool (no upstream)."
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=200)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=11)
     args = parser.parse_args()
     started = time.monotonic()
-    rows = []
+    load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    rows: list[str] = []
+    verdicts: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
         for label, command, tool, arguments, check in upstreams():
-            direct_us, proxy_us, cpu_us = anyio.run(
+            measured = anyio.run(
                 measure,
                 command,
                 tool,
@@ -184,16 +357,8 @@ def main() -> None:
                 args.rounds,
                 str(Path(tmp) / "audit.sqlite3"),
             )
-            direct = statistics.median(direct_us)
-            proxied = statistics.median(proxy_us)
-            added = proxied - direct
-            allowed = max(TARGET_SHARE * direct, TARGET_FLOOR_US)
-            cpu = "n/a" if cpu_us is None else f"{cpu_us:.0f}"
-            rows.append(
-                f"| {label} | {direct:.0f} | {proxied:.0f} | {added:.0f} | "
-                f"{100 * added / direct:.0f} % | {cpu} | ≤ {allowed:.0f} µs: "
-                f"{'pass' if added <= allowed else 'MISS'} |"
-            )
+            rows.extend(rows_of(label, measured))
+            verdicts.append(verdict_of(label, measured))
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"],
@@ -208,23 +373,31 @@ def main() -> None:
             "# What `strictcall proxy` adds to a call",
             "",
             f"Latest run: {now}, strictcall at {commit}; {time.monotonic() - started:.0f} s;"
-            f" load average at the end {load} (2 cores, shared). Written by"
-            " `bench/proxy_overhead.py`; do not edit by hand.",
+            f" load average at the start {load_before}, at the end {load} (2 cores, shared)."
+            " Written by `bench/proxy_overhead.py`; do not edit by hand.",
             "",
             f"One tools/call at a time through the official MCP client (`ClientSession.call_tool`"
-            f" over stdio), {args.calls} calls per round, {args.rounds} rounds; each figure is the"
-            " median of the rounds' medians, in µs per call. Direct: the client talks to the"
-            " upstream. Proxied: the client talks to `strictcall proxy --stdio`, which talks to"
-            " the same upstream through the same client (a second process hop, a second MCP"
-            " session, the gateway's checks and the audit record). Proxy CPU: the CPU time the"
-            " proxy process used per call (user + system, from /proc), which a busy machine"
-            " inflates less than the wall-clock figures.",
+            f" over stdio), {args.calls} calls per round, {args.rounds} rounds, the ways taking"
+            " turns call by call; a figure is the median of the rounds' medians, in µs per"
+            " call, and an added cost the median over rounds of (that way's median - direct's"
+            " median). Direct: the client talks to the upstream. Relay: a second process that"
+            " forwards the bytes both ways and reads nothing of them (`bench/relay.py`, written"
+            " as the proxy moves bytes; socat, the same in C): the floor of any extra hop on"
+            " this machine. Proxy: `strictcall proxy --stdio` (a second process hop, the"
+            " upstream's session, the gateway's checks and the audit record). For echo,"
+            " strictcall's own stdio server with the same tool in-process (`bench/stdio_echo.py`):"
+            " what strictcall's checks cost with no upstream. CPU: the CPU time"
+            " the relay's or the proxy's process used per call (user + system, from /proc),"
+            " which a busy machine inflates less than the wall-clock figures: first in the"
+            " interleaved rounds (one call every few ms: caches cold, the audit's batch of a"
+            f" few records per transaction), then with {BACK_TO_BACK} calls back to back.",
             "",
-            "| upstream and tool | direct µs | proxied µs | added µs | added / direct"
-            " | proxy CPU µs/call | target |",
-            "|---|---:|---:|---:|---:|---:|---|",
+            "| upstream and tool | way | µs per call | added µs | added / direct"
+            " | its process's CPU µs/call (interleaved / back to back) | target (issue 19) |",
+            "|---|---|---:|---:|---:|---:|---|",
             *rows,
             "",
+            *(f"{verdict}\n" for verdict in verdicts),
         ]
     )
     (BENCH / "PROXY.md").write_text(text, encoding="utf-8")

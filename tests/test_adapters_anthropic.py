@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import pytest
-from anthropic.types import Message, ToolResultBlockParam
+from anthropic.types import Message, TextBlock, ToolResultBlockParam, ToolUseBlock
 
 from adapter_tools import MEETING, SECRET, Meeting, adapter_gateway, conforms, error_of, is_kind
 from strictcall import errors
@@ -51,6 +52,22 @@ def test_the_sdks_objects_and_plain_dicts_give_the_same_results() -> None:
     assert from_sdk == [
         {"type": "tool_result", "tool_use_id": "t1", "content": "0", "is_error": False}
     ]
+
+
+def test_the_sdks_objects_mappings_and_plain_dicts_give_the_same_results() -> None:
+    blocks = [use("t1", "echo", {"value": 0}), use("t2", "add", {"a": "1"})]
+    text = {"type": "text", "text": "Calling."}
+    gateway = adapter_gateway()
+
+    for content in (blocks, blocks[:1], blocks[1:], [text, *blocks[1:]], [text]):
+        sdk_content = [
+            TextBlock.model_validate(b) if b is text else ToolUseBlock.model_validate(b)
+            for b in content
+        ]
+        proxies = [MappingProxyType(b) for b in content]
+        expected = run_anthropic_tool_uses(gateway, content, "u1")
+        assert run_anthropic_tool_uses(gateway, sdk_content, "u1") == expected
+        assert run_anthropic_tool_uses(gateway, proxies, "u1") == expected
 
 
 @pytest.mark.parametrize("value", [0, False, "", [], None, {}])

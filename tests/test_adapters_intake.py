@@ -10,7 +10,11 @@ from hypothesis import strategies as st
 
 from adapter_tools import adapter_gateway, error_of
 from strictcall import loads_strict
-from strictcall.adapters import arun_openai_tool_calls, run_responses_function_calls
+from strictcall.adapters import (
+    arun_openai_tool_calls,
+    run_openai_tool_calls,
+    run_responses_function_calls,
+)
 from strictcall.errors import INVALID_JSON, REQUEST_TOO_LARGE
 from strictcall.jsontext import JSONTextError
 
@@ -92,6 +96,7 @@ def _refusal(content: str) -> dict[str, object] | None:
 def test_the_chat_adapter_refuses_at_parse_exactly_what_loads_strict_refuses(text: str) -> None:
     call = {"id": "c1", "type": "function", "function": {"name": "free", "arguments": text}}
     (result,) = asyncio.run(arun_openai_tool_calls(GATEWAY, [call], "u1"))
+    assert run_openai_tool_calls(GATEWAY, [call], "u1") == [result]  # the sync form's own path
     refusal = _refusal(result["content"])
     try:
         loads_strict(text)

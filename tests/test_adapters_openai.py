@@ -6,11 +6,16 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import pytest
-from openai.types.chat import ChatCompletion, ChatCompletionToolMessageParam
-from openai.types.responses import Response
+from openai.types.chat import (
+    ChatCompletion,
+    ChatCompletionMessageFunctionToolCall,
+    ChatCompletionToolMessageParam,
+)
+from openai.types.responses import Response, ResponseFunctionToolCall
 from openai.types.responses.response_input_param import FunctionCallOutput
 
 from adapter_tools import MEETING, SECRET, Meeting, adapter_gateway, conforms, error_of, is_kind
@@ -73,6 +78,50 @@ def test_the_sdks_objects_and_plain_dicts_give_the_same_results() -> None:
     assert run_openai_tool_calls(adapter_gateway(), raw["tool_calls"], "u1") == (
         run_openai_tool_calls(adapter_gateway(), raw, "u1")
     )
+
+
+def test_the_sdks_objects_and_plain_dicts_give_the_same_results_for_one_call_and_several() -> None:
+    tool_calls = [call("c1", "echo", '{"value":0}'), call("c2", "add", '{"a":"1"}')]
+    items = [{"type": "function_call", "call_id": c["id"], **c["function"]} for c in tool_calls]
+    sdk_calls = [ChatCompletionMessageFunctionToolCall.model_validate(c) for c in tool_calls]
+    sdk_items = [ResponseFunctionToolCall.model_validate(i) for i in items]
+    gateway = adapter_gateway()
+
+    for turn in (tool_calls, tool_calls[:1], tool_calls[1:]):
+        sdk_turn = [sdk_calls[tool_calls.index(c)] for c in turn]
+        assert run_openai_tool_calls(gateway, sdk_turn, "u1") == (
+            run_openai_tool_calls(gateway, turn, "u1")
+        )
+    for output in (items, items[:1], items[1:]):
+        sdk_output = [sdk_items[items.index(i)] for i in output]
+        assert run_responses_function_calls(gateway, sdk_output, "u1") == (
+            run_responses_function_calls(gateway, output, "u1")
+        )
+
+
+def test_a_mapping_of_another_type_is_read_as_the_dict_it_holds() -> None:
+    tool_calls = [call("c1", "echo", '{"value":0}'), call("c2", "add", "{}")]
+    items = [{"type": "function_call", "call_id": c["id"], **c["function"]} for c in tool_calls]
+    other = {"type": "message", "id": "m1"}
+    gateway = adapter_gateway()
+
+    for turn in (tool_calls, tool_calls[:1], tool_calls[1:]):
+        proxies = [MappingProxyType(c) for c in turn]
+        assert run_openai_tool_calls(gateway, proxies, "u1") == (
+            run_openai_tool_calls(gateway, turn, "u1")
+        )
+    for output in (items, items[:1], [other, *items[1:]], [other]):
+        proxies = [MappingProxyType(i) for i in output]
+        assert run_responses_function_calls(gateway, proxies, "u1") == (
+            run_responses_function_calls(gateway, output, "u1")
+        )
+
+
+def test_an_object_with_no_members_is_no_call_in_an_output_and_a_malformed_tool_call() -> None:
+    (result,) = run_openai_tool_calls(adapter_gateway(), [object()], "u1")
+    assert is_kind(error_of(result["content"]), errors.INVALID_REQUEST)
+
+    assert run_responses_function_calls(adapter_gateway(), [object()], "u1") == []
 
 
 def test_a_recorded_response_gets_one_output_item_per_function_call() -> None:

@@ -77,6 +77,72 @@ def test_call_parsed_answers_as_call_does_for_the_same_call() -> None:
         )
 
 
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        '{"a":1}',
+        '{"a":1.0}',
+        '{"a":1,"b":2}',
+        '{"a":"1"}',
+        "{}",
+        "[]",
+        '{"a":1,"x":0}',
+        '{"a":2e0}',
+    ],
+)
+@pytest.mark.parametrize("name", ["add", "nope", "ping"])
+def test_call_arguments_answers_as_call_does_for_the_same_call(name: str, arguments: str) -> None:
+    gateway = adapter_gateway()
+    text = '{"name":' + json.dumps(name) + ',"arguments":' + arguments + "}"
+
+    assert gateway.call_arguments(name, arguments, "u1", "c1") == gateway.call(text, "u1", "c1")
+    assert gateway.call_arguments(name, arguments.encode(), "u1", 7) == gateway.call(text, "u1", 7)
+
+
+def test_call_arguments_with_an_empty_text_answers_as_a_call_without_arguments() -> None:
+    gateway = adapter_gateway()
+    for name in ("ping", "add"):
+        without = gateway.call('{"name":' + json.dumps(name) + "}", "u1", "c1")
+        assert gateway.call_arguments(name, "", "u1", "c1") == without
+        assert gateway.call_arguments(name, b"", "u1", "c1") == without
+
+
+def test_call_arguments_locates_a_parse_error_in_the_arguments_text() -> None:
+    gateway = adapter_gateway()
+    answer = gateway.call_arguments("add", '{\n "a": NaN}', "u1", "c1")
+
+    error = answer["error"]
+    assert is_kind(error, errors.INVALID_JSON)
+    assert (error["reason"], error["line"], error["column"]) == ("syntax", 2, 7)
+
+
+def test_call_arguments_lets_the_arguments_text_nest_to_the_depth_limit() -> None:
+    gateway = adapter_gateway()
+    limit = gateway.limits.max_depth
+    deepest = '{"value":' + "[" * (limit - 1) + "]" * (limit - 1) + "}"
+
+    assert gateway.call_arguments("echo", deepest, "u1", "c1")["ok"] is True
+    error = gateway.call_arguments("echo", "[" + deepest + "]", "u1", "c1")["error"]
+    assert is_kind(error, errors.INVALID_JSON)
+    assert (error["reason"], error["limit"], error["arguments_limit"]) == ("too_deep", limit, limit)
+
+
+def test_call_arguments_refuses_a_name_that_is_not_a_str_as_an_unknown_tool() -> None:
+    gateway = adapter_gateway()
+    for name in (None, 1, ["add"], ""):
+        error = gateway.call_arguments(name, "{}", "u1", "c1")["error"]  # type: ignore[arg-type]
+        assert is_kind(error, errors.UNKNOWN_TOOL)
+        assert "add" in error["available"]
+
+
+def test_call_arguments_refuses_a_callers_programming_error() -> None:
+    gateway = adapter_gateway()
+    with pytest.raises(TypeError):
+        gateway.call_arguments("add", "{}", None, "c1")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        gateway.call_arguments("add", "{}", "u1", "")
+
+
 # --- the examples ------------------------------------------------------------------------------
 
 

@@ -273,8 +273,15 @@ def test_parse_document_never_misses_a_float() -> None:
     assert parse_document("18446744073709551616").has_float is False
     assert parse_document('["\\n", 1e2]').has_float is True
     assert parse_document('"no digits. e E"').has_float is False
+    # a string that opens with a digit and a point is no number: JSON-RPC's own "2.0" says
+    # nothing of the params (every message said it had a float, the slower check ran for all)
+    assert parse_document('"1.5"').has_float is False
+    envelope = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{"n":3}}}'
+    assert parse_document(envelope).has_float is False
+    assert parse_document(envelope.encode()).has_float is False
+    assert parse_document(envelope.replace('"n":3', '"n":3.0')).has_float is True
     # conservative: text that only looks like a float may say so (the exact validator then runs)
-    assert parse_document('"1.5"').has_float is True
+    assert parse_document('"11.5"').has_float is True
 
 
 @given(json_values)

@@ -23,9 +23,10 @@ import orjson
 
 from strictcall.errors import JSONValue, Rejection
 from strictcall.ids import check_request_id
-from strictcall.jsontext import dump_text
+from strictcall.jsontext import JSONTextError, dump_text, parse_document
 from strictcall.listing import ToolFormat, describe_tool
 from strictcall.pipeline import (
+    ARGUMENTS_LEVELS,
     WITHHELD,
     CompiledTool,
     Limits,
@@ -41,6 +42,8 @@ from strictcall.pipeline import (
     read_call,
     route_call,
     succeed,
+    text_refusal,
+    unknown_tool,
 )
 from strictcall.schema import SchemaDefinitionError
 from strictcall.tools import Arguments, Tool, ToolContext
@@ -254,8 +257,8 @@ class Gateway:
         document = read_call(raw, self.limits, numbers=self._numbers)  # 1. parse
         if type(document) is Rejection:
             return fail(call_id, document)
-        # Rungs 2 to 6 as `_climb` and `execute_call` take them, written out: this is every
-        # in-process call's path, and each Python call saved here is ~2 % of it.
+        # Rungs 2 to 6 as `call_parsed` takes them (route, envelope, `_answer`), written out:
+        # this is every in-process call's path, and each Python call saved here is ~2 % of it.
         parsed = document.value
         tools = self._tools if self._allowed is None else self.tools_for(identity)
         compiled = route_call(parsed, tools)  # 2. route
@@ -316,14 +319,82 @@ class Gateway:
         _check_caller(identity, call_id)
         if has_float is None:
             has_float = self._numbers and may_hold_float(call)
-        climbed = self._climb(call, has_float, identity, call_id)
-        if type(climbed) is Rejection:
-            return fail(call_id, climbed)
-        compiled, ctx, arguments = climbed
-        pool = None if compiled.tool.timeout is None else self._workers()
-        result, rejection = execute_call(compiled, ctx, arguments, pool)
-        if rejection is None:
-            rejection = check_result(compiled, arguments, result, ctx)
+        tools = self._tools if self._allowed is None else self.tools_for(identity)
+        compiled = route_call(call, tools)  # 2. route
+        if type(compiled) is Rejection:
+            return fail(call_id, compiled)
+        rejection = check_envelope(call)  # 3. shape
+        if rejection is not None:
+            return fail(call_id, rejection)
+        return self._answer(compiled, call, has_float, identity, call_id)
+
+    def call_arguments(
+        self, name: str, arguments: str | bytes, identity: str, call_id: str | int
+    ) -> dict[str, JSONValue]:
+        """`call` for a call given as its tool's name and its arguments' JSON text, as an agent
+        loop's model writes it (OpenAI's `function.arguments`): rung 1 reads that text strictly
+        (a parse error's `line` and `column` are in it; it may nest `limits.max_depth` deep),
+        then the call climbs from rung 2 as `call_parsed` does. An empty text is a call without
+        arguments (OpenAI's API writes "" for a tool whose parameters are all optional), which
+        has `{}`, as in `call`. Never raises for any text.
+
+        Raises:
+            TypeError, ValueError: `identity` is not a str, or `call_id` not a request id.
+            RuntimeError: the call reached an async tool from inside a running event loop.
+        """
+        _check_caller(identity, call_id)
+        if arguments:
+            limits = self.limits
+            try:  # 1. parse: `read_call`'s, called directly (its frame is ~2 % of this path)
+                value, has_float = parse_document(
+                    arguments,
+                    max_size=limits.max_size,
+                    max_depth=limits.max_depth,
+                    numbers=self._numbers,
+                )
+            except JSONTextError as exc:
+                return fail(call_id, text_refusal(exc, arguments, limits, ARGUMENTS_LEVELS))
+        else:
+            value, has_float = {}, False
+        tools = self._tools if self._allowed is None else self.tools_for(identity)
+        # 2. route: `route_call`'s test on the name itself (the call is made here, an object)
+        compiled = tools.get(name) if type(name) is str else None
+        if compiled is None:
+            return fail(call_id, unknown_tool(tools))
+        # 3. shape: a call made of "name" and "arguments" has no envelope member to refuse
+        call: dict[str, JSONValue] = {"name": name, "arguments": value}
+        return self._answer(compiled, call, has_float, identity, call_id)
+
+    def _answer(
+        self,
+        compiled: CompiledTool,
+        call: dict[str, JSONValue],
+        has_float: bool,
+        identity: str,
+        call_id: str | int,
+    ) -> dict[str, JSONValue]:
+        """Rungs 3 (the arguments) to 6 for a routed call, written out as in `call`: the path
+        of every parsed call and of the agent loop adapters."""
+        arguments = check_arguments(call, compiled, has_float)  # 3. shape
+        if type(arguments) is Rejection:
+            return fail(call_id, arguments)
+        tool = compiled.tool
+        ctx = _new_context(ToolContext, (identity, call_id, tool.name))
+        if tool.authorize is not None:  # 4. resource
+            rejection = authorize_call(compiled, ctx, arguments)
+            if rejection is not None:
+                return fail(call_id, rejection)
+        if tool.timeout is None and not compiled.is_async:  # 5. execute: in place, untimed
+            try:
+                result = tool.handler(ctx, arguments)
+            except Exception as exc:
+                return fail(call_id, failure_of(compiled, ctx, exc))
+        else:
+            pool = None if tool.timeout is None else self._workers()
+            result, rejection = execute_call(compiled, ctx, arguments, pool)
+            if rejection is not None:
+                return fail(call_id, rejection)
+        rejection = check_result(compiled, arguments, result, ctx)  # 6. output
         if rejection is not None:
             return fail(call_id, rejection)
         return succeed(call_id, result)

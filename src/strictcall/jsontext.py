@@ -55,13 +55,15 @@ MAX_DEPTH: Final = 64
 # exact parse.
 # A digit followed by '.', 'e' or 'E' (a float may be there), or by 18 more digits (an integer
 # orjson may have rounded): one scan, and the two are told apart only when it finds something.
+# A number's digit is never the first character of a string: a digit just after '"' is text
+# (JSON-RPC's "2.0", a version, a date), not a float.
 _STR_NEEDLES: Final[tuple[Any, ...]] = (
     ":",
     "\\",
     "{",
     "[",
     re.compile(r"[0-9](?:[.eE]|[0-9]{18})"),
-    re.compile(r"[0-9][.eE]"),
+    re.compile(r'(?<!")[0-9][.eE]'),
     re.compile(r"[0-9]{19}"),
 )
 _BYTES_NEEDLES: Final[tuple[Any, ...]] = (
@@ -70,7 +72,7 @@ _BYTES_NEEDLES: Final[tuple[Any, ...]] = (
     b"{",
     b"[",
     re.compile(rb"[0-9](?:[.eE]|[0-9]{18})"),
-    re.compile(rb"[0-9][.eE]"),
+    re.compile(rb'(?<!")[0-9][.eE]'),
     re.compile(rb"[0-9]{19}"),
 )
 

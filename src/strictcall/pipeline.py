@@ -122,6 +122,10 @@ WITHHELD: Final = Rejection(INVALID_TOOL_RESULT)
 CALL_LEVELS: Final = 1
 """Levels of a call's text above its arguments: the call object {name, arguments}."""
 
+ARGUMENTS_LEVELS: Final = 0
+"""Levels of an arguments text above the arguments: none (an agent loop's tool call, where the
+model writes only the arguments, e.g. OpenAI's `function.arguments`)."""
+
 MESSAGE_LEVELS: Final = 2
 """Levels of a JSON-RPC or MCP message above the arguments: the message and its params (a batch
 adds one more)."""
@@ -141,16 +145,22 @@ def read_call(
             raw, max_size=limits.max_size, max_depth=limits.max_depth, numbers=numbers
         )
     except JSONTextError as exc:
-        if exc.fault is TextFault.TOO_LARGE:
-            return too_large(limits.max_size)
-        details: dict[str, JSONValue] = {"reason": exc.fault.value}
-        if exc.fault is TextFault.TOO_DEEP:
-            details["limit"] = limits.max_depth
-            details["arguments_limit"] = max(limits.max_depth - levels - _is_batch(raw, levels), 0)
-        if exc.line is not None:
-            details["line"] = exc.line
-            details["column"] = exc.column
-        return Rejection(INVALID_JSON, _frozen(details))
+        return text_refusal(exc, raw, limits, levels)
+
+
+def text_refusal(exc: JSONTextError, raw: str | bytes, limits: Limits, levels: int) -> Rejection:
+    """Rung 1's refusal of a text the strict parse refused, as `read_call` says (for a caller
+    that runs the parse itself, one frame less on its every call)."""
+    if exc.fault is TextFault.TOO_LARGE:
+        return too_large(limits.max_size)
+    details: dict[str, JSONValue] = {"reason": exc.fault.value}
+    if exc.fault is TextFault.TOO_DEEP:
+        details["limit"] = limits.max_depth
+        details["arguments_limit"] = max(limits.max_depth - levels - _is_batch(raw, levels), 0)
+    if exc.line is not None:
+        details["line"] = exc.line
+        details["column"] = exc.column
+    return Rejection(INVALID_JSON, _frozen(details))
 
 
 def read_value(value: JSONValue, limits: Limits) -> bool | Rejection:
@@ -209,6 +219,11 @@ def route_call(call: JSONValue, tools: Mapping[str, CompiledTool]) -> CompiledTo
             found = tools.get(name)
             if found is not None:
                 return found
+    return unknown_tool(tools)
+
+
+def unknown_tool(tools: Mapping[str, CompiledTool]) -> Rejection:
+    """Rung 2's refusal: the call names no tool of `tools`, which it lists."""
     return Rejection(UNKNOWN_TOOL, _frozen({"available": sorted(tools)}))
 
 

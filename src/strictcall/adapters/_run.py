@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar
 
 import orjson
 
 from strictcall.adapters._fields import read_str
 from strictcall.errors import JSONValue, Reason, Rejection
-from strictcall.jsontext import JSONTextError, dump_text, parse_document
-from strictcall.pipeline import WITHHELD, fail, read_call, read_value
+from strictcall.jsontext import dump_text
+from strictcall.pipeline import ARGUMENTS_LEVELS, WITHHELD, fail, read_call, read_value
 from strictcall.refusals import malformed_call
 
 if TYPE_CHECKING:
@@ -46,7 +46,8 @@ def check_call_id(item: object, key: str, at: str, seen: set[str]) -> str | Plan
 
 
 def from_text(gateway: Gateway, call_id: str, name: str, arguments: str) -> Planned:
-    """A call whose arguments are the model's raw JSON text, read with the strict intake.
+    """A call whose arguments are the model's raw JSON text, read with the strict intake, as
+    `Gateway.call_arguments` reads it (for the async form, which parses first, then runs).
 
     Positions in a parse error (`line`, `column`) are positions in `arguments`, the text the
     model wrote. An empty text is the arguments of a call without any (OpenAI's API writes ""
@@ -54,7 +55,8 @@ def from_text(gateway: Gateway, call_id: str, name: str, arguments: str) -> Plan
     """
     if not arguments:
         return (call_id, {"name": name, "arguments": {}}, False, None)
-    document = read_call(arguments, gateway.limits, numbers=gateway.reads_numbers)
+    limits, numbers = gateway.limits, gateway.reads_numbers
+    document = read_call(arguments, limits, numbers=numbers, levels=ARGUMENTS_LEVELS)
     if type(document) is Rejection:
         return (call_id, None, False, document)
     return (call_id, {"name": name, "arguments": document.value}, document.has_float, None)
@@ -69,8 +71,23 @@ def from_value(gateway: Gateway, call_id: str, name: str, arguments: JSONValue) 
     return (call_id, {"name": name, "arguments": arguments}, has_float is True, None)
 
 
-Fields: TypeAlias = tuple[str, str, object]
+def ask_value(
+    gateway: Gateway, name: str, arguments: JSONValue, identity: str, call_id: str
+) -> dict[str, JSONValue]:
+    """The gateway's answer to a call whose arguments an SDK already parsed, checked first as
+    `from_value` says."""
+    has_float = read_value(arguments, gateway.limits)
+    if type(has_float) is Rejection:
+        return fail(call_id, has_float)
+    call = {"name": name, "arguments": arguments}
+    return gateway.call_parsed(call, identity, call_id, has_float=has_float is True)
+
+
+Fields: TypeAlias = tuple[str, str, Any]
 """A well-formed call: its id, its tool's name, its arguments (text, or a parsed value)."""
+
+Ask: TypeAlias = Callable[["Gateway", str, Any, str, str], dict[str, JSONValue]]
+"""Runs one well-formed call: (gateway, name, arguments, identity, call id) -> the answer."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,8 +105,11 @@ class Provider:
     that is not a call (no result); None for anything else, which `check` then locates."""
     check: Callable[[Gateway, object, str, set[str]], Planned]
     """The call read member by member: the first thing wrong with it, located, or its plan."""
-    text: bool
-    """Whether the arguments are the model's JSON text (read strictly), not a parsed value."""
+    ask: Ask
+    """Runs a well-formed call: `Gateway.call_arguments` for the model's JSON text (read
+    strictly), `ask_value` for arguments an SDK already parsed."""
+    plan: Callable[[Gateway, str, str, Any], Planned]
+    """A well-formed call read for the async form: `from_text` or `from_value`, as `ask`."""
     kind_key: str
     """The member that says what a result is ("role", "type")."""
     kind: str
@@ -119,10 +139,11 @@ def run_turn(
 ) -> list[dict[str, JSONValue]]:
     """The results of a turn's calls, run one after the other, in order.
 
-    The hot path of a sync agent loop, where every step costs some 2 % of a call: a well-formed
-    call is read by the provider's `read`, run, and its result written as a dict literal; what
-    only a malformed call or a turn of several calls needs (its index, the ids seen) is done
-    only then.
+    The sync forms answer a turn of one well-formed call themselves, at once (the common turn,
+    where every step costs some 2 % of a call); this is every other turn. A well-formed call is
+    read by the provider's `read`, run by its `ask`, and its result written as a dict literal;
+    what only a malformed call or a turn of several calls needs (its index, the ids seen) is
+    done only then.
 
     Raises:
         TypeError: `identity` is not a str.
@@ -130,7 +151,7 @@ def run_turn(
     """
     if type(identity) is not str:
         check_identity(identity)
-    read = provider.read
+    read, ask = provider.read, provider.ask
     results: list[dict[str, JSONValue]] = []
     seen: set[str] | None = None if len(items) == 1 else set()  # one call: no duplicate
     skipped = 0  # items that are not calls: a call's index is len(results) + skipped
@@ -148,38 +169,12 @@ def run_turn(
         call_id, name, arguments = fields
         if seen is not None:
             seen.add(call_id)
-        if not provider.text:
-            checked = read_value(arguments, gateway.limits)
-            if type(checked) is Rejection:
-                answer = fail(call_id, checked)
-            else:
-                call = {"name": name, "arguments": arguments}
-                answer = gateway.call_parsed(call, identity, call_id, has_float=checked is True)
-        elif arguments:
-            limits = gateway.limits
-            try:  # rung 1's parse, called directly: `read_call` is one more frame per call
-                value, has_float = parse_document(
-                    arguments,  # type: ignore[arg-type]
-                    max_size=limits.max_size,
-                    max_depth=limits.max_depth,
-                    numbers=gateway.reads_numbers,
-                )
-            except JSONTextError:  # not the common case: read again by rung 1, for its refusal
-                planned = from_text(gateway, call_id, name, arguments)  # type: ignore[arg-type]
-                answer = answer_of(gateway, planned, identity)
-            else:
-                call = {"name": name, "arguments": value}
-                answer = gateway.call_parsed(call, identity, call_id, has_float=has_float)
-        else:  # "": the arguments of a call without any, as `from_text` says
-            call = {"name": name, "arguments": {}}
-            answer = gateway.call_parsed(call, identity, call_id, has_float=False)
-        refusal = answer["ok"] is not True
-        try:  # the common answer, written at once; anything else as `content_of` says
-            content = orjson.dumps(answer["error" if refusal else "result"]).decode()
-        except orjson.JSONEncodeError:
-            content, refusal = content_of(answer)
-        result: dict[str, JSONValue] = {provider.kind_key: provider.kind, provider.id_key: call_id}
-        result[provider.text_key] = content
+        content, refusal = content_of(ask(gateway, name, arguments, identity, call_id))
+        result: dict[str, JSONValue] = {
+            provider.kind_key: provider.kind,
+            provider.id_key: call_id,
+            provider.text_key: content,
+        }
         if provider.error_key is not None:
             result[provider.error_key] = refusal
         results.append(result)
@@ -199,11 +194,7 @@ def plan_turn(gateway: Gateway, items: Sequence[object], provider: Provider) -> 
             planned.append(provider.check(gateway, item, provider.at(index), seen))
             continue
         seen.add(fields[0])
-        call_id, name, arguments = fields
-        if provider.text:
-            planned.append(from_text(gateway, call_id, name, arguments))  # type: ignore[arg-type]
-        else:
-            planned.append(from_value(gateway, call_id, name, arguments))
+        planned.append(provider.plan(gateway, *fields))
     return planned
 
 
@@ -255,14 +246,21 @@ def content_of(answer: dict[str, JSONValue]) -> tuple[str, bool]:
     A value is written as JSON text, so `0`, `false`, `""`, `[]` and `null` read as the values
     they are, never as an empty result; a refusal is the structured error as JSON text.
     """
+    refusal = answer["ok"] is not True
+    try:  # the common answer, written at once; anything else as `_written_exactly` says
+        return orjson.dumps(answer["error" if refusal else "result"]).decode(), refusal
+    except orjson.JSONEncodeError:
+        return _written_exactly(answer)
+
+
+def _written_exactly(answer: dict[str, JSONValue]) -> tuple[str, bool]:
+    """`content_of` for an answer orjson cannot write: an integer beyond 64 bits is written by
+    the exact writer; a value JSON cannot hold at all is withheld."""
     if answer["ok"] is True:
-        try:
-            return orjson.dumps(answer["result"]).decode(), False
-        except orjson.JSONEncodeError:  # an integer beyond 64 bits, say: the exact writer
-            text = dump_text(answer["result"])
+        text = dump_text(answer["result"])
         if text is not None:
             return text.decode(), False
-        answer = fail(answer["call_id"], WITHHELD)  # a value JSON cannot write is withheld
+        answer = fail(answer["call_id"], WITHHELD)
     text = dump_text(answer["error"])
     if text is None:  # only a schema's own unwritable text could get here
         text = dump_text(WITHHELD.as_error()) or b""

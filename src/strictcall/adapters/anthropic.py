@@ -22,14 +22,23 @@ from __future__ import annotations
 
 from typing import Final, Literal
 
-from strictcall.adapters._fields import ABSENT, items_of, read_field, read_str
+from strictcall.adapters._fields import (
+    ABSENT,
+    as_dict,
+    is_mapping,
+    items_of,
+    read_field,
+    read_str,
+)
 from strictcall.adapters._run import (
     Fields,
     Planned,
     Provider,
     arun_turn,
+    ask_value,
     check_call_id,
     check_identity,
+    content_of,
     from_value,
     refused,
     run_turn,
@@ -53,6 +62,19 @@ def run_anthropic_tool_uses(
     """
     turn = message_or_content
     blocks = turn if type(turn) is list else items_of(turn, "content")
+    if len(blocks) == 1 and type(identity) is str:  # the common turn: one call, at once
+        fields = _block_fields(blocks[0])
+        if fields:
+            call_id, name, arguments = fields
+            content, refusal = content_of(ask_value(gateway, name, arguments, identity, call_id))
+            return [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": call_id,
+                    "content": content,
+                    "is_error": refusal,
+                }
+            ]
     return run_turn(gateway, blocks, identity, ANTHROPIC)
 
 
@@ -78,12 +100,18 @@ def _block_fields(block: object) -> Fields | Literal[False] | None:
         call_id = block.get("id")
         name = block.get("name")
         arguments = block.get("input", ABSENT)
-    else:  # an SDK object, or a mapping of another type
-        if read_field(block, "type") != "tool_use":
+    else:
+        try:  # an SDK object: its members are attributes (None where one is missing)
+            kind = block.type  # type: ignore[attr-defined]
+        except AttributeError:  # a mapping of another type, read as a dict; or no block
+            return _block_fields(as_dict(block)) if is_mapping(block) else False
+        if kind != "tool_use":
             return False
-        call_id = read_field(block, "id")
-        name = read_field(block, "name")
-        arguments = read_field(block, "input")
+        call_id = getattr(block, "id", None)
+        name = getattr(block, "name", None)
+        arguments = getattr(block, "input", None)
+        if arguments is None:
+            arguments = ABSENT
     if type(call_id) is str and call_id and type(name) is str and name and arguments is not ABSENT:
         return call_id, name, arguments
     return None
@@ -107,7 +135,8 @@ ANTHROPIC: Final = Provider(
     "content",
     _block_fields,
     _check_block,
-    False,
+    ask_value,
+    from_value,
     "type",
     "tool_result",
     "tool_use_id",

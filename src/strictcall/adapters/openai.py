@@ -21,7 +21,14 @@ from __future__ import annotations
 
 from typing import Final, Literal
 
-from strictcall.adapters._fields import ABSENT, items_of, read_field, read_str
+from strictcall.adapters._fields import (
+    ABSENT,
+    as_dict,
+    is_mapping,
+    items_of,
+    read_field,
+    read_str,
+)
 from strictcall.adapters._run import (
     Fields,
     Planned,
@@ -29,6 +36,7 @@ from strictcall.adapters._run import (
     arun_turn,
     check_call_id,
     check_identity,
+    content_of,
     from_text,
     refused,
     run_turn,
@@ -50,7 +58,14 @@ def run_openai_tool_calls(
             `arun_openai_tool_calls` there).
     """
     turn = message_or_tool_calls
-    return run_turn(gateway, turn if type(turn) is list else _tool_calls_of(turn), identity, CHAT)
+    tool_calls = turn if type(turn) is list else _tool_calls_of(turn)
+    if len(tool_calls) == 1 and type(identity) is str:  # the common turn: one call, at once
+        fields = _chat_fields(tool_calls[0])
+        if fields is not None:
+            call_id, name, arguments = fields
+            content, _ = content_of(gateway.call_arguments(name, arguments, identity, call_id))
+            return [{"role": "tool", "tool_call_id": call_id, "content": content}]
+    return run_turn(gateway, tool_calls, identity, CHAT)
 
 
 async def arun_openai_tool_calls(
@@ -79,6 +94,12 @@ def run_responses_function_calls(
     """
     turn = response_or_output
     items = turn if type(turn) is list else items_of(turn, "output")
+    if len(items) == 1 and type(identity) is str:  # the common turn: one call, at once
+        fields = _item_fields(items[0])
+        if fields:
+            call_id, name, arguments = fields
+            content, _ = content_of(gateway.call_arguments(name, arguments, identity, call_id))
+            return [{"type": "function_call_output", "call_id": call_id, "output": content}]
     return run_turn(gateway, items, identity, RESPONSES)
 
 
@@ -110,19 +131,25 @@ def _chat_fields(tool_call: object) -> Fields | None:
     """A well-formed tool call's id, name and arguments text, read at the least cost; None
     for anything else, which `_check_chat` then locates."""
     if type(tool_call) is dict:
-        call_id = tool_call.get("id")
-        kind = tool_call.get("type", "function")
         function = tool_call.get("function")
         if type(function) is not dict:
             return None
-        name = function.get("name")
-        arguments = function.get("arguments")
+        try:  # subscripts, not `.get` calls: a well-formed call has every member
+            call_id = tool_call["id"]
+            name = function["name"]
+            arguments = function["arguments"]
+        except KeyError:
+            return None
+        kind = tool_call.get("type", "function")
     else:
-        call_id = getattr(tool_call, "id", None)
-        kind = getattr(tool_call, "type", None)
-        function = getattr(tool_call, "function", None)
-        name = getattr(function, "name", None)
-        arguments = getattr(function, "arguments", None)
+        try:  # an SDK object: its members are attributes (None where one is missing)
+            call_id = tool_call.id  # type: ignore[attr-defined]
+            kind = tool_call.type  # type: ignore[attr-defined]
+            function = tool_call.function  # type: ignore[attr-defined]
+            name = function.name
+            arguments = function.arguments
+        except AttributeError:  # a mapping of another type, read as a dict; or no tool call
+            return _chat_fields(as_dict(tool_call)) if is_mapping(tool_call) else None
     if (
         type(call_id) is str
         and call_id
@@ -157,15 +184,22 @@ def _item_fields(item: object) -> Fields | Literal[False] | None:
     if type(item) is dict:
         if item.get("type") != "function_call":
             return False
-        call_id = item.get("call_id")
-        name = item.get("name")
-        arguments = item.get("arguments")
-    else:  # an SDK object, or a mapping of another type
-        if read_field(item, "type") != "function_call":
+        try:  # subscripts, not `.get` calls: a well-formed call has every member
+            call_id = item["call_id"]
+            name = item["name"]
+            arguments = item["arguments"]
+        except KeyError:
+            return None
+    else:
+        try:  # an SDK object: its members are attributes (None where one is missing)
+            kind = item.type  # type: ignore[attr-defined]
+        except AttributeError:  # a mapping of another type, read as a dict; or no item
+            return _item_fields(as_dict(item)) if is_mapping(item) else False
+        if kind != "function_call":
             return False
-        call_id = read_field(item, "call_id")
-        name = read_field(item, "name")
-        arguments = read_field(item, "arguments")
+        call_id = getattr(item, "call_id", None)
+        name = getattr(item, "name", None)
+        arguments = getattr(item, "arguments", None)
     if type(call_id) is str and call_id and type(name) is str and name and type(arguments) is str:
         return call_id, name, arguments
     return None
@@ -195,14 +229,24 @@ def _read_function(gateway: Gateway, call_id: str, function: object, at: str) ->
 
 
 CHAT: Final = Provider(
-    "tool_calls", _chat_fields, _check_chat, True, "role", "tool", "tool_call_id", "content", None
+    "tool_calls",
+    _chat_fields,
+    _check_chat,
+    Gateway.call_arguments,
+    from_text,
+    "role",
+    "tool",
+    "tool_call_id",
+    "content",
+    None,
 )
 """`{"role": "tool", "tool_call_id", "content"}` messages answering `tool_calls`."""
 RESPONSES: Final = Provider(
     "output",
     _item_fields,
     _check_item,
-    True,
+    Gateway.call_arguments,
+    from_text,
     "type",
     "function_call_output",
     "call_id",

@@ -10,6 +10,8 @@ refuse regular files, and would switch a terminal shared with the shell to non-b
 is skipped unread and reported as `TOO_LONG`, so that it is answered all the same.
 `stdout_writer` keeps fd 1 for the wire alone while it is open: the wire is written through a
 private duplicate and fd 1 points at stderr, so a stray print cannot corrupt a frame.
+
+The proxy's upstream pipes use the same parts (`Splitter`, `pipe_output`), the other way round.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ _QUEUED_MAX: Final = 256
 """Lines waiting to be taken before reading stops until the intake catches up."""
 
 
-class _Splitter:
+class Splitter:
     """Cuts a byte stream into lines of at most `limit` bytes; a longer one is skipped."""
 
     def __init__(self, limit: int) -> None:
@@ -52,6 +54,14 @@ class _Splitter:
 
     def feed(self, data: bytes, out: deque[Line]) -> None:
         buffer = self._buffer
+        last = len(data) - 1
+        if not buffer and not self._skipping and last >= 0 and data.find(b"\n") == last:
+            # the common chunk, one whole line: no copy into the buffer and out again
+            if last > self._limit:
+                out.append(TOO_LONG)
+            else:
+                out.append(data[:-1])
+            return
         buffer += data
         start = 0
         while True:
@@ -91,7 +101,7 @@ class _Lines(asyncio.Protocol):
     """The lines read so far, taken by one consumer; reading pauses while too many wait."""
 
     def __init__(self, limit: int) -> None:
-        self._splitter = _Splitter(limit)
+        self._splitter = Splitter(limit)
         self._queue: deque[Line] = deque()
         self._ended = False
         self._waiter: asyncio.Future[None] | None = None
@@ -127,7 +137,12 @@ class _Lines(asyncio.Protocol):
             waiter.set_result(None)
 
     async def next(self) -> Line | None:
-        """The next line, or None once stdin has ended and every line was taken."""
+        """The next line, or None once stdin has ended and every line was taken. A line that
+        was waiting already is taken after one turn of the loop, so that a burst of lines
+        never holds it (a signal, the calls started, answers to write); one that had to be
+        waited for comes from the loop just now."""
+        if self._queue:
+            await asyncio.sleep(0)
         while not self._queue:
             if self._ended:
                 return None
@@ -271,7 +286,7 @@ class Output:
         self._transport = transport
         self._drain = drain
         self.broken = False
-        """The reader of stdout has gone: nothing written since reaches anybody."""
+        """Nothing written since reaches anybody: its reader has gone, or it was closed."""
 
     async def write(self, frame: bytes) -> None:
         """Write one frame; wait while the pipe is full (never for a terminal or a file)."""
@@ -294,6 +309,12 @@ class Output:
         except OSError:  # the reader has gone
             self.broken = True
 
+    def close(self) -> None:
+        """Close the pipe once what was written has left (nothing is written after)."""
+        self.broken = True
+        if self._transport is not None:
+            self._transport.close()
+
     async def flush(self, within_s: float) -> None:
         """Wait (at most `within_s`) for what was written to leave the process."""
         transport, drain = self._transport, self._drain
@@ -302,6 +323,13 @@ class Output:
         with anyio.move_on_after(within_s):
             while not drain.lost and transport.get_write_buffer_size() > 0:
                 await anyio.sleep(0.001)
+
+
+async def pipe_output(pipe: IO[bytes]) -> Output:
+    """An `Output` writing `pipe` (a pipe or a socket) on the loop; `Output.close` closes it."""
+    loop = asyncio.get_running_loop()
+    transport, drain = await loop.connect_write_pipe(_Drain, pipe)
+    return Output(None, transport, drain)
 
 
 @contextlib.asynccontextmanager

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import importlib.util
 import io
 import logging
@@ -37,7 +38,6 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from typing import IO, Any, Final, NamedTuple, Protocol, cast
 
 import anyio
-import anyio.lowlevel
 import mcp_types as types
 from anyio.streams.memory import MemoryObjectSendStream
 from mcp.server.lowlevel.server import NotificationOptions
@@ -168,6 +168,12 @@ async def _serve_with(
     async with AsyncExitStack() as stack:
         for lifespan in lifespans:
             await stack.enter_async_context(lifespan())
+        # Everything loaded so far (the SDK, a proxy's upstream session) lives as long as the
+        # session: out of the collector's generations, as `strictcall serve` keeps it, so that
+        # a full collection walks the calls' objects only, not all of it with the loop stalled.
+        # (A proxy's first upstream session is frozen with it: if the upstream restarts, that
+        # one session's cycles are left to the process's end; later sessions are collected.)
+        gc.freeze()
         return await _serve_stdio(serving, stdin)
 
 
@@ -308,9 +314,9 @@ class Answers:
         self._on_error = on_error
         self._waiting: Counter[str] = Counter()
         self._count = 0
-        self._settled = anyio.Event()
-        self._settled.set()
-        self._room: anyio.Event | None = None
+        # Made only when someone waits (the end of stdin, a full window): not once per call.
+        self._settled: asyncio.Event | None = None
+        self._room: asyncio.Event | None = None
         self._initialize: str | None = None
         self.initialized = False
         """The SDK has answered the session's initialize request (with a result)."""
@@ -322,8 +328,6 @@ class Answers:
 
     def expect(self, request_id: types.RequestId) -> None:
         """A request was passed on: its answer is awaited."""
-        if not self._waiting:
-            self._settled = anyio.Event()
         self._waiting[_key(request_id)] += 1
         self._count += 1
 
@@ -338,19 +342,23 @@ class Answers:
             if self._room is not None:
                 self._room.set()
                 self._room = None
-        if not self._waiting:
+        if not self._waiting and self._settled is not None:
             self._settled.set()
+            self._settled = None
 
     async def below(self, limit: int) -> None:
         """Return once fewer than `limit` requests passed on are waiting for their answer."""
         while self._count >= limit:
             if self._room is None:
-                self._room = anyio.Event()
+                self._room = asyncio.Event()
             await self._room.wait()
 
     async def settled(self) -> None:
         """Return once every request passed on has its answer."""
-        await self._settled.wait()
+        while self._waiting:
+            if self._settled is None:
+                self._settled = asyncio.Event()
+            await self._settled.wait()
 
     async def send(self, item: SessionMessage, /) -> None:
         """Send what the SDK writes (its error replies through `on_error`)."""
@@ -425,7 +433,7 @@ class StdioIntake:
         self._limits = tools.gateway.limits
         self._identity = identity
         self._record = record
-        self._running: dict[str, anyio.CancelScope] = {}
+        self._running: dict[str, asyncio.Task[Any]] = {}
 
     async def take(self, line: bytes) -> None:
         """Pass on or answer one line (its newline removed); a blank line carries no message."""
@@ -462,33 +470,35 @@ class StdioIntake:
 
     async def _call(self, message: DirectCall) -> None:
         key = _key(message.request_id)
-        with anyio.CancelScope() as scope:
-            self._running[key] = scope
-            try:
-                version = protocol_version(message.params)
-                if version == HANDSHAKE_ERA:
-                    line = await self._tools.answer_call_line(
-                        message.params, message.request_id, self._identity
-                    )
-                else:
-                    result = await self._tools.answer_call(
-                        message.params, message.request_id, self._identity
-                    )
-            finally:
-                if self._running.get(key) is scope:
-                    del self._running[key]
+        # notifications/cancelled cancels the call's own task (`spawn` gives each its own; an
+        # anyio cancel scope here cost more than the rest of the task's bookkeeping)
+        task = asyncio.current_task() if self._spawn is not None else None
+        if task is not None:
+            self._running[key] = task
+        try:
+            version = protocol_version(message.params)
             if version == HANDSHAKE_ERA:
-                await self._answers.send_line(message.request_id, line)
+                line = await self._tools.answer_call_line(
+                    message.params, message.request_id, self._identity
+                )
             else:
-                reply = result_message(message.request_id, result, version)
-                await self._answers.send_own(SessionMessage(reply))
+                result = await self._tools.answer_call(
+                    message.params, message.request_id, self._identity
+                )
+        finally:
+            if task is not None and self._running.get(key) is task:
+                del self._running[key]
+        if version == HANDSHAKE_ERA:
+            await self._answers.send_line(message.request_id, line)
+        else:
+            reply = result_message(message.request_id, result, version)
+            await self._answers.send_own(SessionMessage(reply))
 
     async def room(self) -> None:
-        """Wait until fewer than `IN_FLIGHT_MAX` requests are running (a burst of lines is
-        taken a window at a time, so that the loop stays free to answer a signal), then let
-        the loop run whatever else is ready."""
+        """Wait until fewer than `IN_FLIGHT_MAX` requests are running: a burst of lines is
+        taken a window at a time (and each line after a turn of the loop, `read_lines`), so
+        that the loop stays free to answer a signal."""
         await self._answers.below(IN_FLIGHT_MAX)
-        await anyio.lowlevel.checkpoint()
 
     async def take_too_long(self) -> None:
         """Answer a line that was longer than the limit (and skipped unread)."""

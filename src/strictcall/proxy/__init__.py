@@ -3,6 +3,8 @@
     upstream   one MCP server through the official client (stdio or streamable HTTP), kept
                running: restarted with backoff when it exits or hangs, relisted on
                notifications/tools/list_changed
+    stdio      a stdio upstream's process and pipes, strictcall's own, under the official
+               ClientSession; its tools/calls take the pipe's own path
     tools      its tools/list as strictcall tools: strict input schemas, output schemas
                enforced at stage output, upstream failures in the catalogue's terms
     policy     an allow-list of tools per identity

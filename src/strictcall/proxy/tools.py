@@ -24,7 +24,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from strictcall.errors import TOOL_ERROR, UPSTREAM_UNAVAILABLE, JSONValue
-from strictcall.proxy.upstream import Upstream
+from strictcall.proxy.upstream import UnreadableAnswer, Upstream
 from strictcall.tools import Arguments, Tool, ToolContext, ToolFailure
 
 log = logging.getLogger("strictcall")
@@ -65,7 +65,7 @@ def proxied_tool(
             result = await upstream.call(name, arguments)
         except MCPError as exc:  # the upstream refused a call that passed strictcall's checks
             raise _tool_error(exc.error.message if pass_errors else None) from None
-        except ValidationError:  # an answer that is not a tools/call result
+        except (ValidationError, UnreadableAnswer):  # not a tools/call result
             return _UNREADABLE
         return result_of(result, structured=structured, pass_errors=pass_errors)
 

@@ -7,6 +7,16 @@ again after a backoff that doubles up to `RESTART_MAX_S` and is reset by a good 
 that times out makes the supervisor ping the server: one that does not answer the ping within
 `PING_S` is taken for hung and restarted. `notifications/tools/list_changed` lists the tools
 again, and `on_listing` receives every listing, the first one before `running()` yields.
+
+The official `ClientSession` runs every session: initialize, tools/list, list_changed, pings,
+the server's own requests. Over stdio it runs on strictcall's pipes (`strictcall.proxy.stdio`),
+and a tools/call goes by the pipe's own path rather than the session's `send_request`: the same
+request on the wire, its answer read by id off the pipe and validated once as the SDK's
+`CallToolResult` (after dropping the members of later revisions, as the session does). What
+that path leaves out of the session's: the OpenTelemetry span and trace context in `_meta` (the
+proxy runs no tracer), progress (the proxy asks for none). An answer that is not exactly a
+result object or an error {code: int, message: str} is withheld (the SDK's envelope would read
+one with both as an error). Over streamable HTTP, calls are the session's.
 """
 
 from __future__ import annotations
@@ -18,18 +28,21 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from dataclasses import dataclass, field
-from typing import Any, Final, TextIO
+from typing import Any, Final, TextIO, get_args
 
 import anyio
 import mcp_types as types
 from anyio.abc import TaskStatus
 from mcp.client.session import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED
+from mcp_types.methods import SERVER_RESULTS
+from mcp_types.version import KNOWN_PROTOCOL_VERSIONS
+from pydantic import BaseModel
 
 from strictcall.errors import RETRY_AFTER_MS, UPSTREAM_UNAVAILABLE, JSONValue, StrictcallError
+from strictcall.proxy.stdio import PipeClosed, UpstreamPipe, open_upstream
 from strictcall.tools import ToolFailure
 
 log = logging.getLogger("strictcall")
@@ -125,13 +138,19 @@ class _Watched:
 
 
 class _Connection:
-    """One live session with the upstream and the events that end it."""
+    """One live session with the upstream and the events that end it; `pipe` when the upstream
+    is on stdio (its calls take the pipe's own path)."""
 
-    def __init__(self, session: ClientSession, ended: anyio.Event) -> None:
+    def __init__(
+        self, session: ClientSession, ended: anyio.Event, pipe: UpstreamPipe | None
+    ) -> None:
         self.session = session
         self.ended = ended
+        self.pipe = pipe
         self.suspect = anyio.Event()
         self.relist = anyio.Event()
+        self.later_members: frozenset[str] = frozenset()
+        """The tools/call result members only later revisions than the session's define."""
 
 
 class Upstream:
@@ -192,17 +211,40 @@ class Upstream:
         return ToolFailure(UPSTREAM_UNAVAILABLE, retry_after_ms=self.retry_after_ms())
 
     async def call(self, name: str, arguments: dict[str, JSONValue]) -> types.CallToolResult:
-        """One tools/call, its result as the upstream sent it (unvalidated: the gateway checks).
+        """One tools/call, its result as the upstream sent it (read as the SDK's CallToolResult
+        once; what it holds is the gateway's to check).
+
+        Over stdio the call takes the pipe's own path (`strictcall.proxy.stdio`), not the
+        session's: the session's would write and read the same message through two more tasks
+        and validate the result three times (the envelope, the negotiated revision's model and
+        its dump, then CallToolResult). Over HTTP it is the session's `send_request`.
 
         Raises:
             ToolFailure: upstream_unavailable, when there is no session or it ended under the
                 call.
             MCPError: the upstream answered with a JSON-RPC error.
+            UnreadableAnswer: the upstream's answer is not a JSON-RPC response (stdio).
             ValidationError: the upstream's result is not a tools/call result.
         """
         live = self._live
-        if live is None:
+        if live is None or live.ended.is_set():  # gone, or going: its restart is on its way
             raise self.unavailable()
+        try:
+            if live.pipe is not None:
+                try:
+                    answer = await live.pipe.call_tool(name, arguments)
+                except PipeClosed:
+                    live.ended.set()
+                    raise self.unavailable() from None
+                return _call_result(answer, live.later_members)
+            return await self._call_by_session(live, name, arguments)
+        except anyio.get_cancelled_exc_class():
+            live.suspect.set()  # timed out (or the caller left): is the server still there?
+            raise
+
+    async def _call_by_session(
+        self, live: _Connection, name: str, arguments: dict[str, JSONValue]
+    ) -> types.CallToolResult:
         request = types.CallToolRequest(
             params=types.CallToolRequestParams(name=name, arguments=arguments)
         )
@@ -218,9 +260,6 @@ class Upstream:
             ):
                 live.ended.set()
                 raise self.unavailable() from None
-            raise
-        except anyio.get_cancelled_exc_class():
-            live.suspect.set()  # timed out (or the caller left): is the server still there?
             raise
 
     async def _answers_ping(self, live: _Connection) -> bool:
@@ -244,15 +283,16 @@ class Upstream:
             ended = anyio.Event()
             try:
                 async with (
-                    self._connect() as (read, write),
+                    self._connect() as (read, write, pipe),
                     ClientSession(
                         _Watched(read, ended), write, message_handler=self._on_message
                     ) as session,
                 ):
-                    live = _Connection(session, ended)
+                    live = _Connection(session, ended, pipe)
                     self._current = live  # a list_changed during the start is kept
                     with anyio.fail_after(START_TIMEOUT_S):
-                        await session.initialize()
+                        started = await session.initialize()
+                        live.later_members = later_members(started.protocol_version)
                         self._on_listing(await _list_tools(session))
                     self.starts += 1
                     self._note(f"upstream started ({self.spec.describe()})")
@@ -311,16 +351,14 @@ class Upstream:
         if live is not None and isinstance(message, types.ToolListChangedNotification):
             live.relist.set()
 
-    def _connect(self) -> AbstractAsyncContextManager[tuple[Any, Any]]:
+    def _connect(self) -> AbstractAsyncContextManager[tuple[Any, Any, UpstreamPipe | None]]:
         if self.spec.url is not None:
             from mcp.shared._httpx_utils import create_mcp_http_client
 
             client = create_mcp_http_client(headers=dict(self.spec.headers))
             return _http(self.spec.url, client)
-        command, *args = self.spec.command
         # the upstream sees the environment it would have had if the host had launched it
-        params = StdioServerParameters(command=command, args=args, env=dict(os.environ))
-        return stdio_client(params, errlog=self._errlog)
+        return _stdio(self.spec.command, self._errlog)
 
     def _note(self, line: str) -> None:
         self._errlog.write(f"strictcall proxy: {line}\n")
@@ -328,9 +366,63 @@ class Upstream:
 
 
 @asynccontextmanager
-async def _http(url: str, client: Any) -> AsyncIterator[tuple[Any, Any]]:
-    async with client, streamable_http_client(url, http_client=client) as streams:
-        yield streams
+async def _http(url: str, client: Any) -> AsyncIterator[tuple[Any, Any, None]]:
+    async with client, streamable_http_client(url, http_client=client) as (read, write):
+        yield read, write, None
+
+
+@asynccontextmanager
+async def _stdio(
+    command: tuple[str, ...], errlog: TextIO
+) -> AsyncIterator[tuple[Any, Any, UpstreamPipe]]:
+    async with open_upstream(command, env=os.environ, errlog=errlog) as pipe:
+        yield pipe.read, pipe.write, pipe
+
+
+def _call_result(
+    answer: dict[str, JSONValue], later_members: frozenset[str]
+) -> types.CallToolResult:
+    """The tools/call result in a JSON-RPC answer read off the pipe, validated once.
+
+    Raises:
+        MCPError: the answer is a JSON-RPC error {code: int, message: str, data?}.
+        UnreadableAnswer: the answer is neither that nor a result object (both at once
+            included, which the SDK's envelope reads as an error).
+        ValidationError: the result is not a tools/call result.
+    """
+    if "result" in answer:
+        result = answer["result"]
+        if type(result) is not dict or "error" in answer:
+            raise UnreadableAnswer
+        if not later_members.isdisjoint(result):  # as the session drops them
+            result = {key: value for key, value in result.items() if key not in later_members}
+        return types.CallToolResult.model_validate(result, by_name=False)
+    error = answer.get("error")
+    if type(error) is dict and type(error.get("code")) is int and type(error.get("message")) is str:
+        raise MCPError(code=error["code"], message=error["message"], data=error.get("data"))
+    raise UnreadableAnswer
+
+
+def later_members(version: str) -> frozenset[str]:
+    """The members of a tools/call result that only revisions later than `version` define:
+    the session drops them from a result before reading it, so that a later revision's
+    constraints do not apply to a session that did not negotiate it."""
+    if version not in KNOWN_PROTOCOL_VERSIONS or ("tools/call", version) not in SERVER_RESULTS:
+        return frozenset()
+    later: set[str] = set()
+    for revision in KNOWN_PROTOCOL_VERSIONS[KNOWN_PROTOCOL_VERSIONS.index(version) + 1 :]:
+        if ("tools/call", revision) in SERVER_RESULTS:
+            later |= _members(SERVER_RESULTS[("tools/call", revision)])
+    return frozenset(later - _members(SERVER_RESULTS[("tools/call", version)]))
+
+
+def _members(model: object) -> set[str]:
+    """The wire names of a result model's members (of every model of a union)."""
+    found: set[str] = set()
+    for member in get_args(model) or (model,):
+        if isinstance(member, type) and issubclass(member, BaseModel):
+            found |= {field.alias or name for name, field in member.model_fields.items()}
+    return found
 
 
 async def _list_tools(session: ClientSession) -> Listing:
@@ -353,6 +445,11 @@ def _kind(exc: BaseException) -> str:
     if isinstance(exc, MCPError):
         return f"MCP error {exc.code}"
     return type(exc).__name__
+
+
+class UnreadableAnswer(Exception):
+    """The upstream's answer to a call is not a JSON-RPC response: withheld like a result
+    that is not a tools/call result."""
 
 
 class UpstreamFailed(StrictcallError):

@@ -1,0 +1,52 @@
+"""strictcall's own MCP stdio server with one in-process tool shaped as the proxy serves
+server-everything's `echo` (a string result, a 60 s limit), audited in the same SQLite file:
+bench/proxy_overhead.py's reference for what strictcall's checks cost without an upstream.
+
+    .venv/bin/python bench/stdio_echo.py AUDIT_DB
+"""
+
+from __future__ import annotations
+
+import sys
+
+from strictcall.audit import AuditLog
+from strictcall.errors import JSONValue
+from strictcall.gateway import Gateway
+from strictcall.mcp import serve_stdio
+from strictcall.proxy import CONTENT_RESULT, DEFAULT_TIMEOUT_S
+from strictcall.storage.sqlite import SQLiteStore
+from strictcall.tools import Arguments, Tool, ToolContext
+
+INPUT: dict[str, JSONValue] = {
+    "type": "object",
+    "properties": {"message": {"type": "string"}},
+    "required": ["message"],
+}
+
+
+async def echo(ctx: ToolContext, arguments: Arguments) -> JSONValue:
+    return f"Echo: {arguments['message']}"
+
+
+def main() -> None:
+    tool = Tool(
+        name="echo",
+        description="Echoes back the input",
+        input_schema=INPUT,
+        output_schema=CONTENT_RESULT,
+        handler=echo,
+        timeout=DEFAULT_TIMEOUT_S,
+    )
+    gateway = Gateway()
+    gateway.replace_tools([tool])
+    store = SQLiteStore(sys.argv[1])
+    audit = AuditLog(store)
+    try:
+        serve_stdio(gateway, "bench", record=audit.record, lifespans=[audit.running])
+    finally:
+        gateway.close()
+        store.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,175 @@
+"""The proxy's own path for tools/call over stdio (`strictcall.proxy.stdio`): every odd answer a
+server may write is read as the official client reads it, in front of a hand-written server
+(tests/upstreams/scripted_upstream.py) that writes them."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mcp_peers import UPSTREAMS, error_of, proxy_argv
+from stdio_peer import DEADLINE_S, StdioPeer
+from strictcall.errors import (
+    INVALID_TOOL_RESULT,
+    TIMEOUT,
+    TOOL_ERROR,
+    UPSTREAM_UNAVAILABLE,
+    ErrorKind,
+)
+from strictcall.proxy import UPSTREAM_TEXT
+from strictcall.proxy.stdio import CALL_IDS
+from strictcall.proxy.upstream import later_members
+
+SCRIPTED = UPSTREAMS / "scripted_upstream.py"
+
+
+def assert_kind(error: dict[str, Any], kind: ErrorKind) -> None:
+    assert (error["code"], error["stage"], error["retryable"]) == (
+        kind.code,
+        kind.stage.value,
+        kind.retryable,
+    ), error
+
+
+class Scripted:
+    """A stdio proxy in front of the scripted server, and what that server received."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.received = tmp / "received.log"
+        self.stderr_path = tmp / "proxy.stderr"
+        self._stderr = self.stderr_path.open("wb")
+        upstream = shlex.join([sys.executable, str(SCRIPTED), str(self.received)])
+        argv = proxy_argv(
+            upstream, tmp / "audit.sqlite3", "--timeout", "1", "--pass-errors", "rpc_error"
+        )
+        self.peer = StdioPeer(argv, self._stderr)
+        self.peer.initialize()
+
+    def sent_upstream(self) -> list[dict[str, Any]]:
+        lines = self.received.read_text(encoding="utf-8").splitlines()
+        return [json.loads(line) for line in lines]
+
+    def text_of(self, name: str) -> str:
+        """The one text a tool without an output schema answered (listed wrapped)."""
+        result = self.peer.call(name, {})
+        assert result["isError"] is False, result
+        text: str = result["structuredContent"]["result"]
+        return text
+
+    def close(self) -> None:
+        try:
+            assert self.peer.close() == 0
+        finally:
+            self._stderr.close()
+
+
+@pytest.fixture(scope="module")
+def scripted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scripted]:
+    proxy = Scripted(tmp_path_factory.mktemp("proxy-scripted"))
+    yield proxy
+    stderr = proxy.stderr_path.read_text(encoding="utf-8")
+    proxy.close()
+    # every odd answer was taken in stride: the server was never taken for gone
+    assert stderr.count("upstream started") == 1, stderr
+
+
+def test_a_json_rpc_error_is_tool_error_even_with_the_connection_closed_code(
+    scripted: Scripted,
+) -> None:
+    error = error_of(scripted.peer.call("rpc_error", {}))
+    assert_kind(error, TOOL_ERROR)
+    assert error[UPSTREAM_TEXT] == "own"
+
+
+def test_an_answer_with_both_a_result_and_an_error_is_withheld(scripted: Scripted) -> None:
+    result = scripted.peer.call("both", {})
+    assert_kind(error_of(result), INVALID_TOOL_RESULT)
+    assert "yes" not in json.dumps(result)
+
+
+def test_an_answer_under_the_calls_id_written_as_a_string_is_its_answer(
+    scripted: Scripted,
+) -> None:
+    assert scripted.text_of("string_id") == "by string"
+
+
+def test_a_call_never_answered_times_out_and_the_server_is_told_it_was_cancelled(
+    scripted: Scripted,
+) -> None:
+    assert_kind(error_of(scripted.peer.call("never", {})), TIMEOUT)
+
+    def cancels() -> list[dict[str, Any]]:
+        sent = scripted.sent_upstream()
+        return [m for m in sent if m.get("method") == "notifications/cancelled"]
+
+    deadline = time.monotonic() + DEADLINE_S
+    while not cancels() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    call = next(m for m in scripted.sent_upstream() if m.get("params", {}).get("name") == "never")
+    assert call["id"] >= CALL_IDS  # apart from the session's own ids
+    assert [m["params"]["requestId"] for m in cancels()] == [call["id"]]
+    assert scripted.text_of("string_id") == "by string"  # and the proxy goes on
+
+
+def test_chatter_and_answers_to_other_ids_around_a_call_leave_its_answer_intact(
+    scripted: Scripted,
+) -> None:
+    assert scripted.text_of("chatty") == "after the chatter"
+
+
+def test_a_flood_of_notifications_before_an_answer_pauses_reading_and_resumes(
+    scripted: Scripted,
+) -> None:
+    assert scripted.text_of("flood") == "after the flood"
+
+
+def test_a_result_longer_than_a_pipe_chunk_arrives_whole(scripted: Scripted) -> None:
+    assert scripted.text_of("big") == "x" * 300_000
+
+
+def test_a_member_of_a_later_revision_is_dropped_as_the_session_drops_it(
+    scripted: Scripted,
+) -> None:
+    assert scripted.text_of("later_member") == "complete"
+
+
+def test_a_hung_server_is_unavailable_then_stopped_and_started_again(tmp_path: Path) -> None:
+    proxy = Scripted(tmp_path)
+    try:
+        assert_kind(error_of(proxy.peer.call("hang", {})), TIMEOUT)
+        # no answer to the ping that follows a timeout either: taken for hung, stopped (calls
+        # time out until then, and are unavailable from then on) and started again
+        deadline = time.monotonic() + DEADLINE_S
+        seen: set[str] = set()
+        while True:
+            result = proxy.peer.call("string_id", {})
+            if not result["isError"]:
+                break
+            error = error_of(result)
+            assert error["code"] in {TIMEOUT.code, UPSTREAM_UNAVAILABLE.code}, error
+            assert_kind(error, TIMEOUT if error["code"] == TIMEOUT.code else UPSTREAM_UNAVAILABLE)
+            seen.add(error["code"])
+            assert time.monotonic() < deadline, "not restarted within the deadline"
+            time.sleep(0.2)
+        assert UPSTREAM_UNAVAILABLE.code in seen
+        assert result["structuredContent"] == {"result": "by string"}
+        stderr = proxy.stderr_path.read_text(encoding="utf-8")
+        assert stderr.count("upstream started") == 2, stderr
+    finally:
+        proxy.close()
+
+
+def test_later_members_are_those_the_official_session_drops() -> None:
+    from mcp.client.session import _later_revision_fields
+    from mcp_types.version import KNOWN_PROTOCOL_VERSIONS
+
+    for version in KNOWN_PROTOCOL_VERSIONS:
+        assert later_members(version) == _later_revision_fields("tools/call", version), version
+    assert "resultType" in later_members("2025-11-25")
