@@ -434,6 +434,29 @@ def test_awaited_audit_batches_are_written_once_or_refused_whole(store: Postgres
     assert sum(row.calls for row in store.call_stats(0)) == 3
 
 
+def test_an_awaited_audit_batch_leaves_its_session_waiting_for_flushes(
+    store: PostgresStore,
+) -> None:
+    """The batch's transaction commits without waiting for its WAL flush; the session it ran
+    on does not: behind a pooler in transaction mode, that session is next lent to another
+    client, whose writes must wait for theirs."""
+    settings: list[str] = []
+
+    async def scenario() -> None:
+        await store.record_calls_async([AuditRecord.of_call("s1", "u1", "read_note", None, 5)])
+        pool = store._loop_pool()
+        assert pool is not None
+        conn = await pool.audit_connection()
+        cursor = await conn.execute("SHOW synchronous_commit")
+        row = await cursor.fetchone()
+        assert row is not None
+        settings.append(row[0])
+
+    asyncio.run(scenario())
+    assert settings == ["on"]
+    assert [r.call_id for r in store.recent_calls(10)] == ["s1"]
+
+
 def test_a_deleted_token_is_refused_by_every_server_once_its_cache_time_is_past(
     pg_url: str,
 ) -> None:

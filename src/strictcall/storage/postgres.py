@@ -651,9 +651,10 @@ class PostgresStore:
         self._run(insert, retry=False)
 
     async def record_calls_async(self, records: Sequence[AuditRecord]) -> None:
-        """`record_calls`, awaited on the running loop: one statement, one round trip, on a
-        connection of the loop's own kept for the audit (its session commits without waiting
-        for the WAL flush, as above). Not retried: the caller keeps what was not written.
+        """`record_calls`, awaited on the running loop: one statement in one transaction that
+        commits without waiting for the WAL flush, as above, sent in one round trip, on a
+        connection of the loop's own kept for the audit. Not retried: the caller keeps what
+        was not written.
 
         Raises:
             StoreUnavailable: the batch was not written.
@@ -668,7 +669,12 @@ class PostgresStore:
         batch = _audit_batch(records)
         try:
             conn = await pool.audit_connection()
-            await conn.execute(_RECORD_BATCH, batch)
+            # one round trip: the four statements go as one pipeline; the setting is the
+            # transaction's own, so a pooler in transaction mode (PgBouncer) hands no other
+            # client a session that commits without waiting for its flush
+            async with conn.pipeline(), conn.transaction():
+                await conn.execute("SET LOCAL synchronous_commit = off")
+                await conn.execute(_RECORD_BATCH, batch)
         except psycopg.Error as exc:
             pool.drop_audit_connection()
             if _is_lost(exc):
@@ -1178,20 +1184,13 @@ class _LoopPool:
 
     async def audit_connection(self) -> psycopg.AsyncConnection[Any]:
         """The connection kept for the audit's batches (one writer at a time: the audit's
-        flush), opened when first asked for or after a fault; its session commits without
-        waiting for the WAL flush.
+        flush), opened when first asked for or after a fault.
 
         Raises:
             psycopg.Error: it could not be opened.
         """
         if self._audit is None or self._audit.closed:
-            conn = await psycopg.AsyncConnection.connect(self._url, **self._kwargs)
-            try:
-                await conn.execute("SET synchronous_commit = off")
-            except BaseException:
-                _discard(conn)
-                raise
-            self._audit = conn
+            self._audit = await psycopg.AsyncConnection.connect(self._url, **self._kwargs)
         return self._audit
 
     def drop_audit_connection(self) -> None:
