@@ -338,6 +338,13 @@ class Ratios:
     workers_sqlite: float | None
     ceiling_pg: float | None
     """The most --workers 2 can give over --workers 1 on this machine's cores (reads, PG)."""
+    ceiling_sqlite: float | None
+    """The same on SQLite."""
+    reach_pg: float | None
+    """What every core's worth at two workers' own CPU per request (server, database, wrk)
+    gives over one worker's req/s (reads, PG): two smaller batches cost more per request."""
+    reach_sqlite: float | None
+    """The same on SQLite."""
 
 
 def ratios(report: dict[str, Any]) -> Ratios:
@@ -366,19 +373,45 @@ def ratios(report: dict[str, Any]) -> Ratios:
         workers_pg=div(get(pg2, "reads", "req_s"), get(pg1, "reads", "req_s")),
         workers_sqlite=div(get(sq2, "reads", "req_s"), get(sq1, "reads", "req_s")),
         ceiling_pg=workers_ceiling(t.get(pg1, {}).get("reads"), os.cpu_count() or 1),
+        ceiling_sqlite=workers_ceiling(
+            t.get(sq1, {}).get("reads"), os.cpu_count() or 1, in_process=True
+        ),
+        reach_pg=cores_reach(t.get(pg2, {}).get("reads"), get(pg1, "reads", "req_s")),
+        reach_sqlite=cores_reach(
+            t.get(sq2, {}).get("reads"), get(sq1, "reads", "req_s"), in_process=True
+        ),
     )
 
 
-def workers_ceiling(row: dict[str, Any] | None, cores: int) -> float | None:
+def cores_reach(
+    row: dict[str, Any] | None, one_req_s: float | None, *, in_process: bool = False
+) -> float | None:
+    """Every core's worth of requests at `row`'s own CPU per request (its servers, the
+    database's backends unless `in_process`, wrk), over `one_req_s`."""
+    if row is None or not one_req_s:
+        return None
+    parts = [row.get("server_cpu_us_per_req"), row.get("client_cpu_us_per_req")]
+    if not in_process:
+        parts.append(row.get("db_cpu_us_per_req"))
+    if any(part is None for part in parts):
+        return None
+    total = sum(float(part) for part in parts if part is not None)
+    return None if not total else (os.cpu_count() or 1) * 1e6 / total / one_req_s
+
+
+def workers_ceiling(
+    row: dict[str, Any] | None, cores: int, *, in_process: bool = False
+) -> float | None:
     """How much a second worker can add at most, from one worker's CPU per request: one
     worker serves at most one core's worth (1 / server CPU per request); all the processes
     together (the servers, PostgreSQL's backends, wrk) at most every core's worth
     (cores / their CPU per request summed). Two workers: the lesser of twice the first and the
-    second, over the first."""
+    second, over the first. `in_process`: the store runs in the server (SQLite), no DB CPU."""
     if row is None:
         return None
     server = row.get("server_cpu_us_per_req")
-    everyone = [server, row.get("db_cpu_us_per_req"), row.get("client_cpu_us_per_req")]
+    db = 0.0 if in_process else row.get("db_cpu_us_per_req")
+    everyone = [server, db, row.get("client_cpu_us_per_req")]
     if server is None or not server or any(part is None for part in everyone):
         return None
     total = sum(float(part) for part in everyone if part is not None)
@@ -423,10 +456,14 @@ def table(report: dict[str, Any]) -> list[str]:
         f"| create_note on PostgreSQL >= 1,000 acknowledged/s | {_n(r.writes_s)}/s |"
         f" {verdict(None if r.writes_s is None else r.writes_s >= 1000)} |",
         f"| --workers 2 >= 1.5x --workers 1, PostgreSQL (reads; at most {_x(r.ceiling_pg)} on"
-        f" {os.cpu_count()} cores from the CPU per request of server, database and wrk)"
+        f" {os.cpu_count()} cores from one worker's CPU per request of server, database and"
+        f" wrk, {_x(r.reach_pg)} from two workers' own)"
         f" | {_x(r.workers_pg)} |"
         f" {verdict(None if r.workers_pg is None else r.workers_pg >= 1.5)} |",
-        f"| --workers 2 >= 1.5x --workers 1, SQLite (reads) | {_x(r.workers_sqlite)} |"
+        f"| --workers 2 >= 1.5x --workers 1, SQLite (reads; at most {_x(r.ceiling_sqlite)} on"
+        f" {os.cpu_count()} cores from one worker's CPU per request of server and wrk,"
+        f" {_x(r.reach_sqlite)} from two workers' own)"
+        f" | {_x(r.workers_sqlite)} |"
         f" {verdict(None if r.workers_sqlite is None else r.workers_sqlite >= 1.5)} |",
     ]
     lines += ["", *where_it_goes(report)]
