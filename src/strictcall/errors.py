@@ -205,6 +205,8 @@ class StrictcallError(Exception):
     │   └── WouldWait                           an inline_first handler must not wait
     ├── ClientGone                              an HTTP client left mid-request (http)
     ├── UpstreamFailed                          a proxy's upstream did not start (proxy)
+    ├── PipeClosed                              a proxy's stdio upstream stopped answering
+    ├── UnreadableAnswer                        a proxy's upstream answered no JSON-RPC response
     ├── PolicyError (also ValueError)           a proxy's allow-list file is malformed
     ├── StoreError                              raised by a store (storage.base)
     │   ├── StoreUnavailable                    the database cannot serve now (retryable)

@@ -37,7 +37,7 @@ import orjson
 from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared.message import SessionMessage
 
-from strictcall.errors import JSONValue
+from strictcall.errors import JSONValue, StrictcallError
 from strictcall.mcp.pipes import TOO_LONG, Output, Splitter, pipe_output
 
 CALL_IDS: Final = 1 << 32
@@ -54,7 +54,7 @@ _LINE_MAX: Final = sys.maxsize
 """No limit on a line from the server, as the SDK's transport has none."""
 
 
-class PipeClosed(Exception):
+class PipeClosed(StrictcallError):
     """The server's stdout has ended, or its stdin broke: no answer will come."""
 
 

@@ -447,7 +447,7 @@ def _kind(exc: BaseException) -> str:
     return type(exc).__name__
 
 
-class UnreadableAnswer(Exception):
+class UnreadableAnswer(StrictcallError):
     """The upstream's answer to a call is not a JSON-RPC response: withheld like a result
     that is not a tools/call result."""
 
