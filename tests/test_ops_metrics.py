@@ -8,6 +8,7 @@ import base64
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
@@ -20,6 +21,14 @@ from prometheus_client.samples import Sample
 from ops_calls import SECRET_VALUES, burst, rpc
 from servers import RunningServer, create_token, start_server, strictcall
 from strictcall.notes import notes_gateway
+from strictcall.ops.metrics import (
+    BUSY_DRAIN,
+    BUSY_DRAIN_EVERY_S,
+    DRAIN_EVERY_S,
+    Metrics,
+    drain_interval_after,
+)
+from strictcall.storage import AuditRecord
 from strictcall.storage.sqlite import SQLiteStore
 
 IDENTITY = "zq-agent-identity-5150"
@@ -226,3 +235,23 @@ def test_with_a_multiprocess_directory_the_counts_go_through_it(tmp_path: Path) 
     assert found[("strictcall_call_duration_seconds_count", (("tool", "read_note"),))] == 3.0
     bucket = ("strictcall_call_duration_seconds_bucket", (("le", "0.0005"), ("tool", "read_note")))
     assert found[bucket] == 2.0
+
+
+def test_a_busy_server_drains_its_records_often_and_counts_each_once() -> None:
+    assert BUSY_DRAIN_EVERY_S < DRAIN_EVERY_S
+    assert drain_interval_after(0) == DRAIN_EVERY_S
+    assert drain_interval_after(BUSY_DRAIN - 1) == DRAIN_EVERY_S
+    assert drain_interval_after(BUSY_DRAIN) == BUSY_DRAIN_EVERY_S
+    counted = Metrics(["read_note"])
+    now = time.time()
+    for n in range(BUSY_DRAIN):
+        counted.observe(AuditRecord(now, f"c{n}", "u1", "read_note", "ok", None, None, 40))
+    assert counted.drain() == BUSY_DRAIN
+    assert counted.drain() == 0
+    samples = [
+        sample
+        for family in text_string_to_metric_families(counted.exposition().decode())
+        for sample in family.samples
+        if sample.name == "strictcall_calls_total"
+    ]
+    assert [sample.value for sample in samples] == [BUSY_DRAIN]
