@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from stdio_peer import DEADLINE_S
+from stdio_peer import DEADLINE_S, StdioPeer
 
 UPSTREAMS = Path(__file__).resolve().parent / "upstreams"
 EVERYTHING_JS = (
@@ -114,6 +114,25 @@ def proxy_argv(upstream_cmd: str | None, db: Path, *extra: str) -> list[str]:
         str(db),
         *extra,
     ]
+
+
+class StdioProxy:
+    """A `strictcall proxy` on stdio, its stderr in a file."""
+
+    def __init__(self, tmp: Path, upstream_cmd: str | None, *extra: str) -> None:
+        self.stderr_path = tmp / "proxy.stderr"
+        self._stderr = self.stderr_path.open("wb")
+        self.peer = StdioPeer(proxy_argv(upstream_cmd, tmp / "audit.sqlite3", *extra), self._stderr)
+        self.peer.initialize()
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(encoding="utf-8", errors="replace")
+
+    def close(self) -> None:
+        try:
+            assert self.peer.close() == 0
+        finally:
+            self._stderr.close()
 
 
 def error_of(result: dict[str, Any]) -> dict[str, Any]:

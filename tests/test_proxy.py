@@ -23,6 +23,7 @@ import pytest
 
 from mcp_peers import (
     FASTMCP_NOTES,
+    StdioProxy,
     error_of,
     everything_command,
     fastmcp_command,
@@ -62,37 +63,18 @@ def until(check: Any, what: str) -> Any:
         time.sleep(0.05)
 
 
-class Proxy:
-    """A `strictcall proxy` on stdio, its stderr in a file."""
-
-    def __init__(self, tmp: Path, upstream_cmd: str | None, *extra: str) -> None:
-        self.stderr_path = tmp / "proxy.stderr"
-        self._stderr = self.stderr_path.open("wb")
-        self.peer = StdioPeer(proxy_argv(upstream_cmd, tmp / "audit.sqlite3", *extra), self._stderr)
-        self.peer.initialize()
-
-    def stderr(self) -> str:
-        return self.stderr_path.read_text(encoding="utf-8", errors="replace")
-
-    def close(self) -> None:
-        try:
-            assert self.peer.close() == 0
-        finally:
-            self._stderr.close()
-
-
 @pytest.fixture(scope="module")
-def fastmcp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxy]:
+def fastmcp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StdioProxy]:
     tmp = tmp_path_factory.mktemp("proxy-fastmcp")
-    proxy = Proxy(tmp, fastmcp_command(tmp / "calls.log"), "--timeout", "3")
+    proxy = StdioProxy(tmp, fastmcp_command(tmp / "calls.log"), "--timeout", "3")
     yield proxy
     proxy.close()
 
 
 @pytest.fixture(scope="module")
-def everything(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxy]:
+def everything(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StdioProxy]:
     command = everything_command()
-    proxy = Proxy(tmp_path_factory.mktemp("proxy-everything"), command)
+    proxy = StdioProxy(tmp_path_factory.mktemp("proxy-everything"), command)
     yield proxy
     proxy.close()
 
@@ -100,7 +82,7 @@ def everything(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxy]:
 # --- results -----------------------------------------------------------------------------------
 
 
-def test_a_structured_result_is_the_upstreams_structured_content(fastmcp: Proxy) -> None:
+def test_a_structured_result_is_the_upstreams_structured_content(fastmcp: StdioProxy) -> None:
     result = fastmcp.peer.call("read_note", {"note_id": "n1"})
     assert result["isError"] is False
     note = {"note_id": "n1", "text": "The refund window is 7 days."}
@@ -109,7 +91,7 @@ def test_a_structured_result_is_the_upstreams_structured_content(fastmcp: Proxy)
 
 
 def test_a_result_that_breaks_the_upstreams_output_schema_never_reaches_the_caller(
-    fastmcp: Proxy,
+    fastmcp: StdioProxy,
 ) -> None:
     result = fastmcp.peer.call("broken_count", {})
     error = error_of(result)
@@ -117,14 +99,14 @@ def test_a_result_that_breaks_the_upstreams_output_schema_never_reaches_the_call
     assert "not-a-number" not in json.dumps(result)
 
 
-def test_the_upstreams_input_schema_is_made_strict(fastmcp: Proxy) -> None:
+def test_the_upstreams_input_schema_is_made_strict(fastmcp: StdioProxy) -> None:
     for arguments in ({"a": 1.0, "b": 2}, {"a": True, "b": 2}, {"a": "1", "b": 2}):
         error = error_of(fastmcp.peer.call("add", arguments))
         assert (error["pointer"], error["reason"]) == ("/arguments/a", "type")
     assert fastmcp.peer.call("add", {"a": 1, "b": 2})["structuredContent"] == {"result": 3}
 
 
-def test_an_error_result_is_tool_error_with_its_text_withheld(fastmcp: Proxy) -> None:
+def test_an_error_result_is_tool_error_with_its_text_withheld(fastmcp: StdioProxy) -> None:
     result = fastmcp.peer.call("read_note", {"note_id": "secret-zz"})
     error = error_of(result)
     assert_kind(error, TOOL_ERROR)
@@ -132,14 +114,16 @@ def test_an_error_result_is_tool_error_with_its_text_withheld(fastmcp: Proxy) ->
     assert "secret-zz" not in json.dumps(result)
 
 
-def test_a_slow_call_is_a_retryable_timeout_and_the_proxy_keeps_serving(fastmcp: Proxy) -> None:
+def test_a_slow_call_is_a_retryable_timeout_and_the_proxy_keeps_serving(
+    fastmcp: StdioProxy,
+) -> None:
     error = error_of(fastmcp.peer.call("slow", {"seconds": 20}))
     assert_kind(error, TIMEOUT)
     assert fastmcp.peer.call("slow", {"seconds": 0})["structuredContent"] == {"result": "done"}
 
 
 def test_a_tool_whose_schema_cannot_compile_is_reported_and_the_others_are_served(
-    fastmcp: Proxy,
+    fastmcp: StdioProxy,
 ) -> None:
     reported = [line for line in fastmcp.stderr().splitlines() if "not served" in line]
     assert len(reported) == 1
@@ -150,7 +134,7 @@ def test_a_tool_whose_schema_cannot_compile_is_reported_and_the_others_are_serve
     assert_kind(error_of(fastmcp.peer.call("bad_schema", {"x": "y"})), UNKNOWN_TOOL)
 
 
-def test_the_listing_follows_the_upstreams_list_changed(fastmcp: Proxy) -> None:
+def test_the_listing_follows_the_upstreams_list_changed(fastmcp: StdioProxy) -> None:
     assert "late" not in fastmcp.peer.tool_names()
     assert fastmcp.peer.call("grow", {})["isError"] is False
     until(lambda: "late" in fastmcp.peer.tool_names(), "the new tool listed")
@@ -158,7 +142,7 @@ def test_the_listing_follows_the_upstreams_list_changed(fastmcp: Proxy) -> None:
 
 
 def test_server_everything_text_and_content_blocks_and_structured_content(
-    everything: Proxy,
+    everything: StdioProxy,
 ) -> None:
     echoed = everything.peer.call("echo", {"message": "hi"})
     assert echoed["structuredContent"] == {"result": "Echo: hi"}
@@ -181,7 +165,7 @@ def allow_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_pass_errors_puts_the_upstreams_text_in_upstream_text(tmp_path: Path) -> None:
-    proxy = Proxy(tmp_path, fastmcp_command(), "--pass-errors", "read_note")
+    proxy = StdioProxy(tmp_path, fastmcp_command(), "--pass-errors", "read_note")
     try:
         error = error_of(proxy.peer.call("read_note", {"note_id": "zz"}))
         assert_kind(error, TOOL_ERROR)
@@ -194,7 +178,9 @@ def test_pass_errors_puts_the_upstreams_text_in_upstream_text(tmp_path: Path) ->
 def test_a_tool_not_allowed_is_answered_like_an_unknown_tool(
     tmp_path: Path, allow_file: Path, identity: str, allowed: list[str]
 ) -> None:
-    proxy = Proxy(tmp_path, fastmcp_command(), "--identity", identity, "--allow", str(allow_file))
+    proxy = StdioProxy(
+        tmp_path, fastmcp_command(), "--identity", identity, "--allow", str(allow_file)
+    )
     try:
         assert proxy.peer.tool_names() == set(allowed)
         for name in ("broken_count", "no_such_tool"):
@@ -212,7 +198,7 @@ def test_a_tool_not_allowed_is_answered_like_an_unknown_tool(
 def test_an_upstream_killed_mid_call_is_unavailable_then_restarted(tmp_path: Path) -> None:
     pids, calls = tmp_path / "pids", tmp_path / "calls.log"
     upstream = f"sh -c {shlex.quote(f'echo $$ >> {pids}; exec {fastmcp_command(calls)}')}"
-    proxy = Proxy(tmp_path, upstream)
+    proxy = StdioProxy(tmp_path, upstream)
     try:
         first = int(pids.read_text().split()[0])
         proxy.peer.send(
@@ -372,7 +358,7 @@ def test_an_upstream_over_http_is_served_and_its_loss_is_unavailable(tmp_path: P
     )
     try:
         until(lambda: _listening(port), "the upstream listens")
-        proxy = Proxy(
+        proxy = StdioProxy(
             tmp_path,
             None,
             "--upstream-url",
@@ -427,7 +413,7 @@ def test_a_change_upstream_is_told_downstream_with_list_changed(tmp_path: Path) 
             assert peer.close() == 0
 
 
-def test_a_cancelled_call_is_never_answered_and_the_session_goes_on(fastmcp: Proxy) -> None:
+def test_a_cancelled_call_is_never_answered_and_the_session_goes_on(fastmcp: StdioProxy) -> None:
     def line(request_id: int, name: str, arguments: dict[str, Any]) -> bytes:
         params = {"name": name, "arguments": arguments}
         message = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}

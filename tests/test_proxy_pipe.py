@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from mcp_peers import UPSTREAMS, error_of, proxy_argv
-from stdio_peer import DEADLINE_S, StdioPeer
+from mcp_peers import UPSTREAMS, StdioProxy, error_of
+from stdio_peer import DEADLINE_S
 from strictcall.errors import (
     INVALID_TOOL_RESULT,
     TIMEOUT,
@@ -38,19 +38,13 @@ def assert_kind(error: dict[str, Any], kind: ErrorKind) -> None:
     ), error
 
 
-class Scripted:
+class Scripted(StdioProxy):
     """A stdio proxy in front of the scripted server, and what that server received."""
 
     def __init__(self, tmp: Path) -> None:
         self.received = tmp / "received.log"
-        self.stderr_path = tmp / "proxy.stderr"
-        self._stderr = self.stderr_path.open("wb")
         upstream = shlex.join([sys.executable, str(SCRIPTED), str(self.received)])
-        argv = proxy_argv(
-            upstream, tmp / "audit.sqlite3", "--timeout", "1", "--pass-errors", "rpc_error"
-        )
-        self.peer = StdioPeer(argv, self._stderr)
-        self.peer.initialize()
+        super().__init__(tmp, upstream, "--timeout", "1", "--pass-errors", "rpc_error")
 
     def sent_upstream(self) -> list[dict[str, Any]]:
         lines = self.received.read_text(encoding="utf-8").splitlines()
@@ -63,18 +57,12 @@ class Scripted:
         text: str = result["structuredContent"]["result"]
         return text
 
-    def close(self) -> None:
-        try:
-            assert self.peer.close() == 0
-        finally:
-            self._stderr.close()
-
 
 @pytest.fixture(scope="module")
 def scripted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scripted]:
     proxy = Scripted(tmp_path_factory.mktemp("proxy-scripted"))
     yield proxy
-    stderr = proxy.stderr_path.read_text(encoding="utf-8")
+    stderr = proxy.stderr()
     proxy.close()
     # every odd answer was taken in stride: the server was never taken for gone
     assert stderr.count("upstream started") == 1, stderr
@@ -160,7 +148,7 @@ def test_a_hung_server_is_unavailable_then_stopped_and_started_again(tmp_path: P
             time.sleep(0.2)
         assert UPSTREAM_UNAVAILABLE.code in seen
         assert result["structuredContent"] == {"result": "by string"}
-        stderr = proxy.stderr_path.read_text(encoding="utf-8")
+        stderr = proxy.stderr()
         assert stderr.count("upstream started") == 2, stderr
     finally:
         proxy.close()
