@@ -9,6 +9,8 @@ wall breaks the build, not a review.
                  the proxy reaches its upstream through the transports' pipes)
     transports   bytes <-> calls and answers: JSON-RPC, ASGI, MCP, provider loops (no store,
                  no policy: no error code of their own)
+    identity     an identity provider's tokens: settings, JWKS, JWT verification,
+                 introspection, the metadata and challenges (imports the catalogue only)
     ops          metrics, spans, the page and the breakdown: read the audit's records
     audit        the one writer of the records into the store
     storage      the stores, by job (only storage.sqlite imports sqlite3, only
@@ -41,14 +43,16 @@ ALLOWED: dict[str, frozenset[str]] = {
     "ops": frozenset({"audit", "storage", "core", "errors"}),
     "transports": frozenset({"core", "errors"}),
     "services": frozenset({"transports", "storage", "core", "errors"}),
+    "identity": frozenset({"errors"}),
     "server": frozenset(
-        {"services", "transports", "ops", "audit", "storage", "core", "errors"}
+        {"services", "transports", "identity", "ops", "audit", "storage", "core", "errors"}
     ),
     "client": frozenset({"core", "errors"}),
     "review": frozenset({"client", "core", "errors"}),
     "cli": frozenset(
         {
             "server",
+            "identity",
             "services",
             "transports",
             "ops",
@@ -213,9 +217,7 @@ def _error_kinds() -> set[str]:
     }
 
 
-@pytest.mark.parametrize(
-    "name", sorted(n for n in MODULES if layer_of(n) in ("transports", "ops"))
-)
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if layer_of(n) in ("transports", "ops")))
 def test_transports_and_operations_choose_no_error_code(name: str) -> None:
     assert not sorted(IMPORTS[name] & _error_kinds()), f"{name} picks error kinds itself"
 

@@ -214,6 +214,7 @@ class StrictcallError(Exception):
     │   ├── StoreBusy                           a write asked not to wait would have had to
     │   └── IdempotencyConflict                 a call id reused for another write
     ├── ListenError                             a server cannot listen there (listen)
+    ├── ProviderUnavailable                     the identity provider did not answer (identity)
     └── ClientError                             raised by the client (client)
         ├── ToolError                           the server answered with a JSON-RPC error
         │   └── UncorrelatedError               ... with id null (parse, protocol, auth)
@@ -373,9 +374,20 @@ FORBIDDEN_ORIGIN: Final = ErrorKind(
 """The request came from a browser origin the server does not admit (DNS rebinding guard)."""
 
 AUTH_UNAVAILABLE: Final = ErrorKind(
-    "auth_unavailable", Stage.AUTH, True, "Retry after `retry_after_ms`; the token store is down."
+    "auth_unavailable",
+    Stage.AUTH,
+    True,
+    "Retry after `retry_after_ms`; the token store or the identity provider cannot answer now.",
 )
-"""The server could not check the token because its store could not serve."""
+"""The token could not be checked: the token store or the identity provider did not answer."""
+
+INSUFFICIENT_SCOPE: Final = ErrorKind(
+    "insufficient_scope",
+    Stage.AUTH,
+    False,
+    "Get a token with the scopes in `scope` (and the challenge), then call again.",
+)
+"""The token is valid but lacks a scope the call needs (HTTP 403, the scope in the challenge)."""
 
 INVALID_REQUEST: Final = ErrorKind(
     "invalid_request",
@@ -405,6 +417,7 @@ CATALOGUE: Final[tuple[ErrorKind, ...]] = (
     UNAUTHENTICATED,
     FORBIDDEN_ORIGIN,
     AUTH_UNAVAILABLE,
+    INSUFFICIENT_SCOPE,
     INVALID_REQUEST,
 )
 """Every kind the project can emit, in stage order."""
