@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from contextlib import closing
 from typing import Any, Final, TextIO, TypeVar
 
+from strictcall.cli.identity import OAuthChoice
 from strictcall.errors import MissingExtra, Stage
 from strictcall.server.edge import EdgeLimits
 from strictcall.services.demo import NOTES as SEED_NOTES
@@ -42,12 +43,14 @@ def run_serve(
     edge: EdgeLimits | None = None,
     allow_origins: Sequence[str] = (),
     workers: int = 1,
+    oauth: OAuthChoice | None = None,
 ) -> int:
     """Serve the notes tools over HTTP until stopped. Browser origins in `allow_origins` may
     call, and loopback ones when bound to a loopback address; `edge` bounds slow requests,
     connections and calls in flight per identity. With `workers` above 1, from that many
     processes on one port, each with its own store (this one opens it first, to migrate it and
-    refuse what cannot serve)."""
+    refuse what cannot serve). `oauth`: the identity provider's tokens too (`--config`, the
+    `--oauth-*` flags)."""
     from strictcall.server.app import build_app, serve, serve_workers  # the server stack loads here
     from strictcall.server.edge import OriginPolicy, is_loopback_host
     from strictcall.server.listen import ListenError
@@ -89,10 +92,15 @@ def run_serve(
                     allow_origins=allow_origins,
                     loopback=origins.loopback,
                     open_to_operators=open_to_operators,
+                    oauth_config=None if oauth is None else oauth.sources,
                 )
             else:
                 app = build_app(
-                    store, origins=origins, edge=edge, open_to_operators=open_to_operators
+                    store,
+                    origins=origins,
+                    edge=edge,
+                    open_to_operators=open_to_operators,
+                    oauth=None if oauth is None else oauth.settings,
                 )
                 serve(app, host, port, ready, edge=edge, on_stopping=stopping)
         except ListenError as exc:
@@ -155,6 +163,7 @@ def run_proxy(
     err: TextIO,
     edge: EdgeLimits | None = None,
     allow_origins: Sequence[str] = (),
+    oauth: OAuthChoice | None = None,
 ) -> int:
     """Serve one upstream MCP server's tools through the gateway: MCP on stdio as `identity`
     (when given), else HTTP on `port` with the store's tokens, behind the same edge as
@@ -196,7 +205,8 @@ def run_proxy(
                 out.flush()
 
             origins = OriginPolicy(frozenset(allow_origins), loopback=is_loopback_host(host))
-            app = proxy_app(proxy, store, origins=origins, edge=edge)
+            settings = None if oauth is None else oauth.settings
+            app = proxy_app(proxy, store, origins=origins, edge=edge, oauth=settings)
             serve(app, host, DEFAULT_PORT if port is None else port, ready, edge=edge)
     except (UpstreamFailed, BaseExceptionGroup) as exc:
         failed = _upstream_failure(exc, UpstreamFailed)

@@ -33,6 +33,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any, BinaryIO, TextIO
 
+from strictcall.cli.identity import add_oauth_arguments, oauth_given, oauth_of
 from strictcall.core.jsontext import MAX_SIZE
 from strictcall.errors import MissingExtra
 from strictcall.server.edge import (
@@ -198,6 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--identity", type=_name, help="with --mcp-stdio: the caller every call runs as"
     )
     _add_edge_arguments(serve)
+    add_oauth_arguments(serve)
 
     proxy = commands.add_parser(
         "proxy", help="serve an MCP server's tools through strictcall (stdio or HTTP)"
@@ -239,6 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--timeout", type=float, default=60.0, help="seconds a call may take (default 60)"
     )
     _add_edge_arguments(proxy)
+    add_oauth_arguments(proxy)
 
     tokens = commands.add_parser("tokens", help="API tokens").add_subparsers(
         dest="action", required=True, metavar="ACTION"
@@ -380,6 +383,13 @@ def _operate(args: argparse.Namespace, out: TextIO) -> int:
             return EXIT_USAGE
     if args.command == "serve" and args.mcp_stdio:
         return commands.run_serve_mcp_stdio(db, args.identity, err=err)
+    oauth = None
+    if args.command in ("serve", "proxy") and not (args.command == "proxy" and args.stdio):
+        try:
+            oauth = oauth_of(args)
+        except ValueError as exc:
+            err.write(f"strictcall {args.command}: {exc}\n")
+            return EXIT_USAGE
     if args.command == "serve":
         edge = _edge_of(args)
         return commands.run_serve(
@@ -392,6 +402,7 @@ def _operate(args: argparse.Namespace, out: TextIO) -> int:
             edge=edge,
             allow_origins=args.allow_origin,
             workers=args.workers,
+            oauth=oauth,
         )
     if args.command == "tokens" and args.operator:
         return commands.run_operator_token(db, args.identity, out=out, err=err)
@@ -409,7 +420,7 @@ def _operate(args: argparse.Namespace, out: TextIO) -> int:
         if not args.timeout > 0:
             err.write("strictcall proxy: --timeout is a positive number of seconds\n")
             return EXIT_USAGE
-        edge_given = _edge_flags_given(args)
+        edge_given = _edge_flags_given(args) or oauth_given(args)
         if args.stdio and edge_given is not None:
             err.write(f"strictcall proxy: {edge_given} is for HTTP; leave it out with --stdio\n")
             return EXIT_USAGE
@@ -426,6 +437,7 @@ def _operate(args: argparse.Namespace, out: TextIO) -> int:
             timeout=args.timeout,
             edge=_edge_of(args),
             allow_origins=args.allow_origin,
+            oauth=oauth,
             out=out,
             err=err,
         )
@@ -562,6 +574,9 @@ def _serve_misuse(args: argparse.Namespace) -> str | None:
         return "--demo is for the HTTP server; leave it out with --mcp-stdio"
     if args.mcp_stdio and args.workers != 1:
         return "--workers is for the HTTP server; leave it out with --mcp-stdio"
+    given = oauth_given(args)
+    if args.mcp_stdio and given is not None:
+        return f"{given} is for the HTTP server; leave it out with --mcp-stdio"
     if not args.mcp_stdio and args.identity is not None:
         return (
             "--identity was given without --mcp-stdio; over HTTP each caller's token says who"

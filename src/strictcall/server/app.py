@@ -40,6 +40,7 @@ from strictcall.audit.log import AuditLog
 from strictcall.core.gateway import Gateway
 from strictcall.core.pipeline import Limits
 from strictcall.core.tools import Tool
+from strictcall.identity.settings import OAuthSettings
 from strictcall.server.edge import EdgeLimits, OriginPolicy
 from strictcall.server.guard import guarded_protocol
 from strictcall.server.listen import bind_listeners
@@ -86,6 +87,7 @@ def build_app(
     close_store: bool = False,
     open_to_operators: bool = False,
     observe: bool = True,
+    oauth: OAuthSettings | None = None,
 ) -> RpcApp:
     """The ASGI app serving the notes tools from `store` (see `build_gateway_app`). With
     `close_store`, the app closes the store when the server stops, after the last audit batch."""
@@ -106,6 +108,7 @@ def build_app(
         lifespans=[closing],  # entered first, left last
         open_to_operators=open_to_operators,
         observe=observe,
+        oauth=oauth,
     )
 
 
@@ -118,6 +121,7 @@ def build_gateway_app(
     lifespans: Sequence[Callable[[], AbstractAsyncContextManager[None]]] = (),
     open_to_operators: bool = False,
     observe: bool = True,
+    oauth: OAuthSettings | None = None,
 ) -> RpcApp:
     """The ASGI app serving any gateway's tools: JSON-RPC at /rpc, MCP at /mcp, the callers'
     tokens and the audit log in `store`, for the browser `origins` admitted and within
@@ -129,6 +133,10 @@ def build_gateway_app(
     Every call's audit record also feeds the Prometheus metrics (with strictcall[metrics]) and
     an OpenTelemetry span (with strictcall[otel] and an SDK's tracer provider set); with
     `observe` false, neither (the floor `bench/ops.py` measures their cost against).
+
+    With `oauth`, the identity provider's access tokens are accepted too (or instead), and its
+    protected resource metadata is served at `/.well-known/oauth-protected-resource` (and its
+    path-aware forms) to anyone (`strictcall.server.bearer`).
     """
     from strictcall.server.ops import PATHS, OpsApp
 
@@ -142,15 +150,25 @@ def build_gateway_app(
         exposition=None if metrics is None else metrics.exposition,
         health=lambda: {"audit records waiting": audit.pending, "audit records lost": audit.lost},
     )
+    routes: dict[str, ASGIApp] = dict.fromkeys(PATHS, ops)
+    verifier = None
+    if oauth is not None:
+        from strictcall.identity.challenge import metadata_paths
+        from strictcall.identity.verifier import OAuthVerifier
+        from strictcall.server.bearer import MetadataApp
+
+        verifier = OAuthVerifier(oauth)
+        routes.update(dict.fromkeys(metadata_paths(oauth), MetadataApp(oauth)))
     app = RpcApp(
         RpcService(gateway, record),
         store,
         max_body=gateway.limits.max_size,
         record=record,
         mounts={"/mcp": mcp},
-        routes=dict.fromkeys(PATHS, ops),
+        routes=routes,
         lifespans=[
             *lifespans,
+            *([] if verifier is None else [verifier.lifespan]),
             audit.running,
             mcp.lifespan,
             *([] if metrics is None else [metrics.running]),
@@ -158,6 +176,7 @@ def build_gateway_app(
         origins=origins,
         max_in_flight=(edge if edge is not None else EdgeLimits()).max_in_flight,
         count_in_flight=metrics is not None,
+        oauth=verifier,
     )
     if metrics is not None:
         metrics.requests_in_flight = lambda: app.requests_in_flight
@@ -361,6 +380,7 @@ def serve_workers(
     allow_origins: Sequence[str] = (),
     loopback: bool = False,
     open_to_operators: bool = False,
+    oauth_config: dict[str, object] | None = None,
 ) -> None:
     """Serve the notes tools from `db` in `workers` processes on the sockets bound to `host`
     and `port`, until SIGTERM or SIGINT to this process (or SIGINT to its process group, as
@@ -377,6 +397,7 @@ def serve_workers(
         "origins": sorted(allow_origins),
         "loopback": loopback,
         "open_to_operators": open_to_operators,
+        "oauth": oauth_config,  # the config file's path and the flags: each worker reads them
     }
     os.environ[WORKER_ENV] = json.dumps(settings)  # inherited by the spawned workers
     config = _config(

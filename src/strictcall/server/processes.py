@@ -12,6 +12,7 @@ import json
 import os
 from typing import Any, Final
 
+from strictcall.identity.settings import load_settings
 from strictcall.server.app import WORKER_ENV, build_app
 from strictcall.server.edge import EdgeLimits, OriginPolicy
 from strictcall.server.guard import guarded_protocol
@@ -39,10 +40,13 @@ def app() -> RpcApp:
             f"a worker needs ${WORKER_ENV}, set by strictcall.server.app.serve_workers"
         )
     origins = OriginPolicy(frozenset(_SETTINGS["origins"]), loopback=_SETTINGS["loopback"])
+    oauth = _SETTINGS.get("oauth")  # absent: a parent that predates the [oauth] block
+    settings = None if oauth is None else load_settings(**oauth)
     return build_app(
         open_store(_SETTINGS["db"]),
         origins=origins,
         edge=_EDGE,
         close_store=True,
         open_to_operators=_SETTINGS["open_to_operators"],
+        oauth=settings,
     )

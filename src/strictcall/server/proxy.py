@@ -14,6 +14,7 @@ from strictcall.services.proxy.tools import proxied_tools
 from strictcall.services.proxy.upstream import Listing, Upstream, UpstreamSpec
 
 if TYPE_CHECKING:
+    from strictcall.identity.settings import OAuthSettings
     from strictcall.server.edge import EdgeLimits, OriginPolicy
     from strictcall.server.router import RpcApp
     from strictcall.storage import Store
@@ -99,12 +100,14 @@ def proxy_app(
     *,
     origins: OriginPolicy | None = None,
     edge: EdgeLimits | None = None,
+    oauth: OAuthSettings | None = None,
 ) -> RpcApp:
-    """The ASGI app serving the proxy: JSON-RPC at /rpc, MCP at /mcp, tokens from `store`, for
-    the browser `origins` admitted and within `edge.max_in_flight` calls per identity (as
-    `strictcall serve`'s app)."""
+    """The ASGI app serving the proxy: JSON-RPC at /rpc, MCP at /mcp, tokens from `store` (and
+    the identity provider's, with `oauth`), for the browser `origins` admitted and within
+    `edge.max_in_flight` calls per identity (as `strictcall serve`'s app). The caller's token
+    is never passed on: the upstream sees the proxy's own credentials only."""
     from strictcall.server.app import build_gateway_app
 
     return build_gateway_app(
-        proxy.gateway, store, origins=origins, edge=edge, lifespans=[proxy.lifespan]
+        proxy.gateway, store, origins=origins, edge=edge, lifespans=[proxy.lifespan], oauth=oauth
     )

@@ -8,9 +8,11 @@
     /, /metrics..  routes: apps at exact paths that check their callers themselves (the
                    operator's page and metrics, `strictcall.server.ops`)
 
-The identity comes from `Authorization: Bearer <token>` and from nothing else. A missing or
-unknown token is HTTP 401 with a JSON-RPC error body (stage auth) and never reaches a tool or a
-mounted app, which finds the identity in its scope under `IDENTITY_KEY`; a body longer than the
+The identity comes from `Authorization: Bearer <token>` and from nothing else
+(`strictcall.server.bearer`: strictcall's own tokens and, when configured, an identity
+provider's). A missing or unknown token is HTTP 401 with a JSON-RPC error body (stage auth) and
+never reaches a tool or a mounted app, which finds the identity in its scope under
+`IDENTITY_KEY` (and a provider's token's scopes under `PRINCIPAL_KEY`); a body longer than the
 limit is refused unread (request_too_large, -32700). A request that is answered with nothing
 (notifications only) is HTTP 204.
 """
@@ -24,14 +26,18 @@ from typing import Final
 import orjson
 
 from strictcall.core.record import AuditRecord
-from strictcall.core.refusals import AUTH_DOWN, CALLER_BUSY, FOREIGN_ORIGIN, NO_TOKEN, too_large
+from strictcall.core.refusals import CALLER_BUSY, FOREIGN_ORIGIN, too_large
 from strictcall.errors import RETRY_AFTER_MS, Rejection
+from strictcall.identity.principal import Principal
+from strictcall.identity.verifier import OAuthVerifier
+from strictcall.server.bearer import PRINCIPAL_KEY, BearerCheck
 from strictcall.server.edge import DEFAULT_MAX_IN_FLIGHT, InFlight, OriginPolicy
-from strictcall.storage import AwaitedNotes, Store, StoreUnavailable
+from strictcall.storage import AwaitedNotes, Store
 from strictcall.transports.asgi import (
     IDENTITY_KEY,
     ASGIApp,
     ClientGone,
+    Message,
     Receive,
     Response,
     Scope,
@@ -72,10 +78,12 @@ class RpcApp:
         origins: OriginPolicy | None = None,
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         count_in_flight: bool = False,
+        oauth: OAuthVerifier | None = None,
     ) -> None:
         """`origins`: which browser origins may call (`OriginPolicy`; none but requests without
         an Origin by default). `max_in_flight`: one identity's calls answered at once.
-        `count_in_flight`: keep `requests_in_flight`, all requests (for the metrics)."""
+        `count_in_flight`: keep `requests_in_flight`, all requests (for the metrics). `oauth`:
+        an identity provider's tokens are accepted too (or instead, as its settings say)."""
         self.origins: Final = origins if origins is not None else OriginPolicy()
         self.in_flight: Final = InFlight(max_in_flight)
         self.service: Final = service
@@ -84,6 +92,7 @@ class RpcApp:
         """The store, when its token lookups are awaited (PostgreSQL), else None."""
         self.max_body: Final = max_body
         self._record = record
+        self.bearer: Final = BearerCheck(store, record, oauth)
         self.mounts: Final = dict(mounts) if mounts is not None else {}
         self.routes: Final = dict(routes) if routes is not None else {}
         self.lifespans: Final = tuple(lifespans)
@@ -142,17 +151,21 @@ class RpcApp:
         body) as `__call__` would answer it: origin, token, calls in flight, size, then the
         service. None, with nothing run or audited, when a call in it must be awaited (an
         async tool, one with a time limit): the caller then runs the app on the request."""
-        if self._awaited is not None:  # its token may need a round trip: the app awaits it
-            return None
         refused = self._admit(scope)
-        if not isinstance(refused, str):
+        if refused is None:  # its token needs a round trip (a store, a provider): awaited
+            return None
+        if not isinstance(refused, Principal):
             return refused
-        identity = refused
+        principal = refused
+        identity = principal.identity
         if not self.in_flight.enter(identity):
             return self._refusal(429, CALLER_BUSY, identity)
         try:
             if len(body) > self.max_body:  # all of it is here: its length is the declared one
                 return self._too_large(identity)
+            scoped = self.bearer.scope_refusal(principal, body)
+            if scoped is not None:
+                return scoped
             reply = self.service.answer_now(bytes(body), identity)
         finally:
             self.in_flight.leave(identity)
@@ -165,47 +178,64 @@ class RpcApp:
     async def _guarded(self, app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
         """`app` for an admitted origin and a known caller within its calls in flight, in this
         order: the origin before the token (a foreign page learns nothing of tokens)."""
-        awaited = self._awaited
-        refused = (
-            self._admit(scope) if awaited is None else await self._admit_awaited(scope, awaited)
-        )
-        if not isinstance(refused, str):
+        refused = self._admit(scope)
+        if refused is None:
+            refused = await self._admit_awaited(scope)
+        if not isinstance(refused, Principal):
             await send_response(send, refused)
             return
-        identity = refused
+        principal = refused
+        identity = principal.identity
         if not self.in_flight.enter(identity):
             await send_response(send, self._refusal(429, CALLER_BUSY, identity))
             return
         try:
-            await app({**scope, IDENTITY_KEY: identity}, receive, send)
+            if principal.scopes is None:
+                await app({**scope, IDENTITY_KEY: identity}, receive, send)
+                return
+            if self.bearer.scopes_by_tool and app is not self._rpc:
+                checked = await self._scope_checked(principal, scope, receive, send)
+                if checked is None:
+                    return
+                receive = checked
+            await app({**scope, IDENTITY_KEY: identity, PRINCIPAL_KEY: principal}, receive, send)
         except ClientGone:
             pass  # nothing to answer: the client left (or was cut off by the edge's deadlines)
         finally:
             self.in_flight.leave(identity)
 
-    def _admit(self, scope: Scope) -> str | Response:
-        """The caller's identity, or its refusal: 403 for a foreign origin (checked before the
-        token: a foreign page learns nothing of tokens), 401 without a known token, 503 when
-        the token store is down."""
+    def _admit(self, scope: Scope) -> Principal | Response | None:
+        """The caller, or its refusal: 403 for a foreign origin (checked before the token: a
+        foreign page learns nothing of tokens), then the token (`BearerCheck`: 401, 403, 503);
+        None when the token's check must be awaited."""
         token = self._presented_token(scope)
         if isinstance(token, tuple):
             return token
-        try:
-            identity = None if token is None else self.store.identity_for_token(token)
-        except StoreUnavailable:
-            return self._refusal(503, AUTH_DOWN)
-        return self._refusal(401, NO_TOKEN) if identity is None else identity
+        return self.bearer.admit_now(token)
 
-    async def _admit_awaited(self, scope: Scope, store: AwaitedNotes) -> str | Response:
-        """`_admit`, the token looked up on the loop without blocking it."""
+    async def _admit_awaited(self, scope: Scope) -> Principal | Response:
+        """`_admit`, the token checked on the loop without blocking it."""
         token = self._presented_token(scope)
         if isinstance(token, tuple):
             return token
-        try:
-            identity = None if token is None else await store.identity_for_token_async(token)
-        except StoreUnavailable:
-            return self._refusal(503, AUTH_DOWN)
-        return self._refusal(401, NO_TOKEN) if identity is None else identity
+        return await self.bearer.admit(token)
+
+    async def _scope_checked(
+        self, principal: Principal, scope: Scope, receive: Receive, send: Send
+    ) -> Receive | None:
+        """A mounted app's body read and its tool calls' scopes checked: the receive that
+        replays it, or None once a refusal was sent."""
+        if scope["method"] != "POST":
+            return receive
+        body = await read_body(receive, self.max_body)
+        if body is None:
+            await send_response(send, self._too_large(principal.identity))
+            return None
+        refused = self.bearer.scope_refusal(principal, body)
+        if refused is not None:
+            await send_response(send, refused)
+            return None
+        return replay(body, receive)
 
     def _presented_token(self, scope: Scope) -> str | Response | None:
         """The bearer token the request presents (None: none), or 403 for a foreign origin."""
@@ -231,6 +261,12 @@ class RpcApp:
         if body is None:
             await send_response(send, self._too_large(identity))
             return
+        principal = scope.get(PRINCIPAL_KEY)  # only a provider's token's calls are looked into
+        if principal is not None:
+            refused = self.bearer.scope_refusal(principal, body)
+            if refused is not None:
+                await send_response(send, refused)
+                return
         reply = await self.service.answer(body, identity)
         if reply is None:
             await respond(send, 204, b"")
@@ -247,8 +283,6 @@ class RpcApp:
         """A refusal before the JSON-RPC service, audited."""
         self._audit(refusal, identity)
         body = orjson.dumps(refusal_reply(None, refusal))
-        if status == 401:
-            return status, response_headers(body, authenticate=b'Bearer realm="strictcall"'), body
         if status == 429:
             retry_s = -(-int(refusal.details["retry_after_ms"]) // 1000)  # whole seconds, up
             return status, response_headers(body, retry_after=str(retry_s).encode("ascii")), body
@@ -257,3 +291,15 @@ class RpcApp:
     def _audit(self, refusal: Rejection, identity: str | None) -> None:
         """Record a request refused before it reached the JSON-RPC service."""
         self._record(AuditRecord.of_call(None, identity, None, refusal.as_error(), 0))
+
+
+def replay(body: bytes, receive: Receive) -> Receive:
+    """A receive that gives the body already read, then whatever the client sends next."""
+    pending: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replayed() -> Message:
+        if pending:
+            return pending.pop()
+        return await receive()
+
+    return replayed
