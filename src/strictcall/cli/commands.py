@@ -10,7 +10,7 @@ import shlex
 import time
 from collections.abc import Callable, Sequence
 from contextlib import closing
-from typing import Any, Final, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TextIO, TypeVar
 
 from strictcall.cli.identity import OAuthChoice
 from strictcall.errors import MissingExtra, Stage
@@ -24,6 +24,9 @@ from strictcall.storage import (
     shown_db,
     unavailable_because,
 )
+
+if TYPE_CHECKING:
+    from strictcall.services.proxy.credentials import ClientCredentials
 
 T = TypeVar("T")
 
@@ -152,6 +155,7 @@ def run_proxy(
     upstream_url: str | None,
     headers: list[str],
     *,
+    credentials: ClientCredentials | None = None,
     db: str,
     identity: str | None,
     host: str,
@@ -175,7 +179,7 @@ def run_proxy(
 
     try:
         spec = (
-            UpstreamSpec.of_url(upstream_url, headers)
+            UpstreamSpec.of_url(upstream_url, headers, credentials)
             if upstream_url is not None
             else UpstreamSpec.of_command(upstream or "")
         )

@@ -33,7 +33,13 @@ import uuid
 from collections.abc import Sequence
 from typing import Any, BinaryIO, TextIO
 
-from strictcall.cli.identity import add_oauth_arguments, oauth_given, oauth_of
+from strictcall.cli.identity import (
+    add_oauth_arguments,
+    add_upstream_oauth_arguments,
+    oauth_given,
+    oauth_of,
+    upstream_credentials_of,
+)
 from strictcall.core.jsontext import MAX_SIZE
 from strictcall.errors import MissingExtra
 from strictcall.server.edge import (
@@ -217,6 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar='"NAME: VALUE"',
         help="with --upstream-url: a header sent with every request (repeatable)",
     )
+    add_upstream_oauth_arguments(proxy)
     proxy.add_argument(
         "--stdio", action="store_true", help="serve MCP on stdin/stdout as --identity"
     )
@@ -417,6 +424,11 @@ def _operate(args: argparse.Namespace, out: TextIO) -> int:
         if args.upstream_header and args.upstream_url is None:
             err.write("strictcall proxy: --upstream-header goes with --upstream-url\n")
             return EXIT_USAGE
+        try:
+            credentials = upstream_credentials_of(args)
+        except ValueError as exc:
+            err.write(f"strictcall proxy: {exc}\n")
+            return EXIT_USAGE
         if not args.timeout > 0:
             err.write("strictcall proxy: --timeout is a positive number of seconds\n")
             return EXIT_USAGE
@@ -428,6 +440,7 @@ def _operate(args: argparse.Namespace, out: TextIO) -> int:
             args.upstream_cmd,
             args.upstream_url,
             args.upstream_header,
+            credentials=credentials,
             db=db,
             identity=args.identity,
             host=args.host,

@@ -44,6 +44,7 @@ from pydantic import BaseModel
 
 from strictcall.core.tools import ToolFailure
 from strictcall.errors import RETRY_AFTER_MS, UPSTREAM_UNAVAILABLE, JSONValue, StrictcallError
+from strictcall.services.proxy.credentials import ClientCredentials, ClientCredentialsAuth
 from strictcall.services.proxy.stdio import PipeClosed, UpstreamPipe, open_upstream
 
 log = logging.getLogger("strictcall")
@@ -65,6 +66,8 @@ class UpstreamSpec:
     command: tuple[str, ...] = ()
     url: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    credentials: ClientCredentials | None = None
+    """The proxy's own OAuth client for the upstream (never the caller's token)."""
 
     @classmethod
     def of_command(cls, command_line: str) -> UpstreamSpec:
@@ -79,11 +82,15 @@ class UpstreamSpec:
         return cls(command=words)
 
     @classmethod
-    def of_url(cls, url: str, headers: list[str]) -> UpstreamSpec:
-        """A streamable HTTP upstream, with headers written "Name: value".
+    def of_url(
+        cls, url: str, headers: list[str], credentials: ClientCredentials | None = None
+    ) -> UpstreamSpec:
+        """A streamable HTTP upstream, with headers written "Name: value", and the proxy's
+        own OAuth client's credentials when given.
 
         Raises:
-            ValueError: the URL is not http(s), or a header has no name or no colon.
+            ValueError: the URL is not http(s), a header has no name or no colon, or an
+                Authorization header is given with credentials.
         """
         if not url.startswith(("http://", "https://")):
             raise ValueError("the upstream URL is http:// or https://")
@@ -93,7 +100,11 @@ class UpstreamSpec:
             if not colon or not name.strip():
                 raise ValueError('an upstream header is written "Name: value"')
             parsed[name.strip()] = value.strip()
-        return cls(url=url, headers=parsed)
+        if credentials is not None and any(n.lower() == "authorization" for n in parsed):
+            raise ValueError(
+                "an Authorization header and the upstream's OAuth client exclude each other"
+            )
+        return cls(url=url, headers=parsed, credentials=credentials)
 
     def describe(self) -> str:
         """What the operator's log calls this upstream (a URL without its headers' values)."""
@@ -356,7 +367,9 @@ class Upstream:
         if self.spec.url is not None:
             from mcp.shared._httpx_utils import create_mcp_http_client
 
-            client = create_mcp_http_client(headers=dict(self.spec.headers))
+            credentials = self.spec.credentials
+            auth = None if credentials is None else ClientCredentialsAuth(credentials)
+            client = create_mcp_http_client(headers=dict(self.spec.headers), auth=auth)
             return _http(self.spec.url, client)
         # the upstream sees the environment it would have had if the host had launched it
         return _stdio(self.spec.command, self._errlog)
