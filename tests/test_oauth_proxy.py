@@ -12,12 +12,15 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
+import httpx2
 import pytest
 
 from oidc_provider import RS_CLIENT_ID, RS_CLIENT_SECRET, Provider, SigningKey, free_port
 from servers import RunningServer, create_token, recent_audit, start_server
 from strictcall.cli.identity import UPSTREAM_SECRET_ENV
 from strictcall.errors import UNAUTHENTICATED
+from strictcall.services.proxy.credentials import ClientCredentials, ClientCredentialsAuth
 from test_oauth import refused, rpc, tool_call, write_config
 
 STOP_S = 20
@@ -134,3 +137,31 @@ def test_the_proxy_gets_its_own_token_by_client_credentials_for_the_upstream(
     proxy_audit = recent_audit(gateway.proxy_db, 5, lambda r: len(r) >= 3)
     assert {record.identity for record in proxy_audit} == {"agent"}
     assert upstream_identities(gateway) == {RS_CLIENT_ID}
+
+
+def test_the_proxys_own_token_is_fetched_once_then_again_before_it_expires(tmp_path: Path) -> None:
+    resource = "http://127.0.0.1:9/"
+    provider = Provider(tmp_path, {resource: "jwt"}, [SigningKey("k1")])
+    provider.start()
+    now = [0.0]
+    credentials = ClientCredentials(
+        provider.issuer + "/token", RS_CLIENT_ID, RS_CLIENT_SECRET, resource=resource
+    )
+    auth = ClientCredentialsAuth(credentials, clock=lambda: now[0])
+    seen: list[str] = []
+
+    async def requests(at: list[float]) -> None:
+        async with httpx2.AsyncClient(auth=auth) as http:
+            for moment in at:
+                now[0] = moment
+                answer = await http.get(provider.issuer + "/jwks")
+                seen.append(answer.request.headers["authorization"])
+
+    try:
+        # the provider's tokens live 300 s: refreshed once 60 s (a fifth) are left
+        anyio.run(requests, [0.0, 100.0, 239.0])
+        assert auth.fetched == 1 and len(set(seen)) == 1
+        anyio.run(requests, [240.0, 300.0])
+        assert auth.fetched == 2 and len(set(seen)) == 2
+    finally:
+        provider.stop()

@@ -1,0 +1,161 @@
+"""The identity layer's pure parts, without a provider: the `[oauth]` settings refuse what would
+weaken them, the metadata's address and the challenges are as RFC 9728 and RFC 6750 write
+them, and a body's tool calls are read for their scopes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from strictcall.identity.challenge import (
+    WELL_KNOWN,
+    forbidden,
+    metadata_document,
+    metadata_paths,
+    metadata_url,
+    unauthorized,
+)
+from strictcall.identity.fetch import discovery_urls
+from strictcall.identity.principal import missing_scopes, seconds
+from strictcall.identity.settings import (
+    SECRET_ENV,
+    OAuthSettings,
+    load_settings,
+    settings_from_table,
+)
+from strictcall.server.bearer import called_tools
+
+ISSUER = "https://idp.example.com"
+RESOURCE = "https://gw.example.com"
+
+
+@pytest.mark.parametrize("alg", ["none", "HS256", "HS512", "RS1", ""])
+def test_none_hmac_and_unknown_algorithms_are_refused_at_start(alg: str) -> None:
+    with pytest.raises(ValueError, match=r"oauth\.algorithms"):
+        OAuthSettings(ISSUER, RESOURCE, algorithms=(alg,))
+
+
+@pytest.mark.parametrize(
+    ("table", "key"),
+    [
+        ({"issuer": ISSUER}, "resource"),
+        ({"resource": RESOURCE}, "issuer"),
+        ({"issuer": ISSUER, "resource": RESOURCE, "audience": "x"}, "audience"),
+        ({"issuer": ISSUER, "resource": RESOURCE, "leeway_s": True}, "leeway_s"),
+        ({"issuer": ISSUER, "resource": RESOURCE, "leeway_s": 3600}, "leeway_s"),
+        ({"issuer": ISSUER, "resource": RESOURCE, "scopes": "a b"}, "scopes"),
+        ({"issuer": ISSUER, "resource": RESOURCE, "scopes": ['a"b']}, "scope"),
+        ({"issuer": ISSUER, "resource": RESOURCE, "own_tokens": "no"}, "own_tokens"),
+        ({"issuer": ISSUER, "resource": RESOURCE, "identity_claim": ""}, "identity_claim"),
+        ({"issuer": "ftp://idp", "resource": RESOURCE}, "issuer"),
+        ({"issuer": ISSUER, "resource": RESOURCE + "#frag"}, "fragment"),
+        ({"issuer": ISSUER, "resource": RESOURCE, "introspection": {"client_id": "c"}}, SECRET_ENV),
+    ],
+)
+def test_a_bad_oauth_table_is_a_value_error_naming_what(table: dict[str, object], key: str) -> None:
+    with pytest.raises(ValueError, match=key.replace("$", r"\$")):
+        settings_from_table(table, environ={})
+
+
+def test_the_toml_file_and_the_flags_make_one_settings(tmp_path: Path) -> None:
+    path = tmp_path / "strictcall.toml"
+    path.write_text(
+        "[oauth]\n"
+        f'issuer = "{ISSUER}"\n'
+        'resource = "https://old.example"\n'
+        'scopes = ["notes:read"]\n'
+        "own_tokens = false\n"
+        "[oauth.tool_scopes]\n"
+        'create_note = ["notes:write"]\n'
+    )
+    settings = load_settings(str(path), resource=RESOURCE)
+    assert settings is not None
+    assert (settings.issuer, settings.resource, settings.own_tokens) == (ISSUER, RESOURCE, False)
+    assert settings.scopes_supported == ("notes:read", "notes:write")
+    assert dict(settings.tool_scopes) == {"create_note": ("notes:write",)}
+    assert settings.algorithms == ("RS256", "ES256", "PS256", "EdDSA")
+
+
+def test_without_an_issuer_there_is_no_provider_and_a_bad_file_says_so(tmp_path: Path) -> None:
+    assert load_settings(None) is None
+    empty = tmp_path / "empty.toml"
+    empty.write_text("")
+    assert load_settings(str(empty)) is None
+    for text, what in (("[oauth]\nresource = 'https://x'\n", "issuer"), ("[other]\n", "unknown")):
+        bad = tmp_path / "bad.toml"
+        bad.write_text(text)
+        with pytest.raises(ValueError, match=what):
+            load_settings(str(bad))
+    with pytest.raises(ValueError, match="not a TOML file"):
+        (tmp_path / "x.toml").write_text("[oauth")
+        load_settings(str(tmp_path / "x.toml"))
+    with pytest.raises(ValueError, match="cannot read"):
+        load_settings(str(tmp_path / "missing.toml"))
+
+
+@pytest.mark.parametrize(
+    ("resource", "url"),
+    [
+        ("https://gw.example.com", "https://gw.example.com" + WELL_KNOWN),
+        ("https://gw.example.com/", "https://gw.example.com" + WELL_KNOWN),
+        ("https://gw.example.com/mcp", "https://gw.example.com" + WELL_KNOWN + "/mcp"),
+        ("http://127.0.0.1:8765/team/a", "http://127.0.0.1:8765" + WELL_KNOWN + "/team/a"),
+    ],
+)
+def test_the_metadata_url_puts_the_well_known_path_before_the_resources(
+    resource: str, url: str
+) -> None:
+    assert metadata_url(resource) == url
+    assert url.removeprefix(url.split(WELL_KNOWN)[0]) in metadata_paths(
+        OAuthSettings(ISSUER, resource)
+    )
+
+
+def test_the_challenges_name_the_metadata_the_scopes_and_the_error() -> None:
+    settings = OAuthSettings(
+        ISSUER, RESOURCE, scopes=("notes:read",), tool_scopes={"create_note": ("notes:write",)}
+    )
+    where = f'resource_metadata="{RESOURCE}{WELL_KNOWN}"'
+    assert (
+        unauthorized(settings, token_sent=False) == f'Bearer {where}, scope="notes:read"'.encode()
+    )
+    assert unauthorized(settings, token_sent=True).endswith(b', error="invalid_token"')
+    assert forbidden(settings, ("notes:read", "notes:write")) == (
+        f'Bearer {where}, scope="notes:read notes:write", error="insufficient_scope"'.encode()
+    )
+    open_to_all = OAuthSettings(ISSUER, RESOURCE)
+    assert unauthorized(open_to_all, token_sent=False) == f"Bearer {where}".encode()
+    assert metadata_document(open_to_all) == (
+        b'{"resource":"https://gw.example.com","authorization_servers":["https://idp.example.com"],'
+        b'"bearer_methods_supported":["header"],"scopes_supported":[]}'
+    )
+
+
+def test_discovery_tries_rfc_8414_then_openid_connect() -> None:
+    assert discovery_urls("https://idp.example.com/tenant") == (
+        "https://idp.example.com/.well-known/oauth-authorization-server/tenant",
+        "https://idp.example.com/tenant/.well-known/openid-configuration",
+    )
+
+
+def test_a_bodys_tool_calls_are_found_in_a_request_or_a_batch_and_nothing_else() -> None:
+    one = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"create_note"}}'
+    assert list(called_tools(one)) == ["create_note"]
+    batch = b"[" + one + b',{"method":"tools/list"},{"method":"tools/call","params":{"name":7}}]'
+    assert list(called_tools(batch)) == ["create_note"]
+    assert list(called_tools(b"{not json")) == []
+    assert list(called_tools(b'"tools/call"')) == []
+
+
+def test_scopes_missing_and_numeric_dates() -> None:
+    assert missing_scopes(None, ("a",)) == ()  # strictcall's own token: no scope limits it
+    assert missing_scopes(frozenset(), ("a", "b")) == ("a", "b")
+    assert missing_scopes(frozenset({"b"}), ("a", "b")) == ("a",)
+    assert (seconds(5), seconds(2.5), seconds(True), seconds("5"), seconds(None)) == (
+        5.0,
+        2.5,
+        None,
+        None,
+        None,
+    )
