@@ -208,6 +208,7 @@ class StrictcallError(Exception):
     ├── PipeClosed                              a proxy's stdio upstream stopped answering
     ├── UnreadableAnswer                        a proxy's upstream answered no JSON-RPC response
     ├── PolicyError (also ValueError)           a proxy's allow-list file is malformed
+    ├── UpstreamAuthFailed                      a proxy got no token for its upstream
     ├── StoreError                              raised by a store (storage.base)
     │   ├── StoreUnavailable                    the database cannot serve now (retryable)
     │   │   └── SchemaTooNew                    ... its schema is newer than this code
