@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from servers import strictcall
 from strictcall.identity.challenge import (
     WELL_KNOWN,
     forbidden,
@@ -159,3 +160,32 @@ def test_scopes_missing_and_numeric_dates() -> None:
         None,
         None,
     )
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["serve", "--mcp-stdio", "--identity", "u1", "--oauth-issuer", ISSUER], "--oauth-issuer"),
+        (["serve", "--oauth-issuer", ISSUER], "resource"),
+        (["serve", "--oauth-issuer", ISSUER, "--oauth-resource", "gw"], "oauth.resource"),
+        (["serve", "--config", "{tmp}/missing.toml"], "cannot read"),
+        (["proxy", "--upstream-cmd", "x", "--stdio", "--identity", "u1", "--config", "c"],
+         "--config"),
+        (["proxy", "--upstream-cmd", "x", "--upstream-token-url", "http://t/token",
+          "--upstream-client-id", "c"], "--upstream-url"),
+        (["proxy", "--upstream-url", "http://u/mcp", "--upstream-token-url", "http://t/token"],
+         "--upstream-client-id"),
+        (["proxy", "--upstream-url", "http://u/mcp", "--upstream-token-url", "http://t/token",
+          "--upstream-client-id", "c"], "STRICTCALL_UPSTREAM_CLIENT_SECRET"),
+    ],
+    ids=["mcp-stdio", "no-resource", "bad-resource", "no-file", "proxy-stdio", "no-url",
+         "no-client", "no-secret"],
+)  # fmt: skip
+def test_identity_flags_that_cannot_work_are_a_usage_error_in_one_line(
+    argv: list[str], said: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("STRICTCALL_UPSTREAM_CLIENT_SECRET", raising=False)
+    argv = [part.replace("{tmp}", str(tmp_path)) for part in argv]
+    done = strictcall(*argv, "--db", str(tmp_path / "x.sqlite3"))
+    assert done.returncode == 2
+    assert said in done.stderr and done.stderr.count("\n") == 1, done.stderr

@@ -296,6 +296,45 @@ def test_every_hostile_token_is_401_invalid_token_and_nothing_of_it_is_echoed(
     assert "intruder" not in {record.identity for record in audit}
 
 
+@pytest.mark.parametrize(
+    "authorization",
+    ["Bearer", "Basic dTE6cA==", "bearer-without-space", "Bearer \u00e9t\u00e9"],
+    ids=["empty", "basic", "no-scheme", "latin-1"],
+)
+def test_a_malformed_authorization_header_is_401_with_the_challenge_and_no_error(
+    deployment: Deployment, authorization: str
+) -> None:
+    assert deployment.server is not None
+    answer = httpx.post(
+        deployment.server.base_url + "/rpc",
+        content=json.dumps(tool_call("count_notes", {})),
+        headers={b"Authorization": authorization.encode("latin-1")},
+        timeout=DEADLINE_S,
+    )
+    refused(answer, 401, UNAUTHENTICATED)
+    assert "error" not in challenge(answer)  # no token was read from it
+    assert "resource_metadata" in challenge(answer)
+
+
+def test_workers_each_check_the_providers_tokens(tmp_path: Path) -> None:
+    deployment = Deployment(tmp_path)
+    try:
+        deployment.provider.start()
+        server = deployment.start_server("--workers", "2")
+        token = deployment.provider.token(deployment.resource)
+        for _ in range(6):  # the connections land on either worker
+            answer = httpx.post(
+                server.base_url + "/rpc",
+                content=json.dumps(tool_call("count_notes", {})),
+                headers={"Authorization": f"Bearer {token}", "Connection": "close"},
+                timeout=DEADLINE_S,
+            )
+            assert answer.status_code == 200, answer.text
+        refused(rpc(server.base_url, tool_call("count_notes", {}), "a.b.c"), 401, UNAUTHENTICATED)
+    finally:
+        deployment.close()
+
+
 def test_a_key_rotation_is_followed_and_unknown_kids_fetch_the_jwks_at_most_once_per_interval(
     tmp_path: Path,
 ) -> None:
@@ -357,12 +396,32 @@ def test_an_unreachable_issuer_is_503_auth_unavailable_then_served_once_it_answe
                 break
             time.sleep(0.2)
         assert answer.status_code == 200, answer.text
+        # down again at a key refresh: a token with a new kid cannot be checked, 503
+        deployment.provider.stop()
+        rotated = SigningKey("k2").sign(
+            {"iss": deployment.provider.issuer, "aud": deployment.resource, "sub": "late",
+             "scope": "notes:read", "exp": int(time.time()) + 300}
+        )  # fmt: skip
+        deadline = time.monotonic() + DEADLINE_S
+        while True:  # until the interval since the last fetch has passed
+            answer = rpc(server.base_url, tool_call("count_notes", {}), rotated)
+            if answer.status_code == 503 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        refused(answer, 503, AUTH_UNAVAILABLE)
+        # a token already verified is still served from what was fetched
+        assert rpc(server.base_url, tool_call("count_notes", {}), token).status_code == 200
+        garbage = "g" * 2046 + "." + "g" * 2048 + "."  # JWT-shaped: the provider's to refuse
+        refused(rpc(server.base_url, tool_call("count_notes", {}), garbage), 401, UNAUTHENTICATED)
         assert server.stop() == 0
         output = [*server.lines, *server.output_after_exit()]
         deployment.server = None
         assert not any("Traceback" in line for line in output)
-        assert sum("cannot be reached" in line for line in output) == 1
-        assert not any(token[-40:] in line for line in output)
+        assert sum("cannot be reached" in line for line in output) == 2  # at start, at refresh
+        assert sum("answers again" in line for line in output) == 1
+        assert any("a bearer token was refused: malformed" in line for line in output)
+        for secret in (token, rotated, garbage):
+            assert not any(secret[-40:] in line for line in output)
     finally:
         deployment.close()
 

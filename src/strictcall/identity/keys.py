@@ -46,6 +46,11 @@ class KeyCache:
         self._refreshing: asyncio.Task[bool] | None = None
 
     @property
+    def failing(self) -> bool:
+        """Whether the last fetch failed."""
+        return self._failing
+
+    @property
     def refreshing(self) -> bool:
         """Whether a fetch is under way."""
         return self._refreshing is not None

@@ -102,9 +102,10 @@ class OAuthVerifier:
         alg, kid = header
         jwk = keys.keys.get(kid)
         if jwk is None:
-            if keys.loaded and not keys.may_refresh():
+            settled = keys.loaded and not (keys.failing or keys.refreshing)
+            if settled and not keys.may_refresh():
                 return self._refused(Failure.UNKNOWN_KEY)
-            return None  # a fetch may find it
+            return None  # a fetch may find it, or the provider cannot be asked now
         if keys.stale():
             keys.refresh_soon()
         return self._verify(token, signing_key(jwk, alg), alg)
@@ -125,8 +126,9 @@ class OAuthVerifier:
         assert not isinstance(header, Refused)  # check_now refused it otherwise
         alg, kid = header
         if keys.may_refresh() or keys.refreshing:
-            await keys.refresh()  # one fetch, shared by every caller waiting on it
-        if not keys.loaded:
+            if not await keys.refresh():  # one fetch, shared by every caller waiting on it
+                return Unavailable(keys.retry_after_s())
+        elif keys.failing or not keys.loaded:
             return Unavailable(keys.retry_after_s())
         jwk = keys.keys.get(kid)
         if jwk is None:
@@ -147,5 +149,5 @@ class OAuthVerifier:
 
     def _refused(self, failure: Failure) -> Refused:
         """One log line per refused token: why, and nothing of the token."""
-        log.info("strictcall: a bearer token was refused: %s", failure.value)
+        log.warning("strictcall: a bearer token was refused: %s", failure.value)
         return Refused(failure)
