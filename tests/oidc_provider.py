@@ -189,12 +189,15 @@ class Provider:
         assert isinstance(token, str)
         return token
 
-    def jwks_fetches(self) -> int:
-        """How many times its JWKS was fetched since the last call."""
-        count = 0
+    def requests_seen(self) -> list[str]:
+        """The paths it was asked for since the last call."""
+        seen = []
         while True:
             try:
-                path = self.requests.get_nowait()
+                seen.append(self.requests.get_nowait())
             except queue.Empty:
-                return count
-            count += path == "/jwks"
+                return seen
+
+    def jwks_fetches(self) -> int:
+        """How many times its JWKS was fetched since the last call."""
+        return self.requests_seen().count("/jwks")

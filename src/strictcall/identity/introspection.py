@@ -1,16 +1,21 @@
 """Opaque access tokens, checked by the provider's RFC 7662 introspection endpoint as a client
 of its own: active, for this issuer and resource, unexpired; the answer is kept until the token
-expires or `CACHE_MAX_S` has passed, whichever is first (a revoked token lives that long)."""
+expires or `CACHE_MAX_S` has passed, whichever is first (a revoked token lives that long). A
+token the provider called inactive is refused without asking again for `REFUSED_S` (kept by its
+SHA-256), and at most `CONCURRENT` questions are asked at once, so a flood of made-up tokens
+costs the provider little."""
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from strictcall.identity.fetch import ProviderClient, ProviderUnavailable
 from strictcall.identity.jwts import principal_of
-from strictcall.identity.keys import KeyCache
+from strictcall.identity.keys import FAILURE_BACKOFF_S, KeyCache
 from strictcall.identity.principal import (
     Failure,
     Principal,
@@ -23,6 +28,8 @@ from strictcall.identity.settings import OAuthSettings
 
 CACHE_MAX_S: Final = 60.0
 CACHE_SIZE: Final = 10_000
+REFUSED_S: Final = 10.0
+CONCURRENT: Final = 16
 
 
 class Introspector:
@@ -43,6 +50,8 @@ class Introspector:
         self._keys = keys  # holds the provider's metadata, which names the endpoint
         self._clock = clock
         self._cache: dict[str, tuple[Principal, float]] = {}
+        self._refused: dict[bytes, float] = {}
+        self._asking = asyncio.Semaphore(CONCURRENT)
 
     def cached(self, token: str) -> Principal | None:
         """The principal of a token answered active not long ago, or None."""
@@ -59,6 +68,14 @@ class Introspector:
         hit = self.cached(token)
         if hit is not None:
             return hit
+        digest = hashlib.sha256(token.encode()).digest()
+        refused_until = self._refused.get(digest)
+        if refused_until is not None and self._clock() < refused_until:
+            return Refused(Failure.INACTIVE)
+        async with self._asking:
+            return await self._ask(token, digest)
+
+    async def _ask(self, token: str, digest: bytes) -> Verdict:
         endpoint = self._client_settings.endpoint
         if endpoint is None:
             if self._keys.metadata is None and not await self._keys.refresh():
@@ -66,7 +83,7 @@ class Introspector:
             assert self._keys.metadata is not None
             endpoint = self._keys.metadata.introspection_endpoint
             if endpoint is None:
-                return Unavailable(self._settings.refresh_interval_s)
+                return Unavailable(self._settings.refresh_interval_s)  # until it is configured
         try:
             answer = await self._client.post_form(
                 endpoint,
@@ -74,8 +91,12 @@ class Introspector:
                 auth=(self._client_settings.client_id, self._client_settings.client_secret),
             )
         except ProviderUnavailable:
-            return Unavailable(self._settings.refresh_interval_s)
+            return Unavailable(FAILURE_BACKOFF_S)
         verdict = self._judge(answer)
+        if isinstance(verdict, Refused):
+            if len(self._refused) >= CACHE_SIZE:
+                del self._refused[next(iter(self._refused))]  # the oldest
+            self._refused[digest] = self._clock() + REFUSED_S
         if isinstance(verdict, Principal):
             until = self._clock() + CACHE_MAX_S
             if verdict.expires_at is not None:
