@@ -159,6 +159,7 @@ class IdempotencyKey:
     fingerprint: str
 
 
+@runtime_checkable
 class Health(Protocol):
     """Whether a database can serve now, asked by /healthz and the readiness probe."""
 
