@@ -3,7 +3,8 @@ lock, no hop, and the calls made on them with the store's faults.
 
 Hand-built, not psycopg_pool's `AsyncConnectionPool`, by measurement (bench/pg_pool.py,
 2026-12-01: 2 cores shared with other work, load average 4.4-5.7; uvloop; 8 connections each;
-5 rounds of 4,000 calls, medians). CPU per call in this process (and calls/s), each as a ratio to the store's own awaited calls:
+5 rounds of 4,000 calls, medians). CPU per call in this process (and calls/s), each as a ratio
+to the store's own awaited calls:
 
     read, at once     loop (this)  one per read   AsyncConnectionPool   + pipeline mode
     note, 16          3.5 us       3.7x (0.43x)   14.8x (0.17x)         27.8x (0.07x)
