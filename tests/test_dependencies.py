@@ -4,6 +4,7 @@ and where the code leans on another library's internals, a change there fails he
 
 from __future__ import annotations
 
+import ast
 import inspect
 import os
 import subprocess
@@ -229,3 +230,23 @@ def test_psycopg_still_makes_its_error_from_a_failed_libpq_result(postgres: None
         "UndefinedTable); strictcall.storage.postgres.session reads faults by that class"
     )
     assert error.sqlstate == "42P01"
+
+
+def uses_name(path: Path, name: str) -> bool:
+    """Whether the module at `path` reads `name` as an attribute or imports it."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Attribute) and node.attr == name:
+            return True
+        if isinstance(node, ast.alias) and name in (node.name, node.name.rsplit(".", 1)[-1]):
+            return True
+    return False
+
+
+def test_psycopgs_private_part_is_used_from_one_module_only() -> None:
+    src = ROOT / "src" / "strictcall"
+    users = sorted(
+        str(path.relative_to(src))
+        for path in src.rglob("*.py")
+        if uses_name(path, "error_from_result")
+    )
+    assert users == ["storage/postgres/_libpq.py"]
