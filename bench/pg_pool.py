@@ -3,13 +3,15 @@ statements sent through libpq, the socket watched once per session, the note rea
 turn of the loop sent as one statement) against psycopg_pool's `AsyncConnectionPool` with
 prepared statements (`prepare=True`), with and without pipeline mode.
 
-Two reads, as a server's event loop awaits them: a note by (owner, id), and a token lookup that
-misses the cache (an unknown token is looked up every time). Each at 16 and 64 calls at once,
-against the real PostgreSQL (`$STRICTCALL_TEST_PG`, default 127.0.0.1:5432), in a fresh database
-dropped after. Every variant has 8 connections (`LOOP_CONNECTIONS`) and runs in the same
-process, in turns, several rounds: the figures are ratios within one run (the machine is shared;
-the load average is printed), in calls per second and in this process's CPU per call (what the
-server's loop pays, the scarcer thing on a busy machine).
+Two reads, as a server's event loop awaits them: a note by (owner, id), and a token lookup
+that misses the cache (an unknown token is looked up every time); and one write, a note created
+once per call id (its claim and insert in one statement, one commit), a quarter as many calls.
+Each at 16 and 64 calls at once, against the real PostgreSQL (`$STRICTCALL_TEST_PG`, default
+127.0.0.1:5432), in a fresh database dropped after. Every variant has 8 connections
+(`LOOP_CONNECTIONS`) and runs in the same process, in turns, several rounds: the figures are
+ratios within one run (the machine is shared; the load average is printed), in calls per
+second and in this process's CPU per call (what the server's loop pays, the scarcer thing on a
+busy machine).
 
 Variants:
 - `loop`: the store's own awaited calls (`read_note_async`, `identity_for_token_async`), as a
@@ -28,6 +30,7 @@ import argparse
 import asyncio
 import importlib.util
 import os
+import secrets
 import statistics
 import sys
 import time
@@ -42,12 +45,14 @@ import psycopg  # noqa: E402
 from psycopg_pool import AsyncConnectionPool  # noqa: E402
 
 import pg  # noqa: E402  (tests/pg.py: a fresh database, dropped after)
-from strictcall.storage import hash_token  # noqa: E402
+from strictcall.storage import IdempotencyKey, hash_token  # noqa: E402
 from strictcall.storage.postgres import LOOP_CONNECTIONS, PostgresStore  # noqa: E402
 from strictcall.storage.postgres.session import first_bytes, text_pair  # noqa: E402
 from strictcall.storage.postgres.statements import (  # noqa: E402
+    CREATE,
     READ_NOTE_PREPARED,
     TOKEN_IDENTITY_PREPARED,
+    bytes_of,
 )
 from strictcall.storage.sql import POSTGRES  # noqa: E402
 
@@ -106,10 +111,34 @@ async def variants(
     def token_read(pipeline: bool) -> Call:
         return lambda n: pooled(POSTGRES.token_identity, (hash_token(unknown(n)),), pipeline)
 
+    run_id = secrets.token_hex(4)  # every call id new: each call claims and inserts
+
+    def key(n: int) -> IdempotencyKey:
+        return IdempotencyKey(f"{run_id}-{n}-{secrets.token_hex(4)}", "fp")
+
+    async def create_pooled(n: int, pipeline: bool) -> Any:
+        k = key(n)
+        params = {
+            "owner": "writer",
+            "call_id": k.call_id,
+            "fingerprint": k.fingerprint,
+            "text": bytes_of("t"),
+            "note_id": "n" + secrets.token_hex(8),
+            "now": time.time(),
+        }
+        async with pool.connection() as conn:
+            if pipeline:
+                async with conn.pipeline():
+                    cursor = await conn.execute(CREATE, params, prepare=True)
+                    return await cursor.fetchone()
+            cursor = await conn.execute(CREATE, params, prepare=True)
+            return await cursor.fetchone()
+
     calls: dict[str, dict[str, Call]] = {
         "loop": {
             "note": lambda n: store.read_note_async(*notes[n % len(notes)]),
             "token": lambda n: store.identity_for_token_async(unknown(n)),
+            "write": lambda n: store.create_note_async("writer", "t", key(n)),
         },
         "loop-single": {
             "note": lambda n: loop_pool.fetch(
@@ -119,8 +148,16 @@ async def variants(
                 TOKEN_IDENTITY_PREPARED, (hash_token(unknown(n)),), text_pair
             ),
         },
-        "psycopg_pool": {"note": note_read(False), "token": token_read(False)},
-        "psycopg_pool+pipeline": {"note": note_read(True), "token": token_read(True)},
+        "psycopg_pool": {
+            "note": note_read(False),
+            "token": token_read(False),
+            "write": lambda n: create_pooled(n, False),
+        },
+        "psycopg_pool+pipeline": {
+            "note": note_read(True),
+            "token": token_read(True),
+            "write": lambda n: create_pooled(n, True),
+        },
     }
 
     async def close() -> None:
@@ -146,10 +183,13 @@ async def bench(url: str, rounds: int, count: int) -> dict[tuple[str, str, int],
                 await run(call, 200, 16)
         for round_ in range(rounds):
             order = list(calls) if round_ % 2 == 0 else list(reversed(calls))
-            for read in ("note", "token"):
+            for read in ("note", "token", "write"):
                 for concurrency in (16, 64):
                     for name in order:
-                        figures = await run(calls[name][read], count, concurrency)
+                        if read not in calls[name]:
+                            continue  # "loop-single": the writes are the loop's own already
+                        times = count if read != "write" else count // 4
+                        figures = await run(calls[name][read], times, concurrency)
                         results.setdefault((read, name, concurrency), []).append(figures)
             print(f"round {round_ + 1}/{rounds} done, load {os.getloadavg()[0]:.1f}", flush=True)
     finally:

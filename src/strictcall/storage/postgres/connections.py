@@ -2,26 +2,31 @@
 lock, no hop, and the calls made on them with the store's faults.
 
 Hand-built, not psycopg_pool's `AsyncConnectionPool`, by measurement (bench/pg_pool.py,
-2026-12-01: 2 cores shared with other work, load average 4.4-5.7; uvloop; 8 connections each;
-5 rounds of 4,000 calls, medians). CPU per call in this process (and calls/s), each as a ratio
-to the store's own awaited calls:
+2026-12-01: 2 cores shared with other work, load average 11-13; uvloop; 8 connections each;
+5 rounds of 4,000 calls (1,000 writes), medians). CPU per call in this process (and calls/s),
+each as a ratio to the store's own awaited calls:
 
-    read, at once     loop (this)  one per read   AsyncConnectionPool   + pipeline mode
-    note, 16          3.5 us       3.7x (0.43x)   14.8x (0.17x)         27.8x (0.07x)
-    note, 64          2.8 us       4.9x (0.42x)   20.0x (0.10x)         37.5x (0.06x)
-    unknown token, 16 14.9 us      0.93x (1.06x)  3.9x (0.25x)          7.1x (0.17x)
-    unknown token, 64 15.2 us      0.89x (1.26x)  3.8x (0.40x)          7.2x (0.18x)
+    call, at once       loop (this)  one per read   AsyncConnectionPool   + pipeline mode
+    note read, 16       5.9 us       2.5x (0.68x)   9.8x (0.26x)          18.1x (0.15x)
+    note read, 64       3.4 us       4.0x (0.47x)   17.9x (0.12x)         32.1x (0.07x)
+    unknown token, 16   15.4 us      0.92x (1.03x)  3.9x (0.30x)          6.7x (0.19x)
+    unknown token, 64   15.1 us      0.94x (1.01x)  4.1x (0.26x)          7.6x (0.14x)
+    note write, 16      80.2 us      -              1.01x (0.97x)         1.75x (0.81x)
+    note write, 64      78.1 us      -              1.12x (0.88x)         1.77x (0.78x)
 
 ("one per read": this pool and session without the batching of note reads; AsyncConnectionPool
-with `prepare=True`.)
+with `prepare=True`. An earlier run at load 4.4-5.7 gave the same picture: 3.8-3.9x for a token,
+15-20x for a note read.)
 
 The pool and the libpq session alone (one statement per read) cost a quarter of the CPU of
-psycopg_pool with prepared statements (13-14 µs against 52-57 µs a read); the note reads of one
-turn of the loop sent together cut it four times more. Pipeline mode adds a sync per call and
-pays only for several statements in one round trip, which the batched read already is. So the
-loop's reads, token lookups and health probes stay here. The loop's writes (a note's claim and
-insert, the audit batch) go through psycopg's own `AsyncConnection` calls on these connections;
-the calls made from threads go through psycopg_pool's `ConnectionPool` (`store`).
+psycopg_pool with prepared statements (14-15 us against 58-61 us a read); the note reads of one
+turn of the loop sent together cut it up to four times more. Pipeline mode adds a sync per call
+and pays only for several statements in one round trip, which the batched read already is. So
+the loop's reads, token lookups and health probes stay here. A write, bound by its commit, costs
+about the same either way (1.01-1.12x): the loop's writes (a note's claim and insert, through
+psycopg's own `AsyncConnection` calls; the audit batch, on a connection kept for it) stay on
+these connections too, rather than a second pool's. The calls made from threads go through
+psycopg_pool's `ConnectionPool` (`store`).
 """
 
 from __future__ import annotations
