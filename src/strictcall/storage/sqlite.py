@@ -1,7 +1,9 @@
 """The embedded store: the only module that imports sqlite3.
 
-`SQLiteStore` implements `strictcall.storage.base.Store` on one file in WAL mode, its schema
-created on first use and versioned in `meta` for later migrations. Every query that touches a
+`SQLiteStore` serves every job's protocol (`strictcall.storage.base`: notes, tokens, audit,
+operators) on one file in WAL mode, its schema created on first use and versioned in `meta` for
+later migrations; the statements it shares with PostgreSQL are `strictcall.storage.sql`'s, their
+row code `strictcall.storage.queries`'. Every query that touches a
 note names its owner, so another owner's note and a missing note take the same path and give
 the same answer.
 
