@@ -5,7 +5,7 @@
     challenge     the protected resource metadata (RFC 9728) and the WWW-Authenticate values
     fetch         the provider's metadata, JWKS and introspection over HTTP (httpx)
     keys          the issuer's keys, cached; refreshed on an unknown kid at most once per interval
-    jwt           access tokens that are JWTs, verified with PyJWT against those keys
+    jwts          access tokens that are JWTs, verified with PyJWT against those keys
     introspection opaque tokens by RFC 7662, cached within their lifetime
     verifier      the three together: one token in, a principal or a refusal out
 
