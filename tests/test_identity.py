@@ -4,6 +4,8 @@ them, and a body's tool calls are read for their scopes."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from pathlib import Path
 
 import pytest
@@ -18,13 +20,14 @@ from strictcall.identity.challenge import (
     unauthorized,
 )
 from strictcall.identity.fetch import discovery_urls
-from strictcall.identity.principal import missing_scopes, seconds
+from strictcall.identity.principal import Failure, Refused, missing_scopes, seconds
 from strictcall.identity.settings import (
     SECRET_ENV,
     OAuthSettings,
     load_settings,
     settings_from_table,
 )
+from strictcall.identity.verifier import OAuthVerifier
 from strictcall.server.bearer import called_tools
 
 ISSUER = "https://idp.example.com"
@@ -189,3 +192,25 @@ def test_identity_flags_that_cannot_work_are_a_usage_error_in_one_line(
     done = strictcall(*argv, "--db", str(tmp_path / "x.sqlite3"))
     assert done.returncode == 2
     assert said in done.stderr and done.stderr.count("\n") == 1, done.stderr
+
+
+def test_a_flood_of_refused_tokens_is_one_log_line_a_second_per_reason(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    now = [1000.0]
+    verifier = OAuthVerifier(OAuthSettings("http://127.0.0.1:9", RESOURCE), clock=lambda: now[0])
+
+    async def flood() -> None:
+        async with verifier.lifespan():  # its first key fetch fails (nothing listens on 9)
+            for _ in range(50):
+                assert verifier.check_now("a.b.c") == Refused(Failure.MALFORMED)
+            now[0] += 1.0
+            assert verifier.check_now("a.b.c") == Refused(Failure.MALFORMED)
+
+    with caplog.at_level(logging.WARNING, logger="strictcall"):
+        asyncio.run(flood())
+    said = [record.getMessage() for record in caplog.records if "refused" in record.getMessage()]
+    assert said == [
+        "strictcall: a bearer token was refused: malformed",
+        "strictcall: a bearer token was refused: malformed (and 49 more since)",
+    ]

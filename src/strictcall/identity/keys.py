@@ -6,6 +6,7 @@ request; an hour-old set is refreshed in the background while still used."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -84,6 +85,14 @@ class KeyCache:
         if self._refreshing is None:
             self._refreshing = asyncio.get_running_loop().create_task(self._fetch())
             self._refreshing.add_done_callback(self._forget)
+
+    async def aclose(self) -> None:
+        """Stop a fetch under way (the server is stopping)."""
+        task = self._refreshing
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     def _forget(self, task: asyncio.Task[bool]) -> None:
         if self._refreshing is task:

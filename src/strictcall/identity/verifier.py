@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 
 CACHE_SIZE: Final = 10_000
 OWN_TOKEN_PREFIX: Final = "sc_"
+LOG_EVERY_S: Final = 1.0
+"""A flood of refused tokens writes one line per reason per second, with a count."""
 
 log = logging.getLogger("strictcall")
 
@@ -49,6 +51,8 @@ class OAuthVerifier:
         self._introspector: Introspector | None = None
         self._verified: dict[str, Principal] = {}
         self._generation = 0
+        self._logged: dict[Failure, tuple[float, int]] = {}
+        """Per reason: when a refusal was last logged, and how many were not since."""
 
     @asynccontextmanager
     async def lifespan(self) -> AsyncIterator[None]:
@@ -59,10 +63,12 @@ class OAuthVerifier:
         self._keys = KeyCache(self.settings, client)
         if self.settings.introspection is not None:
             self._introspector = Introspector(self.settings, client, self._keys)
-        self._keys.refresh_soon()
+        keys = self._keys
+        keys.refresh_soon()
         try:
             yield
         finally:
+            await keys.aclose()
             self._keys = None
             self._introspector = None
             self._client = None
@@ -148,6 +154,14 @@ class OAuthVerifier:
         return verdict
 
     def _refused(self, failure: Failure) -> Refused:
-        """One log line per refused token: why, and nothing of the token."""
-        log.warning("strictcall: a bearer token was refused: %s", failure.value)
+        """A log line per refused token (at most one a second per reason, then with how many
+        more there were): why, and nothing of the token."""
+        now = self._clock()
+        last, unsaid = self._logged.get(failure, (-LOG_EVERY_S, 0))
+        if now - last < LOG_EVERY_S:
+            self._logged[failure] = (last, unsaid + 1)
+            return Refused(failure)
+        more = f" (and {unsaid} more since)" if unsaid else ""
+        log.warning("strictcall: a bearer token was refused: %s%s", failure.value, more)
+        self._logged[failure] = (now, 0)
         return Refused(failure)
