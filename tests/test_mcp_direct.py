@@ -20,7 +20,7 @@ from strictcall.core.record import AuditRecord
 from strictcall.services.notes import notes_gateway
 from strictcall.storage.sqlite import SQLiteStore
 from strictcall.transports.asgi import IDENTITY_KEY, Message
-from strictcall.transports.mcp.direct import direct_request
+from strictcall.transports.mcp.direct import accepts_json, direct_request
 from strictcall.transports.mcp.http import McpHttpApp
 
 DEADLINE_S = 30
@@ -360,3 +360,32 @@ def test_a_tool_declaring_mcp_param_headers_is_left_to_the_sdk() -> None:
     )
     assert direct_request(scope_of(case, "u1"), case.message, frozenset()) is not None
     assert direct_request(scope_of(case, "u1"), case.message, frozenset({"files_read"})) is None
+
+
+@pytest.mark.parametrize(
+    "accept",
+    [
+        "",
+        "application/json",
+        "APPLICATION/JSON",
+        "application/json;q=0.9",
+        " application/json ; charset=utf-8 ",
+        "text/event-stream",
+        "text/event-stream, application/json",
+        "*/*",
+        "application/*",
+        "text/*",
+        "application/jsonx",
+        "application/json-seq",
+        ",,",
+        "application/json,",
+        "image/png, */*;q=0.1",
+    ],
+)
+def test_the_accept_header_is_read_as_the_sdk_reads_it(accept: str) -> None:
+    from mcp.server.streamable_http import check_accept_headers
+    from starlette.requests import Request
+
+    scope = {"type": "http", "headers": [(b"accept", accept.encode("latin-1"))]}
+    has_json, _ = check_accept_headers(Request(scope))
+    assert accepts_json(accept.encode("latin-1")) is has_json

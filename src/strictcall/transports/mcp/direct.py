@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from typing import Any, Final, NamedTuple
 
 import mcp_types as types
-from mcp.server.streamable_http import check_accept_headers
+import orjson
 from mcp.shared.inbound import (
     MCP_PARAM_HEADER_PREFIX,
     InboundModernRoute,
@@ -35,7 +35,6 @@ from mcp.shared.inbound import (
 from mcp_types.methods import validate_client_request
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
-from starlette.requests import Request
 
 from strictcall.core.ids import valid_id
 from strictcall.errors import JSONValue
@@ -84,7 +83,7 @@ def direct_request(
     if request_id is None or type(method) is not str or type(params) is not dict:
         return None
     headers = _headers_read_once(scope)
-    if headers is None or not _json_posted(scope, headers):
+    if headers is None or not _json_posted(headers):
         return None
     version = headers.get(_VERSION_HEADER)
     if version is None or version in _HANDSHAKE:
@@ -120,14 +119,26 @@ def _headers_read_once(scope: Scope) -> dict[bytes, bytes] | None:
     return found
 
 
-def _json_posted(scope: Scope, headers: Mapping[bytes, bytes]) -> bool:
+def _json_posted(headers: Mapping[bytes, bytes]) -> bool:
     """A JSON body (the Content-Type both the SDK's checks accept) to a client that takes a
-    JSON answer (the SDK's own reading of Accept)."""
+    JSON answer."""
     content_type = headers.get(b"content-type")
     if content_type is None or content_type.split(b";")[0].strip() != b"application/json":
         return False
-    has_json, _ = check_accept_headers(Request(scope))
-    return has_json
+    return accepts_json(headers.get(b"accept", b""))
+
+
+def accepts_json(accept: bytes) -> bool:
+    """Whether an Accept header's value takes `application/json`, read as the SDK's
+    `check_accept_headers` reads it (its `has_json`; tests/test_mcp_direct.py holds the two
+    alike): media types lowercased without parameters, `*/*` and `application/*` count."""
+    for media_type in accept.decode("latin-1").split(","):
+        if media_type.strip().split(";")[0].strip().lower() in _JSON_TYPES:
+            return True
+    return False
+
+
+_JSON_TYPES: Final = frozenset({"application/json", "application/*", "*/*"})
 
 
 def _modern_route_passes(
@@ -143,8 +154,30 @@ def _modern_route_passes(
         return False
     if verdict.protocol_version != version:
         return False
+    return _valid_params(method, verdict.protocol_version, params)
+
+
+_VALIDATED_KEPT: Final = 256
+_validated: dict[bytes, bool] = {}
+"""The SDK's verdict on the envelopes seen lately, by method, version and the `_meta`'s JSON
+text: a host sends the same envelope with every request, and the model's validation is most
+of this path's cost. The rest of the params is a name that is a str and arguments that are an
+object or absent (the intake sends any other to the gateway as a `DirectCall`), which the
+model always takes: the envelope decides."""
+
+
+def _valid_params(method: str, version: str, params: dict[str, Any]) -> bool:
+    """Whether the SDK's model of `method`'s params at `version` takes `params`."""
+    key = orjson.dumps([method, version, params.get("_meta")])
+    known = _validated.get(key)
+    if known is not None:
+        return known
     try:
-        validate_client_request(method, verdict.protocol_version, params)
+        validate_client_request(method, version, params)
+        valid = True
     except ValidationError:
-        return False
-    return True
+        valid = False
+    if len(_validated) >= _VALIDATED_KEPT:
+        _validated.clear()
+    _validated[key] = valid
+    return valid
