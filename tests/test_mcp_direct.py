@@ -87,6 +87,47 @@ def corpus(note: str) -> list[Case]:
                 "params": {"name": "count_notes", "_meta": {"progressToken": 1}},
             },
             plain,
+            True,
+        ),
+        Case(
+            "progress token of the wrong type",
+            {
+                **call("count_notes", {}),
+                "params": {"name": "count_notes", "_meta": {"progressToken": [1]}},
+            },
+            plain,
+            False,
+        ),
+        Case(
+            "another _meta member",
+            {**call("count_notes", {}), "params": {"name": "count_notes", "_meta": {"x": 1}}},
+            plain,
+            False,
+        ),
+        Case(
+            "modern log level and progress token",
+            {
+                **call("count_notes", {}),
+                "params": {
+                    "name": "count_notes",
+                    "arguments": {},
+                    "_meta": {**ENVELOPE, types.LOG_LEVEL_META_KEY: "debug", "progressToken": 1},
+                },
+            },
+            modern_headers("tools/call", "count_notes"),
+            True,
+        ),
+        Case(
+            "modern log level of the wrong kind",
+            {
+                **call("count_notes", {}),
+                "params": {
+                    "name": "count_notes",
+                    "arguments": {},
+                    "_meta": {**ENVELOPE, types.LOG_LEVEL_META_KEY: "loud"},
+                },
+            },
+            modern_headers("tools/call", "count_notes"),
             False,
         ),
         Case(

@@ -6,16 +6,19 @@ a task group, a dozen pydantic validations) costs about 20x the gateway's own wo
 read_note call (bench/profile_wires.py). Most requests a remote host sends need none of it:
 
     2025-11-25 (and the other handshake-era versions, or no MCP-Protocol-Version header):
-        tools/call whose params hold a name and arguments, tools/list without params, ping
+        tools/call whose params hold a name, arguments and at most a progress token,
+        tools/list without params, ping
     2026-07-28:
         tools/call and tools/list whose params hold nothing but those and the envelope's
-        `_meta` (protocol version, client info, client capabilities)
+        `_meta` (protocol version, client info, client capabilities, log level, progress
+        token)
 
 Such a request is answered here only when the SDK would answer it too, by the same rules, and
 with the same JSON: the SDK's own checks decide (its Accept reading, its header classifier for
 2026-07-28, its model of the request's params), and anything they would refuse, anything
-unusual (a repeated header, an `Mcp-Param-*` header, a tool that declares `x-mcp-header`, a
-progress token, a cursor, another method) is left to the SDK, which answers as it always has.
+unusual (a repeated header, an `Mcp-Param-*` header, a tool that declares `x-mcp-header`,
+another `_meta` member, a cursor, another method) is left to the SDK, which answers as it
+always has.
 tests/test_mcp_direct.py holds the two paths' answers equal over a corpus.
 """
 
@@ -47,9 +50,16 @@ _ENVELOPE: Final = frozenset(
         types.PROTOCOL_VERSION_META_KEY,
         types.CLIENT_INFO_META_KEY,
         types.CLIENT_CAPABILITIES_META_KEY,
+        types.LOG_LEVEL_META_KEY,
+        "progressToken",
     }
 )
+"""The `_meta` members a direct request may hold: the 2026-07-28 envelope, a log level and a
+progress token (strictcall's tools send neither logs nor progress, and a JSON response has no
+room for them: the SDK's answer is the same without them)."""
+_HANDSHAKE_META: Final = frozenset({"progressToken"})
 _CALL: Final = frozenset({"name", "arguments"})
+_HANDSHAKE_CALL: Final = frozenset({"name", "arguments", "_meta"})
 _MODERN_CALL: Final = frozenset({"name", "arguments", "_meta"})
 _HANDSHAKE_METHODS: Final = frozenset({"tools/call", "tools/list", "ping"})
 _HANDSHAKE: Final = frozenset(version.encode("ascii") for version in HANDSHAKE_PROTOCOL_VERSIONS)
@@ -89,9 +99,15 @@ def direct_request(
     if version is None or version in _HANDSHAKE:
         if method not in _HANDSHAKE_METHODS:
             return None
-        expected = _CALL if method == "tools/call" else frozenset()
+        expected = _HANDSHAKE_CALL if method == "tools/call" else frozenset()
         if not expected.issuperset(params):
             return None
+        if "_meta" in params:
+            meta = params["_meta"]
+            if type(meta) is not dict or not _HANDSHAKE_META.issuperset(meta):
+                return None
+            if not _valid_params(method, HANDSHAKE_ERA, params):
+                return None
         return DirectRequest(request_id, method, params, HANDSHAKE_ERA)
     modern = _MODERN.get(version)
     if modern is None or method not in _MODERN_METHODS:
