@@ -466,3 +466,22 @@ def test_an_opaque_token_is_checked_by_introspection(
         assert seen.count("/token/introspection") == 1
     finally:
         deployment.close()
+
+
+def test_a_body_over_the_limit_with_a_providers_token_is_413_on_mcp_as_with_an_own_token(
+    deployment: Deployment,
+) -> None:
+    from strictcall.core.jsontext import MAX_SIZE
+    from strictcall.errors import REQUEST_TOO_LARGE
+
+    assert deployment.server is not None
+    body = json.dumps(tool_call("create_note", {"text": "x" * MAX_SIZE}))
+    own = create_token(deployment.db, "u9")
+    for token in (deployment.provider.token(deployment.resource), own):
+        answer = httpx.post(
+            deployment.server.base_url + "/mcp",
+            content=body,
+            headers={**MCP_HEADERS, "Authorization": f"Bearer {token}"},
+            timeout=DEADLINE_S,
+        )
+        assert refused(answer, 413, REQUEST_TOO_LARGE)["limit"] == MAX_SIZE

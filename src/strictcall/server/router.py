@@ -228,8 +228,9 @@ class RpcApp:
         if scope["method"] != "POST":
             return receive
         body = await read_body(receive, self.max_body)
-        if body is None:
-            await send_response(send, self._too_large(principal.identity))
+        if body is None:  # 413, as the MCP app answers a body over the limit
+            _, headers, answer = self._too_large(principal.identity)
+            await send_response(send, (413, headers, answer))
             return None
         refused = self.bearer.scope_refusal(principal, body)
         if refused is not None:
