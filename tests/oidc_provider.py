@@ -111,6 +111,7 @@ class Provider:
         self._tmp = tmp
         self._process: subprocess.Popen[str] | None = None
         self._pumping = threading.Thread()
+        self._markers = 0
         self.requests: queue.Queue[str] = queue.Queue()
         """The paths it was asked for, in order (its stdout)."""
 
@@ -190,13 +191,16 @@ class Provider:
         return token
 
     def requests_seen(self) -> list[str]:
-        """The paths it was asked for since the last call."""
+        """The paths it was asked for since the last call, every one of them: a marker request
+        is sent, and its output read up to the marker (it writes a line per request, in order).
+        """
+        self._markers += 1
+        marker = f"/strictcall-test-marker-{self._markers}"
+        httpx.get(self.issuer + marker)  # 404, but its line is written like any other
         seen = []
-        while True:
-            try:
-                seen.append(self.requests.get_nowait())
-            except queue.Empty:
-                return seen
+        while (path := self.requests.get(timeout=START_DEADLINE_S)) != marker:
+            seen.append(path)
+        return seen
 
     def jwks_fetches(self) -> int:
         """How many times its JWKS was fetched since the last call."""
