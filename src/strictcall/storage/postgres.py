@@ -40,6 +40,7 @@ from strictcall.errors import MissingExtra
 from strictcall.storage.base import (
     MINUTE_S,
     TOKEN_CACHE_S,
+    TOKEN_ID_LENGTH,
     AuditRecord,
     FailureRow,
     IdempotencyConflict,
@@ -49,6 +50,8 @@ from strictcall.storage.base import (
     StatRow,
     StoreBusy,
     StoreUnavailable,
+    StoreUnreachable,
+    TokenInfo,
     failure_rows,
     hash_token,
     minute_counts,
@@ -343,7 +346,7 @@ class PostgresStore:
         try:
             self._migrate()
         except psycopg.Error as exc:
-            raise StoreUnavailable(type(exc).__name__) from None
+            raise StoreUnreachable(why_not_connected(exc, settings)) from None
         self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
             url,
             kwargs=self._connect_kwargs,
@@ -595,6 +598,31 @@ class PostgresStore:
         if cached is not None:
             return cached
         return self._remember(digest, self._read(_TOKEN_IDENTITY, (digest,)))
+
+    def list_tokens(self) -> list[TokenInfo]:
+        """Every stored token (agents' and operators'), oldest first: ids, never tokens."""
+        rows = self._read(
+            "SELECT hash, identity, role, created_at FROM tokens ORDER BY created_at, hash",
+            (),
+            many=True,
+        )
+        return [TokenInfo.of_row(*row) for row in rows]
+
+    def revoke_tokens(
+        self, token_id: str | None = None, identity: str | None = None
+    ) -> list[TokenInfo]:
+        """Delete the token whose id is `token_id` and every token of `identity`; the ones
+        deleted. Every server refuses them once its cache lets go of them (`token_cache_s`)."""
+        rows = self._run(
+            lambda conn: conn.execute(
+                "DELETE FROM tokens WHERE left(hash, %s) = %s OR identity = %s"
+                " RETURNING hash, identity, role, created_at",
+                (TOKEN_ID_LENGTH, token_id, identity),
+            ).fetchall(),
+            retry=True,
+        )
+        self._tokens.clear()
+        return sorted(TokenInfo.of_row(*row) for row in rows)
 
     async def identity_for_token_async(self, token: str) -> str | None:
         """`identity_for_token`, awaited on the running loop: a token not in the cache (an
@@ -1382,6 +1410,31 @@ def _cell(result: pq.abc.PGresult, row: int, column: int) -> bytes:
     if value is None:  # every column read here is NOT NULL
         raise _NoValue
     return value
+
+
+def why_not_connected(exc: psycopg.Error, settings: Mapping[str, Any]) -> str:
+    """Why a first connection failed, named as psql names it (by sqlstate when the server sent
+    one, else by libpq's words, which are never printed: they may quote the URL), with the
+    URL's host, port, database and role, never its password."""
+    host, port = settings.get("host", "localhost"), settings.get("port", "5432")
+    role = settings.get("user", "(your user name)")
+    database = settings.get("dbname", role)
+    state, text = exc.sqlstate, str(exc)
+    if state == "3D000" or f'database "{database}" does not exist' in text:
+        return f"the database {database} does not exist (create it first: createdb {database})"
+    if (state == "28000" and "role" in text) or f'role "{role}" does not exist' in text:
+        return f"the role {role} does not exist on the server"
+    if state == "28P01" or "authentication failed" in text or "no password supplied" in text:
+        return f"authentication failed for the role {role} (check the password)"
+    if "server does not support SSL" in text:
+        return "the server does not support SSL, but the URL requires it (sslmode)"
+    if "failed to resolve host" in text or "could not translate host name" in text:
+        return f"the host {host} does not resolve"
+    if "Connection refused" in text:
+        return f"nothing accepts connections at {host}:{port} (is the server running there?)"
+    if "timeout" in text.lower():
+        return f"the server at {host}:{port} did not answer in time"
+    return "the database server refused or could not be reached"
 
 
 def _is_lost(exc: psycopg.Error) -> bool:

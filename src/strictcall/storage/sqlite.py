@@ -27,6 +27,7 @@ import orjson
 from strictcall.storage.base import (
     MINUTE_S,
     TOKEN_CACHE_S,
+    TOKEN_ID_LENGTH,
     AuditRecord,
     FailureRow,
     IdempotencyConflict,
@@ -36,6 +37,7 @@ from strictcall.storage.base import (
     StatRow,
     StoreBusy,
     StoreUnavailable,
+    TokenInfo,
     failure_rows,
     hash_token,
     minute_counts,
@@ -228,8 +230,11 @@ class SQLiteStore:
 
     concurrent_calls: Final = 1  # reads take microseconds in process; one writer at a time
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, token_cache_s: float = TOKEN_CACHE_S
+    ) -> None:
         self.path: Final = Path(path)
+        self._token_cache_s = token_cache_s
         self._lock = threading.Lock()
         self._conn, self._inode = self._connect()
         self._read_lock = threading.Lock()
@@ -479,8 +484,9 @@ class SQLiteStore:
     def identity_for_token(self, token: str) -> str | None:
         """Whose token this is, or None for an unknown token.
 
-        A known token is remembered for `TOKEN_CACHE_S` seconds, so that a busy caller costs one
-        hash and no query per call; an unknown one is looked up every time.
+        A known token is remembered for `token_cache_s` seconds (`TOKEN_CACHE_S` unless the store
+        was opened with another), so that a busy caller costs one hash and no query per call; an
+        unknown one is looked up every time. A revoked token is refused within that long.
         """
         digest = hash_token(token)
         cached = self._tokens.get(digest)
@@ -495,8 +501,31 @@ class SQLiteStore:
         identity = str(row[1])
         if len(self._tokens) >= _TOKEN_CACHE_SIZE:
             self._tokens.clear()
-        self._tokens[digest] = (identity, now + TOKEN_CACHE_S)
+        self._tokens[digest] = (identity, now + self._token_cache_s)
         return identity
+
+    def list_tokens(self) -> list[TokenInfo]:
+        """Every stored token (agents' and operators'), oldest first: ids, never tokens."""
+        rows = self._fetch(
+            "SELECT hash, identity, role, created_at FROM tokens ORDER BY created_at, hash",
+            (),
+            many=True,
+        )
+        return [TokenInfo.of_row(*row) for row in rows]
+
+    def revoke_tokens(
+        self, token_id: str | None = None, identity: str | None = None
+    ) -> list[TokenInfo]:
+        """Delete the token whose id is `token_id` and every token of `identity`; the ones
+        deleted. Servers sharing the file refuse them once their cache lets go of them."""
+        with self._using(write=True) as conn:
+            rows = conn.execute(
+                "DELETE FROM tokens WHERE substr(hash, 1, ?) = ? OR identity = ?"
+                " RETURNING hash, identity, role, created_at",
+                (TOKEN_ID_LENGTH, token_id, identity),
+            ).fetchall()
+        self._tokens.clear()
+        return sorted(TokenInfo.of_row(*row) for row in rows)
 
     # --- audit --------------------------------------------------------------------------------
 
