@@ -23,15 +23,15 @@ A block the turn itself gets wrong (no id, no name, no input) is answered at its
 
 from __future__ import annotations
 
-from types import MappingProxyType
 from typing import Any, Final, Literal
 
 import orjson
 
 from strictcall.core.gateway import Gateway
-from strictcall.core.pipeline import fail, too_large
+from strictcall.core.jsontext import JSONTextError, TextFault
+from strictcall.core.pipeline import ARGUMENTS_LEVELS, fail, text_refusal, too_large
 from strictcall.core.refusals import malformed_call
-from strictcall.errors import INVALID_JSON, JSONValue, Reason, Rejection
+from strictcall.errors import JSONValue, Reason, Rejection
 from strictcall.transports.providers._fields import (
     ABSENT,
     as_dict,
@@ -138,18 +138,16 @@ def _check_block(gateway: Gateway, block: object, at: str, seen: set[str]) -> Pl
     return _plan(gateway, call_id, name, arguments)
 
 
-LONE_SURROGATE: Final = Rejection(
-    INVALID_JSON, MappingProxyType({"reason": Reason.LONE_SURROGATE.value})
-)
-
-
 def _intake(gateway: Gateway, arguments: JSONValue) -> Rejection | None:
     """What OpenAI's strict intake refuses and `read_value` does not look for: a lone
     surrogate, and arguments longer (as compact JSON text, in UTF-8 bytes) than the limit."""
     try:
         size = len(orjson.dumps(arguments))
     except (orjson.JSONEncodeError, TypeError):  # a surrogate, or what read_value refuses
-        return LONE_SURROGATE if _has_lone_surrogate(arguments) else None
+        if not _has_lone_surrogate(arguments):
+            return None
+        lone = JSONTextError(TextFault.LONE_SURROGATE)  # no text, so no line and column
+        return text_refusal(lone, "", gateway.limits, ARGUMENTS_LEVELS)
     limit = gateway.limits.max_size
     return too_large(limit) if size > limit else None
 
