@@ -69,7 +69,11 @@ def run_serve(
             base = f"http://{bound_host}:{bound_port}"
             out.write(f"strictcall listening on {base} (store: {shown_db(db)}); Ctrl-C stops it\n")
             if demo:  # minted once listening: a server that fails to start mints none
-                _print_demo(out, base, _demo_tokens(store), store)
+                try:
+                    _print_demo(out, base, _demo_tokens(store), store)
+                except StoreUnavailable as exc:  # it serves on; the operator makes tokens
+                    why = unavailable_because(db, exc)
+                    err.write(f"strictcall: the demo tokens were not made: {why}\n")
             else:
                 out.write(f"callers need a token: make one with {_token_hint(db)}\n")
             out.flush()
