@@ -160,12 +160,6 @@ class _Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
         return parser
 
 
-def _command(group: Any, name: str, text: str) -> argparse.ArgumentParser:
-    """A subcommand of `group`, `text` its line in the list and its help page's description."""
-    parser: argparse.ArgumentParser = group.add_parser(name, help=text)
-    return parser
-
-
 class _Version(argparse.Action):
     """--version: the installed package's version, read only when asked for."""
 
@@ -197,20 +191,18 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", action=_Commands
     )
-    _command(
-        commands,
+    commands.add_parser(
         "demo",
-        "print four example answers of the read_note tool, one JSON line each: a valid call,"
+        help="print four example answers of the read_note tool, one JSON line each: a valid call,"
         " text that is not JSON, an argument the tool does not take, another user's note",
     )
     db_help = (
         "a SQLite file path or a postgresql:// URL"
         " (default: $STRICTCALL_DB, else ./strictcall.sqlite3)"
     )
-    call = _command(
-        commands,
+    call = commands.add_parser(
         "call",
-        "answer one tool call given as JSON text: the example read_note tool on two in-memory"
+        help="answer one tool call given as JSON text: the example read_note tool on two in-memory"
         " notes (u1 owns n1, u2 owns n2), or with --db any notes tool on that store",
     )
     call.add_argument("--identity", required=True, type=_name, help="who makes the call (e.g. u1)")
@@ -228,8 +220,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     call.add_argument("raw", metavar="RAW", help='the call as JSON text, or "-" for stdin')
 
-    serve = _command(
-        commands, "serve", "serve the notes tools over HTTP (JSON-RPC 2.0 at /rpc, MCP at /mcp)"
+    serve = commands.add_parser(
+        "serve", help="serve the notes tools over HTTP (JSON-RPC 2.0 at /rpc, MCP at /mcp)"
     )
     serve.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1")
     serve.add_argument(
@@ -258,8 +250,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_edge_arguments(serve)
 
-    proxy = _command(
-        commands, "proxy", "serve an MCP server's tools through strictcall (stdio or HTTP)"
+    proxy = commands.add_parser(
+        "proxy", help="serve an MCP server's tools through strictcall (stdio or HTTP)"
     )
     upstream = proxy.add_mutually_exclusive_group(required=True)
     upstream.add_argument(
@@ -299,22 +291,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_edge_arguments(proxy)
 
-    tokens = _command(
-        commands, "tokens", "the API tokens callers send: create, list, revoke"
+    tokens = commands.add_parser(
+        "tokens", help="the API tokens callers send: create, list, revoke"
     ).add_subparsers(dest="action", required=True, metavar="ACTION", action=_Commands)
-    create = _command(tokens, "create", "create a token; printed alone on the last line")
+    create = tokens.add_parser("create", help="create a token; printed alone on the last line")
     create.add_argument(
-        "--identity", required=True, type=_name, help="whose token: every call with it runs as"
+        "--identity",
+        required=True,
+        type=_name,
+        help="whose token: every call made with it runs as this identity",
     )
     create.add_argument("--db", type=_db_path, help=db_help)
-    listed = _command(
-        tokens, "list", "list the stored tokens: id, identity, role, created (never the token)"
+    listed = tokens.add_parser(
+        "list", help="list the stored tokens: id, identity, role, created (never the token)"
     )
     listed.add_argument("--db", type=_db_path, help=db_help)
-    revoke = _command(
-        tokens,
+    revoke = tokens.add_parser(
         "revoke",
-        "revoke a token by its id (from `tokens list`), or every token of --identity; servers"
+        help="revoke a token by its id (from `tokens list`), or every token of --identity; servers"
         " refuse it within the token cache's time ($STRICTCALL_TOKEN_CACHE_S, default 5 s)",
     )
     which = revoke.add_mutually_exclusive_group(required=True)
@@ -322,14 +316,14 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--identity", type=_name, help="revoke every token of this identity")
     revoke.add_argument("--db", type=_db_path, help=db_help)
 
-    notes = _command(
-        commands, "notes", "add and list notes, as the operator (no token needed)"
+    notes = commands.add_parser(
+        "notes", help="add and list notes, as the operator (no token needed)"
     ).add_subparsers(dest="action", required=True, metavar="ACTION", action=_Commands)
-    add = _command(notes, "add", "add a note; its id is printed")
+    add = notes.add_parser("add", help="add a note; its id is printed")
     add.add_argument("--owner", required=True, type=_name, help="whose note (e.g. u1)")
     add.add_argument("--text", required=True, type=_utf8_text, help="the note's text")
     add.add_argument("--db", type=_db_path, help=db_help)
-    listing = _command(notes, "list", "list an owner's notes, oldest first")
+    listing = notes.add_parser("list", help="list an owner's notes, oldest first")
     listing.add_argument("--owner", required=True, type=_name, help="whose notes (e.g. u1)")
     listing.add_argument("--db", type=_db_path, help=db_help)
 
@@ -340,7 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--db", type=_db_path, help=db_help)
 
     # Review agent code by counterexample (strictcall.review): check and lint.
-    check = _command(commands, "check", "search for inputs on which two functions differ")
+    check = commands.add_parser("check", help="search for inputs on which two functions differ")
     check.add_argument(
         "specs", nargs="+", metavar="OLD NEW", help="module:function or path.py:function"
     )
@@ -349,7 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--json", action="store_true", help="print the counterexamples as JSON")
     check.add_argument("--max-examples", type=int, default=2000, help="inputs to generate")
     check.add_argument("--timeout", type=float, default=1.0, help="seconds allowed per call")
-    lint = _command(commands, "lint", "find truthiness used where presence may be meant")
+    lint = commands.add_parser("lint", help="find truthiness used where presence may be meant")
     lint.add_argument("paths", nargs="+", metavar="PATH", help="Python files or directories")
     lint.add_argument("--format", choices=["text", "json", "sarif"], default="text")
     lint.add_argument("--fix", action="store_true", help="apply the fixes that are certain")
