@@ -144,7 +144,7 @@ def _intake(gateway: Gateway, arguments: JSONValue) -> Rejection | None:
     try:
         size = len(orjson.dumps(arguments))
     except (orjson.JSONEncodeError, TypeError):  # a surrogate, or what read_value refuses
-        if not _has_lone_surrogate(arguments):
+        if not _has_lone_surrogate(arguments, gateway.limits.max_depth):
             return None
         lone = JSONTextError(TextFault.LONE_SURROGATE)  # no text, so no line and column
         return text_refusal(lone, "", gateway.limits, ARGUMENTS_LEVELS)
@@ -152,24 +152,25 @@ def _intake(gateway: Gateway, arguments: JSONValue) -> Rejection | None:
     return too_large(limit) if size > limit else None
 
 
-def _has_lone_surrogate(value: Any, depth: int = 0) -> bool:
-    """Whether a str in `value` (a key or a value, at any depth up to 256) holds half of a
-    surrogate pair, which names no character."""
+def _has_lone_surrogate(value: Any, max_depth: int, depth: int = 0) -> bool:
+    """Whether a str in `value` (a key or a value, nested at most `max_depth` deep: deeper is
+    refused as too deep anyway) holds half of a surrogate pair, which names no character."""
     if type(value) is str:
         try:
             value.encode("utf-8")
         except UnicodeEncodeError:
             return True
         return False
-    if depth > 256:  # deeper than any limit: refused as too deep anyway
+    if depth > max_depth:
         return False
     if type(value) is dict:
         return any(
-            _has_lone_surrogate(key, depth + 1) or _has_lone_surrogate(item, depth + 1)
+            _has_lone_surrogate(key, max_depth, depth + 1)
+            or _has_lone_surrogate(item, max_depth, depth + 1)
             for key, item in value.items()
         )
     if type(value) is list:
-        return any(_has_lone_surrogate(item, depth + 1) for item in value)
+        return any(_has_lone_surrogate(item, max_depth, depth + 1) for item in value)
     return False
 
 
