@@ -4,6 +4,7 @@ endpoint is told which URL answered and what was expected."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -96,5 +97,40 @@ def test_a_request_without_jsonrpc_is_refused_naming_the_member(demo: RunningSer
             demo.base_url + "/rpc", json=body, headers={"Authorization": f"Bearer {token}"}
         ).json()
         data = answer["error"]["data"]
+        assert (data["code"], data["stage"]) == (INVALID_REQUEST.code, Stage.PROTOCOL)
+        assert (data["pointer"], data["reason"], data["expected"]) == (pointer, reason, expected)
+
+
+def test_mcp_on_stdio_names_the_member_the_same_way(tmp_path: Path) -> None:
+    lines = [
+        {"id": 1, "method": "tools/list"},
+        {"jsonrpc": "1.0", "id": 2, "method": "tools/list"},
+    ]
+    db = str(tmp_path / "s.sqlite3")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "strictcall",
+            "serve",
+            "--mcp-stdio",
+            "--identity",
+            "u1",
+            "--db",
+            db,
+        ],
+        input="".join(json.dumps(line) + "\n" for line in lines),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    answers = {answer["id"]: answer for answer in map(json.loads, done.stdout.splitlines())}
+    for request_id, pointer, reason, expected in (
+        (1, "", Reason.MISSING_MEMBER, "jsonrpc"),
+        (2, "/jsonrpc", Reason.CONST, "2.0"),
+    ):
+        data = answers[request_id]["error"]["data"]
         assert (data["code"], data["stage"]) == (INVALID_REQUEST.code, Stage.PROTOCOL)
         assert (data["pointer"], data["reason"], data["expected"]) == (pointer, reason, expected)
