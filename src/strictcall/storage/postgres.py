@@ -619,7 +619,7 @@ class PostgresStore:
                 " RETURNING hash, identity, role, created_at",
                 (TOKEN_ID_LENGTH, token_id, identity),
             ).fetchall(),
-            retry=True,
+            retry=False,  # run twice, it would report nothing revoked the second time
         )
         self._tokens.clear()
         return sorted(TokenInfo.of_row(*row) for row in rows)
