@@ -26,7 +26,7 @@ import pytest
 import pg
 from servers import START_DEADLINE_S
 from strictcall.cli.parser import build_parser
-from strictcall.storage.postgres import why_not_connected
+from strictcall.storage.postgres.faults import why_not_connected
 
 MODULE = [sys.executable, "-m", "strictcall"]
 EXIT_FAILED = 1
