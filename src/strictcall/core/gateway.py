@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 import orjson
 
+from strictcall.core.execute import execute_call, execute_call_async, failure_of
 from strictcall.core.ids import check_request_id
 from strictcall.core.jsontext import JSONTextError, dump_text, parse_document
 from strictcall.core.listing import ToolFormat, describe_tool
@@ -33,10 +34,7 @@ from strictcall.core.pipeline import (
     check_arguments,
     check_envelope,
     check_result,
-    execute_call,
-    execute_call_async,
     fail,
-    failure_of,
     may_hold_float,
     read_call,
     route_call,

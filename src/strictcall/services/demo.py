@@ -11,13 +11,13 @@ from __future__ import annotations
 import json
 from typing import Final
 
+from strictcall.core.execute import execute_call
 from strictcall.core.pipeline import (
     CompiledTool,
     Limits,
     authorize_call,
     check_arguments,
     check_result,
-    execute_call,
     fail,
     read_call,
     route_call,
