@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import enum
 import time
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -28,7 +27,7 @@ from typing import Final
 import orjson
 
 from strictcall.core.gateway import Gateway
-from strictcall.core.ids import valid_id
+from strictcall.core.ids import mint_call_id, valid_id
 from strictcall.core.jsontext import Document, dump_text
 from strictcall.core.pipeline import read_message
 from strictcall.core.record import AuditRecord
@@ -177,7 +176,7 @@ class RpcService:
         request = read_request(message)
         if type(request) is _Request and request.method == "tools/call":
             request_id = request.request_id
-            call_id: str | int = request_id if request_id is not None else f"n-{uuid.uuid4()}"
+            call_id: str | int = request_id if request_id is not None else mint_call_id("n")
             started = time.perf_counter_ns()
             answer = self.gateway.call_parsed(
                 request.params, identity, call_id, has_float=has_float
@@ -192,7 +191,7 @@ class RpcService:
         request = read_request(message)
         if type(request) is _Request and request.method == "tools/call":
             request_id = request.request_id
-            call_id: str | int = request_id if request_id is not None else f"n-{uuid.uuid4()}"
+            call_id: str | int = request_id if request_id is not None else mint_call_id("n")
             started = time.perf_counter_ns()
             answer = await self.gateway.call_parsed_async(
                 request.params, identity, call_id, has_float=has_float

@@ -10,7 +10,6 @@ the SDK's session manager.
 
 from __future__ import annotations
 
-import uuid
 from contextlib import AbstractAsyncContextManager
 from typing import Final
 
@@ -20,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from strictcall.core.gateway import Gateway
+from strictcall.core.ids import mint_call_id
 from strictcall.core.record import AuditRecord
 from strictcall.core.refusals import protocol_refusal
 from strictcall.transports.asgi import IDENTITY_KEY, Message, Receive, Scope, Send, read_body
@@ -47,7 +47,8 @@ class McpHttpApp:
     def __init__(self, gateway: Gateway, *, record: Recorder | None = None) -> None:
         self.limits: Final = gateway.limits
         self._record = record
-        tools = McpTools(gateway, identity_in_scope, lambda: f"http-{uuid.uuid4().hex}", record)
+        # stateless: each request is a connection of its own, with a scope of its own
+        tools = McpTools(gateway, identity_in_scope, lambda: mint_call_id("http"), record)
         self._tools = tools
         self.manager: Final = StreamableHTTPSessionManager(
             tools.server(),

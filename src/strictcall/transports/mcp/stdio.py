@@ -29,7 +29,6 @@ import importlib.util
 import io
 import logging
 import os
-import secrets
 import signal
 import sys
 import threading
@@ -46,7 +45,7 @@ from mcp.server.lowlevel.server import NotificationOptions
 from mcp.shared.message import SessionMessage
 
 from strictcall.core.gateway import Gateway
-from strictcall.core.ids import valid_id
+from strictcall.core.ids import mint_call_id, valid_id
 from strictcall.core.record import AuditRecord
 from strictcall.core.refusals import protocol_refusal
 from strictcall.transports.jsonrpc import Recorder
@@ -202,7 +201,7 @@ async def _serve_stdio(serving: _Serving, stdin: IO[bytes]) -> bool:
 
 async def _session(serving: _Serving, stdin: IO[bytes]) -> None:
     gateway, identity, record = serving.gateway, serving.identity, serving.record
-    scope = f"stdio-{secrets.token_hex(8)}"
+    scope = mint_call_id("stdio")
     tools = McpTools(gateway, lambda ctx: identity, lambda: scope, record)
     server = tools.server()
     read_send, read_receive = anyio.create_memory_object_stream[SessionMessage | Exception](
