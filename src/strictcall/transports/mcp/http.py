@@ -20,7 +20,7 @@ from starlette.responses import Response
 
 from strictcall.core.gateway import Gateway
 from strictcall.core.ids import mint_call_id
-from strictcall.core.record import AuditRecord
+from strictcall.core.record import refusal_record
 from strictcall.core.refusals import protocol_refusal
 from strictcall.transports.asgi import IDENTITY_KEY, Message, Receive, Scope, Send, read_body
 from strictcall.transports.jsonrpc import Recorder
@@ -159,7 +159,7 @@ class SdkErrors:
         code = error.get("code")
         if self._record is not None and type(code) is int:
             refusal = protocol_refusal(code).as_error()
-            self._record(AuditRecord.of_call(None, self._identity, None, refusal, 0))
+            self._record(refusal_record(refusal, self._identity))
         return orjson.dumps({**reply, "error": scrubbed(error)})
 
 

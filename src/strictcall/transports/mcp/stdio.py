@@ -46,7 +46,7 @@ from mcp.shared.message import SessionMessage
 
 from strictcall.core.gateway import Gateway
 from strictcall.core.ids import mint_call_id, valid_id
-from strictcall.core.record import AuditRecord
+from strictcall.core.record import refusal_record
 from strictcall.core.refusals import protocol_refusal
 from strictcall.transports.jsonrpc import Recorder
 from strictcall.transports.mcp.adapter import (
@@ -215,7 +215,7 @@ async def _session(serving: _Serving, stdin: IO[bytes]) -> None:
         def on_error(message: types.JSONRPCError) -> types.JSONRPCError:
             if record is not None:
                 error = protocol_refusal(message.error.code).as_error()
-                record(AuditRecord.of_call(None, identity, None, error, 0))
+                record(refusal_record(error, identity))
             return scrubbed_message(message)
 
         answers = Answers(Frames(output), on_error)
