@@ -39,9 +39,10 @@ def steps_for(gateway: Any, raw: str, identity: str) -> list[Step]:
     """Every step of the call, each a zero-argument callable on precomputed inputs."""
     import orjson
 
-    from strictcall import gateway as gw
-    from strictcall import jsontext, pipeline
     from strictcall.client.reply import check_request_id
+    from strictcall.core import gateway as gw
+    from strictcall.core import jsontext, pipeline
+    from strictcall.core.execute import execute_call
     from strictcall.core.tools import ToolContext
 
     steps: list[Step] = []
@@ -123,10 +124,10 @@ def steps_for(gateway: Any, raw: str, identity: str) -> list[Step]:
     steps.append(
         (
             "execute: execute_call, all of it",
-            lambda: pipeline.execute_call(compiled, ctx, arguments, pool),
+            lambda: execute_call(compiled, ctx, arguments, pool),
         )
     )
-    result, _ = pipeline.execute_call(compiled, ctx, arguments, pool)
+    result, _ = execute_call(compiled, ctx, arguments, pool)
     steps.append(("output: json_kind walk", lambda: pipeline._json_kind(result)))
     steps.append(
         (
