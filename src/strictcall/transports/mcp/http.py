@@ -135,7 +135,7 @@ class McpHttpApp:
             )
             body = line[:-1]  # the line's newline: a body is the message alone
         elif request.method == "tools/list":
-            listing = self._tools.listing(caller)
+            listing = [] if caller is None else self._tools.gateway.listing(caller, "mcp")
             body = orjson.dumps(listing_message(request_id, listing, request.version))
         else:  # ping
             body = orjson.dumps({"jsonrpc": "2.0", "id": request_id, "result": {}})
