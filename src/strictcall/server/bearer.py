@@ -23,7 +23,7 @@ from typing import Final
 
 import orjson
 
-from strictcall.core.record import AuditRecord
+from strictcall.core.record import refusal_record
 from strictcall.core.refusals import AUTH_DOWN, NO_TOKEN
 from strictcall.errors import AUTH_UNAVAILABLE, INSUFFICIENT_SCOPE, RETRY_AFTER_MS, Rejection
 from strictcall.identity.challenge import forbidden, metadata_document, unauthorized
@@ -131,7 +131,7 @@ class BearerCheck:
         assert settings is not None
         asked = tuple(dict.fromkeys((*settings.scopes, *needed)))
         refusal = Rejection(INSUFFICIENT_SCOPE, MappingProxyType({"scope": " ".join(asked)}))
-        self._record(AuditRecord.of_call(None, principal.identity, tool, refusal.as_error(), 0))
+        self._record(refusal_record(refusal.as_error(), principal.identity, tool=tool))
         body = orjson.dumps(refusal_reply(None, refusal))
         return 403, response_headers(body, authenticate=forbidden(settings, asked)), body
 
@@ -149,7 +149,7 @@ class BearerCheck:
         return status, response_headers(body, retry_after=str(retry_s).encode("ascii")), body
 
     def _audit(self, refusal: Rejection, identity: str | None) -> None:
-        self._record(AuditRecord.of_call(None, identity, None, refusal.as_error(), 0))
+        self._record(refusal_record(refusal.as_error(), identity))
 
 
 def called_tools(body: bytes | bytearray) -> Iterable[str]:

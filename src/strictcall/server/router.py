@@ -25,7 +25,7 @@ from typing import Final
 
 import orjson
 
-from strictcall.core.record import AuditRecord
+from strictcall.core.record import refusal_record
 from strictcall.core.refusals import CALLER_BUSY, FOREIGN_ORIGIN, too_large
 from strictcall.errors import RETRY_AFTER_MS, Rejection
 from strictcall.identity.principal import Principal
@@ -291,7 +291,7 @@ class RpcApp:
 
     def _audit(self, refusal: Rejection, identity: str | None) -> None:
         """Record a request refused before it reached the JSON-RPC service."""
-        self._record(AuditRecord.of_call(None, identity, None, refusal.as_error(), 0))
+        self._record(refusal_record(refusal.as_error(), identity))
 
 
 def replay(body: bytes, receive: Receive) -> Receive:
