@@ -480,3 +480,45 @@ def test_a_body_over_the_limit_with_a_providers_token_is_413_on_mcp_as_with_an_o
             timeout=DEADLINE_S,
         )
         assert refused(answer, 413, REQUEST_TOO_LARGE)["limit"] == MAX_SIZE
+
+
+def test_a_providers_jwt_is_answered_in_place_without_an_await(deployment: Deployment) -> None:
+    """The server's fast path (`answer_now`, a whole /rpc body answered where it arrived) takes
+    a provider's JWT once its keys are fetched: no await, no thread, as for an own token."""
+    import asyncio
+    from contextlib import AsyncExitStack
+
+    from strictcall.identity.settings import load_settings
+    from strictcall.server.app import build_app
+    from strictcall.storage.sqlite import SQLiteStore
+
+    settings = load_settings(str(deployment.config))
+    store = SQLiteStore(str(deployment.db))
+    app = build_app(store, oauth=settings)
+    token = deployment.provider.token(deployment.resource)
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/rpc",
+        "headers": [(b"authorization", f"Bearer {token}".encode())],
+    }
+    body = json.dumps(tool_call("count_notes", {})).encode()
+
+    async def answered() -> tuple[int, bytes] | None:
+        async with AsyncExitStack() as stack:
+            for lifespan in app.lifespans:
+                await stack.enter_async_context(lifespan())
+            deadline = time.monotonic() + DEADLINE_S
+            while time.monotonic() < deadline:  # until the keys are fetched, in the background
+                answer = app.answer_now(scope, body)
+                if answer is not None and answer[0] != 503:
+                    return answer[0], answer[2]
+                await asyncio.sleep(0.05)
+        return None
+
+    try:
+        answer = asyncio.run(answered())
+    finally:
+        store.close()
+    assert answer is not None
+    assert answer[0] == 200 and isinstance(json.loads(answer[1])["result"], int)
