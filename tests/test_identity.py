@@ -20,7 +20,7 @@ from strictcall.identity.challenge import (
     unauthorized,
 )
 from strictcall.identity.fetch import discovery_urls
-from strictcall.identity.principal import Failure, Refused, missing_scopes, seconds
+from strictcall.identity.principal import Failure, Principal, Refused, missing_scopes, seconds
 from strictcall.identity.settings import (
     SECRET_ENV,
     OAuthSettings,
@@ -214,3 +214,56 @@ def test_a_flood_of_refused_tokens_is_one_log_line_a_second_per_reason(
         "strictcall: a bearer token was refused: malformed",
         "strictcall: a bearer token was refused: malformed (and 49 more since)",
     ]
+
+
+def test_a_jwts_claims_name_the_caller_and_its_scopes_in_either_form() -> None:
+    from strictcall.identity.jwts import principal_of
+
+    settings = OAuthSettings(ISSUER, RESOURCE)
+    assert principal_of({"sub": "u1", "scope": "a b", "exp": 5}, settings) == Principal(
+        "u1", frozenset({"a", "b"}), 5.0
+    )
+    cases: list[tuple[dict[str, object], set[str]]] = [
+        ({"sub": "u1", "scp": ["a", 7, "b"]}, {"a", "b"}),
+        ({"sub": "u1", "scp": "a"}, {"a"}),
+        ({"sub": "u1", "scope": 7}, set()),
+    ]
+    for claims, scopes in cases:
+        assert principal_of(claims, settings) == Principal("u1", frozenset(scopes))
+    nobody: list[dict[str, object]] = [{}, {"sub": ""}, {"sub": 7}, {"sub": None}]
+    for claims in nobody:
+        assert principal_of(claims, settings) == Refused(Failure.NO_IDENTITY)
+    by_client = OAuthSettings(ISSUER, RESOURCE, identity_claim="client_id")
+    assert principal_of({"sub": "x", "client_id": "agent"}, by_client) == Principal(
+        "agent", frozenset()
+    )
+
+
+def test_a_key_verifies_only_its_own_algorithm_and_a_token_must_name_the_audience() -> None:
+    import time
+
+    import jwt
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from jwt.algorithms import ECAlgorithm
+
+    from strictcall.identity.jwts import header_of, signing_key, verify
+
+    private = ec.generate_private_key(ec.SECP256R1())
+    public_jwk = ECAlgorithm.to_jwk(private.public_key(), as_dict=True)
+    settings = OAuthSettings(ISSUER, RESOURCE)
+    assert signing_key({**public_jwk, "alg": "ES384"}, "ES256") == Refused(Failure.ALGORITHM)
+    assert signing_key(public_jwk, "RS256") == Refused(Failure.ALGORITHM)  # an EC key
+    assert signing_key({"kty": "oct", "k": "c2VjcmV0"}, "ES256") == Refused(Failure.ALGORITHM)
+    key = signing_key(public_jwk, "ES256")
+    assert not isinstance(key, Refused)
+    now = int(time.time())
+    claims = {"iss": ISSUER, "aud": RESOURCE, "sub": "u1", "exp": now + 60}
+    good = jwt.encode(claims, private, algorithm="ES256", headers={"kid": "k"})
+    assert header_of(good, settings) == ("ES256", "k")
+    assert verify(good, key, "ES256", settings) == Principal("u1", frozenset(), now + 60.0)
+    no_aud = jwt.encode({k: v for k, v in claims.items() if k != "aud"}, private, "ES256")
+    assert verify(no_aud, key, "ES256", settings) == Refused(Failure.AUDIENCE)
+    tampered = good[:-4] + ("AAAA" if not good.endswith("AAAA") else "BBBB")
+    assert verify(tampered, key, "ES256", settings) == Refused(Failure.SIGNATURE)
+    numeric_kid = "eyJhbGciOiJFUzI1NiIsImtpZCI6N30." + good.split(".", 1)[1]  # "kid": 7
+    assert header_of(numeric_kid, settings) == Refused(Failure.MALFORMED)
