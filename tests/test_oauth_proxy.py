@@ -165,3 +165,35 @@ def test_the_proxys_own_token_is_fetched_once_then_again_before_it_expires(tmp_p
         assert auth.fetched == 2 and len(set(seen)) == 2
     finally:
         provider.stop()
+
+
+def test_the_proxys_token_is_fetched_again_once_after_a_401_and_a_refused_grant_says_why(
+    gateway: Gateway,
+) -> None:
+    from strictcall.services.proxy.credentials import UpstreamAuthFailed
+
+    # a token for another resource: the upstream answers 401, the proxy tries one new token
+    wrong = ClientCredentials(
+        gateway.provider.issuer + "/token",
+        RS_CLIENT_ID,
+        RS_CLIENT_SECRET,
+        resource=gateway.proxy_resource,
+    )
+    auth = ClientCredentialsAuth(wrong)
+    statuses: list[int] = []
+
+    async def call(with_auth: ClientCredentialsAuth) -> None:
+        async with httpx2.AsyncClient(auth=with_auth) as http:
+            answer = await http.post(
+                gateway.upstream_resource + "/rpc",
+                json=tool_call("count_notes", {}),
+            )
+            statuses.append(answer.status_code)
+
+    anyio.run(call, auth)
+    assert statuses == [401] and auth.fetched == 2
+    refused_grant = ClientCredentials(
+        gateway.provider.issuer + "/token", RS_CLIENT_ID, "not-the-secret"
+    )
+    with pytest.raises(UpstreamAuthFailed, match=r"HTTP 401 \(invalid_client\)"):
+        anyio.run(call, ClientCredentialsAuth(refused_grant))

@@ -77,6 +77,7 @@ class ClientCredentialsAuth(httpx2.Auth):
         if response.status_code != 200:
             raise UpstreamAuthFailed(
                 f"the token endpoint {where} answered HTTP {response.status_code}"
+                + _oauth_error(response)
             )
         try:
             answer = response.json()
