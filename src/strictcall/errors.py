@@ -210,9 +210,12 @@ class StrictcallError(Exception):
     ├── PolicyError (also ValueError)           a proxy's allow-list file is malformed
     ├── StoreError                              raised by a store (storage.base)
     │   ├── StoreUnavailable                    the database cannot serve now (retryable)
-    │   │   └── SchemaTooNew                    ... its schema is newer than this code
+    │   │   ├── SchemaTooNew                    ... its schema is newer than this code
+    │   │   └── StoreUnreachable                ... it cannot be reached (psql's reason)
     │   ├── StoreBusy                           a write asked not to wait would have had to
     │   └── IdempotencyConflict                 a call id reused for another write
+    ├── PoolFull                                no PostgreSQL connection came free in time
+    ├── NoValue                                 a PostgreSQL NULL where the schema holds none
     ├── ListenError                             a server cannot listen there (listen)
     └── ClientError                             raised by the client (client)
         ├── ToolError                           the server answered with a JSON-RPC error
