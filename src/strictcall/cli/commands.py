@@ -10,9 +10,10 @@ import shlex
 import time
 from collections.abc import Callable, Sequence
 from contextlib import closing
-from typing import Any, Final, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TextIO, TypeVar
 
 from strictcall.errors import MissingExtra, Stage
+from strictcall.ops.terminal import shown
 from strictcall.server.edge import EdgeLimits
 from strictcall.services.demo import NOTES as SEED_NOTES
 from strictcall.storage import (
@@ -23,6 +24,9 @@ from strictcall.storage import (
     shown_db,
     unavailable_because,
 )
+
+if TYPE_CHECKING:
+    from strictcall.ops.audit_query import AuditQuery
 
 T = TypeVar("T")
 
@@ -343,29 +347,43 @@ def run_notes_list(db: str, owner: str, *, out: TextIO, err: TextIO) -> int:
     return EXIT_OK
 
 
-def run_audit(db: str, limit: int, *, out: TextIO, err: TextIO) -> int:
-    """Print recent calls and the counts by outcome, stage and code."""
-    read = _with_store(db, err, lambda store: (store.recent_calls(limit), store.call_counts()))
-    if read is None:
+def run_audit(
+    db: str,
+    limit: int,
+    *,
+    out: TextIO,
+    err: TextIO,
+    query: AuditQuery | None = None,
+    as_json: bool = False,
+) -> int:
+    """Print the newest calls that match `query` (all by default) and their counts by
+    outcome, stage and code; with `as_json`, the calls alone, one JSON object a line."""
+    from strictcall.ops.audit_query import AuditQuery, audit_json, audit_line, find_calls
+
+    asked = query if query is not None else AuditQuery()
+
+    def read(
+        store: Store,
+    ) -> tuple[list[AuditRecord], list[tuple[str, str | None, str | None, int]]]:
+        if asked.filters:
+            return find_calls(store, asked, limit)
+        return store.recent_calls(limit), store.call_counts()
+
+    found = _with_store(db, err, read)
+    if found is None:
         return EXIT_FAILED
-    recent, counts = read
+    recent, counts = found
+    if as_json:
+        for r in recent:
+            out.write(audit_json(r))
+        return EXIT_OK
     out.write(f"recent calls (newest first, at most {limit}):\n")
     for r in recent:
-        at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(r.at))
-        out.write(
-            f"  {at}  {r.outcome:5}  {_shown(r.stage):8}  {_shown(r.code):22}"
-            f"  {_shown(r.tool):12}  {_shown(r.identity):10}  {r.latency_us:>7} us"
-            f"  call {_shown(r.call_id)}\n"
-        )
+        out.write(audit_line(r))
     out.write("counts by outcome, stage and code:\n")
     for outcome, stage, code, n in counts:
-        out.write(f"  {n:>8}  {outcome:5}  {_shown(stage):8}  {_shown(code)}\n")
+        out.write(f"  {n:>8}  {outcome:5}  {shown(stage):8}  {shown(code)}\n")
     return EXIT_OK
-
-
-def _shown(value: str | None) -> str:
-    """An audit column as printed: "-" where the record has none (an empty str stays "")."""
-    return "-" if value is None else value
 
 
 # --- for operators (issue 16): operator tokens, the audit as it comes, the breakdown ----------
@@ -383,18 +401,22 @@ def run_operator_token(db: str, name: str, *, out: TextIO, err: TextIO) -> int:
     return EXIT_OK
 
 
-def _audit_line(r: AuditRecord) -> str:
-    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(r.at))
-    return (
-        f"  {at}  {r.outcome:5}  {_shown(r.stage):8}  {_shown(r.code):22}"
-        f"  {_shown(r.tool):12}  {_shown(r.identity):10}  {r.latency_us:>7} us"
-        f"  call {_shown(r.call_id)}  {_shown(r.reason)}  {_shown(r.pointer)}\n"
-    )
-
-
-def run_audit_follow(db: str, limit: int, *, out: TextIO, err: TextIO) -> int:
+def run_audit_follow(
+    db: str,
+    limit: int,
+    *,
+    out: TextIO,
+    err: TextIO,
+    query: AuditQuery | None = None,
+    as_json: bool = False,
+) -> int:
     """Print the last `limit` calls, oldest first, then each new one as it is recorded, until
-    Ctrl-C (exit 0) or the store fails (exit 1)."""
+    Ctrl-C (exit 0) or the store fails (exit 1); only those that match `query`, as lines of
+    columns or (`as_json`) one JSON object a line."""
+    from strictcall.ops.audit_query import AuditQuery, audit_json, audit_line, find_calls
+
+    asked = query if query is not None else AuditQuery()
+    write = audit_json if as_json else audit_line
     try:
         store = open_store(db)
     except StoreUnavailable:
@@ -402,12 +424,17 @@ def run_audit_follow(db: str, limit: int, *, out: TextIO, err: TextIO) -> int:
         return EXIT_FAILED
     try:
         newest, _ = store.calls_after(None, 0)
-        # the cursor counts records: start `limit` before the newest, and miss none after it
-        cursor = max(newest - limit, 0)
+        cursor = newest
+        if asked.filters:  # the last `limit` that match, however far back
+            for r in reversed(find_calls(store, asked, limit)[0]):
+                out.write(write(r))
+        else:  # the cursor counts records: start `limit` before the newest
+            cursor = max(newest - limit, 0)
         while True:
             cursor, records = store.calls_after(cursor, FOLLOW_BATCH)
             for r in records:
-                out.write(_audit_line(r))
+                if asked.matches(r):
+                    out.write(write(r))
             out.flush()
             if len(records) < FOLLOW_BATCH:
                 time.sleep(FOLLOW_POLL_S)
@@ -424,6 +451,7 @@ def run_stats(db: str, since: str, *, as_json: bool, out: TextIO, err: TextIO) -
     """Print the breakdown the operator page shows, over the last `since` (e.g. 1h)."""
     import json
 
+    from strictcall.ops.audit_query import audit_line
     from strictcall.ops.stats import breakdown, parse_span
 
     try:
@@ -437,23 +465,23 @@ def run_stats(db: str, since: str, *, as_json: bool, out: TextIO, err: TextIO) -
             err.write(f"strictcall: the store at {shown_db(db)} is unavailable\n")
         return EXIT_FAILED
     if as_json:
-        out.write(json.dumps(stats.as_json(), ensure_ascii=False) + "\n")
+        out.write(json.dumps(stats.as_json(), ensure_ascii=True) + "\n")  # no raw control text
         return EXIT_OK
     rate = f"{100 * stats.failed / stats.calls:.1f} %" if stats.calls else "-"
     out.write(f"calls in the last {since}: {stats.calls}, failed {stats.failed} ({rate})\n")
     out.write("failures by stage and code:\n")
     for stage, code, n in stats.by_stage_code:
-        out.write(f"  {n:>8}  {stage:8}  {code}\n")
+        out.write(f"  {n:>8}  {shown(stage):8}  {shown(code)}\n")
     out.write("calls by tool (calls, failed):\n")
     for tool, n, failed in stats.by_tool:
-        out.write(f"  {n:>8}  {failed:>8}  {tool}\n")
+        out.write(f"  {n:>8}  {failed:>8}  {shown(tool)}\n")
     out.write("top failing (tool, code, reason, pointer):\n")
     for row in stats.top_failures:
         out.write(
-            f"  {row.calls:>8}  {_shown(row.tool):12}  {_shown(row.code):22}"
-            f"  {_shown(row.reason):18}  {_shown(row.pointer)}\n"
+            f"  {row.calls:>8}  {shown(row.tool):12}  {shown(row.code):22}"
+            f"  {shown(row.reason):18}  {shown(row.pointer)}\n"
         )
     out.write("most recent refusals (newest first):\n")
     for r in stats.recent_refusals:
-        out.write(_audit_line(r))
+        out.write(audit_line(r))
     return EXIT_OK

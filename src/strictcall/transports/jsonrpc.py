@@ -28,11 +28,17 @@ from typing import Final
 import orjson
 
 from strictcall.core.gateway import Gateway
-from strictcall.core.ids import valid_id
+from strictcall.core.ids import id_too_long, valid_id
 from strictcall.core.jsontext import Document, dump_text
 from strictcall.core.pipeline import read_message
 from strictcall.core.record import AuditRecord
-from strictcall.core.refusals import NO_SUCH_METHOD, NOT_A_REQUEST, POSITIONAL_PARAMS, WITHHELD
+from strictcall.core.refusals import (
+    ID_TOO_LONG,
+    NO_SUCH_METHOD,
+    NOT_A_REQUEST,
+    POSITIONAL_PARAMS,
+    WITHHELD,
+)
 from strictcall.errors import JSONValue, Rejection, Stage
 
 ERROR_CODES: Final[Mapping[Stage, tuple[int, str]]] = MappingProxyType(
@@ -283,7 +289,7 @@ def read_request(message: JSONValue) -> _Request | Rejection:
         return NOT_A_REQUEST
     request_id = message.get("id")
     if "id" in message and valid_id(message) is None:
-        return NOT_A_REQUEST
+        return ID_TOO_LONG if id_too_long(message) else NOT_A_REQUEST
     params = message.get("params")
     if type(params) is list:  # by position: a valid request, but no method takes those
         return POSITIONAL_PARAMS
