@@ -414,3 +414,7 @@ CATALOGUE: Final[tuple[ErrorKind, ...]] = (
     INVALID_REQUEST,
 )
 """Every kind the project can emit, in stage order."""
+
+STORE_DOWN_CODES: Final = frozenset({STORE_UNAVAILABLE.code, AUTH_UNAVAILABLE.code})
+"""The codes of calls refused because the store could not serve (what operations count as an
+outage's refused calls)."""

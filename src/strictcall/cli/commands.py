@@ -65,7 +65,10 @@ def run_serve(
 
         def ready(bound_host: str, bound_port: int) -> None:
             base = f"http://{bound_host}:{bound_port}"
-            out.write(f"strictcall listening on {base} (store: {shown_db(db)}); Ctrl-C stops it\n")
+            out.write(
+                f"strictcall listening on {base} (store: {shown_db(db)}; operator page {base}/,"
+                f" metrics {base}/metrics); Ctrl-C stops it\n"
+            )
             if tokens:
                 _print_demo(out, base, tokens, store)
             else:
