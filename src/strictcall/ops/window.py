@@ -34,7 +34,8 @@ NO_TOOL: Final = "-"
 WIRES: Final = ("rpc", "mcp", "stdio")
 """JSON-RPC at /rpc, MCP over HTTP at /mcp, MCP on stdio."""
 
-# latency buckets, in µs: 10 per decade from 10 µs to 100 s (a quantile is within ~12 %)
+# latency buckets, in µs: 10 per decade from 10 µs to 100 s (a quantile is shown as its
+# bucket's upper bound: at most 26 % above the true value)
 _BOUNDS_US: Final = tuple(round(10 ** (1 + i / 10)) for i in range(71))
 
 
