@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, ConsoleMessage, Page, sync_playwright
+from playwright.sync_api import Browser, ConsoleMessage, Page, ViewportSize, sync_playwright
 
 import pg
 from browser import ARTIFACTS, LAUNCH_ARGS, need_chromium
@@ -154,8 +154,8 @@ def test_the_tables_are_there_without_javascript(
 
 # --- in an incident (issue 29): phone width, a failed refresh, the store down ------------------
 
-PHONE = {"width": 390, "height": 844}
-DESKTOP = {"width": 1280, "height": 900}
+PHONE: ViewportSize = {"width": 390, "height": 844}
+DESKTOP: ViewportSize = {"width": 1280, "height": 900}
 SCREENSHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
 MIN_TEXT_PX = 12.0
 
@@ -243,7 +243,8 @@ def test_with_the_store_down_the_page_keeps_its_figures_under_a_banner(
             assert answer["code"] in (STORE_UNAVAILABLE.code, AUTH_UNAVAILABLE.code)
             refused += 1
         SCREENSHOTS.mkdir(exist_ok=True)
-        for name, viewport in (("1280", DESKTOP), ("390", PHONE)):
+        sizes: tuple[tuple[str, ViewportSize], ...] = (("1280", DESKTOP), ("390", PHONE))
+        for name, viewport in sizes:
             page = browser.new_page(viewport=viewport)
             deadline = time.monotonic() + DEADLINE_S
             while True:

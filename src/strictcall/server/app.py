@@ -27,7 +27,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import asdict
 from types import FrameType
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, cast
 
 from strictcall.errors import MissingExtra
 
@@ -102,7 +102,7 @@ def build_app(
                 store.close()
 
     return build_gateway_app(
-        notes_gateway(store, limits=limits),
+        notes_gateway(_traced(store) if observe else store, limits=limits),
         store,
         origins=origins,
         edge=edge,
@@ -167,7 +167,7 @@ def build_gateway_app(
         window=window,
         store_health=health,
     )
-    app = (RpcApp if metrics is None else CountingRpcApp)(
+    app = (RpcApp if metrics is None and tracer is None else ObservedRpcApp)(
         RpcService(gateway, record_of("rpc")),
         store,
         max_body=gateway.limits.max_size,
@@ -185,9 +185,10 @@ def build_gateway_app(
         max_in_flight=(edge if edge is not None else EdgeLimits()).max_in_flight,
         count_in_flight=metrics is not None,
     )
+    if isinstance(app, ObservedRpcApp):
+        app.tracer = tracer
+        app.on_response = None if metrics is None else metrics.http_response
     if metrics is not None:
-        assert isinstance(app, CountingRpcApp)
-        app.on_response = metrics.http_response
         metrics.requests_in_flight = lambda: app.requests_in_flight
         metrics.audit_backlog = lambda: audit.pending
         metrics.audit_lost = lambda: audit.lost_total
@@ -196,28 +197,49 @@ def build_gateway_app(
     return app
 
 
-class CountingRpcApp(RpcApp):
+class ObservedRpcApp(RpcApp):
     """`RpcApp`, telling `on_response` the path and status of every HTTP response (the
-    metrics' count of statuses), those answered in place (`answer_now`) too."""
+    metrics' count of statuses), those answered in place (`answer_now`) too; and while
+    `tracer` makes spans, answering each request in its caller's trace context (W3C
+    `traceparent`), the store's work kept for its calls' spans."""
 
-    on_response: Callable[[str, int], None] = staticmethod(lambda path, status: None)
+    on_response: Callable[[str, int], None] | None = None
+    tracer: CallTracer | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await super().__call__(scope, receive, send)
             return
-        path = scope["path"]
+        on_response = self.on_response
+        if on_response is None:
+            answer = send
+        else:
+            path = scope["path"]
 
-        async def counted(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                self.on_response(path, message["status"])
-            await send(message)
+            async def answer(message: Message) -> None:
+                if message["type"] == "http.response.start":
+                    on_response(path, message["status"])
+                await send(message)
 
-        await super().__call__(scope, receive, counted)
+        tracer = self.tracer
+        if tracer is None or not tracer.enabled:
+            await super().__call__(scope, receive, answer)
+            return
+        from strictcall.ops.tracing import request_context
+
+        with request_context(scope["headers"]):
+            await super().__call__(scope, receive, answer)
 
     def answer_now(self, scope: Scope, body: bytes | bytearray) -> Response | None:
-        response = super().answer_now(scope, body)
-        if response is not None:
+        tracer = self.tracer
+        if tracer is None or not tracer.enabled:
+            response = super().answer_now(scope, body)
+        else:
+            from strictcall.ops.tracing import request_context
+
+            with request_context(scope["headers"]):
+                response = super().answer_now(scope, body)
+        if response is not None and self.on_response is not None:
             self.on_response(scope["path"], response[0])
         return response
 
@@ -298,7 +320,7 @@ def observed(
         if tallied is not None:
             tallied(entry)
         if tracer is not None:
-            tracer.observe(entry)
+            tracer.observe(entry, wire)
         record(entry)
 
     return observe
@@ -318,6 +340,16 @@ def _window(health: StoreHealth) -> RecentCalls:
     from strictcall.ops.window import RecentCalls
 
     return RecentCalls(health)
+
+
+def _traced(store: Store) -> Store:
+    """`store`, its operations timed for the spans of the calls they serve (with the
+    OpenTelemetry API installed), else `store` itself."""
+    from strictcall.ops import tracing
+
+    if not tracing.available():
+        return store
+    return cast(Store, tracing.TracedStore(store))
 
 
 def _tracer() -> CallTracer | None:
