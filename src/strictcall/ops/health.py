@@ -60,16 +60,17 @@ class StoreHealth:
         """The last outage that is over, or None."""
         return self._last
 
-    def refused(self, at: float, calls: int = 1) -> None:
-        """`calls` answered store_unavailable or auth_unavailable, the last at `at`."""
+    def refused(self, first: float, calls: int = 1, last: float | None = None) -> None:
+        """`calls` answered store_unavailable or auth_unavailable, from `first` to `last`."""
+        latest = first if last is None else last
         with self._lock:
-            last = self._last
-            late = last is not None and last.until is not None and at <= last.until
-            if self._since is None and last is not None and late:
-                # counted after the outage ended, answered during it: it belongs to it
-                self._last = Outage(last.since, last.until, last.refused + calls)
+            over = self._last
+            late = over is not None and over.until is not None and latest <= over.until
+            if self._since is None and over is not None and late:
+                # answered in the outage just over, counted after it ended
+                self._last = Outage(over.since, over.until, over.refused + calls)
                 return
-            self._begin(at)
+            self._begin(first)
             self._refused += calls
 
     def failed(self, at: float | None = None) -> None:

@@ -137,7 +137,7 @@ class RecentCalls:
                 if r.code is not None and r.code in REFUSED_CODES:
                     refused.append(r.at)
         if refused and self._health is not None:
-            self._health.refused(max(refused), len(refused))
+            self._health.refused(min(refused), len(refused), max(refused))
         self._forget(time.time() - WINDOW_S - MINUTE_S)
         return drained
 
