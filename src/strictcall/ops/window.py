@@ -3,7 +3,8 @@ memory: what the page shows beside the audit's breakdown (latency per tool, call
 and per wire, the last 5 minutes) and in its place while the store is down.
 
 A call costs one list append (the wire's own list); the records are tallied when the page
-reads them and every `DRAIN_EVERY_S` (`running`). Identities are the callers' (from their
+reads them and every `DRAIN_EVERY_S` (`running`; `BUSY_DRAIN_EVERY_S` under load), grouped by
+C-level counting (~0.3 µs a record). Identities are the callers' (from their
 tokens, or the one a stdio server runs as); at most `MAX_IDENTITIES` are told apart per
 minute, the rest counted as `OTHERS`. Tools are registered names, or "-" for a call that named
 none (a made-up name is never kept).
@@ -19,6 +20,8 @@ from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
+from functools import partial
+from operator import itemgetter
 from typing import Final
 
 from strictcall.core.record import AuditRecord
@@ -28,11 +31,22 @@ WINDOW_S: Final = 3600
 RECENT_S: Final = 300
 MINUTE_S: Final = 60
 DRAIN_EVERY_S: Final = 1.0
+BUSY_DRAIN_EVERY_S: Final = 0.05
+BUSY_DRAIN: Final = 500
+"""After a drain of this many records or more, the next comes after `BUSY_DRAIN_EVERY_S`
+(as the metrics do: many small drains stall the loop less than one large one)."""
 MAX_IDENTITIES: Final = 1000
 OTHERS: Final = "(others)"
 NO_TOOL: Final = "-"
 WIRES: Final = ("rpc", "mcp", "stdio")
 """JSON-RPC at /rpc, MCP over HTTP at /mcp, MCP on stdio."""
+
+_KEY_OF: Final[
+    Callable[[AuditRecord], tuple[str | None, str, str | None, str | None, str | None]]
+] = itemgetter(3, 4, 6, 5, 2)
+"""(tool, outcome, stage, code, identity) of a record."""
+_TOOL_OF: Final[Callable[[AuditRecord], str | None]] = itemgetter(3)
+_LATENCY_OF: Final[Callable[[AuditRecord], int]] = itemgetter(7)
 
 # latency buckets, in µs: 10 per decade from 10 µs to 100 s (a quantile is shown as its
 # bucket's upper bound: at most 26 % above the true value)
@@ -127,40 +141,58 @@ class RecentCalls:
 
     def _drain(self) -> int:
         drained = 0
-        refused: list[float] = []
         for wire, pending in self._pending.items():
             batch = pending[:]
             del pending[: len(batch)]  # appends made meanwhile stay
             drained += len(batch)
-            for r in batch:
-                self._tally(wire, r)
-                if r.code is not None and r.code in REFUSED_CODES:
-                    refused.append(r.at)
-        if refused and self._health is not None:
-            self._health.refused(min(refused), len(refused), max(refused))
+            if batch:
+                self._tally_batch(wire, batch)
         self._forget(time.time() - WINDOW_S - MINUTE_S)
         return drained
 
-    def _tally(self, wire: str, r: AuditRecord) -> None:
-        start = int(r.at) // MINUTE_S * MINUTE_S
+    def _tally_batch(self, wire: str, batch: list[AuditRecord]) -> None:
+        """Tally a wire's records, grouped by C-level counting per minute (a drain's records
+        are nearly always of one minute: they are appended as they are made)."""
+        first, last = int(batch[0].at) // MINUTE_S, int(batch[-1].at) // MINUTE_S
+        if first == last:
+            self._tally_minute(first * MINUTE_S, wire, batch)
+            return
+        by_minute: dict[int, list[AuditRecord]] = {}
+        for r in batch:
+            by_minute.setdefault(int(r.at) // MINUTE_S * MINUTE_S, []).append(r)
+        for start, records in by_minute.items():
+            self._tally_minute(start, wire, records)
+
+    def _tally_minute(self, start: int, wire: str, records: list[AuditRecord]) -> None:
         minute = self._minutes.get(start)
         if minute is None:
             minute = self._minutes[start] = _Minute()
-        tool = NO_TOOL if r.tool is None else r.tool
-        failed = r.outcome != "ok"
-        minute.calls[(wire, tool, r.stage if failed else None, r.code if failed else None)] += 1
-        identity = "-" if r.identity is None else r.identity
-        codes = minute.identities.get(identity)
-        if codes is None:
-            if len(minute.identities) >= MAX_IDENTITIES:
-                identity = OTHERS
-            codes = minute.identities.setdefault(identity, Counter())
-        codes[r.code if failed else None] += 1
-        if r.tool is not None:
-            buckets = minute.latency.get(tool)
-            if buckets is None:
-                buckets = minute.latency[tool] = [0] * (len(_BOUNDS_US) + 1)
-            buckets[bisect.bisect_left(_BOUNDS_US, r.latency_us)] += 1
+        refused = 0
+        for (tool, outcome, stage, code, identity), n in Counter(map(_KEY_OF, records)).items():
+            failed = outcome != "ok"
+            shown_tool = NO_TOOL if tool is None else tool
+            minute.calls[
+                (wire, shown_tool, stage if failed else None, code if failed else None)
+            ] += n
+            who = "-" if identity is None else identity
+            codes = minute.identities.get(who)
+            if codes is None:
+                if len(minute.identities) >= MAX_IDENTITIES:
+                    who = OTHERS
+                codes = minute.identities.setdefault(who, Counter())
+            codes[code if failed else None] += n
+            if code is not None and code in REFUSED_CODES:
+                refused += n
+        places = map(partial(bisect.bisect_left, _BOUNDS_US), map(_LATENCY_OF, records))
+        for (tool, place), n in Counter(zip(map(_TOOL_OF, records), places, strict=True)).items():
+            if tool is not None:
+                buckets = minute.latency.get(tool)
+                if buckets is None:
+                    buckets = minute.latency[tool] = [0] * (len(_BOUNDS_US) + 1)
+                buckets[place] += n
+        if refused and self._health is not None:  # an outage: rare enough to look at each
+            at = [r.at for r in records if r.code is not None and r.code in REFUSED_CODES]
+            self._health.refused(min(at), refused, max(at))
 
     def _forget(self, before: float) -> None:
         for start in [s for s in self._minutes if s < before]:
@@ -193,9 +225,11 @@ class RecentCalls:
         within a second of the first refused call)."""
 
         async def drain_every_interval() -> None:
+            interval = DRAIN_EVERY_S
             while True:
-                await asyncio.sleep(DRAIN_EVERY_S)
-                self.drain()
+                await asyncio.sleep(interval)
+                busy = self.drain() >= BUSY_DRAIN
+                interval = BUSY_DRAIN_EVERY_S if busy else DRAIN_EVERY_S
 
         task = asyncio.get_running_loop().create_task(drain_every_interval())
         try:
