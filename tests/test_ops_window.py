@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -91,33 +92,53 @@ def test_identities_beyond_the_bound_are_counted_together() -> None:
     assert seen.hour.calls == MAX_IDENTITIES + 5
 
 
-def test_an_outage_is_two_log_lines_and_counts_its_refused_calls(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
+class Lines(logging.Handler):
+    """The messages logged to it (the server's own log configuration may stop propagation)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+@pytest.fixture
+def logged() -> Iterator[Lines]:
+    handler = Lines()
+    logger = logging.getLogger("strictcall")
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.WARNING)
+    yield handler
+    logger.removeHandler(handler)
+    logger.setLevel(level)
+
+
+def test_an_outage_is_two_log_lines_and_counts_its_refused_calls(logged: Lines) -> None:
     health = StoreHealth()
     window = RecentCalls(health)
     record = window.observer("rpc")
     now = time.time()
-    with caplog.at_level(logging.WARNING, logger="strictcall"):
-        record(ok(now - 5))
-        window.drain()
-        assert health.outage is None
-        record(refused(now - 4))
-        record(refused(now - 3, AUTH_UNAVAILABLE.code))
-        window.drain()
-        health.failed(now - 2.5)  # an audit batch the store did not take: the same outage
-        record(refused(now - 2))
-        window.drain()
-        outage = health.outage
-        assert outage is not None and outage.since == now - 4 and outage.refused == 3
-        health.answered(now - 1)
-        record(refused(now - 1.5))  # answered in the outage, tallied after it ended
-        window.drain()
+    record(ok(now - 5))
+    window.drain()
+    assert health.outage is None
+    record(refused(now - 4))
+    record(refused(now - 3, AUTH_UNAVAILABLE.code))
+    window.drain()
+    health.failed(now - 2.5)  # an audit batch the store did not take: the same outage
+    record(refused(now - 2))
+    window.drain()
+    outage = health.outage
+    assert outage is not None and outage.since == now - 4 and outage.refused == 3
+    health.answered(now - 1)
+    record(refused(now - 1.5))  # answered in the outage, tallied after it ended
+    window.drain()
     assert health.outage is None
     last = health.last_outage
     assert last is not None and (last.since, last.until, last.refused) == (now - 4, now - 1, 4)
     assert health.outages == 1
-    lines = [r.getMessage() for r in caplog.records if r.name == "strictcall"]
+    lines = logged.lines
     assert sum("store unavailable since" in line for line in lines) == 1
     assert sum("store back" in line for line in lines) == 1
     assert "3 calls refused meanwhile" in next(line for line in lines if "store back" in line)

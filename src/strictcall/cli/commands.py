@@ -118,10 +118,12 @@ def run_serve_mcp_stdio(db: str, identity: str, *, err: TextIO) -> int:
     Standard output carries MCP alone; the one line about the store goes to `err`.
     """
     from strictcall.audit.log import AuditLog
+    from strictcall.server.logs import configure_logging
     from strictcall.services.notes import notes_gateway
     from strictcall.transports.mcp import serve_stdio  # the MCP SDK loads only here
     from strictcall.transports.mcp.stdio import exit_interrupted
 
+    configure_logging()  # log lines on stderr stamped with their time, as the HTTP server's
     store = _open_store(db, err)
     if store is None:
         return EXIT_FAILED

@@ -22,7 +22,6 @@ import json
 import logging
 import os
 import socket
-import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import asdict
@@ -44,6 +43,7 @@ from strictcall.core.tools import Tool
 from strictcall.server.edge import EdgeLimits, OriginPolicy
 from strictcall.server.guard import guarded_protocol
 from strictcall.server.listen import bind_listeners
+from strictcall.server.logs import log_config
 from strictcall.server.router import RpcApp
 from strictcall.services.notes import notes_gateway
 from strictcall.storage import AuditRecord, Store, StoreUnavailable
@@ -392,41 +392,6 @@ class _Server(uvicorn.Server):
         if self._on_stopping is not None and self.started:
             self._on_stopping()
         await super().shutdown(sockets)
-
-
-class UtcFormatter(logging.Formatter):
-    """Log lines stamped with the UTC time to the millisecond, ISO 8601."""
-
-    converter = staticmethod(time.gmtime)
-    default_time_format = "%Y-%m-%dT%H:%M:%S"
-    default_msec_format = "%s.%03dZ"
-
-
-LOG_FORMAT: Final = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-
-
-def log_config() -> dict[str, object]:
-    """The server's logging (`logging.config.dictConfig`): strictcall's and uvicorn's lines on
-    stderr, each with its UTC time; the PostgreSQL driver's own lines only from errors up (an
-    outage is told by strictcall's "store unavailable since" and "store back" lines)."""
-    handler = {
-        "class": "logging.StreamHandler",
-        "formatter": "stamped",
-        "stream": "ext://sys.stderr",
-    }
-    return {
-        "version": 1,
-        "disable_existing_loggers": False,
-        "formatters": {"stamped": {"()": UtcFormatter, "format": LOG_FORMAT}},
-        "handlers": {"stderr": handler},
-        "loggers": {
-            "strictcall": {"handlers": ["stderr"], "level": "INFO", "propagate": False},
-            "uvicorn": {"handlers": ["stderr"], "level": "WARNING", "propagate": False},
-            "uvicorn.error": {"level": "WARNING"},
-            "uvicorn.access": {"handlers": ["stderr"], "level": "WARNING", "propagate": False},
-            "psycopg": {"level": "ERROR"},
-        },
-    }
 
 
 def _config(app: RpcApp | str, host: str, port: int, **more: object) -> uvicorn.Config:
