@@ -41,7 +41,7 @@ def assert_refused_with_the_limit(answer: dict[str, Any]) -> None:
     assert data["code"] == INVALID_REQUEST.code
     assert data["stage"] == str(INVALID_REQUEST.stage)
     assert data["reason"] == str(Reason.MAX_LENGTH)
-    assert data["expected"] == MAX_CALL_ID_LENGTH
+    assert data["expected"] == data["limit"] == MAX_CALL_ID_LENGTH
     assert data["pointer"] == "/id"
 
 

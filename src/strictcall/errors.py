@@ -153,8 +153,9 @@ RETRY_AFTER_MS: Final = 250
 
 MAX_CALL_ID_LENGTH: Final = 256
 """The longest call id (a JSON-RPC request's str id, in characters) the transports take: a
-longer one is refused at intake as invalid_request (reason max_length, `expected` this limit,
-pointer /id), answered with id null and never stored (an operator's audit would print it)."""
+longer one is refused at intake as invalid_request (reason max_length, `expected` and `limit`
+this limit, pointer /id), answered with id null and never stored (an operator's audit would
+print it)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -64,7 +64,12 @@ NO_SUCH_METHOD: Final = Rejection(UNKNOWN_METHOD)
 ID_TOO_LONG: Final = Rejection(
     INVALID_REQUEST,
     MappingProxyType(
-        {"pointer": "/id", "reason": Reason.MAX_LENGTH.value, "expected": MAX_CALL_ID_LENGTH}
+        {
+            "pointer": "/id",
+            "reason": Reason.MAX_LENGTH.value,
+            "expected": MAX_CALL_ID_LENGTH,  # as a schema's maxLength error says it
+            "limit": MAX_CALL_ID_LENGTH,  # as request_too_large says its limit
+        }
     ),
 )
 """A request whose str id is longer than `MAX_CALL_ID_LENGTH`: answered with id null, the id
