@@ -164,3 +164,20 @@ def test_a_forged_call_id_cannot_reach_the_terminal_in_follow(db: Path) -> None:
             assert_no_control_text(line)
             assert "\\x1b[2J" in line
         assert lines.empty()  # one line a record: the newline in the id forged none
+
+
+def test_a_notes_text_cannot_reach_the_terminal_raw(tmp_path: Path) -> None:
+    db = tmp_path / "n.sqlite3"
+    text = "é \x1b[2J\n  forged\x9b\u202e"  # a model wrote it through create_note
+    store = open_store(str(db))
+    try:
+        store.add_note("u1", text)
+    finally:
+        store.close()
+    done = strictcall("notes", "list", "--owner", "u1", "--db", str(db))
+    assert done.returncode == 0, done.stderr
+    (line,) = done.stdout.splitlines()
+    note_id, shown = line.split("\t")
+    assert note_id.isprintable() and shown.isprintable()  # nothing a terminal acts on
+    assert "é" in shown  # and readable
+    assert json.loads(shown) == text

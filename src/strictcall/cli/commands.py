@@ -13,7 +13,7 @@ from contextlib import closing
 from typing import TYPE_CHECKING, Any, Final, TextIO, TypeVar
 
 from strictcall.errors import MissingExtra, Stage
-from strictcall.ops.terminal import shown
+from strictcall.ops.terminal import json_shown, shown
 from strictcall.server.edge import EdgeLimits
 from strictcall.services.demo import NOTES as SEED_NOTES
 from strictcall.storage import (
@@ -340,15 +340,13 @@ def run_notes_add(db: str, owner: str, text: str, *, out: TextIO, err: TextIO) -
 
 def run_notes_list(db: str, owner: str, *, out: TextIO, err: TextIO) -> int:
     """List an owner's notes, oldest first: id, a tab, the text (as JSON, one line)."""
-    import json
-
     notes = _with_store(db, err, lambda store: store.list_notes(owner))
     if notes is None:  # [] is an owner without notes, not a failure
         return EXIT_FAILED
     if not notes:
         err.write(f"strictcall: {owner} has no notes in {shown_db(db)}\n")
     for note in notes:
-        out.write(f"{note.note_id}\t{json.dumps(note.text, ensure_ascii=False)}\n")
+        out.write(f"{shown(note.note_id)}\t{json_shown(note.text)}\n")  # a model wrote it
     return EXIT_OK
 
 

@@ -4,6 +4,7 @@ newline forge an audit line), and no field runs longer than `SHOWN_MAX` characte
 
 from __future__ import annotations
 
+import json
 import unicodedata
 from typing import Final
 
@@ -39,3 +40,21 @@ def shown(value: str | None) -> str:
     if len(value) > SHOWN_MAX:
         text += f"...({len(value) - SHOWN_MAX} more)"
     return text
+
+
+def json_shown(value: object) -> str:
+    """`value` as one line of JSON that keeps non-ASCII text readable but holds no character a
+    terminal acts on: those JSON leaves raw (C1 controls, bidi and other format characters,
+    line and paragraph separators) are written as \\u escapes, so it reads back the same."""
+    text = json.dumps(value, ensure_ascii=False)
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() else _json_escape(char) for char in text)
+
+
+def _json_escape(char: str) -> str:
+    code = ord(char)
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
