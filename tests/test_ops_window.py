@@ -14,7 +14,7 @@ import pytest
 
 from strictcall.errors import AUTH_UNAVAILABLE, INVALID_ARGUMENTS, STORE_UNAVAILABLE, Stage
 from strictcall.ops.health import StoreHealth
-from strictcall.ops.window import MAX_IDENTITIES, OTHERS, RecentCalls, quantile_us
+from strictcall.ops.window import MAX_IDENTITIES, MAX_PENDING, OTHERS, RecentCalls, quantile_us
 from strictcall.storage import AuditRecord
 
 
@@ -151,3 +151,13 @@ def test_a_second_outage_is_counted_again() -> None:
     health.answered(now - 9)
     health.refused(now - 5)
     assert health.outage is not None and health.outages == 2
+
+
+def test_records_never_drained_by_a_lifespan_stay_bounded() -> None:
+    window = RecentCalls()
+    record = window.observer("rpc")
+    now = time.time()
+    for _ in range(MAX_PENDING + 10):
+        record(ok(now))
+    assert window.drain() < MAX_PENDING  # drained once on the way: all counted
+    assert window.snapshot(now).hour.calls == MAX_PENDING + 10

@@ -215,8 +215,17 @@ class Metrics(Collector):
                 self.registry.register(collector)
 
     def observer(self, wire: str) -> Callable[[AuditRecord], None]:
-        """What a wire calls with each record: its list's append (drained in place)."""
-        return self._pending.setdefault(wire, []).append
+        """What a wire calls with each record: an append to its list (drained in place, and
+        at `MAX_PENDING` records, should no lifespan drain them)."""
+        pending = self._pending.setdefault(wire, [])
+        append = pending.append
+
+        def observe(entry: AuditRecord) -> None:
+            append(entry)
+            if len(pending) >= MAX_PENDING:
+                self.drain()
+
+        return observe
 
     def observe(self, entry: AuditRecord, wire: str = "rpc") -> None:
         """Count one call from its audit record (later: see the module's docstring)."""

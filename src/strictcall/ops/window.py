@@ -35,6 +35,8 @@ BUSY_DRAIN_EVERY_S: Final = 0.05
 BUSY_DRAIN: Final = 500
 """After a drain of this many records or more, the next comes after `BUSY_DRAIN_EVERY_S`
 (as the metrics do: many small drains stall the loop less than one large one)."""
+MAX_PENDING: Final = 50_000
+"""Records kept untallied at most (a server without its lifespan, its page never read)."""
 MAX_IDENTITIES: Final = 1000
 OTHERS: Final = "(others)"
 NO_TOOL: Final = "-"
@@ -131,8 +133,17 @@ class RecentCalls:
         self.started: Final = time.time()
 
     def observer(self, wire: str) -> Callable[[AuditRecord], None]:
-        """What a wire calls with each record (a list's append: drained in place)."""
-        return self._pending.setdefault(wire, []).append
+        """What a wire calls with each record: an append to its list (drained in place, and
+        at `MAX_PENDING` records, should no lifespan drain them)."""
+        pending = self._pending.setdefault(wire, [])
+        append = pending.append
+
+        def observe(entry: AuditRecord) -> None:
+            append(entry)
+            if len(pending) >= MAX_PENDING:
+                self.drain()
+
+        return observe
 
     def drain(self) -> int:
         """Tally the records observed since the last drain; how many there were."""
