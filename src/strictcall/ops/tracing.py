@@ -61,6 +61,17 @@ class CallTracer:
         self._off_types = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
         self._on = self._own
         self._recheck_at = 0.0
+        self._active = self._own
+        self._active_until = 0.0
+
+    def active(self) -> bool:
+        """`enabled`, looked up again at most every `RECHECK_S` (a lookup costs ~1.5 µs: the
+        API reads the environment): what a request asks before it keeps a trace context."""
+        now = time.monotonic()
+        if now >= self._active_until:
+            self._active = self.enabled
+            self._active_until = now + RECHECK_S
+        return self._active
 
     @property
     def enabled(self) -> bool:

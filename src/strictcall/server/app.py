@@ -222,7 +222,7 @@ class ObservedRpcApp(RpcApp):
                 await send(message)
 
         tracer = self.tracer
-        if tracer is None or not tracer.enabled:
+        if tracer is None or not tracer.active():
             await super().__call__(scope, receive, answer)
             return
         from strictcall.ops.tracing import request_context
@@ -232,7 +232,7 @@ class ObservedRpcApp(RpcApp):
 
     def answer_now(self, scope: Scope, body: bytes | bytearray) -> Response | None:
         tracer = self.tracer
-        if tracer is None or not tracer.enabled:
+        if tracer is None or not tracer.active():
             response = super().answer_now(scope, body)
         else:
             from strictcall.ops.tracing import request_context
