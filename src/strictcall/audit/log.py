@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from typing import Final
 
-from strictcall.storage import AuditRecord, AwaitedNotes, Store, StoreUnavailable
+from strictcall.storage import AuditRecord, AuditStore, AwaitedNotes, StoreUnavailable
 
 FLUSH_INTERVAL_S: Final = 0.05
 BUSY_FLUSH_INTERVAL_S: Final = 0.01
@@ -42,7 +42,7 @@ class AuditLog:
 
     def __init__(
         self,
-        store: Store,
+        store: AuditStore,
         *,
         on_fault: Callable[[], None] | None = None,
         on_written: Callable[[], None] | None = None,
