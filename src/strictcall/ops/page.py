@@ -113,7 +113,7 @@ def _ms(us: int | None) -> str:
     """A latency in µs as milliseconds ("-" for none)."""
     if us is None:
         return "-"
-    return f"{us / 1000:.2f} ms" if us < 100_000 else f"{us / 1_000_000:.2f} s"
+    return f"{us / 1000:.3g} ms" if us < 100_000 else f"{us / 1_000_000:.3g} s"
 
 
 def _rate(failed: int, calls: int) -> str:
@@ -220,7 +220,7 @@ def _live_tables(snapshot: Snapshot) -> list[str]:
         f"<h2>Latency per tool <span class=muted>({_e(since)})</span></h2>",
         _table(
             "latency",
-            ("tool", "calls (hour)", "p50", "p99", "calls (5 min)", "p50", "p99"),
+            ("tool", "calls 1 h", "p50 1 h", "p99 1 h", "calls 5 min", "p50 5 min", "p99 5 min"),
             (
                 [
                     r.tool,
@@ -238,7 +238,7 @@ def _live_tables(snapshot: Snapshot) -> list[str]:
         "<h2>Calls by wire</h2>",
         _table(
             "wires",
-            ("wire", "calls (hour)", "failed", "calls (5 min)", "failed"),
+            ("wire", "calls 1 h", "failed 1 h", "calls 5 min", "failed 5 min"),
             (
                 [w.wire, w.hour.calls, w.hour.failed, w.recent.calls, w.recent.failed]
                 for w in snapshot.wires
@@ -248,7 +248,7 @@ def _live_tables(snapshot: Snapshot) -> list[str]:
         "<h2>Calls by identity</h2>",
         _table(
             "identities",
-            ("identity", "calls (hour)", "failed", "top code", "calls (5 min)", "nearest quota"),
+            ("identity", "calls 1 h", "failed 1 h", "top code", "calls 5 min", "nearest quota"),
             (
                 [
                     r.identity,
