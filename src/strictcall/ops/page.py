@@ -4,7 +4,7 @@ plain tables (usable without JavaScript), and a small inline script that fetches
 reload. Every text is HTML-escaped; a strict Content-Security-Policy allows that one script.
 
 What an operator in an incident needs comes first: a banner while the store is down ("store
-unavailable since 14:03 UTC, 131 calls refused", the figures then from the server's own
+unavailable since 14:03, 131 calls refused", the figures then from the server's own
 counts), a banner the script shows when a refresh fails ("stale since ..."), then the hour and
 the last 5 minutes side by side. It reads at phone width: no text in the charts (their labels
 are HTML), tables that wrap their text or scroll inside their own box.
@@ -203,13 +203,19 @@ def _recent(minutes: Sequence[Minute], until: float) -> tuple[int, int]:
 
 
 def _banner(store_ok: bool, outage: Outage | None) -> str:
+    """The banner while the store is down: "store unavailable since 14:03, 131 calls refused"
+    (UTC, as every time on the page)."""
     if outage is None and store_ok:
         return ""
     if outage is None:
         text = "store unavailable: the audit cannot be read"
     else:
-        text = f"store unavailable since {_hm(outage.since)} UTC, {outage.refused} calls refused"
-    return f"<p id=store-banner class='banner down' role=alert>{_e(text)}</p>"
+        since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(outage.since))
+        text = (
+            f"store unavailable since <time datetime={since}>{_hm(outage.since)}</time>,"
+            f" {outage.refused} calls refused"
+        )
+    return f"<p id=store-banner class='banner down' role=alert title='times are UTC'>{text}</p>"
 
 
 def _live_tables(snapshot: Snapshot) -> list[str]:
