@@ -389,6 +389,36 @@ def run_audit(
     return EXIT_OK
 
 
+def run_audit_asked(
+    db: str,
+    limit: int,
+    *,
+    identity: str | None,
+    tool: str | None,
+    since: str | None,
+    errors: bool,
+    as_json: bool,
+    follow: bool,
+    out: TextIO,
+    err: TextIO,
+) -> int:
+    """`strictcall audit`: the records an operator asked for (issue 29: who, which tool, since
+    when, failures only), printed or (`follow`) followed; 2 for a `since` it cannot read."""
+    from strictcall.ops.audit_query import AuditQuery
+    from strictcall.ops.stats import parse_span
+
+    moment = None
+    if since is not None:
+        try:
+            moment = time.time() - parse_span(since)
+        except ValueError as exc:
+            err.write(f"strictcall audit: --since: {exc}\n")
+            return 2
+    query = AuditQuery(identity, tool, moment, errors)
+    run = run_audit_follow if follow else run_audit
+    return run(db, limit, out=out, err=err, query=query, as_json=as_json)
+
+
 # --- for operators (issue 16): operator tokens, the audit as it comes, the breakdown ----------
 
 FOLLOW_POLL_S: Final = 0.25

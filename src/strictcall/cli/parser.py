@@ -404,8 +404,6 @@ def _operate(args: argparse.Namespace, out: TextIO) -> int:
         return commands.run_operator_token(db, args.identity, out=out, err=err)
     if args.command == "stats":
         return commands.run_stats(db, args.since, as_json=args.json, out=out, err=err)
-    if args.command == "audit":
-        return _audit(args, db, out, err)
     if args.command == "proxy":
         if args.stdio != (args.identity is not None) or (args.stdio and args.port is not None):
             err.write("strictcall proxy: --stdio takes --identity ID (and no --port)\n")
@@ -442,27 +440,18 @@ def _operate(args: argparse.Namespace, out: TextIO) -> int:
         return commands.run_notes_add(db, args.owner, args.text, out=out, err=err)
     if args.command == "notes":
         return commands.run_notes_list(db, args.owner, out=out, err=err)
-    return _audit(args, db, out, err)
-
-
-def _audit(args: argparse.Namespace, db: str, out: TextIO, err: TextIO) -> int:
-    """`strictcall audit`: its filters read, then the records printed or followed."""
-    import time
-
-    from strictcall.cli import commands
-    from strictcall.ops.audit_query import AuditQuery
-    from strictcall.ops.stats import parse_span
-
-    since = None
-    if args.since is not None:
-        try:
-            since = time.time() - parse_span(args.since)
-        except ValueError as exc:
-            err.write(f"strictcall audit: --since: {exc}\n")
-            return EXIT_USAGE
-    query = AuditQuery(args.identity, args.tool, since, args.errors)
-    run = commands.run_audit_follow if args.follow else commands.run_audit
-    return run(db, args.limit, out=out, err=err, query=query, as_json=args.json)
+    return commands.run_audit_asked(  # audit
+        db,
+        args.limit,
+        identity=args.identity,
+        tool=args.tool,
+        since=args.since,
+        errors=args.errors,
+        as_json=args.json,
+        follow=args.follow,
+        out=out,
+        err=err,
+    )
 
 
 def _review(args: argparse.Namespace, out: TextIO) -> int:
