@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
+from ops_calls import mcp_headers
 from servers import RunningServer, create_token, recent_audit, start_server
 from stdio_peer import StdioPeer
 from strictcall.errors import INVALID_REQUEST, MAX_CALL_ID_LENGTH, Reason
@@ -20,7 +21,6 @@ from strictcall.storage import AuditRecord
 from strictcall.transports.jsonrpc import ERROR_CODES
 
 DEADLINE_S = 30
-MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 LONGEST = "i" * MAX_CALL_ID_LENGTH
 TOO_LONG = "\x1b[2J" + "x" * 200_000
 
@@ -100,22 +100,8 @@ def test_a_call_id_over_the_limit_is_refused_on_rpc(
 def test_a_call_id_over_the_limit_is_refused_on_mcp(
     server: RunningServer, token: str, db: Path
 ) -> None:
-    headers = {**MCP_HEADERS, "Authorization": f"Bearer {token}"}
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"},
-        },
-    }
+    headers = mcp_headers(server, token)
     url = server.base_url + "/mcp"
-    started = httpx.post(url, json=init, headers=headers, timeout=DEADLINE_S)
-    session = started.headers.get("mcp-session-id")
-    if session is not None:
-        headers["mcp-session-id"] = session
     response = httpx.post(url, content=json.dumps(call(TOO_LONG)), headers=headers, timeout=30)
     assert len(response.content) < 400
     assert_refused_with_the_limit(response.json())

@@ -20,13 +20,13 @@ from prometheus_client.samples import Sample
 
 from ops_calls import SECRET_VALUES, burst, rpc
 from servers import RunningServer, create_token, start_server, strictcall
-from strictcall.ops.metrics import (
+from strictcall.ops.drains import (
     BUSY_DRAIN,
     BUSY_DRAIN_EVERY_S,
     DRAIN_EVERY_S,
-    Metrics,
     drain_interval_after,
 )
+from strictcall.ops.metrics import Metrics
 from strictcall.services.notes import notes_gateway
 from strictcall.storage import AuditRecord
 from strictcall.storage.sqlite import SQLiteStore

@@ -18,6 +18,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from ops_calls import mcp_headers
 from promtool import need_promtool
 from servers import RunningServer, create_token, start_server
 
@@ -25,7 +26,6 @@ DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 ALERTS = DEPLOY / "prometheus" / "alerts.yml"
 ALERT_TESTS = DEPLOY / "prometheus" / "alerts_test.yml"
 DASHBOARD = DEPLOY / "grafana" / "strictcall.json"
-MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 METRIC_NAME = re.compile(r"\b((?:strictcall|process|python)_[a-z_]+)\b")
 INVENTED = "zq-invented-tool-6061"
 
@@ -54,22 +54,7 @@ def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningS
         httpx.post(rpc, json=call(INVENTED, 9), headers=auth)
         assert httpx.post(rpc, json=call("count_notes", 10)).status_code == 401
         httpx.post(rpc, content=b'{"jsonrpc":', headers=auth)  # parse: before routing
-        headers = {**MCP_HEADERS, **auth}
-        init = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "t", "version": "1"},
-            },
-        }
-        started = httpx.post(server.base_url + "/mcp", json=init, headers=headers, timeout=30)
-        assert started.status_code == 200
-        session = started.headers.get("mcp-session-id")
-        if session is not None:
-            headers["mcp-session-id"] = session
+        headers = mcp_headers(server, token)
         for i in range(2):
             answered = httpx.post(
                 server.base_url + "/mcp", json=call("count_notes", 100 + i), headers=headers

@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
+from ops_calls import mcp_headers
 from servers import RunningServer, create_token, start_server
 
 SERVE_TRACED = """
@@ -39,7 +40,6 @@ sys.exit(status)
 """
 INVENTED = "zq-invented<b>tool-8118"
 CALL_IDS = ("zq-call-id-rpc-4242", "zq-call-id-rpc-4343", "zq-call-id-mcp-5151", "zq-mcp-6262")
-MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 TRACE_ID = secrets.token_hex(16)
 RPC_PARENT = secrets.token_hex(8)
 MCP_PARENT = secrets.token_hex(8)
@@ -79,23 +79,8 @@ def answer_both_wires(server: RunningServer, token: str) -> None:
     assert "result" in created.json()
     invented = httpx.post(rpc, json=call(INVENTED, CALL_IDS[1]), headers=traced)
     assert invented.json()["error"]["data"]["code"] == "unknown_tool"
-    headers = {**MCP_HEADERS, **auth, **traceparent(MCP_PARENT)}
-    init = {
-        "jsonrpc": "2.0",
-        "id": "init-1",
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"},
-        },
-    }
+    headers = mcp_headers(server, token, **traceparent(MCP_PARENT))
     mcp = server.base_url + "/mcp"
-    started = httpx.post(mcp, json=init, headers=headers, timeout=30)
-    assert started.status_code == 200
-    session = started.headers.get("mcp-session-id")
-    if session is not None:
-        headers["mcp-session-id"] = session
     assert httpx.post(mcp, json=call("count_notes", CALL_IDS[2]), headers=headers).is_success
     httpx.post(mcp, json=call(INVENTED, CALL_IDS[3]), headers=headers)
 

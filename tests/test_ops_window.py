@@ -13,8 +13,9 @@ from collections.abc import Iterator
 import pytest
 
 from strictcall.errors import AUTH_UNAVAILABLE, INVALID_ARGUMENTS, STORE_UNAVAILABLE, Stage
+from strictcall.ops.drains import MAX_PENDING
 from strictcall.ops.health import StoreHealth
-from strictcall.ops.window import MAX_IDENTITIES, MAX_PENDING, OTHERS, RecentCalls, quantile_us
+from strictcall.ops.window import MAX_IDENTITIES, OTHERS, RecentCalls, quantile_us
 from strictcall.storage import AuditRecord
 
 

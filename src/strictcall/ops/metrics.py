@@ -19,7 +19,7 @@ or "unrouted" for a call refused before routing (auth, protocol, parse: it named
 `stage`/`code` come from the catalogue ("none" for a success); `transport` is rpc, mcp or stdio.
 
 A call costs one list append (its wire's list): the records are counted in plain dicts when
-/metrics is read and every `DRAIN_EVERY_S`, `BUSY_DRAIN_EVERY_S` under load (prometheus_client's
+/metrics is read and while the server runs (`strictcall.ops.drains`) (prometheus_client's
 own metric objects cost microseconds per update, which at 15,000 calls/s would be several per
 cent of the server). With `PROMETHEUS_MULTIPROC_DIR` set before the server starts (several
 worker processes), the counts go into prometheus_client's metric objects instead, which write
@@ -30,13 +30,12 @@ answering worker's).
 
 from __future__ import annotations
 
-import asyncio
 import bisect
 import os
 import platform
 from collections import Counter as Counter_
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
-from contextlib import asynccontextmanager, suppress
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractAsyncContextManager
 from functools import partial
 from operator import itemgetter
 from typing import Final
@@ -67,6 +66,12 @@ except ImportError:  # pragma: no cover - exercised in a venv without the extra
     raise MissingExtra("metrics", "prometheus-client") from None
 
 from strictcall.core.record import AuditRecord
+from strictcall.ops.drains import (
+    MAX_PENDING,
+    appender,
+    draining,
+    taken,
+)
 
 UNKNOWN_TOOL: Final = "unknown"
 """The tool label of a call that reached routing naming no registered tool (its name is the
@@ -91,21 +96,6 @@ _STORE_FAULT_CODES: Final = {"store_unavailable": "call", "auth_unavailable": "a
 _LABELS: Final = ["tool", "outcome", "stage", "code", "transport"]
 _LATENCY_LABELS: Final = ["tool", "outcome", "transport"]
 _WHERE: Final = ("call", "auth", "audit")
-
-DRAIN_EVERY_S: Final = 1.0
-BUSY_DRAIN_EVERY_S: Final = 0.05
-BUSY_DRAIN: Final = 500
-"""After a drain of this many records or more, the next comes after `BUSY_DRAIN_EVERY_S`: a
-second's records at 20,000 calls/s took the loop ~15 ms in one go (every request waiting
-then), a twentieth of them under a millisecond, for the same work in all."""
-MAX_PENDING: Final = 50_000
-"""Records kept uncounted at most (a server without its lifespan, never scraped)."""
-
-
-def drain_interval_after(drained: int) -> float:
-    """How long the next drain waits after one of `drained` records: less under load."""
-    return BUSY_DRAIN_EVERY_S if drained >= BUSY_DRAIN else DRAIN_EVERY_S
-
 
 _CALLS: Final = ("strictcall_calls", "Calls, by registered tool, outcome, stage and code.")
 _LATENCY: Final = (
@@ -216,17 +206,8 @@ class Metrics(Collector):
                 self.registry.register(collector)
 
     def observer(self, wire: str) -> Callable[[AuditRecord], None]:
-        """What a wire calls with each record: an append to its list (drained in place, and
-        at `MAX_PENDING` records, should no lifespan drain them)."""
-        pending = self._pending.setdefault(wire, [])
-        append = pending.append
-
-        def observe(entry: AuditRecord) -> None:
-            append(entry)
-            if len(pending) >= MAX_PENDING:
-                self.drain()
-
-        return observe
+        """What a wire calls with each record (`strictcall.ops.drains.appender`)."""
+        return appender(self._pending.setdefault(wire, []), self.drain)
 
     def observe(self, entry: AuditRecord, wire: str = "rpc") -> None:
         """Count one call from its audit record (later: see the module's docstring)."""
@@ -251,8 +232,7 @@ class Metrics(Collector):
         drain costs a fraction of a microsecond per record); how many there were."""
         drained = 0
         for wire, pending in self._pending.items():
-            batch = pending[:]
-            del pending[: len(batch)]  # appends made meanwhile stay
+            batch = taken(pending)
             if batch:
                 self._count(wire, batch)
                 drained += len(batch)
@@ -369,25 +349,10 @@ class Metrics(Collector):
         registry.register(PROCESS_COLLECTOR)
         return bytes(generate_latest(registry))
 
-    @asynccontextmanager
-    async def running(self) -> AsyncIterator[None]:
+    def running(self) -> AbstractAsyncContextManager[None]:
         """Drain every `DRAIN_EVERY_S` while the server runs, every `BUSY_DRAIN_EVERY_S`
         while it is busy."""
-
-        async def drain_every_interval() -> None:
-            interval = DRAIN_EVERY_S
-            while True:
-                await asyncio.sleep(interval)
-                interval = drain_interval_after(self.drain())
-
-        task = asyncio.get_running_loop().create_task(drain_every_interval())
-        try:
-            yield
-        finally:
-            task.cancel()
-            with suppress(asyncio.CancelledError):
-                await task
-            self.drain()
+        return draining(self.drain)
 
 
 def _build_info() -> GaugeMetricFamily:

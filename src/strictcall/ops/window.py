@@ -3,8 +3,8 @@ memory: what the page shows beside the audit's breakdown (latency per tool, call
 and per wire, the last 5 minutes) and in its place while the store is down.
 
 A call costs one list append (the wire's own list); the records are tallied when the page
-reads them and every `DRAIN_EVERY_S` (`running`; `BUSY_DRAIN_EVERY_S` under load), grouped by
-C-level counting (~0.3 µs a record). Identities are the callers' (from their
+reads them and while the server runs (`strictcall.ops.drains`), grouped by C-level counting
+(~0.3 µs a record). Identities are the callers' (from their
 tokens, or the one a stdio server runs as); at most `MAX_IDENTITIES` are told apart per
 minute, the rest counted as `OTHERS`. Tools are registered names, or "-" for a call that named
 none (a made-up name is never kept).
@@ -12,31 +12,24 @@ none (a made-up name is never kept).
 
 from __future__ import annotations
 
-import asyncio
 import bisect
 import threading
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterable
-from contextlib import asynccontextmanager, suppress
+from collections.abc import Callable, Iterable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from functools import partial
 from operator import itemgetter
 from typing import Final
 
 from strictcall.core.record import AuditRecord
+from strictcall.ops.drains import appender, draining, taken
 from strictcall.ops.health import REFUSED_CODES, StoreHealth
 
 WINDOW_S: Final = 3600
 RECENT_S: Final = 300
 MINUTE_S: Final = 60
-DRAIN_EVERY_S: Final = 1.0
-BUSY_DRAIN_EVERY_S: Final = 0.05
-BUSY_DRAIN: Final = 500
-"""After a drain of this many records or more, the next comes after `BUSY_DRAIN_EVERY_S`
-(as the metrics do: many small drains stall the loop less than one large one)."""
-MAX_PENDING: Final = 50_000
-"""Records kept untallied at most (a server without its lifespan, its page never read)."""
 MAX_IDENTITIES: Final = 1000
 OTHERS: Final = "(others)"
 NO_TOOL: Final = "-"
@@ -133,17 +126,8 @@ class RecentCalls:
         self.started: Final = time.time()
 
     def observer(self, wire: str) -> Callable[[AuditRecord], None]:
-        """What a wire calls with each record: an append to its list (drained in place, and
-        at `MAX_PENDING` records, should no lifespan drain them)."""
-        pending = self._pending.setdefault(wire, [])
-        append = pending.append
-
-        def observe(entry: AuditRecord) -> None:
-            append(entry)
-            if len(pending) >= MAX_PENDING:
-                self.drain()
-
-        return observe
+        """What a wire calls with each record (`strictcall.ops.drains.appender`)."""
+        return appender(self._pending.setdefault(wire, []), self.drain)
 
     def drain(self) -> int:
         """Tally the records observed since the last drain; how many there were."""
@@ -153,8 +137,7 @@ class RecentCalls:
     def _drain(self) -> int:
         drained = 0
         for wire, pending in self._pending.items():
-            batch = pending[:]
-            del pending[: len(batch)]  # appends made meanwhile stay
+            batch = taken(pending)
             drained += len(batch)
             if batch:
                 self._tally_batch(wire, batch)
@@ -230,25 +213,10 @@ class RecentCalls:
             identities=_identities(hour, recent),
         )
 
-    @asynccontextmanager
-    async def running(self) -> AsyncIterator[None]:
-        """Tally every `DRAIN_EVERY_S` while the server runs (the store's outages are seen
-        within a second of the first refused call)."""
-
-        async def drain_every_interval() -> None:
-            interval = DRAIN_EVERY_S
-            while True:
-                await asyncio.sleep(interval)
-                busy = self.drain() >= BUSY_DRAIN
-                interval = BUSY_DRAIN_EVERY_S if busy else DRAIN_EVERY_S
-
-        task = asyncio.get_running_loop().create_task(drain_every_interval())
-        try:
-            yield
-        finally:
-            task.cancel()
-            with suppress(asyncio.CancelledError):
-                await task
+    def running(self) -> AbstractAsyncContextManager[None]:
+        """Tally while the server runs (`strictcall.ops.drains.draining`): the store's outages
+        are seen within a second of the first refused call."""
+        return draining(self.drain)
 
 
 def _totals(minutes: Iterable[_Minute]) -> Totals:
