@@ -62,9 +62,12 @@ def assert_no_control_text(text: str) -> None:
     assert not any(line.lstrip().startswith("2026-01-01T00:00:00Z") for line in text.splitlines())
 
 
-@pytest.fixture
-def db(tmp_path: Path) -> Path:
-    path = tmp_path / "s.sqlite3"
+@pytest.fixture(params=["sqlite", "postgres"])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
+    """A store of each kind holding five records, one forged, one two hours old."""
+    path: Path | str = tmp_path / "s.sqlite3"
+    if request.param == "postgres":
+        path = str(request.getfixturevalue("pg_url"))
     now = time.time()
     record(
         path,
@@ -83,7 +86,7 @@ def lines_of(*args: str) -> list[str]:
     return done.stdout.splitlines()
 
 
-def test_audit_filters_by_identity_tool_since_and_errors(db: Path) -> None:
+def test_audit_filters_by_identity_tool_since_and_errors(db: Path | str) -> None:
     as_json = [json.loads(line) for line in lines_of("--json", "--db", str(db))]
     assert len(as_json) == 5
     u2 = [json.loads(line) for line in lines_of("--json", "--identity", "u2", "--db", str(db))]
@@ -100,7 +103,7 @@ def test_audit_filters_by_identity_tool_since_and_errors(db: Path) -> None:
     assert len(errors) == 3
 
 
-def test_audit_json_is_one_object_a_line_with_every_column(db: Path) -> None:
+def test_audit_json_is_one_object_a_line_with_every_column(db: Path | str) -> None:
     rows = [json.loads(line) for line in lines_of("--json", "--db", str(db))]
     columns = {"at", "time", "outcome", "stage", "code", "tool", "identity", "latency_us"}
     for row in rows:
@@ -108,13 +111,13 @@ def test_audit_json_is_one_object_a_line_with_every_column(db: Path) -> None:
     assert {r["call_id"] for r in rows} >= {FORGED_ID}  # the value kept, escaped as JSON
 
 
-def test_plain_audit_shows_reason_and_pointer_as_follow_does(db: Path) -> None:
+def test_plain_audit_shows_reason_and_pointer_as_follow_does(db: Path | str) -> None:
     plain = [line for line in lines_of("--errors", "--db", str(db)) if "read_note" in line]
     assert plain and all("/arguments/note_id" in line for line in plain)
     assert all(str(Reason.TYPE) in line for line in plain)
 
 
-def test_a_since_the_command_cannot_read_is_a_usage_error(db: Path) -> None:
+def test_a_since_the_command_cannot_read_is_a_usage_error(db: Path | str) -> None:
     done = strictcall("audit", "--since", "yesterday", "--db", str(db))
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
@@ -125,14 +128,14 @@ def test_a_since_the_command_cannot_read_is_a_usage_error(db: Path) -> None:
     [["audit"], ["audit", "--json"], ["audit", "--errors"], ["stats"], ["stats", "--json"]],
     ids=["audit", "audit-json", "audit-errors", "stats", "stats-json"],
 )
-def test_a_forged_call_id_cannot_reach_the_terminal(db: Path, args: list[str]) -> None:
+def test_a_forged_call_id_cannot_reach_the_terminal(db: Path | str, args: list[str]) -> None:
     done = strictcall(*args, "--db", str(db))
     assert done.returncode == 0, done.stderr
     assert_no_control_text(done.stdout)
     assert "\\x1b" in done.stdout or "\\u001b" in done.stdout  # shown, escaped
 
 
-def test_a_forged_call_id_cannot_reach_the_terminal_in_follow(db: Path) -> None:
+def test_a_forged_call_id_cannot_reach_the_terminal_in_follow(db: Path | str) -> None:
     command = [sys.executable, "-m", "strictcall", "audit", "--follow", "--limit", "1"]
     with subprocess.Popen(
         [*command, "--db", str(db)],
