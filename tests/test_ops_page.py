@@ -156,7 +156,9 @@ def test_the_tables_are_there_without_javascript(
 
 PHONE: ViewportSize = {"width": 390, "height": 844}
 DESKTOP: ViewportSize = {"width": 1280, "height": 900}
-SCREENSHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
+SCREENSHOTS = ARTIFACTS
+"""Where the store-down screenshots go (ignored by git): docs/screenshots/ keeps a copy of
+them (cp tests/artifacts/operator-page-store-down-*.png docs/screenshots/ to renew it)."""
 MIN_TEXT_PX = 12.0
 
 READABILITY = """(minPx) => {
