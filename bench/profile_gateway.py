@@ -41,8 +41,8 @@ def steps_for(gateway: Any, raw: str, identity: str) -> list[Step]:
 
     from strictcall import gateway as gw
     from strictcall import jsontext, pipeline
-    from strictcall.reply import check_request_id
-    from strictcall.tools import ToolContext
+    from strictcall.client.reply import check_request_id
+    from strictcall.core.tools import ToolContext
 
     steps: list[Step] = []
     limits = gateway.limits

@@ -86,8 +86,8 @@ def test_the_core_install_runs_a_call_through_the_gateway(core_venv: Path) -> No
     ("code", "extra"),
     [
         ("from strictcall import Client", "client"),
-        ("import strictcall.mcp", "mcp"),
-        ("import strictcall.server", "server"),
+        ("import strictcall.transports.mcp", "mcp"),
+        ("import strictcall.server.app", "server"),
         ("import strictcall.ops.metrics", "metrics"),
     ],
     ids=["client", "mcp", "server", "metrics"],
@@ -127,21 +127,22 @@ def test_uvicorn_still_has_the_httptools_protocol_that_coalesce_subclasses() -> 
     protocol = getattr(httptools_impl, "HttpToolsProtocol", None)
     assert protocol is not None, (
         "uvicorn no longer has uvicorn.protocols.http.httptools_impl.HttpToolsProtocol, which "
-        "strictcall.coalesce subclasses: check the new release, then move the bound in "
+        "strictcall.server.coalesce subclasses: check the new release, then move the bound in "
         "pyproject.toml"
     )
     parameters = list(inspect.signature(protocol.connection_made).parameters)
     assert parameters == ["self", "transport"], (
         "uvicorn's HttpToolsProtocol.connection_made changed its signature; "
-        "strictcall.coalesce overrides it"
+        "strictcall.server.coalesce overrides it"
     )
     assert "self.loop =" in inspect.getsource(protocol.__init__), (
-        "uvicorn's HttpToolsProtocol no longer sets self.loop, which strictcall.coalesce reads"
+        "uvicorn's HttpToolsProtocol no longer sets self.loop, which "
+        "strictcall.server.coalesce reads"
     )
 
 
 def test_uvicorn_still_has_what_the_in_place_answer_leans_on() -> None:
-    """strictcall.coalesce answers a POST /rpc in place: it overrides three of the protocol's
+    """strictcall.server.coalesce answers a POST /rpc in place: it overrides three of the protocol's
     parser callbacks and its task starter, ends a request as uvicorn's cycle does, and writes
     uvicorn's status lines."""
     from uvicorn.protocols.http import httptools_impl
@@ -157,12 +158,13 @@ def test_uvicorn_still_has_what_the_in_place_answer_leans_on() -> None:
         found = getattr(protocol, method, None)
         assert found is not None, f"uvicorn's HttpToolsProtocol has no {method} any more"
         assert list(inspect.signature(found).parameters) == parameters, (
-            f"uvicorn's HttpToolsProtocol.{method} changed its signature; strictcall.coalesce "
+            f"uvicorn's HttpToolsProtocol.{method} changed its signature; "
+            "strictcall.server.coalesce "
             "overrides or calls it"
         )
     status_line = getattr(httptools_impl, "STATUS_LINE", None)
     assert isinstance(status_line, dict) and status_line[200].startswith(b"HTTP/1.1 200"), (
-        "uvicorn's httptools_impl.STATUS_LINE changed; strictcall.coalesce writes it"
+        "uvicorn's httptools_impl.STATUS_LINE changed; strictcall.server.coalesce writes it"
     )
     cycle_source = inspect.getsource(httptools_impl.RequestResponseCycle.__init__)
     for attribute in (
@@ -176,21 +178,22 @@ def test_uvicorn_still_has_what_the_in_place_answer_leans_on() -> None:
     ):
         assert f"self.{attribute} =" in cycle_source, (
             f"uvicorn's RequestResponseCycle no longer sets {attribute}, which "
-            "strictcall.coalesce reads or sets"
+            "strictcall.server.coalesce reads or sets"
         )
 
 
 def test_jsonschema_rs_still_names_every_error_kind_the_describer_reads() -> None:
-    from strictcall.schema.describe import _REASONS
+    from strictcall.core.schema.describe import _REASONS
 
     kinds = set(dir(jsonschema_rs.ValidationErrorKind))
     missing = sorted((set(_REASONS) - {"DependentRequired", "MinContains", "MaxContains"}) - kinds)
     assert not missing, (
         f"jsonschema-rs no longer has the error kinds {missing}, which "
-        "strictcall.schema.describe maps to reasons: check the new release, then move the bound "
+        "strictcall.core.schema.describe maps to reasons: check the new release, then move the "
+        "bound "
         "in pyproject.toml"
     )
-    assert "Custom" in kinds, "strictcall.schema.describe reads jsonschema-rs's Custom kind"
+    assert "Custom" in kinds, "strictcall.core.schema.describe reads jsonschema-rs's Custom kind"
 
 
 def test_the_running_python_is_a_supported_one() -> None:

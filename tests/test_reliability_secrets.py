@@ -24,10 +24,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from reliability import procs
 
 from strictcall import Gateway, Tool
+from strictcall.core.tools import ToolContext
 from strictcall.errors import INTERNAL_ERROR
 from strictcall.storage import hash_token
 from strictcall.storage.sqlite import SQLiteStore
-from strictcall.tools import ToolContext
 
 TOKEN_SHAPE = re.compile(r"sc_[A-Za-z0-9_-]{43}")
 

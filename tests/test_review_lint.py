@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from strictcall.cli import main
+from strictcall.cli.parser import main
 from strictcall.review.commands import EXIT_DIFFERENT, EXIT_SAME, EXIT_TROUBLE
 from strictcall.review.fix import apply_fixes
 from strictcall.review.flake8 import TruthinessChecker
