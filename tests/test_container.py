@@ -387,3 +387,59 @@ def test_three_containers_on_one_postgresql_one_killed_mid_burst_keep_every_writ
     servers = [engine.start("--port", "0", env={"STRICTCALL_DB": pg_url}) for _ in range(3)]
     assert len({s.base_url for s in servers}) == 3  # distinct ports on the host's network
     drill.drive_kill_and_check(pg_url, token, servers)
+
+
+def json_values(text: str) -> list[Any]:
+    """The JSON objects in `text`, in order (curl's answers, printed one after another)."""
+    decoder = json.JSONDecoder()
+    found, at = [], 0
+    while (at := text.find("{", at)) != -1:
+        try:
+            value, end = decoder.raw_decode(text, at)
+        except json.JSONDecodeError:
+            at += 1
+            continue
+        found.append(value)
+        at = end
+    return found
+
+
+def test_deploy_md_runs_three_containers_on_one_postgresql_as_written(
+    image: str, postgres: None
+) -> None:
+    text = (ROOT / "docs" / "DEPLOY.md").read_text()
+    match = re.search(
+        r"<!-- deploy-test: containers on one PostgreSQL -->\n```sh\n(.*?)```", text, re.DOTALL
+    )
+    assert match is not None
+    script = match.group(1).replace("strictcall:0.1.0", image)  # this run's image
+    assert "strictcall:" + VERSION in text  # the tag make image gives, as the page shows it
+    database = "strictcall_test_" + secrets.token_hex(6)  # ours alone, as the drill's
+    script = script.replace("strictcall_demo", database)
+    ports = [free_port() for _ in range(3)]
+    for shown, port in zip(("8801", "8802", "8803"), ports, strict=True):
+        script = script.replace(shown, str(port))
+    names = [f"strictcall-{port}" for port in ports]
+    try:
+        done = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", script],
+            capture_output=True,
+            text=True,
+            timeout=240,
+            check=False,
+        )
+    finally:
+        for name in names:  # gone already, unless the script failed midway
+            container_setup.docker("rm", "--force", name)
+        subprocess.run(
+            ["dropdb", "--if-exists", "--force", "-h", "127.0.0.1", "-U", "postgres", database],
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    values = json_values(done.stdout)
+    created, listed = [v["result"] for v in values if "result" in v]
+    assert created["text"] == "hello"
+    assert listed == [created]  # written through the first container, listed by the third
+    assert sum(v == {"status": "ok"} for v in values) == 3
