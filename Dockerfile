@@ -6,6 +6,8 @@ ARG BASE=python:3.11-slim
 
 FROM ${BASE} AS install
 ARG VERSION=
+# make image removes this stage's image after the build (by this label): only the last is kept
+LABEL strictcall.stage=install
 COPY build/image/wheels/ /wheels/
 # One virtualenv, from the wheels alone; pip and setuptools leave it (nothing installs at run).
 RUN python3 -m venv /opt/strictcall \
