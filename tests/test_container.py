@@ -5,7 +5,9 @@ finishes the requests in flight, a read-only root with the data volume serves an
 healthy, and three containers on one PostgreSQL keep every acknowledged write once when one is
 killed mid-burst (tests/drill.py, as for processes).
 
-Where Docker cannot run, these tests skip with one line; under CI=true they fail instead.
+Where Docker cannot run, the module skips with one line; under CI=true its tests fail instead.
+The setup (as `make docker`: Debian's docker.io when root and missing, dockerd started) runs as
+the module is collected.
 """
 
 from __future__ import annotations
@@ -49,10 +51,20 @@ VERSION: Final = str(strictcall.__version__)
 _LISTENING: Final = re.compile(r"listening on (http://[0-9.]+:\d+)")
 
 
-def _unavailable(reason: str) -> None:
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI requires the container tests: {reason}", pytrace=False)
-    pytest.skip(f"container tests skipped: {reason}")
+def _why_not() -> str | None:
+    """Why the image cannot be built and run here, or None (Docker set up, as `make docker`)."""
+    if sys.version_info[:2] != container_setup.BASE_PYTHON:
+        return (
+            f"the local base's python3 is {container_setup.BASE_PYTHON}, this Python is"
+            f" {sys.version_info[:2]}: the wheels made here would not install there"
+        )
+    return container_setup.setup_docker()
+
+
+WHY_NOT: Final = _why_not()
+IN_CI: Final = os.environ.get("CI") == "true"
+if WHY_NOT is not None and not IN_CI:  # one line for the module; in CI each test fails
+    pytest.skip(f"container tests skipped: {WHY_NOT}", allow_module_level=True)
 
 
 def docker(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -65,14 +77,8 @@ def docker(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
 @pytest.fixture(scope="module")
 def image() -> Iterator[str]:
     """The image, built by `make image` from the local base; removed after."""
-    reason = container_setup.setup_docker()
-    if reason is not None:
-        _unavailable(reason)
-    if sys.version_info[:2] != container_setup.BASE_PYTHON:
-        _unavailable(
-            f"the local base's python3 is {container_setup.BASE_PYTHON}, this Python is"
-            f" {sys.version_info[:2]}: the wheels made here would not install there"
-        )
+    if WHY_NOT is not None:
+        pytest.fail(f"CI requires the container tests: {WHY_NOT}", pytrace=False)
     base = container_setup.base_image()
     tag = "strictcall:test-" + secrets.token_hex(4)
     # -o: the virtualenv running these tests is the one to use, whatever its stamp's age
