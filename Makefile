@@ -57,8 +57,8 @@ image: $(STAMP)
 		'.[server,postgres,metrics]'
 	docker build --network none --tag $(IMAGE) --build-arg BASE=$(BASE) \
 		--build-arg VERSION=$(VERSION) \
-		--build-arg REVISION=$$(git rev-parse HEAD 2>/dev/null) \
-		--build-arg SOURCE=$$(git remote get-url origin 2>/dev/null | sed 's#//[^/@]*@#//#') .
+		--build-arg "REVISION=$$(git rev-parse HEAD 2>/dev/null)" \
+		--build-arg "SOURCE=$$(git remote get-url origin 2>/dev/null | sed 's#//[^/@]*@#//#')" .
 	docker image prune --force --filter label=strictcall.stage=install >/dev/null
 	@docker image inspect --format '{{.Size}}' $(IMAGE) \
 		| awk '{printf "strictcall: built $(IMAGE), %.0f MB\n", $$1 / 1e6}'

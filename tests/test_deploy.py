@@ -1,13 +1,18 @@
-"""The Kubernetes manifests in deploy/kubernetes: valid against the API's own schemas, offline
-(kubernetes-validate, with the schemas it bundles; strict: a member the API does not know is an
-error), and saying what docs/DEPLOY.md says they do: probes on /healthz, the database URL from
-the Secret only, the image's user, memory asked for as measured, time to stop gracefully."""
+"""What deploys strictcall, read without Docker or a cluster: `make image`'s recipe (offline,
+on the slim Python of the virtualenv's version), and the Kubernetes manifests in
+deploy/kubernetes: valid against the API's own schemas, offline (kubernetes-validate, with the
+schemas it bundles; strict: a member the API does not know is an error), and saying what
+docs/DEPLOY.md says they do: probes on /healthz, the database URL from the Secret only, the
+image's user, memory asked for as measured, time to stop gracefully. tests/test_container.py
+builds and runs the image."""
 
 from __future__ import annotations
 
 import copy
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Final
 
@@ -102,3 +107,22 @@ def test_memory_asked_for_covers_the_measured_peak_and_the_stop_has_time() -> No
     pod = of_kind("Deployment")["spec"]["template"]["spec"]
     pause = int(container()["lifecycle"]["preStop"]["exec"]["command"][-1])
     assert pause + GRACEFUL_SHUTDOWN_S < pod["terminationGracePeriodSeconds"]
+
+
+def test_make_image_builds_offline_from_wheels_on_the_slim_python_of_the_venv() -> None:
+    shown = subprocess.run(
+        ["make", "-n", "-o", ".venv/.installed", "image", f"BIN={Path(sys.executable).parent}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    build = shown[shown.index("docker build") :]
+    assert "pip wheel" in shown[: shown.index("docker build")]  # the wheels first
+    assert "--network none" in build
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    assert f"--build-arg BASE=python:{python}-slim" in build
+    assert f"--tag strictcall:{strictcall.__version__}" in build
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert re.search(r"^ARG BASE=python:3\.\d+-slim$", dockerfile, re.MULTILINE)
