@@ -2,7 +2,7 @@
 debootstrap: tests/container_setup.py) and the tests run it with the host's network on
 127.0.0.1 and drive it: `make run`'s two curl lines are answered, SIGTERM (the engine's stop)
 finishes the requests in flight, a read-only root with the data volume serves and reports
-healthy, and three containers on one PostgreSQL keep every acknowledged write once when one is
+healthy, the engine's health check follows the database, and three containers on one PostgreSQL keep every acknowledged write once when one is
 killed mid-burst (tests/drill.py, as for processes).
 
 Where Docker cannot run, the module skips with one line; under CI=true its tests fail instead.
@@ -34,6 +34,7 @@ import pytest
 
 import container_setup
 import drill
+import pg
 import strictcall
 from servers import create_token
 from strictcall import Client
@@ -322,16 +323,37 @@ def test_a_read_only_root_with_the_volume_serves_reports_healthy_and_keeps_the_d
         note = client.call("create_note", {"text": "kept"})
     assert httpx.get(server.base_url + "/healthz", timeout=DEADLINE_S).status_code == 200
 
-    def healthy() -> bool:
-        state = docker("inspect", "--format", "{{.State.Health.Status}}", server.name).stdout
-        return state.strip() == "healthy"
-
-    wait_until(healthy, "the engine's health check passes")
+    wait_until(lambda: health(server) == "healthy", "the engine's health check passes")
     assert server.stop() == 0
     again = engine.start("--port", "0", volume=volume, options=read_only)
     with Client(again.base_url, token) as client:
         assert client.call("read_note", {"note_id": note["note_id"]})["text"] == "kept"
     assert again.stop() == 0
+
+
+def health(container: Container) -> str:
+    """The engine's health status of `container` (its HEALTHCHECK's verdict)."""
+    inspected = docker("inspect", "--format", "{{.State.Health.Status}}", container.name)
+    return inspected.stdout.strip()
+
+
+def test_the_engines_health_check_follows_the_database(engine: Engine, pg_url: str) -> None:
+    port = free_port()
+    server = engine.start(
+        "--port",
+        str(port),
+        env={"STRICTCALL_DB": pg_url, "STRICTCALL_HEALTH_URL": f"http://127.0.0.1:{port}/healthz"},
+        options=("--health-interval", "1s", "--health-retries", "2"),
+    )
+    wait_until(lambda: health(server) == "healthy", "healthy while the database answers")
+    pg.allow_connections(pg_url, False)  # the database is down, as far as the server can tell
+    try:
+        pg.terminate_backends(pg_url)
+        wait_until(lambda: health(server) == "unhealthy", "unhealthy while it does not (503)")
+    finally:
+        pg.allow_connections(pg_url, True)
+    wait_until(lambda: health(server) == "healthy", "healthy again once it answers")
+    assert server.stop() == 0
 
 
 def test_the_engines_stop_finishes_the_requests_in_flight(engine: Engine, pg_url: str) -> None:
