@@ -2,8 +2,9 @@
 debootstrap: tests/container_setup.py) and the tests run it with the host's network on
 127.0.0.1 and drive it: `make run`'s two curl lines are answered, SIGTERM (the engine's stop)
 finishes the requests in flight, a read-only root with the data volume serves and reports
-healthy, the engine's health check follows the database, and three containers on one PostgreSQL keep every acknowledged write once when one is
-killed mid-burst (tests/drill.py, as for processes).
+healthy, the engine's health check follows the database, three containers on one PostgreSQL
+keep every acknowledged write once when one is killed mid-burst (tests/drill.py, as for
+processes), and docs/DEPLOY.md's commands for three containers run as written.
 
 Where Docker cannot run, the module skips with one line; under CI=true its tests fail instead.
 The setup (as `make docker`: Debian's docker.io when root and missing, dockerd started) runs as
