@@ -1,7 +1,8 @@
 # `strictcall serve` as a container image (docs/DEPLOY.md). Build it with `make image`: the
 # wheels are made first, into build/image/wheels, so that no stage needs the network (the build
 # runs with --network none). BASE is any image with python3 (3.11 or newer, the wheels' version)
-# and useradd: the official slim Python by default, a local Debian base in the tests.
+# and useradd: the official slim Python by default, a local Debian base in the tests. Size:
+# 212 MB on that Debian 12 base, of which 88 MB is strictcall's virtualenv (bench/RESULTS.md).
 ARG BASE=python:3.11-slim
 
 FROM ${BASE} AS install
