@@ -4,7 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run demo test lint typecheck unit browser docker image bench fuzz atheris load clean
+.PHONY: install run demo test lint typecheck unit browser promtool docker image bench fuzz atheris \
+	load clean
 
 $(STAMP): pyproject.toml
 	@echo "strictcall: first run: creating $(VENV) and installing strictcall with its dev tools (about a minute)..."
@@ -34,12 +35,16 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-unit: $(STAMP) browser docker
+unit: $(STAMP) browser promtool docker
 	$(BIN)/pytest --cov --cov-report=term
 
 ## browser: Debian's chromium for the operator page's test (apt-get, when root and missing)
 browser: $(STAMP)
 	$(BIN)/python tests/browser.py
+
+## promtool: Debian's prometheus for promtool, which checks /metrics and the alert rules
+promtool: $(STAMP)
+	$(BIN)/python tests/promtool.py
 
 ## docker: Debian's docker.io and debootstrap for the container image's test (apt-get, when
 ## root and missing), and its daemon started when none answers
