@@ -218,3 +218,33 @@ def probes_for(arity: int, hints: Hints) -> list[tuple[Any, ...]]:
         return []
     base = base_arguments(arity, hints)
     return [base, *neighbours(base, hints.mappings, hints.keys)]
+
+
+def compare_functions(
+    old: Callable[..., Any],
+    new: Callable[..., Any],
+    arity: int,
+    *,
+    max_examples: int = 2000,
+    timeout: float = 1.0,
+) -> Report:
+    """Search for inputs on which two functions of `arity` positional parameters differ, with
+    inputs built from what their source reads (as `strictcall check OLD NEW` does)."""
+    from strictcall.review.values import arguments, draw_arguments, mine_hints
+
+    hints = mine_hints([old, new], arity)
+
+    def fast(source: Source) -> tuple[Any, ...]:
+        return draw_arguments(source, arity, hints)
+
+    return find_differences(
+        old,
+        new,
+        arguments(arity, hints),
+        probes=probes_for(arity, hints),
+        keep=hints.mappings,
+        keys=hints.keys,
+        fast=fast,
+        max_examples=max_examples,
+        timeout=timeout,
+    )

@@ -244,12 +244,33 @@ def _write_json(
     out.write(json.dumps(document, ensure_ascii=False, indent=2) + "\n")
 
 
-def run_lint(paths: Sequence[str], *, output: str, fix: bool, out: TextIO, err: TextIO) -> int:
-    """Lint Python files for truthiness used where presence may be meant."""
+def run_lint(
+    paths: Sequence[str],
+    *,
+    output: str,
+    fix: bool,
+    out: TextIO,
+    err: TextIO,
+    confidence: str = "medium",
+    diff: str | None = None,
+) -> int:
+    """Lint Python files for truthiness used where presence may be meant; with `diff`, only
+    the presence tests that the changes since that git revision turned into truth tests."""
     from strictcall.review.fix import apply_fixes
-    from strictcall.review.lint import Finding, lint_source, python_files
-    from strictcall.review.sarif import sarif_log
+    from strictcall.review.lint import Finding, lint_source, project_facts, python_files
 
+    level: Any = confidence
+    if diff is not None:
+        from strictcall.review.diff import NotADiff, run_diff
+
+        try:
+            return run_diff(diff, list(paths), output=output, out=out, err=err)
+        except NotADiff as exc:
+            err.write(f"strictcall lint: --diff {diff}: {exc}\n")
+            return EXIT_TROUBLE
+    if not paths:
+        err.write("strictcall lint: give a PATH, or --diff BASE\n")
+        return EXIT_TROUBLE
     findings: list[Finding] = []
     trouble = False
     fixed = 0
@@ -258,18 +279,25 @@ def run_lint(paths: Sequence[str], *, output: str, fix: bool, out: TextIO, err: 
     except FileNotFoundError as exc:
         err.write(f"strictcall lint: no such file or directory: {exc.args[0]}\n")
         return EXIT_TROUBLE
+    sources: dict[Path, str] = {}
     for path in files:
+        try:
+            sources[path] = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            err.write(f"strictcall lint: {path}: cannot read ({type(exc).__name__})\n")
+            trouble = True
+    facts = project_facts(list(sources.values()))
+    for path, source in sources.items():
         shown = str(path)
         try:
-            source = path.read_text(encoding="utf-8")
-            found = lint_source(source, shown)
+            found = lint_source(source, shown, confidence=level, project=facts)
             if fix and any(f.fix is not None for f in found):
                 source, count = apply_fixes(source, found)
                 path.write_text(source, encoding="utf-8")
                 fixed += count
-                found = lint_source(source, shown)
-        except (OSError, UnicodeDecodeError) as exc:
-            err.write(f"strictcall lint: {shown}: cannot read ({type(exc).__name__})\n")
+                found = lint_source(source, shown, confidence=level, project=facts)
+        except OSError as exc:
+            err.write(f"strictcall lint: {shown}: cannot write ({type(exc).__name__})\n")
             trouble = True
             continue
         except SyntaxError as exc:
@@ -277,6 +305,18 @@ def run_lint(paths: Sequence[str], *, output: str, fix: bool, out: TextIO, err: 
             trouble = True
             continue
         findings.extend(found)
+    write_findings(findings, output, out)
+    if fix:
+        err.write(f"strictcall lint: fixed {fixed}\n")
+    if trouble:
+        return EXIT_TROUBLE
+    return EXIT_DIFFERENT if findings else EXIT_SAME
+
+
+def write_findings(findings: Sequence[Any], output: str, out: TextIO) -> None:
+    """Findings as text (one line each, the CI form), JSON or SARIF."""
+    from strictcall.review.sarif import sarif_log
+
     if output == "json":
         document = {"findings": [f.as_json() for f in findings], "count": len(findings)}
         out.write(json.dumps(document, ensure_ascii=False, indent=2) + "\n")
@@ -285,11 +325,6 @@ def run_lint(paths: Sequence[str], *, output: str, fix: bool, out: TextIO, err: 
     else:
         for finding in findings:
             out.write(finding.as_text() + "\n")
-    if fix:
-        err.write(f"strictcall lint: fixed {fixed}\n")
-    if trouble:
-        return EXIT_TROUBLE
-    return EXIT_DIFFERENT if findings else EXIT_SAME
 
 
 def _version() -> str:
