@@ -36,8 +36,10 @@ FALSY: tuple[Callable[[], Any], ...] = (
     lambda: 0.0,
     list,
     dict,
+    lambda: -0.0,
 )
-"""Every falsy JSON value, as factories so that no two inputs share a list or dict."""
+"""Every falsy JSON value, as factories so that no two inputs share a list or dict (and -0.0,
+which is falsy, equal to 0.0 and not the same value)."""
 
 TRUTHY: tuple[Callable[[], Any], ...] = (
     lambda: 1,
@@ -51,6 +53,28 @@ TRUTHY: tuple[Callable[[], Any], ...] = (
     lambda: " ",
 )
 """Truthy values beside them: bool beside int, 1 beside 1.0, containers holding a falsy value."""
+
+WIDE: tuple[Any, ...] = (
+    float("nan"),
+    float("inf"),
+    float("-inf"),
+    2**53,
+    2**53 + 1,
+    2**63 - 1,
+    2**63,
+    -(2**63),
+    "9" * 30,
+)
+"""Values at the edges: NaN, the infinities, integers where floats and 64-bit ints stop being
+exact, a digit string longer than any integer type."""
+
+TYPED: dict[str, tuple[Any, ...]] = {
+    "int": (0, 1, -1, 2, 2**53, 2**53 + 1, 2**63 - 1, 2**63, -(2**63)),
+    "float": (0.0, -0.0, 1.0, -1.0, 0.5, float("nan"), float("inf"), float("-inf"), 2.0**53),
+    "str": ("", "a", " ", "0", "9" * 30, "é"),
+    "bool": (False, True),
+}
+"""Values of a declared scalar type: its zero first."""
 
 MAX_KEYS = 12
 MAX_DEPTH = 3
@@ -132,6 +156,9 @@ class Hints:
     """Positions of parameters used as mappings somewhere: mostly dicts."""
     links: Mapping[Key, int] = field(default_factory=dict)
     """Keys whose value is compared with a parameter (`d.get("id") != expected_id`)."""
+    declared: Mapping[int, str] = field(default_factory=dict)
+    """Parameters whose annotation says what they hold: "mapping", "mappings" (a list of
+    mappings), "list", or a scalar type in TYPED; inputs are drawn in that type."""
 
 
 def mine_hints(functions: list[Callable[..., Any]], arity: int) -> Hints:
@@ -166,14 +193,51 @@ def mine_hints(functions: list[Callable[..., Any]], arity: int) -> Hints:
                 value = getattr(function, "__globals__", {}).get(node.id)
                 if _is_scalar(value) and not isinstance(value, bool):
                     constants.setdefault((type(value), value), value)
+    declared = declared_shapes(functions[0], arity) if functions else {}
     return Hints(
+        declared=declared,
         keys=tuple(keys)[:MAX_KEYS],
         constants=tuple(constants.values())[:64],
         values_for={k: tuple(v.values()) for k, v in values_for.items()},
-        mappings=frozenset(used_as_mapping - type_checked),
-        dictish=frozenset(used_as_mapping),
+        mappings=frozenset(
+            (used_as_mapping - type_checked)
+            | {i for i, shape in declared.items() if shape == "mapping"}
+        ),
+        dictish=frozenset(
+            used_as_mapping | {i for i, shape in declared.items() if "mapping" in shape}
+        ),
         links=links,
     )
+
+
+def declared_shapes(function: Callable[..., Any], arity: int) -> dict[int, str]:
+    """What each positional parameter's annotation says it holds (see Hints.declared)."""
+    try:
+        parameters = list(inspect.signature(function).parameters.values())[:arity]
+    except (TypeError, ValueError):
+        return {}
+    shapes: dict[int, str] = {}
+    for i, parameter in enumerate(parameters):
+        annotation = parameter.annotation
+        text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
+        if not isinstance(annotation, str) and getattr(annotation, "__args__", None):
+            text = repr(annotation).replace("typing.", "")
+        shape = _shape_of(text.replace(" ", ""))
+        if shape:
+            shapes[i] = shape
+    return shapes
+
+
+def _shape_of(text: str) -> str:
+    for prefix in ("list[", "List[", "Sequence[", "Iterable["):
+        if text.startswith(prefix):
+            inner = text[len(prefix) :]
+            if inner.startswith(("dict", "Dict", "Mapping")):
+                return "mappings"
+            return "list"
+    if text.startswith(("dict", "Dict", "Mapping", "MutableMapping")):
+        return "mapping"
+    return text if text in TYPED else ""
 
 
 def _tree_of(function: Callable[..., Any]) -> ast.AST | None:
@@ -268,7 +332,14 @@ def draw_arguments(
         order = sorted(range(arity), key=lambda i: i not in linked)
     builder = _Builder(source, hints)
     for i in order:
-        if i in hints.mappings or (i in hints.dictish and source.below(5) < 4):
+        shape = hints.declared.get(i, "")
+        if shape == "mappings":
+            builder.args[i] = [builder.mapping(1) for _ in range(source.below(4))]
+        elif shape == "list":
+            builder.args[i] = [builder.value(1) for _ in range(source.below(4))]
+        elif shape in TYPED:
+            builder.args[i] = source.pick(TYPED[shape])
+        elif i in hints.mappings or (i in hints.dictish and source.below(5) < 4):
             builder.args[i] = builder.mapping(0)
         else:
             builder.args[i] = builder.value(0, top=True)
@@ -281,6 +352,9 @@ def base_arguments(arity: int, hints: Hints) -> tuple[Any, ...]:
     args: list[Any] = ["a"] * arity
     for i in hints.dictish:
         args[i] = {}
+    for i, shape in hints.declared.items():
+        if shape in TYPED:
+            args[i] = TYPED[shape][1]
     for key, position in hints.links.items():
         for i in hints.dictish:
             if i != position and position < arity:
@@ -288,6 +362,9 @@ def base_arguments(arity: int, hints: Hints) -> tuple[Any, ...]:
     for key, choices in hints.values_for.items():
         for i in hints.dictish:
             args[i].setdefault(key, choices[0])
+    for i, shape in hints.declared.items():
+        if shape == "mappings":
+            args[i] = [args[i] if isinstance(args[i], dict) else {}]
     return tuple(args)
 
 
@@ -350,6 +427,7 @@ def _choices(
         return table
     choices: list[tuple[str, Any]] = [("make", make) for make in FALSY]
     choices += [("make", make) for make in TRUTHY]
+    choices += [("constant", value) for value in WIDE]
     hinted = hints.values_for.get(key, ()) if key is not None else ()
     if hinted:
         choices += [("constant", value) for value in hinted] * max(1, 8 // len(hinted))
@@ -374,7 +452,7 @@ def neighbours(
     """Inputs one step from `args`: one leaf replaced by each falsy and truthy value, one key
     left out, or one of `keys` added to a dict argument (an argument in `keep` is never
     replaced whole)."""
-    palette = [make() for make in (*FALSY, *TRUTHY)]
+    palette = [make() for make in (*FALSY, *TRUTHY)] + list(WIDE)
     for i, arg in enumerate(args):
         if isinstance(arg, dict):
             for key in keys:
@@ -451,3 +529,49 @@ def order_key(value: Any) -> str:
     if isinstance(value, list | tuple):
         return "5[" + ",".join(order_key(item) for item in value) + "]"
     return _RANK.get(type(value), "7") + repr(value)
+
+
+def drop_key_paths(args: tuple[Any, ...], keep: frozenset[int]) -> Iterator[tuple[Any, ...]]:
+    """`args` with one dict key (at any depth) left out, the deepest first."""
+    paths = [path for path, parent in _paths(args, ()) if isinstance(parent, dict)]
+    for path in sorted(paths, key=len, reverse=True):
+        if len(path) == 1 and path[0] in keep:
+            continue
+        yield _replaced(args, path, _ABSENT)
+
+
+def shape_of(value: Any) -> str:
+    """A value with its leaves erased: its dicts' keys, its lists' lengths."""
+    if isinstance(value, dict) and value:
+        return "{" + ",".join(f"{k!r}:{shape_of(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list | tuple) and value:
+        return "[" + ",".join(shape_of(item) for item in value) + "]"
+    return "."  # a scalar, or an empty container: one of the falsy family
+
+
+def conforms(args: tuple[Any, ...], declared: Mapping[int, str]) -> bool:
+    """True when each argument with a declared shape has it (a bool is not an int here, as
+    in the annotations' intent; an int is a float, as in Python's typing)."""
+    for i, shape in declared.items():
+        value = args[i] if i < len(args) else None
+        if shape == "mappings":
+            if not (isinstance(value, list) and all(isinstance(r, dict) for r in value)):
+                return False
+        elif shape == "mapping":
+            if not isinstance(value, dict):
+                return False
+        elif shape == "list":
+            if not isinstance(value, list):
+                return False
+        elif shape == "bool":
+            if not isinstance(value, bool):
+                return False
+        elif shape == "int":
+            if not isinstance(value, int) or isinstance(value, bool):
+                return False
+        elif shape == "float":
+            if not isinstance(value, int | float) or isinstance(value, bool):
+                return False
+        elif shape == "str" and not isinstance(value, str):
+            return False
+    return True
