@@ -283,6 +283,10 @@ def read(reply: dict[str, Any]) -> dict[str, Any]:
 ]
 """(id, the line the lint must point at, code)."""
 
+KNOWN_MISSES: Final = frozenset({"bool-call"})
+"""Planted defects the default confidence misses, as measured (docs/LINT.md): `bool()` alone
+is no evidence (on real code every `bool(d.get(k))` read was a flag)."""
+
 LOOK_ALIKES: Final[list[tuple[str, str]]] = [
     (
         "presence",

@@ -30,12 +30,13 @@ from strictcall.review.shapes import (
     as_number,
     compared_with_parameter,
     constant_key,
+    decides_answer,
+    is_answer,
     is_get,
     is_namespace,
     is_none_test,
     is_number,
     is_true,
-    leaves_unchanged,
     truth_context,
     type_name,
 )
@@ -109,6 +110,8 @@ class Scope:
     bindings: dict[str, list[_Binding]] = field(default_factory=dict)
     guards: set[tuple[str, str]] = field(default_factory=set)
     none_tests: dict[str, int] = field(default_factory=dict)
+    narrowed: dict[str, Declared] = field(default_factory=dict)
+    """Values the code checks with `isinstance(x, T)`: the falsy values T admits."""
     hits: list[Hit] = field(default_factory=list)
 
     def run(self) -> list[Hit]:
@@ -141,6 +144,16 @@ class Scope:
                 and isinstance(node.args[1].value, str)
             ):
                 self.guards.add((ast.dump(node.args[0]), node.args[1].value))
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "isinstance"
+                and len(node.args) == 2
+            ):
+                kinds = kinds_of(_as_union(node.args[1]), self.facts)
+                if kinds is not None:
+                    where = f"line {node.lineno} checks `{ast.unparse(node)[:50]}`"
+                    self.narrowed.setdefault(subject_of(node.args[0]), Declared(kinds, where))
         for node in self.nodes:
             self._learn_binding(node)
 
@@ -312,6 +325,8 @@ class Scope:
         if read.key is not None and _FLAG.search(read.key.lower()) and hit.use != "or":
             return
         declared = read.declared
+        if declared is None or declared.kinds == EVERY:
+            declared = self.narrowed.get(subject_of(hit.node), declared)
         if hit.use == "none":
             self._weigh_none(hit)
             return
@@ -359,7 +374,12 @@ class Scope:
         if ZERO in falsy or FALSE in falsy:
             numbers = falsy & {ZERO, FALSE}
             why = f"{declared.where}, and {' and '.join(sorted(numbers))} is one"
-            sure = ["high", "medium", "low"][(hit.use != "or") + (not declared.exact)]
+            sure = ["high", "medium", "low"][
+                min(
+                    2,
+                    (hit.use != "or") * (1 + (hit.read.kind == "attribute")) + (not declared.exact),
+                )
+            ]
             self._keep(hit, numbers, why, sure)
         elif hit.read.kind != "attribute":
             why = (
@@ -386,7 +406,8 @@ class Scope:
             )
             if declared is not None and declared.kinds == EVERY:
                 why = f"{declared.where}, null among them; {why}"
-            sure = "medium" if declared is not None and declared.kinds == EVERY else "low"
+            answer = decides_answer(hit.node, self.parents) and is_answer(reread, self.parents)
+            sure = "medium" if answer and (declared is None or declared.kinds == EVERY) else "low"
             self._keep(hit, (NULL,), why, sure)
         elif declared is not None and declared.kinds == EVERY:
             self._keep(hit, (NULL,), f"{declared.where}: null among them", "low")
@@ -413,8 +434,7 @@ class Scope:
 
     def _implied(self, hit: Hit) -> tuple[tuple[str, ...], str] | None:
         """What the code implies about a truth-tested value's legal falsy values."""
-        subject = subject_of(hit.node)
-        if hit.context in ("all()", "any()", "filter(None, ...)", "bool()"):
+        if hit.context in ("all()", "any()", "filter(None, ...)"):
             why = (
                 f"{hit.context} makes the truth of each value the answer, so a falsy value "
                 "counts as a missing one"
@@ -434,10 +454,8 @@ class Scope:
             if as_number(use, self.parents):
                 why = f"it is used as a number at line {use.lineno}, so 0 is one"
                 return (ZERO,), why
-        none_line = self.none_tests.get(subject)
-        if none_line is not None:
-            why = f"line {none_line} tells null from other values, so a falsy one is data"
-            return _ALL_BUT_NULL, why
+        if hit.read.key is None:
+            return None  # a computed key: a lookup table or a cache, not a message's field
         passed = self._passed_on(hit)
         if passed is not None:
             why = (
@@ -468,10 +486,13 @@ class Scope:
         return found
 
     def _passed_on(self, hit: Hit) -> int | None:
-        """The line where the value leaves unchanged: returned, yielded, stored in a dict, a
-        subscript or an attribute."""
+        """The line where the value becomes the function's answer unchanged, when the truth
+        test decides that answer (the seed's `if not result: return error` then `return
+        {"value": result}`); copying a value only when it is truthy is not counted."""
+        if hit.use == "truth" and not decides_answer(hit.node, self.parents):
+            return None
         for use in self._uses(hit):
-            if leaves_unchanged(use, self.parents):
+            if is_answer(use, self.parents):
                 return use.lineno
         return None
 
@@ -567,13 +588,27 @@ def _same_key(node: ast.AST, read: Read) -> bool:
     )
 
 
+def _as_union(node: ast.expr) -> ast.expr:
+    """`isinstance`'s second argument as an annotation: `(int, float)` reads `int | float`."""
+    if isinstance(node, ast.Tuple) and node.elts:
+        union = node.elts[0]
+        for element in node.elts[1:]:
+            union = ast.BinOp(union, ast.BitOr(), element)
+        return union
+    return node
+
+
 def _asks_nothing(default: ast.expr, read: Read) -> bool:
     """A default that is itself falsy (`or []`, `or ""`, `or 0`, `or None`, `or Limits()`), or
     another read of the same kind (`d.get("a") or d.get("b")`: a name and its alias)."""
     if is_get(default) or isinstance(default, ast.Subscript):
         return True
-    if read.kind == "attribute" and isinstance(default, ast.Attribute) and default.attr == read.key:
-        return True  # `options.timeout or settings.timeout`: one setting at two levels
+    if (
+        read.kind == "attribute"
+        and isinstance(default, ast.Attribute)
+        and (default.attr == read.key or ast.dump(default.value) == ast.dump(read.receiver))
+    ):
+        return True  # `options.timeout or settings.timeout`, `self.a or self.b`: aliases
     if isinstance(default, ast.Compare | ast.BoolOp | ast.UnaryOp):
         return not is_number(default)  # a boolean expression, not a default
     if isinstance(default, ast.Constant):

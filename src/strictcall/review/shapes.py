@@ -77,7 +77,8 @@ def is_namespace(receiver: ast.expr) -> bool:
     if isinstance(receiver, ast.Attribute):
         return receiver.attr in _NAMESPACES
     if isinstance(receiver, ast.Name):
-        return receiver.id in _NAMESPACES or receiver.id in ("os", "sys")
+        name = receiver.id.lower()
+        return receiver.id in _NAMESPACES or name in ("os", "sys") or name.startswith("env")
     if isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Name):
         return receiver.func.id in _NAMESPACE_CALLS
     return False
@@ -154,33 +155,41 @@ def compared_with_parameter(
     return None
 
 
-def leaves_unchanged(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
-    parent = parents.get(node)
-    if isinstance(parent, ast.ListComp | ast.GeneratorExp | ast.SetComp) and parent.elt is node:
+def is_answer(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+    """The value is (part of) what the function returns or yields, unchanged: the value
+    itself, a member of a returned dict, list or tuple, a branch of a returned ternary, the
+    element of a returned comprehension."""
+    child, parent = node, parents.get(node)
+    while parent is not None:
+        if isinstance(parent, ast.Return | ast.Yield):
+            return True
+        if isinstance(parent, ast.Dict):
+            if child not in parent.values:
+                return False
+        elif isinstance(parent, ast.IfExp):
+            if parent.test is child:
+                return False
+        elif isinstance(parent, ast.ListComp | ast.GeneratorExp | ast.SetComp):
+            if parent.elt is not child:
+                return False
+        elif not isinstance(parent, ast.List | ast.Tuple | ast.Set):
+            return False
+        child, parent = parent, parents.get(parent)
+    return False
+
+
+def decides_answer(test: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+    """The truth test chooses what the function answers: it is part of a `return`, or the
+    `if` it heads returns or raises in one of its branches."""
+    node: ast.AST | None = test
+    while node is not None and not isinstance(node, ast.stmt):
+        node = parents.get(node)
+    if isinstance(node, ast.Return):
         return True
-    if (
-        isinstance(parent, ast.Call)
-        and isinstance(parent.func, ast.Attribute)
-        and parent.func.attr in ("append", "add")
-        and parent.args == [node]
-    ):
-        return True
-    if isinstance(parent, ast.IfExp) and parent.test is not node:
-        return leaves_unchanged(parent, parents)
-    if isinstance(parent, ast.Return | ast.Yield):
-        return True
-    if isinstance(parent, ast.Dict):
-        return node in parent.values
-    if isinstance(parent, ast.Assign):
-        return parent.value is node and all(
-            isinstance(t, ast.Subscript | ast.Attribute) for t in parent.targets
-        )
-    if isinstance(parent, ast.keyword) and isinstance(parents.get(parent), ast.Call):
-        call = parents[parent]
-        return (
-            isinstance(call, ast.Call)
-            and isinstance(call.func, ast.Name)
-            and (call.func.id == "dict")
+    if isinstance(node, ast.If):
+        return any(
+            isinstance(statement, ast.Return | ast.Raise)
+            for statement in (*node.body, *node.orelse)
         )
     return False
 
