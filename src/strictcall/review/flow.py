@@ -258,7 +258,7 @@ class Scope:
             and receiver.value.id == "self"
             and self.owner is not None
         ):
-            annotation_of = self.facts.classes.get(self.owner, {}).get(receiver.attr)
+            annotation_of = (self.facts.class_fields(self.owner) or {}).get(receiver.attr)
             shown = f"self.{receiver.attr}"
         if annotation_of is not None:
             found = value_annotation(annotation_of, self.facts)
@@ -285,7 +285,7 @@ class Scope:
                 annotation = self.annotations.get(node.value.id)
                 if owner is None and annotation is not None:
                     name = type_name(annotation)
-                    owner = name if name in self.facts.classes else None
+                    owner = name if self.facts.class_fields(name) is not None else None
         return declared_field(owner, node.attr, self.facts, anywhere=True)
 
     # --- the uses ---------------------------------------------------------------------------

@@ -81,6 +81,31 @@ class Facts:
     """Field name -> (class name, annotation) for every annotated class field in the file."""
     schema: dict[str, set[str]] = field(default_factory=dict)
     """Property name -> the JSON types a schema in the file gives it."""
+    project: Facts | None = None
+    """The declarations of the other files linted with this one, consulted after its own."""
+
+    def class_fields(self, name: str | None) -> dict[str, ast.expr] | None:
+        """The annotated fields of class `name`, here or in the project."""
+        if name is None:
+            return None
+        found = self.classes.get(name)
+        if found is None and self.project is not None:
+            found = self.project.classes.get(name)
+        return found
+
+    def declarations(self, name: str) -> list[tuple[str, ast.expr]]:
+        """(class, annotation) of every field called `name`, this file's first."""
+        found = self.fields.get(name, [])
+        if self.project is not None:
+            found = found + self.project.fields.get(name, [])
+        return found
+
+    def schema_types(self, name: str) -> set[str]:
+        """The JSON types schemas give property `name`, here or in the project."""
+        found = set(self.schema.get(name, ()))
+        if self.project is not None:
+            found |= self.project.schema.get(name, set())
+        return found
 
 
 def collect_facts(tree: ast.AST) -> Facts:
@@ -118,21 +143,9 @@ def _class_fields(node: ast.ClassDef) -> list[tuple[str, ast.expr]]:
 
 
 def merge_facts(own: Facts, project: Facts | None) -> Facts:
-    """A module's own declarations first, then those of the other files linted with it."""
-    if project is None:
-        return own
-    merged = Facts(
-        classes={**project.classes, **own.classes},
-        fields={k: list(v) for k, v in project.fields.items()},
-        schema={k: set(v) for k, v in project.schema.items()},
-    )
-    for name, declared in own.fields.items():
-        merged.fields[name] = declared + [
-            d for d in merged.fields.get(name, []) if d not in declared
-        ]
-    for name, types in own.schema.items():
-        merged.schema.setdefault(name, set()).update(types)
-    return merged
+    """A module's own declarations, then those of the other files linted with it."""
+    own.project = project
+    return own
 
 
 def _schema_properties(node: ast.Dict, schema: dict[str, set[str]]) -> None:
@@ -255,7 +268,8 @@ def value_annotation(mapping: ast.expr | None, facts: Facts) -> tuple[str, ast.e
     name = _name(mapping)
     if name in ("Any", "object", "JSONValue", "JsonValue"):
         return "", mapping  # a JSON value: its members may hold anything
-    if name is not None and name in facts.classes:
+    if facts.class_fields(name) is not None:
+        assert name is not None
         return name, mapping
     return None
 
@@ -263,15 +277,16 @@ def value_annotation(mapping: ast.expr | None, facts: Facts) -> tuple[str, ast.e
 def declared_field(owner: str | None, key: str, facts: Facts, *, anywhere: bool) -> Declared | None:
     """What the file declares about field or key `key`: in class `owner` when known, else (when
     `anywhere`) in the one type every class field of that name agrees on, or in a JSON Schema."""
-    if owner is not None and owner in facts.classes:
-        annotation = facts.classes[owner].get(key)
+    fields = facts.class_fields(owner)
+    if fields is not None:
+        annotation = fields.get(key)
         if annotation is not None:
             kinds = kinds_of(annotation, facts)
             if kinds is not None:
                 return Declared(kinds, f"`{owner}.{key}` is declared `{_shown(annotation)}`")
     if not anywhere:
         return None
-    declared = facts.fields.get(key, [])
+    declared = facts.declarations(key)
     kinds_seen = [kinds_of(annotation, facts) for _, annotation in declared]
     known = [k for k in kinds_seen if k is not None]
     agreed = len(set(known)) == 1 or not any(ZERO in k or FALSE in k for k in known)
@@ -283,7 +298,7 @@ def declared_field(owner: str | None, key: str, facts: Facts, *, anywhere: bool)
         more = f" (and {len(declared) - 1} more)" if len(declared) > 1 else ""
         where = f"`{owner_name}.{key}` is declared `{_shown(annotation)}`{more}"
         return Declared(kinds, where, exact=False)
-    types = facts.schema.get(key)
+    types = facts.schema_types(key)
     if types:
         kinds = schema_kinds(types)
         if kinds is not None:

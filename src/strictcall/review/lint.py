@@ -85,7 +85,13 @@ def project_facts(sources: list[str]) -> Facts:
             tree = ast.parse(source)
         except (SyntaxError, ValueError):
             continue
-        merged = merge_facts(collect_facts(tree), merged)
+        own = collect_facts(tree)
+        for name, fields in own.classes.items():
+            merged.classes.setdefault(name, fields)
+        for name, declared in own.fields.items():
+            merged.fields.setdefault(name, []).extend(declared)
+        for name, types in own.schema.items():
+            merged.schema.setdefault(name, set()).update(types)
     return merged
 
 
