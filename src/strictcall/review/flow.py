@@ -371,15 +371,15 @@ class Scope:
             return True
         if declared.kinds == EVERY:
             return False
-        if ZERO in falsy or FALSE in falsy:
+        if (ZERO in falsy or FALSE in falsy) and hit.use == "truth" and falsy - {ZERO, FALSE}:
+            why = f"{declared.where}: a number among texts or containers"
+            self._keep(hit, falsy, why, "low")  # a mixed union says little about this value
+        elif ZERO in falsy or FALSE in falsy:
             numbers = falsy & {ZERO, FALSE}
             why = f"{declared.where}, and {' and '.join(sorted(numbers))} is one"
-            sure = ["high", "medium", "low"][
-                min(
-                    2,
-                    (hit.use != "or") * (1 + (hit.read.kind == "attribute")) + (not declared.exact),
-                )
-            ]
+            # `or` replacing a declared number is the surest case; a number tested for
+            # truth usually means "none or zero" on purpose (a count, tokens, a timestamp)
+            sure = "low" if hit.use != "or" else "high" if declared.exact else "medium"
             self._keep(hit, numbers, why, sure)
         elif hit.read.kind != "attribute":
             why = (
@@ -427,7 +427,7 @@ class Scope:
             none_line = self.none_tests.get(subject_of(hit.node))
             if none_line is not None:
                 why = f"line {none_line} tells null from other values, so a falsy one is data"
-                self._keep(hit, _ALL_BUT_NULL, why, "medium")
+                self._keep(hit, _ALL_BUT_NULL, why, "low")
             else:
                 why = "could not tell: nothing in the code says what it holds"
                 self._keep(hit, _ALL_BUT_NULL, why, "low")

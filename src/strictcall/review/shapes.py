@@ -216,7 +216,8 @@ def as_container(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
 def as_number(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
     parent = parents.get(node)
     if isinstance(parent, ast.BinOp) and not isinstance(parent.op, ast.Mod):
-        return True
+        other = parent.right if parent.left is node else parent.left
+        return isinstance(other, ast.Constant) and type(other.value) in (int, float)
     if isinstance(parent, ast.AugAssign):
         return True
     if isinstance(parent, ast.Compare) and any(
