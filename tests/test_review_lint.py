@@ -465,3 +465,77 @@ def test_the_review_examples_show_the_seeds_two_findings() -> None:
     assert rules == ["SC101", "SC104"]
     status, out, _ = run_lint("--confidence", "low", str(ROOT / "examples" / "review"))
     assert sorted(line.split(" ")[1] for line in out.splitlines()) == ["SC101", "SC104", "SC104"]
+
+
+def test_github_format_is_one_annotation_per_finding(tmp_path: Path) -> None:
+    dirty = tmp_path / "dirty.py"
+    dirty.write_text(DIRTY)
+    status, out, _ = run_lint("--format", "github", str(dirty))
+    assert status == EXIT_DIFFERENT
+    [line] = out.splitlines()
+    assert line.startswith(f"::warning file={dirty},line=2,col=8,")
+    assert f"title={GET_TRUTH_TEST.id} " in line
+
+
+def test_sarif_results_carry_the_values_the_reason_and_the_fix(tmp_path: Path) -> None:
+    dirty = tmp_path / "dirty.py"
+    dirty.write_text(DIRTY)
+    _, out, _ = run_lint("--format", "sarif", str(dirty))
+    [result] = json.loads(out)["runs"][0]["results"]
+    properties = result["properties"]
+    assert properties["falsy"][0] == ZERO
+    assert properties["confidence"] == "medium"
+    assert properties["why"] and properties["remedy"]
+
+
+def test_an_isinstance_check_narrows_the_value_to_its_type() -> None:
+    code = """
+        def name_of(data):
+            name = data.get("name")
+            if not isinstance(name, str) or not name:
+                return None
+            return name
+    """
+    assert lint(code) == []
+    [finding] = lint(code, "low")
+    assert finding.falsy == ('""',)
+    assert "isinstance" in finding.why
+
+
+def test_a_computed_key_reads_a_table_not_a_field() -> None:
+    code = """
+        def tool(registry, name):
+            found = registry.get(name)
+            if not found:
+                return None
+            return found
+    """
+    assert lint(code) == []
+    assert [f.confidence for f in lint(code, "low")] == ["low"]
+
+
+def test_a_json_schema_in_the_file_declares_the_key() -> None:
+    [finding] = lint("""
+        SCHEMA = {"type": "object", "properties": {"retries": {"type": "integer"}}}
+
+        def retries(arguments):
+            return arguments.get("retries") or 3
+    """)
+    assert finding.confidence == "high"
+    assert "JSON Schema" in finding.why
+
+
+def test_declarations_in_other_linted_files_count(tmp_path: Path) -> None:
+    (tmp_path / "models.py").write_text(
+        "from typing import TypedDict\n\n\nclass Usage(TypedDict, total=False):\n"
+        "    input_tokens: int\n"
+    )
+    (tmp_path / "use.py").write_text(
+        "from models import Usage\n\n\ndef tokens(usage: Usage) -> int:\n"
+        '    return usage.get("input_tokens") or -1\n'
+    )
+    status, out, _ = run_lint("--format", "json", str(tmp_path))
+    assert status == EXIT_DIFFERENT
+    [finding] = json.loads(out)["findings"]
+    assert finding["confidence"] == "high"
+    assert "Usage.input_tokens" in finding["why"]

@@ -276,7 +276,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--timeout", type=float, default=1.0, help="seconds allowed per call")
     lint = commands.add_parser("lint", help="find truthiness used where presence may be meant")
     lint.add_argument("paths", nargs="*", metavar="PATH", help="Python files or directories")
-    lint.add_argument("--format", choices=["text", "json", "sarif"], default="text")
+    lint.add_argument("--format", choices=["text", "json", "sarif", "github"], default="text")
     lint.add_argument("--fix", action="store_true", help="apply the fixes that are certain")
     lint.add_argument(
         "--confidence", choices=["high", "medium", "low"], default="medium", help="least shown"

@@ -380,7 +380,7 @@ def run_lint(
 
 
 def write_findings(findings: Sequence[Any], output: str, out: TextIO) -> None:
-    """Findings as text (one line each, the CI form), JSON or SARIF."""
+    """Findings as text (one line each, the CI form), GitHub annotations, JSON or SARIF."""
     from strictcall.review.sarif import sarif_log
 
     if output == "json":
@@ -388,6 +388,9 @@ def write_findings(findings: Sequence[Any], output: str, out: TextIO) -> None:
         out.write(json.dumps(document, ensure_ascii=False, indent=2) + "\n")
     elif output == "sarif":
         out.write(json.dumps(sarif_log(findings, _version()), ensure_ascii=False, indent=2) + "\n")
+    elif output == "github":
+        for finding in findings:
+            out.write(finding.as_github() + "\n")
     else:
         for finding in findings:
             out.write(finding.as_text() + "\n")

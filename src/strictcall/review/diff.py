@@ -75,7 +75,7 @@ def run_diff(base: str, paths: list[str], *, output: str, out: TextIO, err: Text
     if output == "json":
         document = {"findings": [c.as_json() for c in changed], "count": len(changed)}
         out.write(json.dumps(document, ensure_ascii=False, indent=2) + "\n")
-    elif output == "sarif":
+    elif output in ("sarif", "github"):
         write_findings([c.finding for c in changed], output, out)
     else:
         for one in changed:

@@ -96,6 +96,16 @@ class Finding:
             parts.append(self.question)
         return " ".join(parts)
 
+    def as_github(self) -> str:
+        """The finding as a GitHub Actions workflow command: an annotation on its line."""
+        level = "notice" if self.confidence == "low" else "warning"
+        detail = self.detail().replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+        return (
+            f"::{level} file={self.path},line={self.line},col={self.col},"
+            f"endLine={self.end_line},endColumn={self.end_col},"
+            f"title={self.rule.id} {self.rule.name}::{detail}"
+        )
+
     def as_text(self) -> str:
         """The finding as one line (the CI form): path:line:col: rule [confidence] detail."""
         return f"{self.path}:{self.line}:{self.col}: {self.rule.id} [{self.confidence}] " + (

@@ -28,6 +28,8 @@ from strictcall.review.legal import (
 from strictcall.review.shapes import (
     as_container,
     as_number,
+    as_union,
+    asks_nothing,
     compared_with_parameter,
     constant_key,
     decides_answer,
@@ -53,7 +55,6 @@ _FLAG: Final = re.compile(
     r"|_(enabled|disabled|only|flag|allowed)$"
 )
 """Names of bool flags: their false and their absence are one answer."""
-_EMPTY_CALLS: Final = frozenset({"list", "dict", "set", "tuple", "str", "frozenset", "bytes"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +151,7 @@ class Scope:
                 and node.func.id == "isinstance"
                 and len(node.args) == 2
             ):
-                kinds = kinds_of(_as_union(node.args[1]), self.facts)
+                kinds = kinds_of(as_union(node.args[1]), self.facts)
                 if kinds is not None:
                     where = f"line {node.lineno} checks `{ast.unparse(node)[:50]}`"
                     self.narrowed.setdefault(subject_of(node.args[0]), Declared(kinds, where))
@@ -334,7 +335,7 @@ class Scope:
             return  # `.get(k, default)`: a missing key reads as the default the author chose
         if hit.use == "or":
             assert hit.default is not None
-            if _asks_nothing(hit.default, read):
+            if asks_nothing(hit.default, read.kind, read.key, read.receiver):
                 return
             if isinstance(read.default, ast.Constant) and not read.default.value:
                 return
@@ -586,46 +587,3 @@ def _same_key(node: ast.AST, read: Read) -> bool:
         and ast.dump(node.value) == ast.dump(read.receiver)
         and ast.dump(node.slice) == ast.dump(read.key_node)
     )
-
-
-def _as_union(node: ast.expr) -> ast.expr:
-    """`isinstance`'s second argument as an annotation: `(int, float)` reads `int | float`."""
-    if isinstance(node, ast.Tuple) and node.elts:
-        union = node.elts[0]
-        for element in node.elts[1:]:
-            union = ast.BinOp(union, ast.BitOr(), element)
-        return union
-    return node
-
-
-def _asks_nothing(default: ast.expr, read: Read) -> bool:
-    """A default that is itself falsy (`or []`, `or ""`, `or 0`, `or None`, `or Limits()`), or
-    another read of the same kind (`d.get("a") or d.get("b")`: a name and its alias)."""
-    if is_get(default) or isinstance(default, ast.Subscript):
-        return True
-    if (
-        read.kind == "attribute"
-        and isinstance(default, ast.Attribute)
-        and (default.attr == read.key or ast.dump(default.value) == ast.dump(read.receiver))
-    ):
-        return True  # `options.timeout or settings.timeout`, `self.a or self.b`: aliases
-    if isinstance(default, ast.Compare | ast.BoolOp | ast.UnaryOp):
-        return not is_number(default)  # a boolean expression, not a default
-    if isinstance(default, ast.Constant):
-        return not default.value
-    if isinstance(default, ast.List | ast.Tuple | ast.Set):
-        return not default.elts
-    if isinstance(default, ast.Dict):
-        return not default.keys
-    if (
-        isinstance(default, ast.Call)
-        and len(default.args) == 1
-        and isinstance(default.args[0], ast.Constant)
-        and not default.args[0].value
-    ):
-        return True  # `Decimal(0)`: a falsy default written as a call
-    if isinstance(default, ast.Call) and not default.args and not default.keywords:
-        func = default.func
-        name = func.id if isinstance(func, ast.Name) else None
-        return name is not None and (name in _EMPTY_CALLS or name[:1].isupper())
-    return False

@@ -9,6 +9,7 @@ from typing import Final
 
 _NAMESPACES: Final = frozenset({"__dict__", "environ", "modules", "headers", "env"})
 _NAMESPACE_CALLS: Final = frozenset({"vars", "globals", "locals", "getenv"})
+EMPTY_CALLS: Final = frozenset({"list", "dict", "set", "tuple", "str", "frozenset", "bytes"})
 _NUMBER_CALLS: Final = frozenset({"range", "sleep", "min", "max", "round", "abs", "wait_for"})
 _CONTAINER_CALLS: Final = frozenset({"len", "sorted", "enumerate", "zip", "iter", "next"})
 
@@ -228,4 +229,47 @@ def as_number(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
         func = parent.func
         name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
         return name in _NUMBER_CALLS
+    return False
+
+
+def as_union(node: ast.expr) -> ast.expr:
+    """`isinstance`'s second argument as an annotation: `(int, float)` reads `int | float`."""
+    if isinstance(node, ast.Tuple) and node.elts:
+        union = node.elts[0]
+        for element in node.elts[1:]:
+            union = ast.BinOp(union, ast.BitOr(), element)
+        return union
+    return node
+
+
+def asks_nothing(default: ast.expr, kind: str, key: str | None, receiver: ast.expr) -> bool:
+    """A default that is itself falsy (`or []`, `or ""`, `or 0`, `or None`, `or Limits()`), or
+    another read of the same kind (`d.get("a") or d.get("b")`: a name and its alias)."""
+    if is_get(default) or isinstance(default, ast.Subscript):
+        return True
+    if (
+        kind == "attribute"
+        and isinstance(default, ast.Attribute)
+        and (default.attr == key or ast.dump(default.value) == ast.dump(receiver))
+    ):
+        return True  # `options.timeout or settings.timeout`, `self.a or self.b`: aliases
+    if isinstance(default, ast.Compare | ast.BoolOp | ast.UnaryOp):
+        return not is_number(default)  # a boolean expression, not a default
+    if isinstance(default, ast.Constant):
+        return not default.value
+    if isinstance(default, ast.List | ast.Tuple | ast.Set):
+        return not default.elts
+    if isinstance(default, ast.Dict):
+        return not default.keys
+    if (
+        isinstance(default, ast.Call)
+        and len(default.args) == 1
+        and isinstance(default.args[0], ast.Constant)
+        and not default.args[0].value
+    ):
+        return True  # `Decimal(0)`: a falsy default written as a call
+    if isinstance(default, ast.Call) and not default.args and not default.keywords:
+        func = default.func
+        name = func.id if isinstance(func, ast.Name) else None
+        return name is not None and (name in EMPTY_CALLS or name[:1].isupper())
     return False
