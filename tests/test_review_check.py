@@ -307,6 +307,8 @@ def test_a_list_of_dicts_is_drawn_in_its_declared_type_and_the_real_cause_comes_
     inputs = [c["input"] for c in report["counterexamples"]]
     assert all(isinstance(i, list) and all(isinstance(r, dict) for r in i) for i in inputs)
     assert inputs[0] == [{"count": 0}]
+    assert all(type(v) is int for i in inputs for row in i for v in row.values())
+    assert inputs == [[{"count": 0}]]  # rows the difference does not need are dropped
 
 
 def test_minus_zero_is_a_value_of_its_own() -> None:

@@ -14,7 +14,7 @@ import inspect
 import itertools
 import random
 import textwrap
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -201,7 +201,7 @@ def mine_hints(functions: list[Callable[..., Any]], arity: int) -> Hints:
         values_for={k: tuple(v.values()) for k, v in values_for.items()},
         mappings=frozenset(
             (used_as_mapping - type_checked)
-            | {i for i, shape in declared.items() if shape == "mapping"}
+            | {i for i, shape in declared.items() if split_shape(shape)[0] == "mapping"}
         ),
         dictish=frozenset(
             used_as_mapping | {i for i, shape in declared.items() if "mapping" in shape}
@@ -229,15 +229,26 @@ def declared_shapes(function: Callable[..., Any], arity: int) -> dict[int, str]:
 
 
 def _shape_of(text: str) -> str:
+    """`list[dict[str, int]]` reads "mappings:int", `dict[str, Any]` "mapping", `int` "int"."""
     for prefix in ("list[", "List[", "Sequence[", "Iterable["):
         if text.startswith(prefix):
-            inner = text[len(prefix) :]
-            if inner.startswith(("dict", "Dict", "Mapping")):
-                return "mappings"
-            return "list"
-    if text.startswith(("dict", "Dict", "Mapping", "MutableMapping")):
+            inner = _shape_of(text[len(prefix) : -1])
+            if inner.startswith("mapping"):
+                return "mappings" + inner[len("mapping") :]
+            return "list:" + inner if inner in TYPED else "list"
+    for prefix in ("dict[", "Dict[", "Mapping[", "MutableMapping["):
+        if text.startswith(prefix):
+            value = text[len(prefix) : -1].split(",", 1)[-1]
+            return "mapping:" + value if value in TYPED else "mapping"
+    if text in ("dict", "Dict", "Mapping", "MutableMapping"):
         return "mapping"
     return text if text in TYPED else ""
+
+
+def split_shape(shape: str) -> tuple[str, str]:
+    """A declared shape's kind and its element type ("" when any)."""
+    kind, _, element = shape.partition(":")
+    return kind, element
 
 
 def _tree_of(function: Callable[..., Any]) -> ast.AST | None:
@@ -332,11 +343,15 @@ def draw_arguments(
         order = sorted(range(arity), key=lambda i: i not in linked)
     builder = _Builder(source, hints)
     for i in order:
-        shape = hints.declared.get(i, "")
+        shape, element = split_shape(hints.declared.get(i, ""))
         if shape == "mappings":
-            builder.args[i] = [builder.mapping(1) for _ in range(source.below(4))]
+            builder.args[i] = [builder.mapping(1, element) for _ in range(source.below(4))]
+        elif shape == "list" and element:
+            builder.args[i] = [source.pick(TYPED[element]) for _ in range(source.below(4))]
         elif shape == "list":
             builder.args[i] = [builder.value(1) for _ in range(source.below(4))]
+        elif shape == "mapping" and element:
+            builder.args[i] = builder.mapping(0, element)
         elif shape in TYPED:
             builder.args[i] = source.pick(TYPED[shape])
         elif i in hints.mappings or (i in hints.dictish and source.below(5) < 4):
@@ -363,7 +378,7 @@ def base_arguments(arity: int, hints: Hints) -> tuple[Any, ...]:
         for i in hints.dictish:
             args[i].setdefault(key, choices[0])
     for i, shape in hints.declared.items():
-        if shape == "mappings":
+        if split_shape(shape)[0] == "mappings":
             args[i] = [args[i] if isinstance(args[i], dict) else {}]
     return tuple(args)
 
@@ -403,16 +418,23 @@ class _Builder:
             self.seen.append(value)
         return value
 
-    def mapping(self, depth: int) -> dict[Any, Any]:
+    def mapping(self, depth: int, element: str = "") -> dict[Any, Any]:
+        """A dict of the keys the code reads, each present or not; values of type `element`
+        (a key of TYPED) when the annotation gives one."""
         keys = self.hints.keys or ("a",)
         present = self.source.below(1 << len(keys))  # one draw for all keys: bit i, key i
         result: dict[Any, Any] = {}
         for bit, key in enumerate(keys):
             if present >> bit & 1:
-                result[key] = self.value(depth, key)
+                result[key] = self._member(depth, key, element)
         if self.source.below(6) == 5:  # now and then a key the code never names
-            result["extra"] = self.value(depth)
+            result["extra"] = self._member(depth, None, element)
         return result
+
+    def _member(self, depth: int, key: Key | None, element: str) -> Any:
+        if element:
+            return self.source.pick(TYPED[element])
+        return self.value(depth, key)
 
 
 _TABLES: dict[tuple[int, Any, bool, bool, bool], tuple[tuple[str, Any], ...]] = {}
@@ -498,7 +520,11 @@ def _replaced(value: Any, path: tuple[Any, ...], new: Any) -> Any:
             copy[head] = replaced
         return copy
     items = list(value)
-    items[head] = _replaced(value[head], rest, new)
+    replaced = _replaced(value[head], rest, new)
+    if replaced is _ABSENT:
+        del items[head]
+    else:
+        items[head] = replaced
     return tuple(items) if isinstance(value, tuple) else items
 
 
@@ -532,11 +558,11 @@ def order_key(value: Any) -> str:
 
 
 def drop_key_paths(args: tuple[Any, ...], keep: frozenset[int]) -> Iterator[tuple[Any, ...]]:
-    """`args` with one dict key (at any depth) left out, the deepest first."""
-    paths = [path for path, parent in _paths(args, ()) if isinstance(parent, dict)]
+    """`args` with one dict key or one list item (at any depth) left out, the deepest first."""
+    paths = [path for path, parent in _paths(args, ()) if isinstance(parent, dict | list) and path]
     for path in sorted(paths, key=len, reverse=True):
-        if len(path) == 1 and path[0] in keep:
-            continue
+        if len(path) == 1:
+            continue  # an argument itself is never left out
         yield _replaced(args, path, _ABSENT)
 
 
@@ -550,28 +576,38 @@ def shape_of(value: Any) -> str:
 
 
 def conforms(args: tuple[Any, ...], declared: Mapping[int, str]) -> bool:
-    """True when each argument with a declared shape has it (a bool is not an int here, as
-    in the annotations' intent; an int is a float, as in Python's typing)."""
+    """True when each argument with a declared shape has it, element types included (a bool
+    is not an int here, as the annotations mean; an int is a float, as in Python's typing)."""
     for i, shape in declared.items():
+        kind, element = split_shape(shape)
         value = args[i] if i < len(args) else None
-        if shape == "mappings":
-            if not (isinstance(value, list) and all(isinstance(r, dict) for r in value)):
+        if kind == "mappings":
+            if not isinstance(value, list) or not all(
+                isinstance(row, dict) and _all_of(row.values(), element) for row in value
+            ):
                 return False
-        elif shape == "mapping":
-            if not isinstance(value, dict):
+        elif kind == "mapping":
+            if not isinstance(value, dict) or not _all_of(value.values(), element):
                 return False
-        elif shape == "list":
-            if not isinstance(value, list):
+        elif kind == "list":
+            if not isinstance(value, list) or not _all_of(value, element):
                 return False
-        elif shape == "bool":
-            if not isinstance(value, bool):
-                return False
-        elif shape == "int":
-            if not isinstance(value, int) or isinstance(value, bool):
-                return False
-        elif shape == "float":
-            if not isinstance(value, int | float) or isinstance(value, bool):
-                return False
-        elif shape == "str" and not isinstance(value, str):
+        elif not _is_a(value, kind):
             return False
+    return True
+
+
+def _all_of(values: Iterable[Any], element: str) -> bool:
+    return not element or all(_is_a(value, element) for value in values)
+
+
+def _is_a(value: Any, kind: str) -> bool:
+    if kind == "bool":
+        return isinstance(value, bool)
+    if kind == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "float":
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if kind == "str":
+        return isinstance(value, str)
     return True
