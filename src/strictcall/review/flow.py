@@ -435,6 +435,8 @@ class Scope:
 
     def _implied(self, hit: Hit) -> tuple[tuple[str, ...], str] | None:
         """What the code implies about a truth-tested value's legal falsy values."""
+        if hit.read.key is None:
+            return None  # a computed key: a lookup table or a cache, not a message's field
         if hit.context in ("all()", "any()", "filter(None, ...)"):
             why = (
                 f"{hit.context} makes the truth of each value the answer, so a falsy value "
@@ -455,8 +457,6 @@ class Scope:
             if as_number(use, self.parents):
                 why = f"it is used as a number at line {use.lineno}, so 0 is one"
                 return (ZERO,), why
-        if hit.read.key is None:
-            return None  # a computed key: a lookup table or a cache, not a message's field
         passed = self._passed_on(hit)
         if passed is not None:
             why = (

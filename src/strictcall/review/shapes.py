@@ -224,7 +224,10 @@ def as_number(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
     if isinstance(parent, ast.Compare) and any(
         isinstance(op, ast.Lt | ast.LtE | ast.Gt | ast.GtE) for op in parent.ops
     ):
-        return True
+        return any(  # beside a numeric constant: a timestamp or a set compares too
+            isinstance(side, ast.Constant) and type(side.value) in (int, float)
+            for side in (parent.left, *parent.comparators)
+        )
     if isinstance(parent, ast.Call):
         func = parent.func
         name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
