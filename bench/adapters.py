@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import CALL_ID, N1_TEXT
 from inprocess_strictcall import in_memory_gateway
 
-from strictcall.adapters import (
+from strictcall.transports.providers import (
     run_anthropic_tool_uses,
     run_openai_tool_calls,
     run_responses_function_calls,

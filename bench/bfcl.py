@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from strictcall import Gateway, Tool
-from strictcall.schema import CompiledSchema, QuickDescriber
+from strictcall.core.schema import CompiledSchema, QuickDescriber
 
 WHEEL = "bfcl-eval==2026.3.23"
 CACHE = Path(__file__).resolve().parent / ".cache"

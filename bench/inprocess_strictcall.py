@@ -4,7 +4,7 @@ Run by bench/run.py with the project's venv; prints one JSON document. Rows:
 
 - gateway on in-memory notes: `Gateway.call_text(raw, identity, call_id)` with a read_note
   `Tool` over a dict (the seed's schemas), valid, wrong-typed and cross-owner calls;
-- gateway on the SQLite store: `strictcall.notes.notes_gateway(SQLiteStore(path))`, notes
+- gateway on the SQLite store: `strictcall.services.notes.notes_gateway(SQLiteStore(path))`, notes
   seeded for u1 and u2 in a temp dir ("not available" until both modules exist);
 - a reference: the floor plus one sqlite3 SELECT on an indexed table of its own, so that the
   SQLite row can be read as (floor + database) + strictcall.
@@ -52,7 +52,7 @@ def in_memory_gateway() -> Any:
     from strictcall import Gateway, Tool, ToolContext
 
     try:  # the seed's declared schemas, so the bench checks what the product checks
-        from strictcall.seed import READ_NOTE_INPUT, READ_NOTE_OUTPUT
+        from strictcall.services.demo import READ_NOTE_INPUT, READ_NOTE_OUTPUT
 
         input_schema: dict[str, Any] = dict(READ_NOTE_INPUT)
         output_schema: dict[str, Any] = dict(READ_NOTE_OUTPUT)
@@ -111,7 +111,7 @@ def in_memory_target() -> Target:
 
 # --- SLOT: strictcall gateway on the SQLite store ----------------------------------------------
 # Waits for `strictcall.storage.sqlite.SQLiteStore(path)` and
-# `strictcall.notes.notes_gateway(store)`
+# `strictcall.services.notes.notes_gateway(store)`
 # returning a Gateway with read_note/list_notes/count_notes/create_note/delete_note.
 
 
@@ -119,12 +119,12 @@ def sqlite_target(workdir: Path) -> tuple[Target, Any]:
     """The notes gateway on a fresh SQLite file with u1's and u2's notes; and the store."""
     what = "notes_gateway(SQLiteStore(tmp)).call_text(raw, identity, call_id)"
     try:
-        from strictcall.notes import notes_gateway
+        from strictcall.services.notes import notes_gateway
         from strictcall.storage.sqlite import SQLiteStore
     except ImportError as exc:
         missing = (
             "waits for strictcall.storage.sqlite.SQLiteStore(path) and "
-            f"strictcall.notes.notes_gateway(store) ({exc})"
+            f"strictcall.services.notes.notes_gateway(store) ({exc})"
         )
         return Target(
             "strictcall gateway, SQLite store", what, {}, _never, unavailable=missing

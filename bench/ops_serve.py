@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from strictcall.server import build_app, serve
+from strictcall.server.app import build_app, serve
 from strictcall.storage.sqlite import SQLiteStore
 
 

@@ -258,7 +258,11 @@ def http_part(
     cli = strictcall_cli()
     uvicorn_here = _run([sys.executable, "-c", "import uvicorn"], 60).returncode == 0
     bare_python = sys.executable if uvicorn_here else peers_python
-    targets = [http_load.strictcall_target(cli, workdir)]
+    targets = [
+        http_load.strictcall_target(cli, workdir),
+        http_load.strictcall_mcp_target(cli, workdir, "2025-11-25"),
+        http_load.strictcall_mcp_target(cli, workdir, "2026-07-28"),
+    ]
     if peers_python is not None:
         targets.append(http_load.fastmcp_target(peers_python, BENCH))
     else:
@@ -551,7 +555,7 @@ count and socket errors (connect, read, write, timeout), summed over the runs. S
 user+system time of the server's process group during a run, per request.
 - strictcall serve: POST /rpc, JSON-RPC 2.0 tools/call, bearer token, SQLite store, every
   call audited; uvicorn with uvloop and httptools, through strictcall's protocol that writes
-  each answer in one send() (`strictcall.coalesce`).
+  each answer in one send() (`strictcall.server.coalesce`).
 - FastMCP: the POST fastmcp.Client 4.x sends (2026-07-28 wire, `Mcp-Method`/`Mcp-Name`
   headers, no session), answer checked.
 - bare: a raw ASGI app on uvicorn (`bench/bare_asgi.py`: loads, token and note lookups, dumps;
@@ -673,7 +677,8 @@ def render(report: dict[str, Any], args: argparse.Namespace) -> str:
 
 
 ADAPTERS_METHOD = (
-    "One read_note call handed over as a provider's turn (`strictcall.adapters`), against "
+    "One read_note call handed over as a provider's turn (`strictcall.transports.providers`), "
+    "against "
     "`Gateway.call` on the same call in the same {rounds} rounds, in the thread's CPU time, "
     "which of each pair runs first alternating from round to round (medians of the per-round "
     "ratios; `bench/adapters.py`). "

@@ -1,4 +1,4 @@
-"""strictcall's service app (`strictcall.server.build_app`) for other servers than its own.
+"""strictcall's service app (`strictcall.server.app.build_app`) for other servers than its own.
 
     STRICTCALL_BENCH_DB=PATH granian --interface asgi --factory serve_app:make_app ...
     python bench/serve_app.py --db PATH --port P --stock   # uvicorn, its stock httptools protocol
@@ -18,7 +18,7 @@ from typing import Any
 
 def make_app() -> Any:
     """The app on the store named by $STRICTCALL_BENCH_DB (a SQLite path or a PostgreSQL URL)."""
-    from strictcall.server import build_app
+    from strictcall.server.app import build_app
     from strictcall.storage import open_store
 
     return build_app(open_store(os.environ["STRICTCALL_BENCH_DB"]))

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import sys
 
-from strictcall.audit import AuditLog
+from strictcall.audit.log import AuditLog
+from strictcall.core.gateway import Gateway
+from strictcall.core.tools import Arguments, Tool, ToolContext
 from strictcall.errors import JSONValue
-from strictcall.gateway import Gateway
-from strictcall.mcp import serve_stdio
-from strictcall.proxy import CONTENT_RESULT, DEFAULT_TIMEOUT_S
+from strictcall.server.proxy import DEFAULT_TIMEOUT_S
+from strictcall.services.proxy import CONTENT_RESULT
 from strictcall.storage.sqlite import SQLiteStore
-from strictcall.tools import Arguments, Tool, ToolContext
+from strictcall.transports.mcp import serve_stdio
 
 INPUT: dict[str, JSONValue] = {
     "type": "object",

@@ -10,7 +10,8 @@ jsonschema-rs are native and are not.
 
 Targets and what each refuses to see:
 
-    intake     `strictcall.jsontext.parse_document` on the bytes and on their text: it parses or
+    intake     `strictcall.core.jsontext.parse_document` on the bytes and on their text: it parses
+    or
                raises JSONTextError, nothing else; what it parses is JSON (exact types, str keys,
                finite floats) and `has_float` is True whenever a float is in it.
     describer  the bytes as strict JSON `[schema, instance]` (or an instance for one of a few
@@ -41,8 +42,8 @@ except ImportError:
     sys.exit("atheris is not installed: pip install -e '.[fuzz]' (the `fuzz` extra)")
 
 with atheris.instrument_imports(include=["strictcall"]):
-    from strictcall.jsontext import JSONTextError, parse_document
-    from strictcall.schema import CompiledSchema, QuickDescriber, SchemaDefinitionError
+    from strictcall.core.jsontext import JSONTextError, parse_document
+    from strictcall.core.schema import CompiledSchema, QuickDescriber, SchemaDefinitionError
 
 HERE = Path(__file__).resolve().parent
 

@@ -48,14 +48,14 @@ import httpx
 
 from reliability import mutate, oracle, procs
 from reliability.progress import Progress
+from strictcall.core.gateway import Gateway, encode_answer
 from strictcall.errors import UNAUTHENTICATED
-from strictcall.gateway import Gateway, encode_answer
-from strictcall.jsonrpc import RpcService
-from strictcall.notes import notes_gateway
-from strictcall.seed import NOTES as SEED_NOTES
-from strictcall.seed import READ_NOTE_INPUT, handle
+from strictcall.services.demo import NOTES as SEED_NOTES
+from strictcall.services.demo import READ_NOTE_INPUT, handle
+from strictcall.services.notes import notes_gateway
 from strictcall.storage import IdempotencyKey, new_note_id
 from strictcall.storage.sqlite import SQLiteStore
+from strictcall.transports.jsonrpc import RpcService
 
 TARGETS = ("handle", "gateway", "http", "mcp", "mcp-http")
 VICTIM = "victim"
@@ -602,9 +602,9 @@ def _traceback_problems(stderr: str) -> list[str]:
 
 
 def mcp_available() -> bool:
-    """Whether strictcall has its MCP server (strictcall.mcp and the SDK)."""
+    """Whether strictcall has its MCP server (strictcall.transports.mcp and the SDK)."""
     try:
-        import strictcall.mcp  # noqa: F401
+        import strictcall.transports.mcp  # noqa: F401
     except ImportError:
         return False
     return True
@@ -898,7 +898,7 @@ def _run_target(
         tallies.append(run_http(inputs, seed, workdir, workers))
     elif target in ("mcp", "mcp-http"):
         if not mcp_available():
-            print(f"{target}: strictcall.mcp is not available; the target was skipped")
+            print(f"{target}: strictcall.transports.mcp is not available; the target was skipped")
         elif target == "mcp":
             tallies.append(run_mcp(inputs, seed, workdir))
         else:

@@ -21,9 +21,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, overload
 
+from strictcall.core.jsontext import JSONTextError, loads_strict
 from strictcall.errors import CATALOGUE, INTERNAL_ERROR, INVALID_TOOL_RESULT, Stage
-from strictcall.jsonrpc import ERROR_CODES
-from strictcall.jsontext import JSONTextError, loads_strict
+from strictcall.transports.jsonrpc import ERROR_CODES
 
 KINDS: Final = {kind.code: kind for kind in CATALOGUE}
 BUG_CODES: Final = frozenset({INTERNAL_ERROR.code, INVALID_TOOL_RESULT.code})

@@ -24,7 +24,7 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
 
 import orjson
 
-from strictcall.gateway import Gateway
+from strictcall.core.gateway import Gateway
 from strictcall.storage import new_note_id
 from strictcall.storage.sqlite import SQLiteStore
 
@@ -138,7 +138,7 @@ def majority_indistinguishable(results: Sequence[Comparison]) -> bool:
 
 
 def main() -> int:
-    from strictcall.notes import notes_gateway
+    from strictcall.services.notes import notes_gateway
 
     rng = random.Random(7)
     failed = False

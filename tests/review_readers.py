@@ -128,8 +128,8 @@ def seed_interpret_by_not_none(reply: Any, expected_id: Any) -> dict[str, Any]:
 
 def strict_reply(reply: Any, expected_id: str | int) -> dict[str, Any]:
     """strictcall's reply contract in other words: every key looked up by presence."""
-    from strictcall.ids import check_request_id
-    from strictcall.reply import same_id
+    from strictcall.client.reply import same_id
+    from strictcall.core.ids import check_request_id
 
     check_request_id(expected_id)
     if type(reply) is not dict:

@@ -7,7 +7,7 @@ tools/call lines (writes and reads), and interrupted once it has answered a rand
 them, while it is still answering the others. The line says its exit status, how long it took
 to end after the signal, and whether it was cut short. The processes are forked from this one
 after it has imported strictcall and the MCP SDK, so that 200 of them cost seconds, not
-minutes; each child then runs the real command line, `strictcall.cli.main`, and ends as a
+minutes; each child then runs the real command line, `strictcall.cli.parser.main`, and ends as a
 process ends (sys.exit, with the interpreter's finalization).
 """
 
@@ -25,10 +25,15 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from strictcall.cli import main
+from strictcall.cli.parser import main
 
 # imported once here, before any fork, so that no child pays for it
-for _module in ("strictcall.commands", "strictcall.mcp", "strictcall.notes", "strictcall.server"):
+for _module in (
+    "strictcall.cli.commands",
+    "strictcall.transports.mcp",
+    "strictcall.services.notes",
+    "strictcall.server.app",
+):
     importlib.import_module(_module)
 
 DEADLINE_S = 10.0

@@ -1,4 +1,5 @@
-"""strictcall.adapters.agents: the gateway's tools as the OpenAI Agents SDK's FunctionTools,
+"""strictcall.transports.providers.agents: the gateway's tools as the OpenAI Agents SDK's
+FunctionTools,
 invoked as the SDK invokes them (a real ToolContext and the raw arguments text; no network)."""
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from agents.tool_context import ToolContext
 
 from adapter_tools import SECRET, adapter_gateway, error_of, is_kind
 from strictcall import errors
-from strictcall.adapters import agents_function_tools
+from strictcall.transports.providers import agents_function_tools
 
 
 @dataclass
@@ -149,7 +150,7 @@ def test_without_the_agents_sdk_making_the_tools_names_the_extra_in_one_line() -
         "import sys\n"
         "sys.modules['agents'] = None\n"  # import agents now raises ImportError
         "from strictcall import Gateway\n"
-        "from strictcall.adapters import agents_function_tools\n"
+        "from strictcall.transports.providers import agents_function_tools\n"
         "from strictcall.errors import MissingExtra\n"
         "try:\n"
         "    agents_function_tools(Gateway())\n"

@@ -1,4 +1,5 @@
-"""strictcall.adapters.anthropic: tool_use blocks in, tool_result blocks out, via the gateway."""
+"""strictcall.transports.providers.anthropic: tool_use blocks in, tool_result blocks out, via the
+gateway."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from anthropic.types import Message, TextBlock, ToolResultBlockParam, ToolUseBlo
 
 from adapter_tools import MEETING, SECRET, Meeting, adapter_gateway, conforms, error_of, is_kind
 from strictcall import errors
-from strictcall.adapters import arun_anthropic_tool_uses, run_anthropic_tool_uses
+from strictcall.transports.providers import arun_anthropic_tool_uses, run_anthropic_tool_uses
 
 RECORDED = Path(__file__).resolve().parent.parent / "examples" / "recorded"
 

@@ -10,13 +10,13 @@ from hypothesis import strategies as st
 
 from adapter_tools import adapter_gateway, error_of
 from strictcall import loads_strict
-from strictcall.adapters import (
+from strictcall.core.jsontext import JSONTextError
+from strictcall.errors import INVALID_JSON, REQUEST_TOO_LARGE
+from strictcall.transports.providers import (
     arun_openai_tool_calls,
     run_openai_tool_calls,
     run_responses_function_calls,
 )
-from strictcall.errors import INVALID_JSON, REQUEST_TOO_LARGE
-from strictcall.jsontext import JSONTextError
 
 GATEWAY = adapter_gateway()
 PARSE_CODES = {INVALID_JSON.code, REQUEST_TOO_LARGE.code}

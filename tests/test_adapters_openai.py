@@ -1,4 +1,5 @@
-"""strictcall.adapters.openai: Chat Completions tool calls and Responses function calls in,
+"""strictcall.transports.providers.openai: Chat Completions tool calls and Responses function calls
+in,
 their results out, every call through the gateway with strict intake of the arguments text."""
 
 from __future__ import annotations
@@ -20,13 +21,13 @@ from openai.types.responses.response_input_param import FunctionCallOutput
 
 from adapter_tools import MEETING, SECRET, Meeting, adapter_gateway, conforms, error_of, is_kind
 from strictcall import errors, loads_strict
-from strictcall.adapters import (
+from strictcall.core.jsontext import JSONTextError
+from strictcall.transports.providers import (
     arun_openai_tool_calls,
     arun_responses_function_calls,
     run_openai_tool_calls,
     run_responses_function_calls,
 )
-from strictcall.jsontext import JSONTextError
 
 RECORDED = Path(__file__).resolve().parent.parent / "examples" / "recorded"
 

@@ -32,7 +32,8 @@ def test_the_adapters_import_and_run_with_neither_sdk_installed() -> None:
         "for name in ('openai', 'anthropic', 'agents'):\n"
         "    sys.modules[name] = None\n"  # importing them now raises ImportError
         "from strictcall import Gateway, tool\n"
-        "from strictcall.adapters import (run_openai_tool_calls, run_responses_function_calls,\n"
+        "from strictcall.transports.providers import (run_openai_tool_calls, "
+        "run_responses_function_calls,\n"
         "    run_anthropic_tool_uses)\n"
         "@tool()\n"
         "def add(a: int) -> int:\n"
@@ -59,7 +60,7 @@ def test_the_adapters_import_and_run_with_neither_sdk_installed() -> None:
 def test_importing_the_adapters_imports_no_sdk() -> None:
     script = (
         "import sys\n"
-        "import strictcall.adapters\n"
+        "import strictcall.transports.providers\n"
         "print(sorted(n for n in ('openai', 'anthropic', 'agents') if n in sys.modules))\n"
     )
     assert run_script(script) == ["[]"]
@@ -256,9 +257,9 @@ def test_the_readmes_ten_line_loop_runs_against_the_stand_in(
 
 
 def test_a_retried_turn_is_idempotent_because_the_call_id_is_the_gateways(tmp_path: Path) -> None:
-    from strictcall.adapters import run_anthropic_tool_uses, run_openai_tool_calls
-    from strictcall.notes import notes_gateway
+    from strictcall.services.notes import notes_gateway
     from strictcall.storage.sqlite import SQLiteStore
+    from strictcall.transports.providers import run_anthropic_tool_uses, run_openai_tool_calls
 
     store = SQLiteStore(tmp_path / "notes.sqlite3")
     try:

@@ -6,7 +6,7 @@ import asyncio
 import time
 from pathlib import Path
 
-from strictcall.audit import (
+from strictcall.audit.log import (
     BUSY_BATCH,
     BUSY_FLUSH_INTERVAL_S,
     FLUSH_INTERVAL_S,

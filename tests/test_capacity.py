@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from strictcall import Gateway, Tool, ToolContext, errors
+from strictcall.core.threads import MAX_OVERDUE_PER_TOOL, Workers
 from strictcall.errors import ErrorKind
-from strictcall.workers import MAX_OVERDUE_PER_TOOL, Workers
 
 DEADLINE_S = 10.0
 

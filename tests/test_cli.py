@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from strictcall import errors, handle
-from strictcall.cli import main
+from strictcall.cli.parser import main
+from strictcall.core.jsontext import MAX_SIZE
 from strictcall.errors import ErrorKind
-from strictcall.jsontext import MAX_SIZE
 
 MODULE = [sys.executable, "-m", "strictcall"]
 SCRIPT = [str(Path(sys.executable).with_name("strictcall"))]

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 import strictcall
-from strictcall.cli import build_parser
+from strictcall.cli.parser import build_parser
 
 MODULE = [sys.executable, "-m", "strictcall"]
 ROOT = Path(__file__).resolve().parents[1]

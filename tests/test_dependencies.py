@@ -4,6 +4,7 @@ and where the code leans on another library's internals, a change there fails he
 
 from __future__ import annotations
 
+import ast
 import inspect
 import os
 import subprocess
@@ -86,8 +87,8 @@ def test_the_core_install_runs_a_call_through_the_gateway(core_venv: Path) -> No
     ("code", "extra"),
     [
         ("from strictcall import Client", "client"),
-        ("import strictcall.mcp", "mcp"),
-        ("import strictcall.server", "server"),
+        ("import strictcall.transports.mcp", "mcp"),
+        ("import strictcall.server.app", "server"),
         ("import strictcall.ops.metrics", "metrics"),
     ],
     ids=["client", "mcp", "server", "metrics"],
@@ -127,21 +128,22 @@ def test_uvicorn_still_has_the_httptools_protocol_that_coalesce_subclasses() -> 
     protocol = getattr(httptools_impl, "HttpToolsProtocol", None)
     assert protocol is not None, (
         "uvicorn no longer has uvicorn.protocols.http.httptools_impl.HttpToolsProtocol, which "
-        "strictcall.coalesce subclasses: check the new release, then move the bound in "
+        "strictcall.server.coalesce subclasses: check the new release, then move the bound in "
         "pyproject.toml"
     )
     parameters = list(inspect.signature(protocol.connection_made).parameters)
     assert parameters == ["self", "transport"], (
         "uvicorn's HttpToolsProtocol.connection_made changed its signature; "
-        "strictcall.coalesce overrides it"
+        "strictcall.server.coalesce overrides it"
     )
     assert "self.loop =" in inspect.getsource(protocol.__init__), (
-        "uvicorn's HttpToolsProtocol no longer sets self.loop, which strictcall.coalesce reads"
+        "uvicorn's HttpToolsProtocol no longer sets self.loop, which "
+        "strictcall.server.coalesce reads"
     )
 
 
 def test_uvicorn_still_has_what_the_in_place_answer_leans_on() -> None:
-    """strictcall.coalesce answers a POST /rpc in place: it overrides three of the protocol's
+    """strictcall.server.coalesce answers a POST /rpc in place: it overrides three of the protocol's
     parser callbacks and its task starter, ends a request as uvicorn's cycle does, and writes
     uvicorn's status lines."""
     from uvicorn.protocols.http import httptools_impl
@@ -157,12 +159,13 @@ def test_uvicorn_still_has_what_the_in_place_answer_leans_on() -> None:
         found = getattr(protocol, method, None)
         assert found is not None, f"uvicorn's HttpToolsProtocol has no {method} any more"
         assert list(inspect.signature(found).parameters) == parameters, (
-            f"uvicorn's HttpToolsProtocol.{method} changed its signature; strictcall.coalesce "
+            f"uvicorn's HttpToolsProtocol.{method} changed its signature; "
+            "strictcall.server.coalesce "
             "overrides or calls it"
         )
     status_line = getattr(httptools_impl, "STATUS_LINE", None)
     assert isinstance(status_line, dict) and status_line[200].startswith(b"HTTP/1.1 200"), (
-        "uvicorn's httptools_impl.STATUS_LINE changed; strictcall.coalesce writes it"
+        "uvicorn's httptools_impl.STATUS_LINE changed; strictcall.server.coalesce writes it"
     )
     cycle_source = inspect.getsource(httptools_impl.RequestResponseCycle.__init__)
     for attribute in (
@@ -176,22 +179,74 @@ def test_uvicorn_still_has_what_the_in_place_answer_leans_on() -> None:
     ):
         assert f"self.{attribute} =" in cycle_source, (
             f"uvicorn's RequestResponseCycle no longer sets {attribute}, which "
-            "strictcall.coalesce reads or sets"
+            "strictcall.server.coalesce reads or sets"
         )
 
 
 def test_jsonschema_rs_still_names_every_error_kind_the_describer_reads() -> None:
-    from strictcall.schema.describe import _REASONS
+    from strictcall.core.schema.describe import _REASONS
 
     kinds = set(dir(jsonschema_rs.ValidationErrorKind))
     missing = sorted((set(_REASONS) - {"DependentRequired", "MinContains", "MaxContains"}) - kinds)
     assert not missing, (
         f"jsonschema-rs no longer has the error kinds {missing}, which "
-        "strictcall.schema.describe maps to reasons: check the new release, then move the bound "
+        "strictcall.core.schema.describe maps to reasons: check the new release, then move the "
+        "bound "
         "in pyproject.toml"
     )
-    assert "Custom" in kinds, "strictcall.schema.describe reads jsonschema-rs's Custom kind"
+    assert "Custom" in kinds, "strictcall.core.schema.describe reads jsonschema-rs's Custom kind"
 
 
 def test_the_running_python_is_a_supported_one() -> None:
     assert sys.version_info >= (3, 11)
+
+
+def test_psycopg_still_makes_its_error_from_a_failed_libpq_result(postgres: None) -> None:
+    """strictcall.storage.postgres._libpq calls psycopg.errors.error_from_result (not public)
+    for the reads the loop sends through libpq itself: a failed result must still become the
+    exception psycopg raises for its own calls, its class from the SQLSTATE."""
+    import psycopg
+    from psycopg import errors
+
+    import pg
+
+    make = getattr(errors, "error_from_result", None)
+    assert make is not None, (
+        "psycopg no longer has psycopg.errors.error_from_result, which "
+        "strictcall.storage.postgres._libpq calls: check the new release, then move the bound "
+        "in pyproject.toml"
+    )
+    assert list(inspect.signature(make).parameters) == ["result", "encoding"], (
+        "psycopg's errors.error_from_result changed its signature; "
+        "strictcall.storage.postgres._libpq calls it as (result, encoding=...)"
+    )
+    from strictcall.storage.postgres._libpq import error_of
+
+    with psycopg.connect(pg.ADMIN_URL, autocommit=True) as conn:
+        result = conn.pgconn.exec_(b"SELECT * FROM strictcall_no_such_table")
+        error = error_of(result, conn.info.encoding)
+    assert isinstance(error, errors.UndefinedTable), (
+        "psycopg.errors.error_from_result no longer gives the SQLSTATE's class (42P01: "
+        "UndefinedTable); strictcall.storage.postgres.session reads faults by that class"
+    )
+    assert error.sqlstate == "42P01"
+
+
+def uses_name(path: Path, name: str) -> bool:
+    """Whether the module at `path` reads `name` as an attribute or imports it."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Attribute) and node.attr == name:
+            return True
+        if isinstance(node, ast.alias) and name in (node.name, node.name.rsplit(".", 1)[-1]):
+            return True
+    return False
+
+
+def test_psycopgs_private_part_is_used_from_one_module_only() -> None:
+    src = ROOT / "src" / "strictcall"
+    users = sorted(
+        str(path.relative_to(src))
+        for path in src.rglob("*.py")
+        if uses_name(path, "error_from_result")
+    )
+    assert users == ["storage/postgres/_libpq.py"]

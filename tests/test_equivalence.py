@@ -26,9 +26,9 @@ import pytest
 from servers import RunningServer, create_token, start_server
 from stdio_peer import StdioPeer
 from strictcall import errors
-from strictcall.gateway import Gateway
-from strictcall.jsontext import MAX_DEPTH, MAX_SIZE
-from strictcall.notes import MAX_NOTE_LENGTH, notes_gateway
+from strictcall.core.gateway import Gateway
+from strictcall.core.jsontext import MAX_DEPTH, MAX_SIZE
+from strictcall.services.notes import MAX_NOTE_LENGTH, notes_gateway
 from strictcall.storage.sqlite import SQLiteStore
 
 DEADLINE_S = 30.0

@@ -140,7 +140,7 @@ def test_error_kinds_and_rejections_are_frozen() -> None:
 
 
 def test_every_parse_fault_is_a_parse_reason_of_the_catalogue() -> None:
-    from strictcall.jsontext import TextFault
+    from strictcall.core.jsontext import TextFault
 
     assert {fault.value for fault in TextFault} <= {reason.value for reason in PARSE_REASONS}
 

@@ -41,13 +41,13 @@ def test_http_endpoint_holds_every_invariant(tmp_path: Path) -> None:
     assert {"batch", "rpc"} <= set(tally.families)
 
 
-@pytest.mark.skipif(not fuzz.mcp_available(), reason="strictcall.mcp is not available")
+@pytest.mark.skipif(not fuzz.mcp_available(), reason="strictcall.transports.mcp is not available")
 def test_mcp_stdio_server_holds_every_invariant(tmp_path: Path) -> None:
     tally = fuzz.run_mcp(150, SEED, tmp_path)
     assert_clean(tally, 150)
 
 
-@pytest.mark.skipif(not fuzz.mcp_available(), reason="strictcall.mcp is not available")
+@pytest.mark.skipif(not fuzz.mcp_available(), reason="strictcall.transports.mcp is not available")
 def test_mcp_streamable_http_endpoint_holds_every_invariant(tmp_path: Path) -> None:
     tally = fuzz.run_mcp_http(150, SEED, tmp_path)
     assert_clean(tally, 150)

@@ -28,13 +28,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from reliability import fuzz, mutate, oracle
 
+from strictcall.core.gateway import Gateway
 from strictcall.errors import FORBIDDEN_OR_MISSING
-from strictcall.gateway import Gateway
-from strictcall.jsonrpc import RpcService
-from strictcall.notes import notes_gateway
-from strictcall.seed import handle
+from strictcall.services.demo import handle
+from strictcall.services.notes import notes_gateway
 from strictcall.storage import AuditRecord
 from strictcall.storage.sqlite import SQLiteStore
+from strictcall.transports.jsonrpc import RpcService
 
 IDENTITY = "fuzzer"
 FAST = settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow])

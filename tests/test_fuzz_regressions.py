@@ -17,10 +17,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from reliability import oracle, procs
 
+from strictcall.core.gateway import Gateway
+from strictcall.core.schema import CompiledSchema, QuickDescriber, Violation
 from strictcall.errors import INTERNAL_ERROR, INVALID_REQUEST, UNKNOWN_TOOL, Reason
-from strictcall.gateway import Gateway
-from strictcall.notes import notes_gateway
-from strictcall.schema import CompiledSchema, QuickDescriber, Violation
+from strictcall.services.notes import notes_gateway
 from strictcall.storage.sqlite import SQLiteStore
 
 

@@ -34,9 +34,9 @@ from strictcall import (
     ToolFailure,
     errors,
 )
+from strictcall.core.schema import SchemaDefinitionError
+from strictcall.core.tools import WouldWait, running_inline
 from strictcall.errors import JSONValue
-from strictcall.schema import SchemaDefinitionError
-from strictcall.tools import WouldWait, running_inline
 
 Args = dict[str, JSONValue]
 Answer = dict[str, JSONValue]
@@ -1153,7 +1153,7 @@ def test_a_result_that_is_not_json_is_withheld_even_with_an_open_output_schema(
 
 
 def test_a_result_nested_up_to_the_limit_comes_back() -> None:
-    from strictcall.pipeline import MAX_RESULT_DEPTH
+    from strictcall.core.pipeline import MAX_RESULT_DEPTH
 
     deep = _nested(MAX_RESULT_DEPTH)
     with only_tool(returning(deep, True)) as gw:
@@ -1738,7 +1738,7 @@ def test_a_mistake_made_again_gets_an_equal_answer_that_shares_nothing() -> None
 
 
 def test_mistakes_at_ever_new_places_are_answered_right_past_the_kept_refusals() -> None:
-    from strictcall.pipeline import REFUSALS_KEPT
+    from strictcall.core.pipeline import REFUSALS_KEPT
 
     with only_tool(_strings_tool()) as gw:
         for n in range(REFUSALS_KEPT + 20):

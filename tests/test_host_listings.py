@@ -21,10 +21,10 @@ from pydantic import TypeAdapter
 
 from gateway_tools import ALL_TOOLS
 from strictcall import Gateway, Tool, tool
-from strictcall.jsonrpc import RpcService
-from strictcall.notes import notes_tools
+from strictcall.services.notes import notes_tools
 from strictcall.storage import AuditRecord
 from strictcall.storage.sqlite import SQLiteStore
+from strictcall.transports.jsonrpc import RpcService
 
 WIRE_VERSIONS = ("2025-11-25", "2026-07-28")
 

@@ -1,4 +1,5 @@
-"""POST /rpc answered in place (`strictcall.coalesce`) against the same request run through the
+"""POST /rpc answered in place (`strictcall.server.coalesce`) against the same request run through
+the
 app: a real `strictcall serve`, raw HTTP/1.1 on a socket, so that how the bytes arrive (with
 the headers or after them, pipelined, closing) is the test's to choose."""
 

@@ -9,6 +9,7 @@ import orjson
 import pytest
 
 from strictcall import Gateway, Tool
+from strictcall.client.reply import interpret_tool_reply
 from strictcall.errors import (
     INVALID_ARGUMENTS,
     INVALID_JSON,
@@ -19,9 +20,8 @@ from strictcall.errors import (
     JSONValue,
     Stage,
 )
-from strictcall.jsonrpc import ERROR_CODES, RpcService
-from strictcall.reply import interpret_tool_reply
 from strictcall.storage import AuditRecord
+from strictcall.transports.jsonrpc import ERROR_CODES, RpcService
 
 FALSY = [0, 0.0, False, "", [], {}, None, {"a": [0, False, None, ""]}]
 

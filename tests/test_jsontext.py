@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from strictcall.jsontext import (
+from strictcall.core.jsontext import (
     MAX_DEPTH,
     MAX_SIZE,
     JSONTextError,

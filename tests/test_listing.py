@@ -20,8 +20,14 @@ from gateway_tools import (
     make_gateway,
 )
 from strictcall import Gateway, Tool, tool
+from strictcall.core.listing import (
+    RESULT_MEMBER,
+    ToolFormat,
+    describe_tool,
+    object_rooted,
+    wrap_schema,
+)
 from strictcall.errors import JSONValue
-from strictcall.listing import RESULT_MEMBER, ToolFormat, describe_tool, object_rooted, wrap_schema
 
 FORMATS: tuple[ToolFormat, ...] = get_args(ToolFormat)
 EXACT = "x-strictcall-exact-integer"

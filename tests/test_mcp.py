@@ -1,4 +1,5 @@
-"""strictcall.mcp in process: listings, answers as tool results, the strict intake of messages,
+"""strictcall.transports.mcp in process: listings, answers as tool results, the strict intake of
+messages,
 and the handlers behind the official client's in-process connection (both protocol eras)."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from mcp.client.client import Client
 
 from mcp_results import tool_error
 from strictcall import Gateway, ToolContext, tool
+from strictcall.core.pipeline import Limits
 from strictcall.errors import (
     FORBIDDEN_OR_MISSING,
     INVALID_ARGUMENTS,
@@ -31,8 +33,11 @@ from strictcall.errors import (
     ErrorKind,
     Stage,
 )
-from strictcall.jsonrpc import ERROR_CODES
-from strictcall.mcp import (
+from strictcall.services.notes import notes_gateway
+from strictcall.storage import AuditRecord
+from strictcall.storage.sqlite import SQLiteStore
+from strictcall.transports.jsonrpc import ERROR_CODES
+from strictcall.transports.mcp import (
     RESULT_MEMBER,
     WRAP_MARKER,
     DirectCall,
@@ -44,10 +49,6 @@ from strictcall.mcp import (
     tool_result,
     wrap_schema,
 )
-from strictcall.notes import notes_gateway
-from strictcall.pipeline import Limits
-from strictcall.storage import AuditRecord
-from strictcall.storage.sqlite import SQLiteStore
 
 DEADLINE_S = 30
 LIMITS = Limits()

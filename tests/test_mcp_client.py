@@ -24,8 +24,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_results import tool_error
 from servers import RunningServer, create_token, start_server
 from strictcall.errors import FORBIDDEN_OR_MISSING, INVALID_ARGUMENTS, UNKNOWN_TOOL, ErrorKind
-from strictcall.mcp import RESULT_MEMBER
 from strictcall.storage.sqlite import SQLiteStore
+from strictcall.transports.mcp import RESULT_MEMBER
 
 DEADLINE_S = 60
 NOTES = {"read_note", "list_notes", "count_notes", "create_note", "delete_note"}

@@ -19,6 +19,7 @@ from mcp.shared.exceptions import MCPError
 
 from servers import RunningServer, create_token, recent_audit, start_server
 from strictcall import Client as RpcClient
+from strictcall.core.jsontext import MAX_SIZE
 from strictcall.errors import (
     INVALID_ARGUMENTS,
     INVALID_JSON,
@@ -28,8 +29,7 @@ from strictcall.errors import (
     UNKNOWN_METHOD,
     ErrorKind,
 )
-from strictcall.jsonrpc import ERROR_CODES
-from strictcall.jsontext import MAX_SIZE
+from strictcall.transports.jsonrpc import ERROR_CODES
 
 DEADLINE_S = 30
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}

@@ -18,14 +18,15 @@ import pytest
 from mcp.shared.message import SessionMessage
 
 from strictcall import Gateway
+from strictcall.core.pipeline import Limits
 from strictcall.errors import INVALID_JSON, INVALID_REQUEST, REQUEST_TOO_LARGE, UNAUTHENTICATED
-from strictcall.http import Message, RpcApp
-from strictcall.jsonrpc import ERROR_CODES
-from strictcall.mcp import Answers, McpTools, StdioIntake, take_lines
-from strictcall.pipeline import Limits
-from strictcall.server import build_app
+from strictcall.server.app import build_app
+from strictcall.server.router import RpcApp
 from strictcall.storage import AuditRecord
 from strictcall.storage.sqlite import SQLiteStore
+from strictcall.transports.asgi import Message
+from strictcall.transports.jsonrpc import ERROR_CODES
+from strictcall.transports.mcp import Answers, McpTools, StdioIntake, take_lines
 
 DEADLINE_S = 30
 LIMIT = 64

@@ -16,6 +16,7 @@ import mcp_types as types
 import pytest
 
 from servers import create_token, recent_audit, start_server
+from strictcall.core.refusals import protocol_refusal
 from strictcall.errors import (
     INTERNAL_ERROR,
     INVALID_ARGUMENTS,
@@ -23,8 +24,7 @@ from strictcall.errors import (
     INVALID_REQUEST,
     UNKNOWN_METHOD,
 )
-from strictcall.mcp.sdk_errors import MAX_DATA, MAX_MESSAGE, scrubbed
-from strictcall.refusals import protocol_refusal
+from strictcall.transports.mcp.sdk_errors import MAX_DATA, MAX_MESSAGE, scrubbed
 
 DEADLINE_S = 60
 HUGE_VERSION = "v" * 5000

@@ -21,6 +21,7 @@ import pytest
 from mcp_results import wire_error
 from servers import strictcall
 from stdio_peer import DEADLINE_S, StdioPeer
+from strictcall.core.jsontext import MAX_SIZE
 from strictcall.errors import (
     INVALID_ARGUMENTS,
     INVALID_JSON,
@@ -30,10 +31,9 @@ from strictcall.errors import (
     UNKNOWN_TOOL,
     ErrorKind,
 )
-from strictcall.jsonrpc import ERROR_CODES
-from strictcall.jsontext import MAX_SIZE
 from strictcall.storage import AuditRecord
 from strictcall.storage.sqlite import SQLiteStore
+from strictcall.transports.jsonrpc import ERROR_CODES
 
 
 def serve_args(identity: str, db: Path) -> list[str]:

@@ -27,7 +27,7 @@ from strictcall.errors import (
     UNKNOWN_TOOL,
     ErrorKind,
 )
-from strictcall.notes import notes_gateway
+from strictcall.services.notes import notes_gateway
 from strictcall.storage.sqlite import SQLiteStore
 
 RUN_DEADLINE_S = 120

@@ -21,12 +21,12 @@ from mcp_types.methods import serialize_server_result, validate_server_result
 from mcp_results import wire_error
 from servers import RunningServer, create_token, start_server
 from stdio_peer import StdioPeer
+from strictcall.core.pipeline import Limits
 from strictcall.errors import FORBIDDEN_OR_MISSING, INVALID_ARGUMENTS, UNKNOWN_METHOD, UNKNOWN_TOOL
-from strictcall.mcp import McpTools, protocol_version, read_message, result_message
-from strictcall.mcp.intake import DirectCall, Refused
-from strictcall.notes import notes_gateway
-from strictcall.pipeline import Limits
+from strictcall.services.notes import notes_gateway
 from strictcall.storage.sqlite import SQLiteStore
+from strictcall.transports.mcp import McpTools, protocol_version, read_message, result_message
+from strictcall.transports.mcp.intake import DirectCall, Refused
 
 MODERN = "2026-07-28"
 HANDSHAKE = "2025-11-25"

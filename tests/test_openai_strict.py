@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from agents.strict_schema import ensure_strict_json_schema
 
-from strictcall.openai_strict import (
+from strictcall.core.openai_strict import (
     MAX_DEPTH,
     MAX_ENUM_VALUES,
     MAX_NAME_CHARS,

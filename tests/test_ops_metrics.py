@@ -20,7 +20,6 @@ from prometheus_client.samples import Sample
 
 from ops_calls import SECRET_VALUES, burst, rpc
 from servers import RunningServer, create_token, start_server, strictcall
-from strictcall.notes import notes_gateway
 from strictcall.ops.metrics import (
     BUSY_DRAIN,
     BUSY_DRAIN_EVERY_S,
@@ -28,6 +27,7 @@ from strictcall.ops.metrics import (
     Metrics,
     drain_interval_after,
 )
+from strictcall.services.notes import notes_gateway
 from strictcall.storage import AuditRecord
 from strictcall.storage.sqlite import SQLiteStore
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from strictcall import Gateway, Tool, ToolContext
+from strictcall.core.gateway import AUDIT_POINTER_MAX
 from strictcall.errors import JSONValue
-from strictcall.gateway import AUDIT_POINTER_MAX
 
 
 def _echo(ctx: ToolContext, args: dict[str, JSONValue]) -> JSONValue:

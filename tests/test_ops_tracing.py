@@ -17,13 +17,13 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from strictcall.audit import AuditLog
+from strictcall.audit.log import AuditLog
 from strictcall.errors import FORBIDDEN_OR_MISSING, INVALID_ARGUMENTS, UNKNOWN_TOOL, Stage
-from strictcall.jsonrpc import RpcService
-from strictcall.notes import notes_gateway
 from strictcall.ops.tracing import STAGES, CallTracer, stages_of
-from strictcall.server import observed
+from strictcall.server.app import observed
+from strictcall.services.notes import notes_gateway
 from strictcall.storage.sqlite import SQLiteStore
+from strictcall.transports.jsonrpc import RpcService
 
 SECRET = "zq-traced-secret-31337"
 IDENTITY = "zq-traced-identity-77"
@@ -129,7 +129,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from strictcall.server import build_app
+from strictcall.server.app import build_app
 from strictcall.storage.sqlite import SQLiteStore
 
 exporter = InMemorySpanExporter()

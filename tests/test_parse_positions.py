@@ -11,9 +11,9 @@ import orjson
 import pytest
 
 from strictcall import Gateway, Tool, errors
-from strictcall.jsonrpc import RpcService
-from strictcall.jsontext import MAX_DEPTH, JSONTextError, TextFault, loads_strict
+from strictcall.core.jsontext import MAX_DEPTH, JSONTextError, TextFault, loads_strict
 from strictcall.storage import AuditRecord
+from strictcall.transports.jsonrpc import RpcService
 
 
 def refusal(raw: str | bytes, **limits: int) -> JSONTextError:
@@ -177,8 +177,8 @@ def test_json_rpc_batch_says_its_arguments_have_one_level_less_again() -> None:
 
 
 def test_mcp_says_the_envelope_leaves_the_arguments_two_levels_less() -> None:
-    from strictcall.mcp.intake import Refused, read_message
-    from strictcall.pipeline import Limits
+    from strictcall.core.pipeline import Limits
+    from strictcall.transports.mcp.intake import Refused, read_message
 
     deep = orjson.dumps(request({"value": nested(MAX_DEPTH - 2)}))
     refused = read_message(deep, Limits())

@@ -13,9 +13,8 @@ import pytest
 
 from gateway_tools import CREATE_EVENT, READ_DOC, VALID_EVENT
 from strictcall import ForbiddenOrMissing, Tool, ToolContext, ToolFailure, errors
-from strictcall.errors import JSONValue, Rejection
-from strictcall.jsontext import Document
-from strictcall.pipeline import (
+from strictcall.core.jsontext import Document
+from strictcall.core.pipeline import (
     FORBIDDEN,
     INTERNAL,
     MAX_RESULT_DEPTH,
@@ -35,6 +34,7 @@ from strictcall.pipeline import (
     route_call,
     succeed,
 )
+from strictcall.errors import JSONValue, Rejection
 
 Args = dict[str, JSONValue]
 CTX = ToolContext("u1", "call-1", "t")

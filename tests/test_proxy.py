@@ -40,7 +40,7 @@ from strictcall.errors import (
     UPSTREAM_UNAVAILABLE,
     ErrorKind,
 )
-from strictcall.proxy import UPSTREAM_TEXT
+from strictcall.services.proxy import UPSTREAM_TEXT
 
 
 def assert_kind(error: dict[str, Any], kind: ErrorKind) -> None:

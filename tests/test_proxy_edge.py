@@ -20,7 +20,7 @@ from mcp_peers import HttpProxy, fastmcp_command, start_proxy
 from servers import create_token
 from stdio_peer import DEADLINE_S
 from strictcall import errors
-from strictcall.cli import EXIT_USAGE
+from strictcall.cli.parser import EXIT_USAGE
 
 MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
 

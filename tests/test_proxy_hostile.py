@@ -21,6 +21,7 @@ import pytest
 from mcp_peers import everything_command, fastmcp_command, proxy_argv
 from mcp_results import wire_error
 from stdio_peer import DEADLINE_S, StdioPeer
+from strictcall.core.jsontext import MAX_SIZE
 from strictcall.errors import (
     INVALID_ARGUMENTS,
     INVALID_JSON,
@@ -30,8 +31,7 @@ from strictcall.errors import (
     ErrorKind,
     Stage,
 )
-from strictcall.jsonrpc import ERROR_CODES
-from strictcall.jsontext import MAX_SIZE
+from strictcall.transports.jsonrpc import ERROR_CODES
 
 REFUSED_BEFORE_EXECUTE = {Stage.PARSE, Stage.ROUTE, Stage.SHAPE, Stage.PROTOCOL}
 BARE_WAIT_S = 2.0

@@ -19,8 +19,7 @@ from strictcall.errors import (
     UPSTREAM_UNAVAILABLE,
     JSONValue,
 )
-from strictcall.mcp import describe_tools
-from strictcall.proxy import (
+from strictcall.services.proxy import (
     CONTENT_RESULT,
     UPSTREAM_TEXT,
     PolicyError,
@@ -29,6 +28,7 @@ from strictcall.proxy import (
     load_allow_list,
     result_of,
 )
+from strictcall.transports.mcp import describe_tools
 
 OBJECT_OUTPUT: dict[str, JSONValue] = {"type": ["object", "null"], "additionalProperties": True}
 

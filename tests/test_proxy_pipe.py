@@ -1,4 +1,5 @@
-"""The proxy's own path for tools/call over stdio (`strictcall.proxy.stdio`): every odd answer a
+"""The proxy's own path for tools/call over stdio (`strictcall.services.proxy.stdio`): every odd
+answer a
 server may write is read as the official client reads it, in front of a hand-written server
 (tests/upstreams/scripted_upstream.py) that writes them."""
 
@@ -23,9 +24,9 @@ from strictcall.errors import (
     UPSTREAM_UNAVAILABLE,
     ErrorKind,
 )
-from strictcall.proxy import UPSTREAM_TEXT
-from strictcall.proxy.stdio import CALL_IDS
-from strictcall.proxy.upstream import later_members
+from strictcall.services.proxy import UPSTREAM_TEXT
+from strictcall.services.proxy.stdio import CALL_IDS
+from strictcall.services.proxy.upstream import later_members
 
 SCRIPTED = UPSTREAMS / "scripted_upstream.py"
 

@@ -14,7 +14,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from mcp_peers import fastmcp_command
 from stdio_peer import DEADLINE_S
-from strictcall.proxy import allow_list
+from strictcall.services.proxy import allow_list
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
 START = README.index("\n## Put strictcall in front of your MCP server\n")

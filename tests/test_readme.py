@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from strictcall.errors import CATALOGUE, PARSE_REASONS, REASON_MEANINGS, Reason
-from strictcall.jsonrpc import ERROR_CODES
+from strictcall.transports.jsonrpc import ERROR_CODES
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
 

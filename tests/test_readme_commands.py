@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from servers import RunningServer, start_server
-from strictcall.commands import _prepare_demo
+from strictcall.cli.commands import _prepare_demo
 from strictcall.storage.sqlite import SQLiteStore
 
 ROOT = Path(__file__).resolve().parents[1]

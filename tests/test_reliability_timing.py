@@ -18,9 +18,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from reliability import timing
 
+from strictcall.core.gateway import Gateway
 from strictcall.errors import FORBIDDEN_OR_MISSING
-from strictcall.gateway import Gateway
-from strictcall.notes import notes_gateway
+from strictcall.services.notes import notes_gateway
 from strictcall.storage.sqlite import SQLiteStore
 
 ROUNDS = 5

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import review_readers as readers
-from strictcall.cli import main
+from strictcall.cli.parser import main
 from strictcall.review.check import find_differences, probes_for
 from strictcall.review.commands import EXIT_DIFFERENT, EXIT_SAME, EXIT_TROUBLE
 from strictcall.review.contract import reply_arguments
@@ -219,7 +219,7 @@ def test_the_written_tests_pass_on_old_and_fail_on_new(tmp_path: Path) -> None:
 def test_the_reply_contract_finds_the_truth_refactor_and_passes_its_own_function() -> None:
     status, report = check_json("--contract", "reply", spec("seed_interpret_by_truth"))
     assert status == EXIT_DIFFERENT
-    assert report["old"] == "strictcall.reply:interpret_tool_reply"
+    assert report["old"] == "strictcall.client.reply:interpret_tool_reply"
     assert any(
         c["input"]["reply"].get("result") == 0 and c["new"]["value"] == {"status": "invalid"}
         for c in report["counterexamples"]
@@ -247,7 +247,7 @@ def test_the_reply_contract_strategy_draws_matching_envelopes() -> None:
 def test_check_without_hypothesis_names_the_extra_in_one_line() -> None:
     code = (
         "import sys; sys.modules['hypothesis'] = None\n"
-        "from strictcall.cli import main\n"
+        "from strictcall.cli.parser import main\n"
         f"sys.exit(main(['check', {spec('read_by_presence')!r}, {spec('read_by_truth')!r}]))\n"
     )
     done = subprocess.run(

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from strictcall.cli import main
+from strictcall.cli.parser import main
 from strictcall.review.commands import EXIT_DIFFERENT, EXIT_SAME, EXIT_TROUBLE
 from strictcall.review.diff import review_change
 from strictcall.review.rules import GET_OR_DEFAULT, GET_TRUTH_TEST, READ_OR_DEFAULT

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import review_planted as planted
-from strictcall.cli import main
+from strictcall.cli.parser import main
 from strictcall.review.commands import EXIT_DIFFERENT, EXIT_SAME, EXIT_TROUBLE
 from strictcall.review.finding import Confidence
 from strictcall.review.fix import apply_fixes

@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from strictcall.errors import JSONValue, Reason
-from strictcall.schema import (
+from strictcall.core.schema import (
     CompiledSchema,
     SchemaDefinitionError,
     Violation,
@@ -17,6 +16,7 @@ from strictcall.schema import (
     make_strict,
     to_pointer,
 )
+from strictcall.errors import JSONValue, Reason
 
 EXACT = "x-strictcall-exact-integer"
 SENTINEL = "SENTINEL-VALUE-123"

@@ -8,7 +8,7 @@ import jsonschema_rs
 from hypothesis import given
 from hypothesis import strategies as st
 
-from strictcall.schema import CompiledSchema, FlatObject, make_strict
+from strictcall.core.schema import CompiledSchema, FlatObject, make_strict
 
 FLAT = {
     "type": "object",

@@ -17,8 +17,8 @@ from typing import Any
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from strictcall.core.schema import CompiledSchema, FlatObject, Violation
 from strictcall.errors import Reason
-from strictcall.schema import CompiledSchema, FlatObject, Violation
 
 NAMES = st.sampled_from(["a", "b", "c", "note_id", "x/y", "t~1"])
 SAMPLES: dict[str, Any] = {

@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 
 from seed_reference import handle as seed_handle
 from strictcall import errors, handle
+from strictcall.core.jsontext import MAX_SIZE
 from strictcall.errors import ErrorKind
-from strictcall.jsontext import MAX_SIZE
-from strictcall.seed import NOTES, READ_NOTE_INPUT, demo_lines
+from strictcall.services.demo import NOTES, READ_NOTE_INPUT, demo_lines
 
 HERE = Path(__file__).parent
 VECTORS = json.loads((HERE / "vectors" / "read_note.json").read_text("utf-8"))

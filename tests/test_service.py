@@ -18,6 +18,7 @@ import pytest
 
 from servers import RunningServer, create_token, start_server, strictcall
 from strictcall import Client, ToolError, UncorrelatedError
+from strictcall.client.reply import interpret_tool_reply
 from strictcall.errors import (
     FORBIDDEN_OR_MISSING,
     IDEMPOTENCY_CONFLICT,
@@ -29,9 +30,8 @@ from strictcall.errors import (
     UNKNOWN_METHOD,
     UNKNOWN_TOOL,
 )
-from strictcall.jsonrpc import ERROR_CODES
-from strictcall.notes import MAX_NOTE_LENGTH
-from strictcall.reply import interpret_tool_reply
+from strictcall.services.notes import MAX_NOTE_LENGTH
+from strictcall.transports.jsonrpc import ERROR_CODES
 
 
 @pytest.fixture(scope="module")
@@ -396,7 +396,7 @@ def test_a_body_declared_too_long_is_refused_before_it_is_sent(
 def test_pipelined_requests_on_one_connection_are_answered_whole_and_in_order(
     server: RunningServer, tokens: dict[str, str]
 ) -> None:
-    """Responses are written one write each (strictcall.coalesce): several requests sent at
+    """Responses are written one write each (strictcall.server.coalesce): several requests sent at
     once on one connection, the last asking to close it, get every answer whole, in order."""
     host, port = server.base_url.removeprefix("http://").split(":")
     ids = list(range(1, 6))

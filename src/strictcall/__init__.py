@@ -9,13 +9,11 @@
 
 from typing import TYPE_CHECKING
 
-from strictcall.errors import ErrorKind, Rejection, Stage
-from strictcall.gateway import Gateway
-from strictcall.jsontext import JSONTextError, loads_strict
-from strictcall.pipeline import Limits
-from strictcall.reply import interpret_tool_reply
-from strictcall.seed import handle
-from strictcall.tools import (
+from strictcall.client.reply import interpret_tool_reply
+from strictcall.core.gateway import Gateway
+from strictcall.core.jsontext import JSONTextError, loads_strict
+from strictcall.core.pipeline import Limits
+from strictcall.core.tools import (
     ForbiddenOrMissing,
     Tool,
     ToolContext,
@@ -24,9 +22,11 @@ from strictcall.tools import (
     running_inline,
     tool,
 )
+from strictcall.errors import ErrorKind, Rejection, Stage
+from strictcall.services.demo import handle
 
 if TYPE_CHECKING:
-    from strictcall.client import Client, ProtocolError, ToolError, UncorrelatedError
+    from strictcall.client.http import Client, ProtocolError, ToolError, UncorrelatedError
 
 _LAZY = frozenset({"Client", "ProtocolError", "ToolError", "UncorrelatedError"})
 
@@ -37,9 +37,9 @@ def __getattr__(name: str) -> object:
     if name == "__version__":
         return _version()
     if name in _LAZY:
-        from strictcall import client
+        from strictcall.client import http
 
-        return getattr(client, name)
+        return getattr(http, name)
     raise AttributeError(f"module 'strictcall' has no attribute {name!r}")
 
 

@@ -2,6 +2,6 @@
 
 import sys
 
-from strictcall.cli import main
+from strictcall.cli.parser import main
 
 sys.exit(main())

@@ -53,7 +53,7 @@ try:
 except ImportError:  # pragma: no cover - exercised in a venv without the extra
     raise MissingExtra("metrics", "prometheus-client") from None
 
-from strictcall.storage import AuditRecord
+from strictcall.core.record import AuditRecord
 
 UNKNOWN_TOOL: Final = "unknown"
 """The tool label of a call that names no registered tool (its name is the model's text)."""

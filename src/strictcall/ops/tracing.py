@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from strictcall.storage import AuditRecord
+from strictcall.core.record import AuditRecord
 
 try:
     from opentelemetry import trace

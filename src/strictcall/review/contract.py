@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
+from strictcall.client.reply import interpret_tool_reply
 from strictcall.errors import MissingExtra
-from strictcall.reply import interpret_tool_reply
 from strictcall.review.values import (
     FALSY,
     TRUTHY,
@@ -24,7 +24,7 @@ except ImportError:  # pragma: no cover - the review extra is part of dev
     raise MissingExtra("review", "hypothesis") from None
 
 CONTRACTS: Final = ("reply",)
-REFERENCE_SPEC: Final = "strictcall.reply:interpret_tool_reply"
+REFERENCE_SPEC: Final = "strictcall.client.reply:interpret_tool_reply"
 FIXED_ID: Final = "call-7"
 """The id a one-parameter reader is taken to expect."""
 

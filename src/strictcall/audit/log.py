@@ -1,0 +1,132 @@
+"""The server's audit log: one record per call, kept in memory and written in batches.
+
+A commit per call would cost more than the call itself (~25 µs against ~4 µs for a read), so the
+HTTP server appends records here and a background task writes them every `FLUSH_INTERVAL_S`, in
+one transaction, on a worker thread; the rest are written when the server stops. Under load
+(`BUSY_BATCH` records or more in the last batch) it writes every `BUSY_FLUSH_INTERVAL_S`
+instead: a row costs the same in a batch of 200 as of 1,400 (~2.6 µs on SQLite), and the
+smaller batch's burst (~0.6 ms against ~4 ms) is what the server's loop waits for when the
+writer takes its core on a 2-core machine. What a kill -9
+can lose is the last interval's audit records, never a note: writes to notes commit before their
+answer is sent. While the store cannot take records they are kept (at most
+`MAX_KEPT`, the oldest dropped first) and written once it recovers; a loss is logged once when
+it begins and once, with its count, when the store takes records again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager, suppress
+from typing import Final
+
+from strictcall.storage import AuditRecord, AuditStore, AwaitedNotes, StoreUnavailable
+
+FLUSH_INTERVAL_S: Final = 0.05
+BUSY_FLUSH_INTERVAL_S: Final = 0.01
+BUSY_BATCH: Final = 100
+MAX_KEPT: Final = 100_000
+
+log = logging.getLogger("strictcall")
+
+
+def interval_after(batch: int) -> float:
+    """How long the writer waits after taking a batch of `batch` records: less under load."""
+    return BUSY_FLUSH_INTERVAL_S if batch >= BUSY_BATCH else FLUSH_INTERVAL_S
+
+
+class AuditLog:
+    """Audit records waiting to be written to a store."""
+
+    def __init__(self, store: AuditStore, *, on_fault: Callable[[], None] | None = None) -> None:
+        """`on_fault`: told each time the store cannot take a batch (a metric counts it)."""
+        self._store = store
+        self._pending: list[AuditRecord] = []
+        self._lost = 0
+        self._on_fault = on_fault
+
+    @property
+    def pending(self) -> int:
+        """How many records wait to be written."""
+        return len(self._pending)
+
+    @property
+    def lost(self) -> int:
+        """How many records were dropped since the store last took a batch."""
+        return self._lost
+
+    def record(self, entry: AuditRecord) -> None:
+        """Keep one call's record until the next write."""
+        self._pending.append(entry)
+        if len(self._pending) > MAX_KEPT:
+            if not self._lost:  # once, not once per record: an outage must not flood the log
+                log.warning("audit: the store cannot take records; dropping the oldest")
+            self._lost += len(self._pending) - MAX_KEPT
+            del self._pending[: len(self._pending) - MAX_KEPT]
+
+    def flush(self) -> None:
+        """Write every waiting record now, in this thread; keep them if the store cannot."""
+        self._keep(self._write(self._take()))
+
+    def _take(self) -> list[AuditRecord]:
+        batch, self._pending = self._pending, []
+        return batch
+
+    def _write(self, batch: list[AuditRecord]) -> list[AuditRecord]:
+        """Write `batch`; what could not be written."""
+        if not batch:
+            return []
+        try:
+            self._store.record_calls(batch)
+        except StoreUnavailable:
+            if self._on_fault is not None:
+                self._on_fault()
+            return batch
+        return []
+
+    def _keep(self, unwritten: list[AuditRecord]) -> None:
+        if unwritten:
+            self._pending[:0] = unwritten
+        elif self._lost:
+            log.warning("audit: %d records lost while the store could not take them", self._lost)
+            self._lost = 0
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """Write records in the background while the server runs, and the rest at its end (a
+        batch being written then is finished first, so that none is lost or written twice)."""
+        stop = asyncio.Event()
+        task = asyncio.get_running_loop().create_task(self._flush_every_interval(stop))
+        try:
+            yield
+        finally:
+            stop.set()
+            await task
+            self.flush()
+
+    async def _flush_every_interval(self, stop: asyncio.Event) -> None:
+        """Take the waiting records on the loop, write them on a worker thread: a write that
+        waits on a database lock must not stall the loop. A store whose writes can be awaited
+        (PostgreSQL) is awaited on the loop instead, without a thread."""
+        awaited = self._store if isinstance(self._store, AwaitedNotes) else None
+        interval = FLUSH_INTERVAL_S
+        while not stop.is_set():
+            with suppress(TimeoutError):
+                async with asyncio.timeout(interval):
+                    await stop.wait()
+            batch = self._take()
+            interval = interval_after(len(batch))
+            if not batch:
+                continue
+            if awaited is None:
+                self._keep(await asyncio.to_thread(self._write, batch))
+                continue
+            try:
+                await awaited.record_calls_async(batch)
+            except StoreUnavailable:
+                if self._on_fault is not None:
+                    self._on_fault()
+                self._keep(batch)
+            else:
+                self._keep([])

@@ -1,0 +1,459 @@
+"""The operator's commands behind the command line: serve (HTTP or MCP on stdio), tokens,
+notes, audit, stats.
+
+Each takes its streams as arguments and returns an exit status; only the command line parses.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from collections.abc import Callable, Sequence
+from contextlib import closing
+from typing import Any, Final, TextIO, TypeVar
+
+from strictcall.errors import MissingExtra, Stage
+from strictcall.server.edge import EdgeLimits
+from strictcall.services.demo import NOTES as SEED_NOTES
+from strictcall.storage import (
+    AuditRecord,
+    Store,
+    StoreUnavailable,
+    open_store,
+    shown_db,
+    unavailable_because,
+)
+
+T = TypeVar("T")
+
+EXIT_OK: Final = 0
+EXIT_FAILED: Final = 1
+DEMO_OWNERS: Final = ("u1", "u2")
+
+
+def run_serve(
+    db: str,
+    host: str,
+    port: int,
+    *,
+    demo: bool,
+    out: TextIO,
+    err: TextIO,
+    edge: EdgeLimits | None = None,
+    allow_origins: Sequence[str] = (),
+    workers: int = 1,
+) -> int:
+    """Serve the notes tools over HTTP until stopped. Browser origins in `allow_origins` may
+    call, and loopback ones when bound to a loopback address; `edge` bounds slow requests,
+    connections and calls in flight per identity. With `workers` above 1, from that many
+    processes on one port, each with its own store (this one opens it first, to migrate it and
+    refuse what cannot serve)."""
+    from strictcall.server.app import build_app, serve, serve_workers  # the server stack loads here
+    from strictcall.server.edge import OriginPolicy, is_loopback_host
+    from strictcall.server.listen import ListenError
+
+    origins = OriginPolicy(frozenset(allow_origins), loopback=is_loopback_host(host))
+    store = _open_store(db, err)
+    if store is None:
+        return EXIT_FAILED
+    try:
+        tokens = _prepare_demo(store) if demo else {}
+
+        def ready(bound_host: str, bound_port: int) -> None:
+            base = f"http://{bound_host}:{bound_port}"
+            out.write(f"strictcall listening on {base} (store: {shown_db(db)}); Ctrl-C stops it\n")
+            if tokens:
+                _print_demo(out, base, tokens, store)
+            else:
+                quoted = shlex.quote(db)
+                out.write(
+                    "callers need a token: make one with"
+                    f" `strictcall tokens create --identity NAME --db {quoted}`\n"
+                )
+            out.flush()
+
+        def stopping() -> None:
+            out.write("strictcall: stopping (finishing the requests in flight)\n")
+            out.flush()
+
+        open_to_operators = is_loopback_host(host)
+        try:
+            if workers > 1:
+                serve_workers(
+                    db,
+                    host,
+                    port,
+                    workers,
+                    ready,
+                    edge=edge,
+                    allow_origins=allow_origins,
+                    loopback=origins.loopback,
+                    open_to_operators=open_to_operators,
+                )
+            else:
+                app = build_app(
+                    store, origins=origins, edge=edge, open_to_operators=open_to_operators
+                )
+                serve(app, host, port, ready, edge=edge, on_stopping=stopping)
+        except ListenError as exc:
+            err.write(f"strictcall: {exc}\n")
+            return EXIT_FAILED
+    finally:
+        store.close()
+    out.write("strictcall: stopped\n")
+    out.flush()
+    return EXIT_OK
+
+
+def run_serve_mcp_stdio(db: str, identity: str, *, err: TextIO) -> int:
+    """Serve the notes tools as MCP on stdin and stdout, as `identity`, until stdin ends.
+
+    Standard output carries MCP alone; the one line about the store goes to `err`.
+    """
+    from strictcall.audit.log import AuditLog
+    from strictcall.services.notes import notes_gateway
+    from strictcall.transports.mcp import serve_stdio  # the MCP SDK loads only here
+    from strictcall.transports.mcp.stdio import exit_interrupted
+
+    store = _open_store(db, err)
+    if store is None:
+        return EXIT_FAILED
+    interrupted = False
+    try:
+        err.write(f"strictcall: MCP on stdio for {identity} (store: {shown_db(db)})\n")
+        err.flush()
+        with notes_gateway(store) as gateway:
+            # audited in batches written off the event loop, as the HTTP server audits: a
+            # commit per call would cost more than the call, and wait on the notes' writes
+            audit = AuditLog(store)
+            serve_stdio(gateway, identity, record=audit.record, lifespans=[audit.running])
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        store.close()
+    if interrupted:
+        exit_interrupted()  # 130, without waiting on threads still in a read or a write
+    return EXIT_OK
+
+
+# --- proxy: strictcall in front of an MCP server ----------------------------------------------
+
+
+def run_proxy(
+    upstream: str | None,
+    upstream_url: str | None,
+    headers: list[str],
+    *,
+    db: str,
+    identity: str | None,
+    host: str,
+    port: int | None,
+    allow: str | None,
+    pass_errors: list[str],
+    timeout: float,
+    out: TextIO,
+    err: TextIO,
+    edge: EdgeLimits | None = None,
+    allow_origins: Sequence[str] = (),
+) -> int:
+    """Serve one upstream MCP server's tools through the gateway: MCP on stdio as `identity`
+    (when given), else HTTP on `port` with the store's tokens, behind the same edge as
+    `strictcall serve` (`allow_origins`, and `edge`'s deadlines, connection cap and calls in
+    flight per identity). Standard output carries MCP alone in stdio mode; everything else
+    goes to `err`."""
+    from strictcall.server.proxy import Proxy  # the MCP SDK loads only here
+    from strictcall.services.proxy import PolicyError, UpstreamFailed, UpstreamSpec, load_allow_list
+
+    try:
+        spec = (
+            UpstreamSpec.of_url(upstream_url, headers)
+            if upstream_url is not None
+            else UpstreamSpec.of_command(upstream or "")
+        )
+        allowed = None if allow is None else load_allow_list(allow)
+    except (ValueError, PolicyError) as exc:
+        err.write(f"strictcall proxy: {exc}\n")
+        return EXIT_FAILED
+    store = _open_store(db, err)
+    if store is None:
+        return EXIT_FAILED
+    proxy = Proxy(spec, errlog=err, allowed=allowed, pass_errors=pass_errors, timeout=timeout)
+    try:
+        if identity is not None:
+            from strictcall.server.proxy import serve_proxy_stdio
+
+            err.write(f"strictcall proxy: MCP on stdio for {identity} (store: {shown_db(db)})\n")
+            err.flush()
+            serve_proxy_stdio(proxy, identity, store=store)
+        else:
+            from strictcall.server.app import DEFAULT_PORT, serve
+            from strictcall.server.edge import OriginPolicy, is_loopback_host
+            from strictcall.server.proxy import proxy_app
+
+            def ready(bound_host: str, bound_port: int) -> None:
+                out.write(f"strictcall proxy listening on http://{bound_host}:{bound_port}")
+                out.write(f" (store: {shown_db(db)}; upstream: {spec.describe()})\n")
+                out.flush()
+
+            origins = OriginPolicy(frozenset(allow_origins), loopback=is_loopback_host(host))
+            app = proxy_app(proxy, store, origins=origins, edge=edge)
+            serve(app, host, DEFAULT_PORT if port is None else port, ready, edge=edge)
+    except (UpstreamFailed, BaseExceptionGroup) as exc:
+        failed = _upstream_failure(exc, UpstreamFailed)
+        if failed is None:
+            raise
+        err.write(f"strictcall proxy: {failed}\n")
+        return EXIT_FAILED
+    finally:
+        proxy.gateway.close()
+        store.close()
+    return EXIT_OK
+
+
+def _upstream_failure(exc: BaseException, kind: type[Exception]) -> BaseException | None:
+    """The `kind` exception in `exc`, found through the exception groups of task groups."""
+    if isinstance(exc, kind):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _upstream_failure(inner, kind)
+            if found is not None:
+                return found
+    return None
+
+
+def run_call(db: str, raw: str | bytes, identity: str, call_id: str, *, err: TextIO) -> Answer:
+    """One call to any notes tool on the store at `db`, through the full gateway (every check,
+    every detail of the catalogue), audited like a call to the server; None (and a message)
+    when the store cannot be opened."""
+    from strictcall.core.jsontext import JSONTextError, loads_strict
+    from strictcall.services.notes import notes_gateway
+    from strictcall.storage import AuditRecord
+
+    store = _open_store(db, err)
+    if store is None:
+        return None
+    try:
+        with notes_gateway(store) as gateway:
+            started = time.perf_counter_ns()
+            answer = gateway.call(raw, identity, call_id)
+            latency_us = (time.perf_counter_ns() - started) // 1000
+        error = answer.get("error")
+        tool = None
+        if error is None or error["stage"] not in (Stage.PARSE, Stage.ROUTE):
+            try:  # it was read and routed, so it parses, and its name is a tool's
+                tool = loads_strict(raw)["name"]
+            except JSONTextError:  # pragma: no cover - read once already
+                tool = None
+        try:
+            store.record_call(AuditRecord.of_call(call_id, identity, tool, error, latency_us))
+        except StoreUnavailable as exc:
+            err.write(f"strictcall: the call was not audited: {unavailable_because(db, exc)}\n")
+        return answer
+    finally:
+        store.close()
+
+
+Answer = dict[str, Any] | None
+
+
+def _open_store(db: str, err: TextIO) -> Store | None:
+    """The store at `db` for a server, or None (and a message) when it cannot be opened."""
+    try:
+        return open_store(db)
+    except MissingExtra as exc:
+        err.write(f"strictcall: cannot open the store at {shown_db(db)}: {exc}\n")
+        return None
+    except StoreUnavailable as exc:
+        why = unavailable_because(db, exc)
+        err.write(f"strictcall: cannot open the store at {shown_db(db)}: {why}\n")
+        return None
+
+
+def _prepare_demo(store: Store) -> dict[str, str]:
+    """Give u1 and u2 the seed's notes (if they have none yet) and each a fresh token."""
+    for owner in DEMO_OWNERS:
+        if store.count_notes(owner) == 0:
+            for text in SEED_NOTES[owner].values():
+                store.add_note(owner, text)
+    return {owner: store.create_token(owner) for owner in DEMO_OWNERS}
+
+
+def _print_demo(out: TextIO, base: str, tokens: dict[str, str], store: Store) -> None:
+    for owner, token in tokens.items():
+        out.write(f"token for {owner}: {token}\n")
+    u1_note = store.list_notes("u1")[0].note_id
+    read = (
+        '{"jsonrpc":"2.0","id":1,"method":"tools/call",'
+        f'"params":{{"name":"read_note","arguments":{{"note_id":"{u1_note}"}}}}}}'
+    )
+    for owner in DEMO_OWNERS:
+        auth = shlex.quote("Authorization: Bearer " + tokens[owner])
+        # u2 reads u1's note: the refusal a newcomer should see once, labelled as intended
+        label = owner if owner == "u1" else f"{owner}, refused on purpose, not {owner}'s note"
+        out.write(
+            f"try ({label}): curl -s {base}/rpc -H {auth}"
+            f" -H 'Content-Type: application/json' -d {shlex.quote(read)}\n"
+        )
+
+
+def _with_store(db: str, err: TextIO, action: Callable[[Store], T]) -> T | None:
+    """`action` on the store at `db`, closed after; None (and a message) when it is unavailable."""
+    store = _open_store(db, err)
+    if store is None:
+        return None
+    try:
+        with closing(store):
+            return action(store)
+    except StoreUnavailable as exc:
+        why = unavailable_because(db, exc)
+        err.write(f"strictcall: cannot use the store at {shown_db(db)}: {why}\n")
+        return None
+
+
+def run_tokens_create(db: str, identity: str, *, out: TextIO, err: TextIO) -> int:
+    """Create an API token; the token is printed alone on the last line."""
+    token = _with_store(db, err, lambda store: store.create_token(identity))
+    if token is None:
+        return EXIT_FAILED
+    out.write(f"token for {identity} (shown once, stored only as a hash):\n{token}\n")
+    return EXIT_OK
+
+
+def run_notes_add(db: str, owner: str, text: str, *, out: TextIO, err: TextIO) -> int:
+    """Add a note; its id is printed."""
+    note = _with_store(db, err, lambda store: store.add_note(owner, text))
+    if note is None:
+        return EXIT_FAILED
+    out.write(note.note_id + "\n")
+    return EXIT_OK
+
+
+def run_notes_list(db: str, owner: str, *, out: TextIO, err: TextIO) -> int:
+    """List an owner's notes, oldest first: id, a tab, the text (as JSON, one line)."""
+    import json
+
+    notes = _with_store(db, err, lambda store: store.list_notes(owner))
+    if notes is None:  # [] is an owner without notes, not a failure
+        return EXIT_FAILED
+    if not notes:
+        err.write(f"strictcall: {owner} has no notes in {shown_db(db)}\n")
+    for note in notes:
+        out.write(f"{note.note_id}\t{json.dumps(note.text, ensure_ascii=False)}\n")
+    return EXIT_OK
+
+
+def run_audit(db: str, limit: int, *, out: TextIO, err: TextIO) -> int:
+    """Print recent calls and the counts by outcome, stage and code."""
+    read = _with_store(db, err, lambda store: (store.recent_calls(limit), store.call_counts()))
+    if read is None:
+        return EXIT_FAILED
+    recent, counts = read
+    out.write(f"recent calls (newest first, at most {limit}):\n")
+    for r in recent:
+        at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(r.at))
+        out.write(
+            f"  {at}  {r.outcome:5}  {_shown(r.stage):8}  {_shown(r.code):22}"
+            f"  {_shown(r.tool):12}  {_shown(r.identity):10}  {r.latency_us:>7} us"
+            f"  call {_shown(r.call_id)}\n"
+        )
+    out.write("counts by outcome, stage and code:\n")
+    for outcome, stage, code, n in counts:
+        out.write(f"  {n:>8}  {outcome:5}  {_shown(stage):8}  {_shown(code)}\n")
+    return EXIT_OK
+
+
+def _shown(value: str | None) -> str:
+    """An audit column as printed: "-" where the record has none (an empty str stays "")."""
+    return "-" if value is None else value
+
+
+# --- for operators (issue 16): operator tokens, the audit as it comes, the breakdown ----------
+
+FOLLOW_POLL_S: Final = 0.25
+FOLLOW_BATCH: Final = 1000
+
+
+def run_operator_token(db: str, name: str, *, out: TextIO, err: TextIO) -> int:
+    """Create an operator's token (the page, /metrics); printed alone on the last line."""
+    token = _with_store(db, err, lambda store: store.create_operator_token(name))
+    if token is None:
+        return EXIT_FAILED
+    out.write(f"operator token for {name} (shown once, stored only as a hash):\n{token}\n")
+    return EXIT_OK
+
+
+def _audit_line(r: AuditRecord) -> str:
+    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(r.at))
+    return (
+        f"  {at}  {r.outcome:5}  {_shown(r.stage):8}  {_shown(r.code):22}"
+        f"  {_shown(r.tool):12}  {_shown(r.identity):10}  {r.latency_us:>7} us"
+        f"  call {_shown(r.call_id)}  {_shown(r.reason)}  {_shown(r.pointer)}\n"
+    )
+
+
+def run_audit_follow(db: str, limit: int, *, out: TextIO, err: TextIO) -> int:
+    """Print the last `limit` calls, oldest first, then each new one as it is recorded, until
+    Ctrl-C (exit 0) or the store fails (exit 1)."""
+    try:
+        store = open_store(db)
+    except StoreUnavailable:
+        err.write(f"strictcall: the store at {shown_db(db)} is unavailable\n")
+        return EXIT_FAILED
+    try:
+        newest, _ = store.calls_after(None, 0)
+        # the cursor counts records: start `limit` before the newest, and miss none after it
+        cursor = max(newest - limit, 0)
+        while True:
+            cursor, records = store.calls_after(cursor, FOLLOW_BATCH)
+            for r in records:
+                out.write(_audit_line(r))
+            out.flush()
+            if len(records) < FOLLOW_BATCH:
+                time.sleep(FOLLOW_POLL_S)
+    except KeyboardInterrupt:
+        return EXIT_OK
+    except StoreUnavailable:
+        err.write(f"strictcall: the store at {shown_db(db)} became unavailable\n")
+        return EXIT_FAILED
+    finally:
+        store.close()
+
+
+def run_stats(db: str, since: str, *, as_json: bool, out: TextIO, err: TextIO) -> int:
+    """Print the breakdown the operator page shows, over the last `since` (e.g. 1h)."""
+    import json
+
+    from strictcall.ops.stats import breakdown, parse_span
+
+    try:
+        span = parse_span(since)
+    except ValueError as exc:
+        err.write(f"strictcall stats: --since {since!r}: {exc}\n")
+        return 2
+    stats = _with_store(db, err, lambda store: breakdown(store, span))
+    if stats is None or not stats.store_ok:
+        if stats is not None:
+            err.write(f"strictcall: the store at {shown_db(db)} is unavailable\n")
+        return EXIT_FAILED
+    if as_json:
+        out.write(json.dumps(stats.as_json(), ensure_ascii=False) + "\n")
+        return EXIT_OK
+    rate = f"{100 * stats.failed / stats.calls:.1f} %" if stats.calls else "-"
+    out.write(f"calls in the last {since}: {stats.calls}, failed {stats.failed} ({rate})\n")
+    out.write("failures by stage and code:\n")
+    for stage, code, n in stats.by_stage_code:
+        out.write(f"  {n:>8}  {stage:8}  {code}\n")
+    out.write("calls by tool (calls, failed):\n")
+    for tool, n, failed in stats.by_tool:
+        out.write(f"  {n:>8}  {failed:>8}  {tool}\n")
+    out.write("top failing (tool, code, reason, pointer):\n")
+    for row in stats.top_failures:
+        out.write(
+            f"  {row.calls:>8}  {_shown(row.tool):12}  {_shown(row.code):22}"
+            f"  {_shown(row.reason):18}  {_shown(row.pointer)}\n"
+        )
+    out.write("most recent refusals (newest first):\n")
+    for r in stats.recent_refusals:
+        out.write(_audit_line(r))
+    return EXIT_OK

@@ -1,0 +1,647 @@
+"""The staged pipeline: the rungs a tool call climbs, first failure wins.
+
+1. parse     `read_call`: the text is strict JSON within the size and depth limits.
+2. route     `route_call`: the document is an object naming a registered tool.
+3. shape     `check_envelope` (strict callers only) and `check_arguments`: the arguments
+             satisfy the tool's strict input schema; errors carry a pointer into the call.
+4. resource  `authorize_call`: the caller may act on what the arguments name. A tool that
+             finds the resource missing while it runs answers at this stage too, identically.
+5. execute   `execute_call` / `execute_call_async`: the handler runs; a declared failure keeps
+             its code, anything else becomes internal_error, a slow tool timeout.
+6. output    `check_result`: the result is a JSON value that satisfies the output schema.
+
+Each rung returns what the next one needs or a `Rejection`. Nothing here does I/O but the tool
+itself. `Gateway` and the seed's `handle` are both built from these rungs.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import threading
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from concurrent.futures import Executor
+
+from strictcall.core.jsontext import (
+    MAX_DEPTH,
+    MAX_SIZE,
+    Document,
+    JSONTextError,
+    TextFault,
+    _check_depth,
+)
+from strictcall.core.jsontext import parse_document as _parse_document
+from strictcall.core.schema import CompiledSchema, Violation, to_pointer
+from strictcall.core.tools import (
+    Arguments,
+    ForbiddenOrMissing,
+    Tool,
+    ToolContext,
+    ToolFailure,
+    run_inline,
+)
+from strictcall.errors import (
+    AT_CAPACITY,
+    FORBIDDEN_OR_MISSING,
+    INTERNAL_ERROR,
+    INVALID_ARGUMENTS,
+    INVALID_JSON,
+    INVALID_TOOL_RESULT,
+    REQUEST_TOO_LARGE,
+    TIMEOUT,
+    UNKNOWN_TOOL,
+    JSONValue,
+    Reason,
+    Rejection,
+)
+
+ENVELOPE_MEMBERS: Final = ("arguments", "name")
+
+MAX_RESULT_DEPTH: Final = 128
+"""Results nested deeper than this are withheld: the validator recurses (a deep enough value
+would overflow the stack), and a cyclic value would never end."""
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Limits on a call's text: `max_size` (bytes, or characters for str) and `max_depth`."""
+
+    max_size: int = MAX_SIZE
+    max_depth: int = MAX_DEPTH
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledTool:
+    """A registered tool with its schemas compiled."""
+
+    tool: Tool
+    arguments: CompiledSchema
+    result: CompiledSchema
+    is_async: bool
+    refusals: dict[Hashable, Rejection] = field(default_factory=dict)
+    """Rejections already built for this tool's argument violations whose expected value is
+    a scalar (so shared answers share nothing mutable); at most `REFUSALS_KEPT`."""
+
+    @classmethod
+    def compile(cls, tool: Tool) -> CompiledTool:
+        """Compile a tool's schemas.
+
+        Raises:
+            SchemaDefinitionError: a schema is not valid JSON Schema 2020-12.
+        """
+        return cls(
+            tool,
+            CompiledSchema(dict(tool.input_schema)),
+            CompiledSchema(
+                tool.output_schema
+                if isinstance(tool.output_schema, bool)
+                else dict(tool.output_schema)
+            ),
+            inspect.iscoroutinefunction(tool.handler),
+        )
+
+
+def _frozen(details: dict[str, JSONValue]) -> MappingProxyType[str, JSONValue]:
+    return MappingProxyType(details)
+
+
+FORBIDDEN: Final = Rejection(FORBIDDEN_OR_MISSING)
+INTERNAL: Final = Rejection(INTERNAL_ERROR)
+TIMED_OUT: Final = Rejection(TIMEOUT)
+WITHHELD: Final = Rejection(INVALID_TOOL_RESULT)
+
+
+# --- 1. parse ----------------------------------------------------------------------------------
+
+
+CALL_LEVELS: Final = 1
+"""Levels of a call's text above its arguments: the call object {name, arguments}."""
+
+ARGUMENTS_LEVELS: Final = 0
+"""Levels of an arguments text above the arguments: none (an agent loop's tool call, where the
+model writes only the arguments, e.g. OpenAI's `function.arguments`)."""
+
+MESSAGE_LEVELS: Final = 2
+"""Levels of a JSON-RPC or MCP message above the arguments: the message and its params (a batch
+adds one more)."""
+
+
+def read_call(
+    raw: str | bytes, limits: Limits, *, numbers: bool = True, levels: int = CALL_LEVELS
+) -> Document | Rejection:
+    """Rung 1: parse the call's text strictly (`numbers`: see `jsontext.parse_document`).
+
+    The depth limit counts the whole text; `levels` is how many of its levels sit above the
+    arguments, so that a too-deep refusal can say in `arguments_limit` how deep the arguments
+    themselves may nest on this transport.
+    """
+    try:
+        return _parse_document(
+            raw, max_size=limits.max_size, max_depth=limits.max_depth, numbers=numbers
+        )
+    except JSONTextError as exc:
+        return text_refusal(exc, raw, limits, levels)
+
+
+def text_refusal(exc: JSONTextError, raw: str | bytes, limits: Limits, levels: int) -> Rejection:
+    """Rung 1's refusal of a text the strict parse refused, as `read_call` says (for a caller
+    that runs the parse itself, one frame less on its every call)."""
+    if exc.fault is TextFault.TOO_LARGE:
+        return too_large(limits.max_size)
+    details: dict[str, JSONValue] = {"reason": exc.fault.value}
+    if exc.fault is TextFault.TOO_DEEP:
+        details["limit"] = limits.max_depth
+        details["arguments_limit"] = max(limits.max_depth - levels - _is_batch(raw, levels), 0)
+    if exc.line is not None:
+        details["line"] = exc.line
+        details["column"] = exc.column
+    return Rejection(INVALID_JSON, _frozen(details))
+
+
+def read_value(value: JSONValue, limits: Limits) -> bool | Rejection:
+    """Rung 1 for arguments an SDK already parsed (Anthropic's `input`): whether they may hold
+    a float, or the refusal of a value JSON text cannot hold (NaN, an infinity, a key that is
+    not a str: reason syntax) or one nested deeper than the limit."""
+    has_float = _json_kind(value, limits.max_depth)
+    if has_float is not None:
+        return has_float
+    try:
+        _check_depth(value, limits.max_depth)
+    except (JSONTextError, RecursionError):
+        reason = {"reason": Reason.TOO_DEEP.value, "limit": limits.max_depth}
+        return Rejection(INVALID_JSON, _frozen(reason))
+    return Rejection(INVALID_JSON, _frozen({"reason": Reason.SYNTAX.value}))
+
+
+_TOO_LARGE: dict[int, Rejection] = {}
+
+
+def too_large(limit: int) -> Rejection:
+    """Rung 1's refusal of a text longer than `limit` (bytes, or characters for a str), unread;
+    transports that stop reading a body at the limit answer with it too."""
+    known = _TOO_LARGE.get(limit)
+    if known is None:
+        known = Rejection(
+            REQUEST_TOO_LARGE, _frozen({"reason": Reason.TOO_LARGE.value, "limit": limit})
+        )
+        if len(_TOO_LARGE) < 64:  # a handful of limits per process; never grows without end
+            _TOO_LARGE[limit] = known
+    return known
+
+
+def read_message(raw: str | bytes, limits: Limits, *, numbers: bool = True) -> Document | Rejection:
+    """Rung 1 for a transport that reads a whole JSON-RPC message (the JSON-RPC endpoint, MCP):
+    `read_call`, with the message's own levels above the arguments."""
+    return read_call(raw, limits, numbers=numbers, levels=MESSAGE_LEVELS)
+
+
+def _is_batch(raw: str | bytes, levels: int) -> int:
+    """1 when a message's text is a batch (its arguments one level deeper), else 0."""
+    if levels != MESSAGE_LEVELS or not isinstance(raw, str | bytes):
+        return 0
+    first = raw.lstrip()[:1]
+    return 1 if first == "[" or first == b"[" else 0
+
+
+# --- 2. route ----------------------------------------------------------------------------------
+
+
+def route_call(call: JSONValue, tools: Mapping[str, CompiledTool]) -> CompiledTool | Rejection:
+    """Rung 2: the call is an object whose "name" is a registered tool."""
+    if type(call) is dict:
+        name = call.get("name")
+        if type(name) is str:
+            found = tools.get(name)
+            if found is not None:
+                return found
+    return unknown_tool(tools)
+
+
+def unknown_tool(tools: Mapping[str, CompiledTool]) -> Rejection:
+    """Rung 2's refusal: the call names no tool of `tools`, which it lists."""
+    return Rejection(UNKNOWN_TOOL, _frozen({"available": sorted(tools)}))
+
+
+# --- 3. shape ----------------------------------------------------------------------------------
+
+
+def check_envelope(call: dict[str, JSONValue]) -> Rejection | None:
+    """Rung 3, first half: the call has no members but "name" and "arguments"."""
+    for member in call:
+        if member != "name" and member != "arguments":
+            return _located(to_pointer((member,)), Reason.UNEXPECTED_MEMBER, list(ENVELOPE_MEMBERS))
+    return None
+
+
+def check_arguments(
+    call: dict[str, JSONValue], compiled: CompiledTool, has_float: bool
+) -> Arguments | Rejection:
+    """Rung 3: the call's "arguments" satisfy the tool's strict input schema."""
+    arguments: Arguments
+    if "arguments" not in call:
+        arguments = {}  # as in MCP: a call without arguments has none (not null)
+    else:
+        given = call["arguments"]
+        if type(given) is not dict:
+            return _located("/arguments", Reason.TYPE, "object")
+        arguments = given
+    schema = compiled.arguments
+    if schema.is_valid_when[has_float](arguments):
+        return arguments
+    violation = schema.first_violation(arguments)
+    if violation is None:  # the two validators disagree: refuse without a location
+        return Rejection(INVALID_ARGUMENTS)
+    # The same mistake is usually made again: its rejection is built once (the key holds the
+    # expected value's type, since 1 == True; for a list of scalars, an enum's or the members
+    # an object declares, each item's type). `fail` gives each answer its own list.
+    expected = violation.expected
+    kind = type(expected)
+    key: Hashable | None = None
+    if kind in _SCALARS:
+        key = (violation, kind)
+    elif kind is list and all(type(item) in _SCALARS for item in expected):
+        key = (violation.path, violation.reason, tuple(expected), tuple(map(type, expected)))
+    if key is not None:
+        known = compiled.refusals.get(key)
+        if known is not None:
+            return known
+    rejection = _refusal(violation)
+    if key is not None and len(compiled.refusals) < REFUSALS_KEPT:
+        compiled.refusals[key] = rejection
+    return rejection
+
+
+REFUSALS_KEPT: Final = 256
+_SCALARS: Final = frozenset({str, int, float, bool, type(None)})
+
+
+def _refusal(violation: Violation) -> Rejection:
+    pointer = "/arguments" + to_pointer(violation.path)
+    if violation.has_expected:
+        return _located(pointer, violation.reason, violation.expected)
+    details = {"pointer": pointer, "reason": violation.reason.value}
+    return Rejection(INVALID_ARGUMENTS, _frozen(details))
+
+
+def _located(pointer: str, reason: str, expected: JSONValue) -> Rejection:
+    details = {"pointer": pointer, "reason": str(reason), "expected": expected}
+    return Rejection(INVALID_ARGUMENTS, _frozen(details))
+
+
+# --- 4. resource -------------------------------------------------------------------------------
+
+
+def authorize_call(
+    compiled: CompiledTool, ctx: ToolContext, arguments: Arguments
+) -> Rejection | None:
+    """Rung 4: the tool's own authorization says exactly True, or the tool has none.
+
+    An authorizer that raises denies (and is logged): a lookup that fails only for missing
+    resources must not answer differently from a denial.
+    """
+    authorize = compiled.tool.authorize
+    if authorize is None:
+        return None
+    try:
+        allowed = authorize(ctx, arguments)
+    except Exception as exc:
+        if not isinstance(exc, ForbiddenOrMissing):
+            _log_failure(ctx, exc)
+        return FORBIDDEN
+    return None if allowed is True else FORBIDDEN
+
+
+# --- 5. execute --------------------------------------------------------------------------------
+
+
+class _TimeLimit(Exception):
+    """The tool's time limit passed (unlike a TimeoutError the handler raised itself)."""
+
+
+def execute_call(
+    compiled: CompiledTool,
+    ctx: ToolContext,
+    arguments: Arguments,
+    pool: Executor | None,
+) -> tuple[JSONValue, Rejection | None]:
+    """Rung 5, from synchronous code: run the handler (async handlers in a private loop).
+
+    A sync handler with a timeout runs on `pool` so that it can be timed out (after an inline
+    try, for `inline_first`); with no pool it runs in place, untimed. Its time limit counts
+    from when it starts: a call that waits its whole time limit for a thread without getting
+    one never ran, and is answered `at_capacity`, not `timeout`.
+
+    Raises:
+        RuntimeError: an async handler was called from inside a running event loop.
+    """
+    tool = compiled.tool
+    if compiled.is_async:
+        _refuse_inside_loop()
+    try:
+        if compiled.is_async:
+            import asyncio  # loaded by the first async tool, not by `import strictcall`
+
+            coroutine = tool.handler(ctx, arguments)
+            assert isinstance(coroutine, Awaitable)
+            return asyncio.run(_awaited(coroutine, tool.timeout)), None
+        if tool.timeout is None or pool is None:
+            return tool.handler(ctx, arguments), None
+        if tool.inline_first:
+            done, result = run_inline(tool.handler, ctx, arguments)
+            if done:
+                return result, None
+        return _on_pool(compiled, ctx, arguments, pool, tool.timeout)
+    except _TimeLimit:
+        return None, TIMED_OUT
+    except Exception as exc:
+        return None, failure_of(compiled, ctx, exc)
+
+
+def _on_pool(
+    compiled: CompiledTool, ctx: ToolContext, arguments: Arguments, pool: Executor, limit: float
+) -> tuple[JSONValue, Rejection | None]:
+    """A sync handler on a worker thread: `limit` seconds to start, then `limit` to finish."""
+    from concurrent.futures import TimeoutError as FutureTimeout
+
+    from strictcall.core.threads import Workers  # loaded by the first pooled call
+
+    name = compiled.tool.name
+    if isinstance(pool, Workers) and not pool.admits(name):
+        return None, at_capacity(limit)
+    started = threading.Event()
+    future = pool.submit(_begin_then, started.set, compiled.tool.handler, ctx, arguments)
+    if not started.wait(limit):
+        if future.cancel():  # still queued: it never ran
+            return None, at_capacity(limit)
+        started.wait()  # a thread took it just now; its limit starts there
+    try:
+        return future.result(timeout=limit), None
+    except FutureTimeout:
+        if not future.done():
+            if isinstance(pool, Workers):
+                pool.overdue(future, name)
+            return None, TIMED_OUT
+        # It raised a TimeoutError of its own (re-raised here), or it just finished.
+        return future.result(), None
+
+
+def _begin_then(
+    begin: Callable[[], object], handler: Callable[..., JSONValue], *args: object
+) -> JSONValue:
+    """On the worker thread: say the call has started, then run it."""
+    begin()
+    return handler(*args)
+
+
+def at_capacity(limit: float) -> Rejection:
+    """`at_capacity`, with a hint to retry after about the tool's time limit."""
+    return Rejection(AT_CAPACITY, _frozen({"retry_after_ms": max(1, round(limit * 1000))}))
+
+
+async def execute_call_async(
+    compiled: CompiledTool,
+    ctx: ToolContext,
+    arguments: Arguments,
+    pool: Executor | None = None,
+) -> tuple[JSONValue, Rejection | None]:
+    """Rung 5, from a running event loop: await async handlers, call sync ones in place.
+
+    A sync handler with a timeout runs on a worker thread of `pool` so that the loop can time
+    it out, its limit counted from when it starts, as `execute_call` says (asyncio's default
+    executor when `pool` is None, the limit then counting the wait too); with `inline_first`,
+    only when an inline try says it would wait.
+    """
+    tool = compiled.tool
+    try:
+        if compiled.is_async:
+            coroutine = tool.handler(ctx, arguments)
+            assert isinstance(coroutine, Awaitable)
+            return await _awaited(coroutine, tool.timeout), None
+        if tool.timeout is None:
+            return tool.handler(ctx, arguments), None
+        if tool.inline_first:
+            done, result = run_inline(tool.handler, ctx, arguments)
+            if done:
+                return result, None
+        import asyncio
+
+        if pool is not None:
+            return await _on_pool_async(compiled, ctx, arguments, pool, tool.timeout)
+        work = asyncio.get_running_loop().run_in_executor(None, tool.handler, ctx, arguments)
+        return await _awaited(work, tool.timeout), None
+    except _TimeLimit:
+        return None, TIMED_OUT
+    except Exception as exc:
+        return None, failure_of(compiled, ctx, exc)
+
+
+async def _on_pool_async(
+    compiled: CompiledTool, ctx: ToolContext, arguments: Arguments, pool: Executor, limit: float
+) -> tuple[JSONValue, Rejection | None]:
+    """`_on_pool`, awaited from the event loop."""
+    import asyncio
+
+    from strictcall.core.threads import Workers
+
+    name = compiled.tool.name
+    if isinstance(pool, Workers) and not pool.admits(name):
+        return None, at_capacity(limit)
+    loop = asyncio.get_running_loop()
+    started = asyncio.Event()
+
+    def begin() -> None:
+        loop.call_soon_threadsafe(started.set)
+
+    future = pool.submit(_begin_then, begin, compiled.tool.handler, ctx, arguments)
+    try:
+        async with asyncio.timeout(limit):
+            await started.wait()
+    except TimeoutError:
+        if future.cancel():  # still queued: it never ran
+            return None, at_capacity(limit)
+    try:
+        return await _awaited(asyncio.wrap_future(future), limit), None
+    except _TimeLimit:
+        if isinstance(pool, Workers):
+            pool.overdue(future, name)
+        raise
+
+
+async def _awaited(work: Awaitable[JSONValue], timeout: float | None) -> JSONValue:
+    """Await `work` within `timeout` seconds.
+
+    Raises:
+        _TimeLimit: the time limit passed first.
+    """
+    if timeout is None:
+        return await work
+    import asyncio
+
+    scope = asyncio.timeout(timeout)
+    try:
+        async with scope:
+            return await work
+    except TimeoutError:
+        if scope.expired():
+            raise _TimeLimit from None
+        raise
+
+
+def _refuse_inside_loop() -> None:
+    import asyncio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    raise RuntimeError("an async tool called from a running event loop: use call_async")
+
+
+def failure_of(compiled: CompiledTool, ctx: ToolContext, exc: Exception) -> Rejection:
+    if isinstance(exc, ForbiddenOrMissing):
+        return FORBIDDEN
+    if isinstance(exc, ToolFailure) and exc.kind in compiled.tool.failures:
+        if exc.retry_after_ms is None and exc.details is None:
+            return Rejection(exc.kind)
+        details: dict[str, JSONValue] = {} if exc.details is None else dict(exc.details)
+        if exc.retry_after_ms is not None:
+            details["retry_after_ms"] = exc.retry_after_ms
+        return Rejection(exc.kind, _frozen(details))
+    _log_failure(ctx, exc)
+    return INTERNAL
+
+
+def _log_failure(ctx: ToolContext, exc: BaseException) -> None:
+    """Log where a tool failed, without the exception's text (it may hold the caller's data)."""
+    import logging  # a failing tool's path only: not loaded by `import strictcall`
+    import traceback
+
+    frames = "".join(traceback.format_tb(exc.__traceback__))
+    logging.getLogger("strictcall").error(
+        "tool %r failed in call %r with %s (message withheld)\n%s",
+        ctx.tool,
+        ctx.call_id,
+        type(exc).__qualname__,
+        frames,
+    )
+
+
+# --- 6. output ---------------------------------------------------------------------------------
+
+
+def check_result(
+    compiled: CompiledTool,
+    arguments: Arguments,
+    result: JSONValue,
+    ctx: ToolContext,
+) -> Rejection | None:
+    """Rung 6: the result is a JSON value that satisfies the output schema (and the tool's
+    own consistency check); otherwise it is withheld."""
+    has_float = _json_kind(result)
+    if has_float is None:
+        return WITHHELD
+    try:
+        schema = compiled.result
+        if not schema.is_valid_when[has_float](result):
+            return WITHHELD
+    except ValueError:  # a str the validator cannot read as UTF-8 (a lone surrogate)
+        return WITHHELD
+    matches = compiled.tool.result_matches
+    if matches is None:
+        return None
+    try:
+        consistent = matches(arguments, result)
+    except Exception as exc:
+        _log_failure(ctx, exc)
+        return WITHHELD
+    return None if consistent is True else WITHHELD
+
+
+def _json_kind(value: JSONValue, max_depth: int = MAX_RESULT_DEPTH) -> bool | None:
+    """None if `value` is not a JSON value nested at most `max_depth` deep; else whether it
+    holds a float."""
+    # Exact types first (the common case), then subclasses, which JSON writers accept.
+    kind = type(value)
+    if kind is dict and _flat_object(value):
+        return False
+    stack: list[tuple[JSONValue, int]]
+    if kind is dict or kind is list:
+        stack = [(value, 1)]
+    elif kind is str or kind is int or kind is bool or value is None:
+        return False
+    else:
+        stack = [([value], 0)]
+    has_float = False
+    while stack:
+        node, depth = stack.pop()
+        if depth > max_depth:
+            return None
+        items: Iterable[JSONValue]
+        if type(node) is list:
+            items = node
+        else:
+            for key in node:
+                if type(key) is not str and not isinstance(key, str):
+                    return None
+            items = node.values()
+        for item in items:
+            kind = type(item)
+            if kind is str or kind is int or kind is bool or item is None:
+                continue
+            if kind is dict or kind is list:
+                stack.append((item, depth + 1))
+            elif kind is float:
+                if not math.isfinite(item):
+                    return None
+                has_float = True
+            elif isinstance(item, str | int):
+                continue
+            elif isinstance(item, dict):
+                stack.append((item, depth + 1))
+            elif isinstance(item, list):
+                stack.append((list(item), depth + 1))
+            elif isinstance(item, float) and math.isfinite(item):
+                has_float = True
+            else:
+                return None
+    return has_float
+
+
+def may_hold_float(value: JSONValue) -> bool:
+    """Whether a parsed call may hold a float anywhere (True, too, for what is not JSON), for a
+    transport whose parser did not say."""
+    return _json_kind(value) is not False
+
+
+def _flat_object(value: dict[JSONValue, JSONValue]) -> bool:
+    """True for the most common result: one object of str keys and str, int, bool or null
+    values (no float, nothing nested)."""
+    for key, item in value.items():
+        if type(key) is not str:
+            return False
+        kind = type(item)
+        if kind is not str and kind is not int and kind is not bool and item is not None:
+            return False
+    return True
+
+
+# --- answers -----------------------------------------------------------------------------------
+
+
+def succeed(call_id: str | int, result: JSONValue) -> dict[str, JSONValue]:
+    """The answer to a call that climbed every rung."""
+    return {"ok": True, "call_id": call_id, "result": result}
+
+
+def fail(call_id: str | int, rejection: Rejection, *, located: bool = True) -> dict[str, JSONValue]:
+    """The answer to a call that a rung refused."""
+    error = rejection.as_error(located=located)
+    expected = error.get("expected")
+    if type(expected) is list:  # its own: a refusal's list may be shared (`check_arguments`)
+        error["expected"] = list(expected)
+    return {"ok": False, "call_id": call_id, "error": error}

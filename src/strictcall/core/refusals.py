@@ -1,0 +1,95 @@
+"""The refusals a transport answers with before, or instead of, the ladder: each decided here
+once, so that every transport gives the same answer with the same details.
+
+A transport only chooses which of these applies (no token, a body over the limit, a message that
+is not a request, ...); what the answer says is decided here and in the pipeline.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Final
+
+from strictcall.core.pipeline import WITHHELD, too_large
+from strictcall.errors import (
+    AUTH_UNAVAILABLE,
+    BUSY,
+    FORBIDDEN_ORIGIN,
+    INTERNAL_ERROR,
+    INVALID_ARGUMENTS,
+    INVALID_JSON,
+    INVALID_REQUEST,
+    RETRY_AFTER_MS,
+    UNAUTHENTICATED,
+    UNKNOWN_METHOD,
+    JSONValue,
+    Reason,
+    Rejection,
+)
+
+__all__ = [
+    "AUTH_DOWN",
+    "CALLER_BUSY",
+    "FOREIGN_ORIGIN",
+    "NOT_A_REQUEST",
+    "NO_SUCH_METHOD",
+    "NO_TOKEN",
+    "POSITIONAL_PARAMS",
+    "WITHHELD",
+    "malformed_call",
+    "protocol_refusal",
+    "too_large",
+]
+
+NO_TOKEN: Final = Rejection(UNAUTHENTICATED)
+"""No token, or one the server does not know (HTTP 401)."""
+
+AUTH_DOWN: Final = Rejection(AUTH_UNAVAILABLE, MappingProxyType({"retry_after_ms": RETRY_AFTER_MS}))
+"""The token could not be checked: its store is down (HTTP 503)."""
+
+FOREIGN_ORIGIN: Final = Rejection(FORBIDDEN_ORIGIN)
+"""A browser request from an origin the server does not admit (HTTP 403)."""
+
+CALLER_BUSY: Final = Rejection(BUSY, MappingProxyType({"retry_after_ms": RETRY_AFTER_MS}))
+"""The caller already has as many calls in flight as it may (HTTP 429)."""
+
+NOT_A_REQUEST: Final = Rejection(INVALID_REQUEST)
+"""A message that is not a JSON-RPC 2.0 request (or an empty batch)."""
+
+NO_SUCH_METHOD: Final = Rejection(UNKNOWN_METHOD)
+"""A JSON-RPC method the server does not have."""
+
+
+def malformed_call(pointer: str, reason: Reason, expected: JSONValue = None) -> Rejection:
+    """A provider's tool call that the model's turn itself gets wrong (no id, no name, arguments
+    that are not text, an id used twice, ...), located by a pointer into the turn."""
+    details: dict[str, JSONValue] = {"pointer": pointer, "reason": reason.value}
+    if expected is not None:
+        details["expected"] = expected
+    return Rejection(INVALID_REQUEST, MappingProxyType(details))
+
+
+POSITIONAL_PARAMS: Final = Rejection(
+    INVALID_ARGUMENTS,
+    MappingProxyType({"pointer": "", "reason": Reason.TYPE.value, "expected": "object"}),
+)
+"""A request whose params are an array: JSON-RPC allows them, but every method here takes its
+params by name (JSON-RPC -32602 Invalid params; the pointer is the params' root)."""
+
+
+_BY_JSON_RPC_CODE: Final = MappingProxyType(
+    {
+        -32700: Rejection(INVALID_JSON),
+        -32601: NO_SUCH_METHOD,
+        -32602: Rejection(INVALID_ARGUMENTS),
+        -32603: Rejection(INTERNAL_ERROR),
+        0: Rejection(INTERNAL_ERROR),  # the MCP SDK's code for a handler that failed
+    }
+)
+
+
+def protocol_refusal(code: int) -> Rejection:
+    """The refusal a JSON-RPC error that another layer answered (the MCP SDK's own protocol
+    errors) is audited as: by its code, and invalid_request for any other code (-32600, and
+    MCP's -32020 to -32022 for headers, capabilities and protocol versions)."""
+    return _BY_JSON_RPC_CODE.get(code, NOT_A_REQUEST)

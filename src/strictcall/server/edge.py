@@ -1,0 +1,119 @@
+"""The HTTP edge's policy: which origins may call, how slow a request may arrive, how many
+connections may be open, how many calls one identity may have in flight.
+
+It is decided here and enforced by `strictcall.server.router` (origins, calls in flight) and by
+`strictcall.server.guard` (deadlines, connections). The defaults hold a load of 64 connections and a
+few identities well within them; every number is a `strictcall serve` flag.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Final
+from urllib.parse import urlsplit
+
+DEFAULT_HEADER_TIMEOUT_S: Final = 10.0
+DEFAULT_BODY_GRACE_S: Final = 10.0
+DEFAULT_BODY_MIN_RATE: Final = 16 * 1024
+DEFAULT_MAX_CONNECTIONS: Final = 1024
+DEFAULT_MAX_IN_FLIGHT: Final = 256
+
+
+@dataclass(frozen=True, slots=True)
+class EdgeLimits:
+    """How slow a request may arrive and how much one caller may take.
+
+    `header_timeout_s`: a request's headers must arrive within it. `body_grace_s` and
+    `body_min_rate` (bytes a second): a body must arrive within the grace plus a second per
+    `body_min_rate` bytes. `max_connections`: open at once. `max_in_flight`: calls of one
+    identity being answered at once; one more is refused `busy` (retryable), never queued.
+    """
+
+    header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
+    body_grace_s: float = DEFAULT_BODY_GRACE_S
+    body_min_rate: int = DEFAULT_BODY_MIN_RATE
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
+
+    def __post_init__(self) -> None:
+        if not (self.header_timeout_s > 0 and self.body_grace_s > 0):
+            raise ValueError("the edge's deadlines are positive numbers of seconds")
+        if min(self.body_min_rate, self.max_connections, self.max_in_flight) < 1:
+            raise ValueError("the edge's rate, connection and in-flight limits are at least 1")
+
+
+@dataclass(frozen=True, slots=True)
+class OriginPolicy:
+    """Which browser origins may call /rpc and /mcp (DNS rebinding: the MCP specification says
+    a streamable HTTP server MUST check the Origin of every request).
+
+    A request without an Origin header is not a browser's cross-site request and passes. One
+    with an Origin passes when it is in `allowed` (exactly, as the browser sends it: scheme,
+    host and port), or, with `loopback` (a server bound to a loopback address), when it names a
+    loopback host: localhost, 127.0.0.0/8 or [::1], on any port. Anything else, `null`
+    included, is refused.
+    """
+
+    allowed: frozenset[str] = frozenset()
+    loopback: bool = False
+
+    def admits(self, origin: str | None) -> bool:
+        """Whether a request carrying this Origin (None: no header) may be served."""
+        if origin is None:
+            return True
+        if origin in self.allowed:
+            return True
+        return self.loopback and is_loopback_origin(origin)
+
+
+def is_loopback_origin(origin: str) -> bool:
+    """Whether an Origin is http(s) on a loopback host (any port)."""
+    try:
+        parts = urlsplit(origin)
+        host = parts.hostname
+        parts.port  # noqa: B018 - a malformed port raises here
+    except ValueError:
+        return False
+    if parts.scheme not in ("http", "https") or host is None or parts.path not in ("", "/"):
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether a bind address is a loopback one (so only this machine can connect)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass
+class InFlight:
+    """Calls being answered, per identity, against a limit (one event loop: no lock)."""
+
+    limit: int
+    _count: Counter[str] = field(default_factory=Counter)
+
+    def enter(self, identity: str) -> bool:
+        """Count one more call for `identity`; False (nothing counted) when it is at its limit."""
+        if self._count[identity] >= self.limit:
+            return False
+        self._count[identity] += 1
+        return True
+
+    def leave(self, identity: str) -> None:
+        """One call of `identity` is answered."""
+        left = self._count[identity] - 1
+        if left > 0:
+            self._count[identity] = left
+        else:
+            del self._count[identity]

@@ -1,0 +1,115 @@
+"""A proxy: an upstream's tools behind a gateway, served over MCP stdio or HTTP."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Collection
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Final, TextIO
+
+from strictcall.audit.log import AuditLog
+from strictcall.core.gateway import Gateway
+from strictcall.core.pipeline import Limits
+from strictcall.services.proxy.tools import proxied_tools
+from strictcall.services.proxy.upstream import Listing, Upstream, UpstreamSpec
+
+if TYPE_CHECKING:
+    from strictcall.server.edge import EdgeLimits, OriginPolicy
+    from strictcall.server.router import RpcApp
+    from strictcall.storage import Store
+
+DEFAULT_TIMEOUT_S: Final = 60.0
+"""How long a proxied call may take by default before it is answered `timeout`."""
+
+
+class Proxy:
+    """The tools of one upstream MCP server, served by `gateway` as strictcall tools.
+
+    `allowed` says which tools each identity may see and call (None: all); `pass_errors`
+    names the tools whose error text reaches the caller; `timeout` is every call's limit in
+    seconds. A tool whose schema cannot be compiled is reported on `errlog` (one line: its
+    name and the reason) and not served; the others are.
+    """
+
+    def __init__(
+        self,
+        spec: UpstreamSpec,
+        *,
+        errlog: TextIO,
+        allowed: Callable[[str], frozenset[str]] | None = None,
+        pass_errors: Collection[str] = (),
+        timeout: float | None = DEFAULT_TIMEOUT_S,
+        limits: Limits | None = None,
+        upstream_options: dict[str, float] | None = None,
+    ) -> None:
+        self.gateway: Final = Gateway(limits=limits, allowed=allowed)
+        self.upstream: Final = Upstream(
+            spec, self._take_listing, errlog=errlog, **(upstream_options or {})
+        )
+        self._errlog = errlog
+        self._pass_errors = frozenset(pass_errors)
+        self._timeout = timeout
+        self._refused: dict[str, str] = {}
+
+    def lifespan(self) -> AbstractAsyncContextManager[None]:
+        """The upstream's run: entered in the serving loop before the first call."""
+        return self.upstream.running()
+
+    def _take_listing(self, listing: Listing) -> None:
+        tools = proxied_tools(
+            listing, self.upstream, pass_errors=self._pass_errors, timeout=self._timeout
+        )
+        refused = self.gateway.replace_tools(tools)
+        for name, reason in refused.items():
+            if self._refused.get(name) != reason:  # once per tool and reason, not per relisting
+                self._errlog.write(
+                    f"strictcall proxy: tool {json.dumps(name)} not served: {_one_line(reason)}\n"
+                )
+        self._errlog.flush()
+        self._refused = refused
+
+
+def _one_line(text: str) -> str:
+    """`text` (an upstream may have chosen some of it) on one line, no control character left
+    to reach a terminal."""
+    folded = " ".join(text.split())
+    return "".join(
+        f"\\x{ord(c):02x}" if ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 else c for c in folded
+    )
+
+
+def serve_proxy_stdio(proxy: Proxy, identity: str, *, store: Store | None = None) -> None:
+    """Serve the proxy as MCP on stdin and stdout, as `identity`, until stdin ends; every call
+    audited in `store` (written in batches, as the HTTP server does). The session is told
+    `notifications/tools/list_changed` when the upstream's listing changes what is served.
+
+    Raises:
+        UpstreamFailed: the upstream did not start.
+    """
+    from strictcall.transports.mcp import serve_stdio  # the MCP SDK loads only for a server
+
+    if store is None:
+        serve_stdio(proxy.gateway, identity, lifespans=[proxy.lifespan], tools_change=True)
+        return
+    audit = AuditLog(store)
+    lifespans = [audit.running, proxy.lifespan]  # the audit's last records written last
+    serve_stdio(
+        proxy.gateway, identity, record=audit.record, lifespans=lifespans, tools_change=True
+    )
+
+
+def proxy_app(
+    proxy: Proxy,
+    store: Store,
+    *,
+    origins: OriginPolicy | None = None,
+    edge: EdgeLimits | None = None,
+) -> RpcApp:
+    """The ASGI app serving the proxy: JSON-RPC at /rpc, MCP at /mcp, tokens from `store`, for
+    the browser `origins` admitted and within `edge.max_in_flight` calls per identity (as
+    `strictcall serve`'s app)."""
+    from strictcall.server.app import build_gateway_app
+
+    return build_gateway_app(
+        proxy.gateway, store, origins=origins, edge=edge, lifespans=[proxy.lifespan]
+    )

@@ -1,0 +1,40 @@
+"""The proxy's tool source (`strictcall proxy`, served by `strictcall.server.proxy`): strictcall in
+front of any MCP server, with no change to that server.
+
+    upstream   one MCP server through the official client (stdio or streamable HTTP), kept
+               running: restarted with backoff when it exits or hangs, relisted on
+               notifications/tools/list_changed
+    stdio      a stdio upstream's process and pipes, strictcall's own, under the official
+               ClientSession; its tools/calls take the pipe's own path
+    tools      its tools/list as strictcall tools: strict input schemas, output schemas
+               enforced at stage output, upstream failures in the catalogue's terms
+    policy     an allow-list of tools per identity
+
+Importing this package loads the MCP SDK (`strictcall[mcp]`).
+"""
+
+from __future__ import annotations
+
+from strictcall.errors import MissingExtra
+
+try:
+    import mcp as _sdk  # noqa: F401
+except ImportError:  # pragma: no cover - exercised in a venv without the extra
+    raise MissingExtra("mcp", "mcp") from None
+
+from strictcall.services.proxy.policy import PolicyError, allow_list, load_allow_list
+from strictcall.services.proxy.tools import CONTENT_RESULT, UPSTREAM_TEXT, proxied_tool, result_of
+from strictcall.services.proxy.upstream import Upstream, UpstreamFailed, UpstreamSpec
+
+__all__ = [
+    "CONTENT_RESULT",
+    "UPSTREAM_TEXT",
+    "PolicyError",
+    "Upstream",
+    "UpstreamFailed",
+    "UpstreamSpec",
+    "allow_list",
+    "load_allow_list",
+    "proxied_tool",
+    "result_of",
+]

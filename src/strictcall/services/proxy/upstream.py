@@ -1,0 +1,460 @@
+"""One upstream MCP server, through the official MCP client: started, watched, restarted.
+
+The session runs in a task of the serving event loop (`running()`, a lifespan). A call that
+finds no session, or whose session ends under it (the process exited, the connection closed),
+is answered `upstream_unavailable` with a `retry_after_ms`; the supervisor starts the server
+again after a backoff that doubles up to `RESTART_MAX_S` and is reset by a good start. A call
+that times out makes the supervisor ping the server: one that does not answer the ping within
+`PING_S` is taken for hung and restarted. `notifications/tools/list_changed` lists the tools
+again, and `on_listing` receives every listing, the first one before `running()` yields.
+
+The official `ClientSession` runs every session: initialize, tools/list, list_changed, pings,
+the server's own requests. Over stdio it runs on strictcall's pipes
+(`strictcall.services.proxy.stdio`),
+and a tools/call goes by the pipe's own path rather than the session's `send_request`: the same
+request on the wire, its answer read by id off the pipe and validated once as the SDK's
+`CallToolResult` (after dropping the members of later revisions, as the session does). What
+that path leaves out of the session's: the OpenTelemetry span and trace context in `_meta` (the
+proxy runs no tracer), progress (the proxy asks for none). An answer that is not exactly a
+result object or an error {code: int, message: str} is withheld (the SDK's envelope would read
+one with both as an error). Over streamable HTTP, calls are the session's.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
+from dataclasses import dataclass, field
+from typing import Any, Final, TextIO, get_args
+
+import anyio
+import mcp_types as types
+from anyio.abc import TaskStatus
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp_types import CONNECTION_CLOSED
+from mcp_types.methods import SERVER_RESULTS
+from mcp_types.version import KNOWN_PROTOCOL_VERSIONS
+from pydantic import BaseModel
+
+from strictcall.core.tools import ToolFailure
+from strictcall.errors import RETRY_AFTER_MS, UPSTREAM_UNAVAILABLE, JSONValue, StrictcallError
+from strictcall.services.proxy.stdio import PipeClosed, UpstreamPipe, open_upstream
+
+log = logging.getLogger("strictcall")
+
+RESTART_MIN_S: Final = 0.25
+RESTART_MAX_S: Final = 8.0
+START_TIMEOUT_S: Final = 30.0
+"""How long a start (spawn, initialize, first tools/list) may take before it counts as failed."""
+PING_S: Final = 5.0
+"""How long a server suspected of hanging has to answer a ping."""
+
+Listing = list[types.Tool]
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamSpec:
+    """Where the upstream server is: a command to run (stdio) or a URL (streamable HTTP)."""
+
+    command: tuple[str, ...] = ()
+    url: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of_command(cls, command_line: str) -> UpstreamSpec:
+        """A stdio upstream from a command line, split as a POSIX shell would (no shell runs).
+
+        Raises:
+            ValueError: the command line is empty or its quotes do not close.
+        """
+        words = tuple(shlex.split(command_line))
+        if not words:
+            raise ValueError("the upstream command is empty")
+        return cls(command=words)
+
+    @classmethod
+    def of_url(cls, url: str, headers: list[str]) -> UpstreamSpec:
+        """A streamable HTTP upstream, with headers written "Name: value".
+
+        Raises:
+            ValueError: the URL is not http(s), or a header has no name or no colon.
+        """
+        if not url.startswith(("http://", "https://")):
+            raise ValueError("the upstream URL is http:// or https://")
+        parsed: dict[str, str] = {}
+        for header in headers:
+            name, colon, value = header.partition(":")
+            if not colon or not name.strip():
+                raise ValueError('an upstream header is written "Name: value"')
+            parsed[name.strip()] = value.strip()
+        return cls(url=url, headers=parsed)
+
+    def describe(self) -> str:
+        """What the operator's log calls this upstream (a URL without its headers' values)."""
+        return self.url if self.url is not None else shlex.join(self.command)
+
+
+class _Watched:
+    """The transport's read stream, telling when it ends: the connection is gone."""
+
+    def __init__(self, inner: Any, ended: anyio.Event) -> None:
+        self._inner = inner
+        self._ended = ended
+
+    @property
+    def last_context(self) -> object:
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> Any:
+        try:
+            return await self._inner.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._ended.set()
+            raise
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> _Watched:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self._inner.__anext__()
+        except (StopAsyncIteration, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._ended.set()
+            raise
+
+    async def __aenter__(self) -> _Watched:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
+class _Connection:
+    """One live session with the upstream and the events that end it; `pipe` when the upstream
+    is on stdio (its calls take the pipe's own path)."""
+
+    def __init__(
+        self, session: ClientSession, ended: anyio.Event, pipe: UpstreamPipe | None
+    ) -> None:
+        self.session = session
+        self.ended = ended
+        self.pipe = pipe
+        self.suspect = anyio.Event()
+        self.relist = anyio.Event()
+        self.later_members: frozenset[str] = frozenset()
+        """The tools/call result members only later revisions than the session's define."""
+
+
+class Upstream:
+    """One upstream MCP server behind the official client, kept running while `running()` is.
+
+    `on_listing` receives the upstream's tools at start and after every
+    `notifications/tools/list_changed` (or restart); `errlog` gets one line per start, failure
+    and restart (never a tool's arguments or results).
+    """
+
+    def __init__(
+        self,
+        spec: UpstreamSpec,
+        on_listing: Callable[[Listing], None],
+        *,
+        errlog: TextIO,
+        restart_min_s: float = RESTART_MIN_S,
+        restart_max_s: float = RESTART_MAX_S,
+        ping_s: float = PING_S,
+    ) -> None:
+        self.spec: Final = spec
+        self._on_listing = on_listing
+        self._errlog = errlog
+        self._restart_min_s = restart_min_s
+        self._restart_max_s = restart_max_s
+        self._ping_s = ping_s
+        self._live: _Connection | None = None
+        self._current: _Connection | None = None
+        self._back_at = 0.0
+        self.starts = 0
+        """How many times the server was started and answered its first tools/list."""
+
+    def running(self) -> AbstractAsyncContextManager[None]:
+        """Start the server and keep it running until left; a lifespan of the serving loop.
+
+        Raises (on entering):
+            UpstreamFailed: the first start failed (the server did not run, or did not answer
+                initialize and tools/list within `START_TIMEOUT_S`).
+        """
+        return self._running()
+
+    @asynccontextmanager
+    async def _running(self) -> AsyncIterator[None]:
+        async with anyio.create_task_group() as group:
+            await group.start(self._supervise)
+            try:
+                yield
+            finally:
+                group.cancel_scope.cancel()
+
+    def retry_after_ms(self) -> int:
+        """When a call may be worth sending again: the next start, at the soonest."""
+        wait_ms = int((self._back_at - time.monotonic()) * 1000)
+        return max(RETRY_AFTER_MS, wait_ms)
+
+    def unavailable(self) -> ToolFailure:
+        """The failure a call gets while the upstream is down."""
+        return ToolFailure(UPSTREAM_UNAVAILABLE, retry_after_ms=self.retry_after_ms())
+
+    async def call(self, name: str, arguments: dict[str, JSONValue]) -> types.CallToolResult:
+        """One tools/call, its result as the upstream sent it (read as the SDK's CallToolResult
+        once; what it holds is the gateway's to check).
+
+        Over stdio the call takes the pipe's own path (`strictcall.services.proxy.stdio`), not the
+        session's: the session's would write and read the same message through two more tasks
+        and validate the result three times (the envelope, the negotiated revision's model and
+        its dump, then CallToolResult). Over HTTP it is the session's `send_request`.
+
+        Raises:
+            ToolFailure: upstream_unavailable, when there is no session or it ended under the
+                call.
+            MCPError: the upstream answered with a JSON-RPC error.
+            UnreadableAnswer: the upstream's answer is not a JSON-RPC response (stdio).
+            ValidationError: the upstream's result is not a tools/call result.
+        """
+        live = self._live
+        if live is None or live.ended.is_set():  # gone, or going: its restart is on its way
+            raise self.unavailable()
+        try:
+            if live.pipe is not None:
+                try:
+                    answer = await live.pipe.call_tool(name, arguments)
+                except PipeClosed:
+                    live.ended.set()
+                    raise self.unavailable() from None
+                return _call_result(answer, live.later_members)
+            return await self._call_by_session(live, name, arguments)
+        except anyio.get_cancelled_exc_class():
+            live.suspect.set()  # timed out (or the caller left): is the server still there?
+            raise
+
+    async def _call_by_session(
+        self, live: _Connection, name: str, arguments: dict[str, JSONValue]
+    ) -> types.CallToolResult:
+        request = types.CallToolRequest(
+            params=types.CallToolRequestParams(name=name, arguments=arguments)
+        )
+        try:
+            # send_request, not call_tool: call_tool validates structured content itself (and
+            # may list the tools first); the gateway checks the result at stage output.
+            return await live.session.send_request(request, types.CallToolResult)
+        except MCPError as exc:
+            # The SDK answers a call whose connection broke with CONNECTION_CLOSED, a code
+            # servers use for their own errors too: a ping tells the two apart.
+            if live.ended.is_set() or (
+                exc.code == CONNECTION_CLOSED and not await self._answers_ping(live)
+            ):
+                live.ended.set()
+                raise self.unavailable() from None
+            raise
+
+    async def _answers_ping(self, live: _Connection) -> bool:
+        """Whether the upstream answers a ping (any answer) within `ping_s`."""
+        with anyio.move_on_after(self._ping_s):
+            try:
+                await live.session.send_ping()
+            except MCPError as exc:
+                return exc.code != CONNECTION_CLOSED
+            except Exception:
+                return False
+            return True
+        return False
+
+    async def _supervise(
+        self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        backoff = self._restart_min_s
+        first = True
+        while True:
+            ended = anyio.Event()
+            try:
+                async with (
+                    self._connect() as (read, write, pipe),
+                    ClientSession(
+                        _Watched(read, ended), write, message_handler=self._on_message
+                    ) as session,
+                ):
+                    live = _Connection(session, ended, pipe)
+                    self._current = live  # a list_changed during the start is kept
+                    with anyio.fail_after(START_TIMEOUT_S):
+                        started = await session.initialize()
+                        live.later_members = later_members(started.protocol_version)
+                        self._on_listing(await _list_tools(session))
+                    self.starts += 1
+                    self._note(f"upstream started ({self.spec.describe()})")
+                    self._live = live
+                    if first:
+                        task_status.started()
+                        first = False
+                    backoff = self._restart_min_s
+                    await self._watch(live)
+            except Exception as exc:  # the server failed to start, or its session broke
+                if first:
+                    raise UpstreamFailed(self.spec, exc) from None
+                self._note(f"upstream failed ({_kind(exc)})")
+            finally:
+                self._live = self._current = None
+            self._back_at = time.monotonic() + backoff
+            self._note(f"upstream unavailable; restarting in {backoff:g} s")
+            await anyio.sleep(backoff)
+            backoff = min(backoff * 2, self._restart_max_s)
+
+    async def _watch(self, live: _Connection) -> None:
+        """Serve `live` until its connection ends or it is found hung; relist on request."""
+        async with anyio.create_task_group() as group:
+            group.start_soon(self._relister, live)
+            group.start_soon(self._pinger, live)
+            await live.ended.wait()
+            group.cancel_scope.cancel()
+
+    async def _relister(self, live: _Connection) -> None:
+        while True:
+            await live.relist.wait()
+            live.relist = anyio.Event()
+            try:
+                with anyio.fail_after(START_TIMEOUT_S):
+                    listing = await _list_tools(live.session)
+            except Exception as exc:
+                self._note(f"upstream tools/list failed ({_kind(exc)})")
+                live.ended.set()
+                return
+            self._on_listing(listing)
+
+    async def _pinger(self, live: _Connection) -> None:
+        while True:
+            await live.suspect.wait()
+            live.suspect = anyio.Event()
+            # an error answer is an answer: the server is not hung
+            with anyio.move_on_after(self._ping_s) as scope, suppress(Exception):
+                await live.session.send_ping()
+            if scope.cancelled_caught:
+                self._note("upstream hung (no answer to ping)")
+                live.ended.set()
+                return
+
+    async def _on_message(self, message: object) -> None:
+        live = self._current
+        if live is not None and isinstance(message, types.ToolListChangedNotification):
+            live.relist.set()
+
+    def _connect(self) -> AbstractAsyncContextManager[tuple[Any, Any, UpstreamPipe | None]]:
+        if self.spec.url is not None:
+            from mcp.shared._httpx_utils import create_mcp_http_client
+
+            client = create_mcp_http_client(headers=dict(self.spec.headers))
+            return _http(self.spec.url, client)
+        # the upstream sees the environment it would have had if the host had launched it
+        return _stdio(self.spec.command, self._errlog)
+
+    def _note(self, line: str) -> None:
+        self._errlog.write(f"strictcall proxy: {line}\n")
+        self._errlog.flush()
+
+
+@asynccontextmanager
+async def _http(url: str, client: Any) -> AsyncIterator[tuple[Any, Any, None]]:
+    async with client, streamable_http_client(url, http_client=client) as (read, write):
+        yield read, write, None
+
+
+@asynccontextmanager
+async def _stdio(
+    command: tuple[str, ...], errlog: TextIO
+) -> AsyncIterator[tuple[Any, Any, UpstreamPipe]]:
+    async with open_upstream(command, env=os.environ, errlog=errlog) as pipe:
+        yield pipe.read, pipe.write, pipe
+
+
+def _call_result(
+    answer: dict[str, JSONValue], later_members: frozenset[str]
+) -> types.CallToolResult:
+    """The tools/call result in a JSON-RPC answer read off the pipe, validated once.
+
+    Raises:
+        MCPError: the answer is a JSON-RPC error {code: int, message: str, data?}.
+        UnreadableAnswer: the answer is neither that nor a result object (both at once
+            included, which the SDK's envelope reads as an error).
+        ValidationError: the result is not a tools/call result.
+    """
+    if "result" in answer:
+        result = answer["result"]
+        if type(result) is not dict or "error" in answer:
+            raise UnreadableAnswer
+        if not later_members.isdisjoint(result):  # as the session drops them
+            result = {key: value for key, value in result.items() if key not in later_members}
+        return types.CallToolResult.model_validate(result, by_name=False)
+    error = answer.get("error")
+    if type(error) is dict and type(error.get("code")) is int and type(error.get("message")) is str:
+        raise MCPError(code=error["code"], message=error["message"], data=error.get("data"))
+    raise UnreadableAnswer
+
+
+def later_members(version: str) -> frozenset[str]:
+    """The members of a tools/call result that only revisions later than `version` define:
+    the session drops them from a result before reading it, so that a later revision's
+    constraints do not apply to a session that did not negotiate it."""
+    if version not in KNOWN_PROTOCOL_VERSIONS or ("tools/call", version) not in SERVER_RESULTS:
+        return frozenset()
+    later: set[str] = set()
+    for revision in KNOWN_PROTOCOL_VERSIONS[KNOWN_PROTOCOL_VERSIONS.index(version) + 1 :]:
+        if ("tools/call", revision) in SERVER_RESULTS:
+            later |= _members(SERVER_RESULTS[("tools/call", revision)])
+    return frozenset(later - _members(SERVER_RESULTS[("tools/call", version)]))
+
+
+def _members(model: object) -> set[str]:
+    """The wire names of a result model's members (of every model of a union)."""
+    found: set[str] = set()
+    for member in get_args(model) or (model,):
+        if isinstance(member, type) and issubclass(member, BaseModel):
+            found |= {field.alias or name for name, field in member.model_fields.items()}
+    return found
+
+
+async def _list_tools(session: ClientSession) -> Listing:
+    """Every page of the upstream's tools/list."""
+    tools: Listing = []
+    cursor: str | None = None
+    while True:
+        params = None if cursor is None else types.PaginatedRequestParams(cursor=cursor)
+        page = await session.list_tools(params=params)
+        tools.extend(page.tools)
+        if page.next_cursor is None:
+            return tools
+        cursor = page.next_cursor
+
+
+def _kind(exc: BaseException) -> str:
+    """An exception's kind for the log, without its text (which may hold callers' data)."""
+    if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        return _kind(exc.exceptions[0])
+    if isinstance(exc, MCPError):
+        return f"MCP error {exc.code}"
+    return type(exc).__name__
+
+
+class UnreadableAnswer(StrictcallError):
+    """The upstream's answer to a call is not a JSON-RPC response: withheld like a result
+    that is not a tools/call result."""
+
+
+class UpstreamFailed(StrictcallError):
+    """The upstream server did not start: it did not run, or did not answer in time."""
+
+    def __init__(self, spec: UpstreamSpec, cause: BaseException) -> None:
+        super().__init__(f"the upstream did not start ({spec.describe()}): {_kind(cause)}")

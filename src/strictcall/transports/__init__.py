@@ -1,0 +1,3 @@
+"""Bytes to calls and answers to bytes: JSON-RPC, ASGI, MCP (stdio and streamable HTTP), the
+providers' agent-loop turns. No store, no policy: a transport asks the gateway and writes what
+it answers."""

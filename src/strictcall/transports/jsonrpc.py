@@ -1,0 +1,292 @@
+"""JSON-RPC 2.0 in front of the gateway: requests, batches, notifications, and the one table
+from stages to error codes.
+
+A request is {"jsonrpc": "2.0", "id": str | int, "method": str, "params": object}; nothing
+else is accepted (no bool, float or null ids, no unknown members). Methods:
+
+    tools/call  params {"name", "arguments"} -> the tool's value as "result", unchanged
+                (as in MCP, "arguments" may be left out when there are none)
+    tools/list  -> {"tools": [MCP tool definitions]}
+
+A failure is a JSON-RPC error whose "data" is the structured error {code, stage, retryable,
+...}; its "code" comes from `ERROR_CODES` by stage, its "message" is the stage's fixed text.
+Unparsable text is -32700 with id null; a malformed envelope -32600 (id null unless the id was
+valid); an empty batch one -32600; params by position (an array) -32602. A notification (no id)
+is run and gets no answer, so a batch of notifications gets no body at all.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Final
+
+import orjson
+
+from strictcall.core.gateway import Gateway
+from strictcall.core.ids import valid_id
+from strictcall.core.jsontext import Document, dump_text
+from strictcall.core.pipeline import read_message
+from strictcall.core.record import AuditRecord
+from strictcall.core.refusals import NO_SUCH_METHOD, NOT_A_REQUEST, POSITIONAL_PARAMS, WITHHELD
+from strictcall.errors import JSONValue, Rejection, Stage
+
+ERROR_CODES: Final[Mapping[Stage, tuple[int, str]]] = MappingProxyType(
+    {
+        Stage.PARSE: (-32700, "Parse error"),
+        Stage.PROTOCOL: (-32600, "Invalid Request"),
+        Stage.ROUTE: (-32601, "Method or tool not found"),
+        Stage.SHAPE: (-32602, "Invalid params"),
+        Stage.EXECUTE: (-32603, "Tool failed"),
+        Stage.AUTH: (-32001, "Unauthenticated"),
+        Stage.RESOURCE: (-32002, "Not found"),
+        Stage.OUTPUT: (-32003, "Invalid tool result"),
+    }
+)
+"""Stage of the structured error -> (JSON-RPC error code, message). Pinned by a test."""
+
+_REQUEST_MEMBERS: Final = frozenset({"jsonrpc", "id", "method", "params"})
+
+Recorder = Callable[[AuditRecord], None]
+
+
+class Await(enum.Enum):
+    """`RpcService.answer_now`'s word that the body must be answered by `answer`."""
+
+    AWAIT = enum.auto()
+
+
+AWAIT: Final = Await.AWAIT
+
+_LISTINGS_KEPT: Final = 256
+"""Per-identity tools/list results kept at once."""
+
+
+def error_reply(request_id: JSONValue, error: dict[str, JSONValue]) -> dict[str, JSONValue]:
+    """A JSON-RPC error reply carrying the structured `error` as its data."""
+    code, message = ERROR_CODES[Stage(error["stage"])]
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "error": {"code": code, "message": message, "data": error},
+    }
+
+
+def refusal_reply(request_id: JSONValue, refusal: Rejection) -> dict[str, JSONValue]:
+    """An error reply for one of the transports' refusals (`strictcall.core.refusals`)."""
+    return error_reply(request_id, refusal.as_error())
+
+
+def encode_replies(replies: list[dict[str, JSONValue]], *, batch: bool) -> bytes:
+    """Replies as UTF-8 JSON; a result that cannot be written (e.g. a lone surrogate) is
+    replaced by an invalid_tool_result error, so the wire never carries broken text."""
+    parts = []
+    for reply in replies:
+        text = dump_text(reply)
+        if text is None:
+            text = orjson.dumps(refusal_reply(reply["id"], WITHHELD))
+        parts.append(text)
+    return b"[" + b",".join(parts) + b"]" if batch else parts[0]
+
+
+@dataclass(frozen=True, slots=True)
+class _Request:
+    """A valid request: its id (None for a notification), method and params."""
+
+    request_id: str | int | None
+    method: str
+    params: dict[str, JSONValue]
+
+
+class RpcService:
+    """Answers JSON-RPC 2.0 bodies for one identity at a time, auditing every call."""
+
+    def __init__(self, gateway: Gateway, record: Recorder) -> None:
+        self.gateway: Final = gateway
+        self._record = record
+        # per identity, and rebuilt when the gateway's tools change (a proxy's upstream)
+        self._generation = gateway.generation
+        self._listings: dict[str, dict[str, JSONValue]] = {}
+
+    async def answer(self, body: bytes, identity: str) -> bytes | None:
+        """The reply body for a request body, or None when nothing is to be answered."""
+        document = read_message(body, self.gateway.limits, numbers=self.gateway.reads_numbers)
+        now = self._answer_read_now(document, identity)  # the body read once, not again below
+        if now is not AWAIT:
+            return now
+        assert not isinstance(document, Rejection)  # answered in place
+        message = document.value
+        if type(message) is list:
+            replies = []
+            for item in message:
+                reply = await self._answer_one(item, identity, document.has_float)
+                if reply is not None:
+                    replies.append(reply)
+            return encode_replies(replies, batch=True) if replies else None
+        reply = await self._answer_one(message, identity, document.has_float)
+        return None if reply is None else encode_replies([reply], batch=False)
+
+    def answer_now(self, body: bytes, identity: str) -> bytes | Await | None:
+        """`answer`, in place: the reply body (None: nothing to answer), or `AWAIT` when one
+        of its calls must be awaited (an async tool, a tool with a time limit). Nothing is run
+        or audited before that is known, so `answer` may then take the body from the start."""
+        document = read_message(body, self.gateway.limits, numbers=self.gateway.reads_numbers)
+        return self._answer_read_now(document, identity)
+
+    def _answer_read_now(
+        self, document: Document | Rejection, identity: str
+    ) -> bytes | Await | None:
+        """`answer_now` of a body already read."""
+        if isinstance(document, Rejection):
+            self._audit(None, identity, None, document.as_error(), 0)
+            return encode_replies([error_reply(None, document.as_error())], batch=False)
+        message = document.value
+        if type(message) is list:
+            if not message:
+                return encode_replies([refusal_reply(None, NOT_A_REQUEST)], batch=False)
+            for item in message:
+                if self._must_await(item, identity):
+                    return AWAIT
+            replies = []
+            for item in message:
+                reply = self._answer_one_now(item, identity, document.has_float)
+                if reply is not None:
+                    replies.append(reply)
+            return encode_replies(replies, batch=True) if replies else None
+        if self._must_await(message, identity):
+            return AWAIT
+        reply = self._answer_one_now(message, identity, document.has_float)
+        return None if reply is None else encode_replies([reply], batch=False)
+
+    def _must_await(self, message: JSONValue, identity: str) -> bool:
+        """Whether answering `message` awaits: a tools/call of a tool that must be awaited."""
+        return (
+            type(message) is dict
+            and message.get("method") == "tools/call"
+            and self.gateway.must_await(message.get("params"), identity)
+        )
+
+    def _answer_one_now(
+        self, message: JSONValue, identity: str, has_float: bool
+    ) -> dict[str, JSONValue] | None:
+        """`_answer_one` for a message that `_must_await` says is answered in place."""
+        request = read_request(message)
+        if type(request) is _Request and request.method == "tools/call":
+            request_id = request.request_id
+            call_id: str | int = request_id if request_id is not None else f"n-{uuid.uuid4()}"
+            started = time.perf_counter_ns()
+            answer = self.gateway.call_parsed(
+                request.params, identity, call_id, has_float=has_float
+            )
+            latency_us = (time.perf_counter_ns() - started) // 1000
+            return self._answered(request, call_id, identity, answer, latency_us)
+        return self._answer_other(message, request, identity)
+
+    async def _answer_one(
+        self, message: JSONValue, identity: str, has_float: bool
+    ) -> dict[str, JSONValue] | None:
+        request = read_request(message)
+        if type(request) is _Request and request.method == "tools/call":
+            request_id = request.request_id
+            call_id: str | int = request_id if request_id is not None else f"n-{uuid.uuid4()}"
+            started = time.perf_counter_ns()
+            answer = await self.gateway.call_parsed_async(
+                request.params, identity, call_id, has_float=has_float
+            )
+            latency_us = (time.perf_counter_ns() - started) // 1000
+            return self._answered(request, call_id, identity, answer, latency_us)
+        return self._answer_other(message, request, identity)
+
+    def _answered(
+        self,
+        request: _Request,
+        call_id: str | int,
+        identity: str,
+        answer: dict[str, JSONValue],
+        latency_us: int,
+    ) -> dict[str, JSONValue] | None:
+        """A tools/call's reply from the gateway's answer, audited."""
+        request_id = request.request_id
+        tool = self.gateway.tool_named(request.params)
+        if answer["ok"] is True:
+            self._audit(call_id, identity, tool, None, latency_us)
+            if request_id is None:
+                return None
+            return {"jsonrpc": "2.0", "id": request_id, "result": answer["result"]}
+        error = answer["error"]
+        pointer = self.gateway.audit_pointer(tool, error)
+        self._audit(call_id, identity, tool, error, latency_us, pointer)
+        if request_id is None:
+            return None
+        return error_reply(request_id, error)
+
+    def _answer_other(
+        self, message: JSONValue, request: _Request | Rejection, identity: str
+    ) -> dict[str, JSONValue] | None:
+        """The reply to anything but a tools/call: a refused message, tools/list, an unknown
+        method."""
+        if isinstance(request, Rejection):
+            request_id = valid_id(message)
+            self._audit(request_id, identity, self._tool_in(message), request.as_error(), 0)
+            if request is POSITIONAL_PARAMS and "id" not in message:
+                return None  # a valid notification: refused, but never answered
+            return error_reply(request_id, request.as_error())
+        if request.method == "tools/list":
+            if request.request_id is None:
+                return None
+            return {"jsonrpc": "2.0", "id": request.request_id, "result": self._listing(identity)}
+        self._audit(request.request_id, identity, None, NO_SUCH_METHOD.as_error(), 0)
+        if request.request_id is None:
+            return None
+        return refusal_reply(request.request_id, NO_SUCH_METHOD)
+
+    def _listing(self, identity: str) -> dict[str, JSONValue]:
+        """tools/list's result for `identity`: the tools it may call."""
+        if self.gateway.generation != self._generation:
+            self._generation = self.gateway.generation
+            self._listings = {}
+        listing = self._listings.get(identity)
+        if listing is None:
+            listing = {"tools": self.gateway.list_tools("mcp", identity=identity)}
+            if len(self._listings) >= _LISTINGS_KEPT:
+                self._listings.clear()
+            self._listings[identity] = listing
+        return listing
+
+    def _tool_in(self, message: JSONValue) -> str | None:
+        """The registered tool a message's params name, when they can be read, for the audit."""
+        return self.gateway.tool_named(message.get("params") if type(message) is dict else None)
+
+    def _audit(
+        self,
+        call_id: str | int | None,
+        identity: str | None,
+        tool: str | None,
+        error: dict[str, JSONValue] | None,
+        latency_us: int,
+        pointer: str | None = None,
+    ) -> None:
+        entry = AuditRecord.of_call(call_id, identity, tool, error, latency_us, pointer=pointer)
+        self._record(entry)
+
+
+def read_request(message: JSONValue) -> _Request | Rejection:
+    """A valid JSON-RPC 2.0 request, or its rejection: invalid_request, or invalid_arguments
+    for params given by position (an array)."""
+    if type(message) is not dict or not _REQUEST_MEMBERS.issuperset(message):
+        return NOT_A_REQUEST
+    if message.get("jsonrpc") != "2.0" or type(message.get("method")) is not str:
+        return NOT_A_REQUEST
+    request_id = message.get("id")
+    if "id" in message and valid_id(message) is None:
+        return NOT_A_REQUEST
+    params = message.get("params")
+    if type(params) is list:  # by position: a valid request, but no method takes those
+        return POSITIONAL_PARAMS
+    if "params" in message and type(params) is not dict:
+        return NOT_A_REQUEST
+    return _Request(request_id, message["method"], params if params is not None else {})

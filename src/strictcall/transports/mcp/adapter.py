@@ -1,0 +1,381 @@
+"""MCP's view of the gateway: tools/list and tools/call on the official SDK's low-level server.
+
+- tools/list gives each tool's name, description, inputSchema and outputSchema as
+  `strictcall.core.listing` lists them for MCP (a result that is not declared an object is listed
+  wrapped, as the schema of {"result": value}).
+- tools/call hands the raw params (never the SDK's coerced model) to the gateway. Success:
+  structuredContent holds the validated value (wrapped as {"result": value} for those tools)
+  and one text block holds the value as JSON, so [], "" and null are never an empty content
+  list. Failure: isError, and one text block holding the structured error {code, stage,
+  retryable, ...} as JSON; no structuredContent, which would have to match the tool's
+  outputSchema (the TypeScript client checks it even on errors, and throws).
+
+A call id names one call to the gateway (writes are idempotent per identity and call id). An
+MCP request id is only unique within one connection, and hosts restart their ids at every
+launch, so the call id is the request id qualified by its connection (`call_scope`).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+import mcp_types as types
+import orjson
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel.server import Server
+from mcp_types.methods import SPEC_CLIENT_METHODS, serialize_server_result
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from strictcall.core.gateway import Gateway
+from strictcall.core.jsontext import dump_text
+from strictcall.core.listing import RESULT_MEMBER, result_is_wrapped
+from strictcall.core.pipeline import fail
+from strictcall.core.record import AuditRecord
+from strictcall.core.refusals import NO_TOKEN, WITHHELD
+from strictcall.errors import JSONValue
+from strictcall.transports.jsonrpc import Recorder
+
+SERVER_NAME: Final = "strictcall"
+
+MCP_PARAMS: Final = frozenset({"_meta", "task", "inputResponses", "requestState"})
+"""Members of tools/call params that belong to MCP itself, not to the call; any other member
+besides name and arguments reaches the gateway, which refuses it."""
+
+_LISTINGS_KEPT: Final = 256
+"""Per-identity tool listings kept at once."""
+
+HANDSHAKE_ERA: Final = "2025-11-25"
+"""The wire version of answers to requests without the 2026-07-28 envelope (every version
+reached by the initialize handshake shares its result shapes)."""
+
+Context = ServerRequestContext[Any, Any]
+IdentityOf = Callable[[Context], str | None]
+
+
+# --- tools/list --------------------------------------------------------------------------------
+
+
+def describe_tools(gateway: Gateway, identity: str | None = None) -> list[types.Tool]:
+    """The gateway's tools as MCP lists them (`Gateway.list_tools("mcp")`, non-object output
+    schemas wrapped there), as SDK models; with `identity`, only those that identity may call."""
+    return [
+        types.Tool(
+            name=listed["name"],
+            description=listed["description"],
+            input_schema=listed["inputSchema"],
+            output_schema=listed["outputSchema"],
+        )
+        for listed in gateway.list_tools("mcp", identity=identity)
+    ]
+
+
+# --- tools/call --------------------------------------------------------------------------------
+
+
+def tool_result(answer: dict[str, JSONValue], *, wrapped: bool) -> types.CallToolResult:
+    """A gateway answer as an MCP tool result: a value in structuredContent and, as JSON, in
+    exactly one text block; a structured error as JSON in exactly one text block, with
+    isError."""
+    return answered(answer, wrapped=wrapped)[0]
+
+
+def answered(
+    answer: dict[str, JSONValue], *, wrapped: bool
+) -> tuple[types.CallToolResult, dict[str, JSONValue] | None]:
+    """A gateway answer as an MCP tool result, and the structured error it carries (None for a
+    success)."""
+    if answer["ok"] is True:
+        value = answer["result"]
+        text = json_text(value)
+        if text is not None:
+            structured = {RESULT_MEMBER: value} if wrapped else value
+            result = types.CallToolResult(
+                content=[types.TextContent(text=text)], structured_content=structured
+            )
+            return result, None
+        error = WITHHELD.as_error()
+    else:
+        error = answer["error"]
+    return error_result(error), error
+
+
+def error_result(error: dict[str, JSONValue]) -> types.CallToolResult:
+    """A structured error as an isError tool result: the error as JSON in the one text block,
+    and no structuredContent (it would have to match the tool's outputSchema; clients that
+    check it, such as the TypeScript SDK's, throw instead of showing the error)."""
+    text = json_text(error)  # the catalogue's errors always write; None never reaches here
+    return types.CallToolResult(
+        content=[types.TextContent(text="" if text is None else text)], is_error=True
+    )
+
+
+def answered_json(
+    answer: dict[str, JSONValue], *, wrapped: bool
+) -> tuple[dict[str, JSONValue], dict[str, JSONValue] | None]:
+    """`answered`, the tool result as the JSON the handshake era writes (members and block
+    members in the order the SDK writes them), and the structured error it carries."""
+    if answer["ok"] is True:
+        value = answer["result"]
+        text = json_text(value)
+        if text is not None:
+            structured = {RESULT_MEMBER: value} if wrapped else value
+            block: dict[str, JSONValue] = {"text": text, "type": "text"}
+            return {"content": [block], "isError": False, "structuredContent": structured}, None
+        error = WITHHELD.as_error()
+    else:
+        error = answer["error"]
+    text = json_text(error)
+    block = {"text": "" if text is None else text, "type": "text"}
+    return {"content": [block], "isError": True}, error
+
+
+def dump_line(message: dict[str, JSONValue]) -> bytes:
+    """A JSON-RPC message as one line of UTF-8 JSON (its values all JSON: validated ones)."""
+    return orjson.dumps(message, option=orjson.OPT_APPEND_NEWLINE)
+
+
+def protocol_version(params: Mapping[str, JSONValue]) -> str:
+    """The wire version a request's answer is written for: the one its 2026-07-28 envelope
+    names (params._meta), otherwise the handshake era's."""
+    meta = params.get("_meta")
+    if isinstance(meta, dict):
+        version = meta.get(types.PROTOCOL_VERSION_META_KEY)
+        if isinstance(version, str) and version in MODERN_PROTOCOL_VERSIONS:
+            return version
+    return HANDSHAKE_ERA
+
+
+def result_message(
+    request_id: types.RequestId, result: types.CallToolResult, version: str = HANDSHAKE_ERA
+) -> types.JSONRPCResponse:
+    """A tool result as the JSON-RPC response that carries it, written for wire `version` (on
+    2026-07-28: `resultType` "complete" and the server's name in `_meta`, as the SDK writes its
+    own results)."""
+    dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+    if version in MODERN_PROTOCOL_VERSIONS:
+        dumped["resultType"] = "complete"
+        server_info = {"name": SERVER_NAME, "version": _version()}
+        dumped["_meta"] = {types.SERVER_INFO_META_KEY: server_info}
+    dumped = serialize_server_result("tools/call", version, dumped)
+    return types.JSONRPCResponse(jsonrpc="2.0", id=request_id, result=dumped)
+
+
+def listing_message(
+    request_id: types.RequestId, listing: list[types.Tool], version: str = HANDSHAKE_ERA
+) -> dict[str, JSONValue]:
+    """A tools/list answer as the JSON-RPC response the SDK writes for wire `version` (on
+    2026-07-28 with the freshness hints it fills in, private and ttl 0, `resultType` and the
+    server's name in `_meta`)."""
+    tools = [tool.model_dump(by_alias=True, mode="json", exclude_none=True) for tool in listing]
+    dumped: dict[str, Any] = {"tools": tools}
+    if version in MODERN_PROTOCOL_VERSIONS:
+        dumped |= {"cacheScope": "private", "resultType": "complete", "ttlMs": 0}
+        server_info = {"name": SERVER_NAME, "version": _version()}
+        dumped["_meta"] = {types.SERVER_INFO_META_KEY: server_info}
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "result": serialize_server_result("tools/list", version, dumped),
+    }
+
+
+def json_text(value: JSONValue) -> str | None:
+    """`value` as compact JSON text, or None when it cannot be written as UTF-8 JSON."""
+    text = dump_text(value)
+    return None if text is None else text.decode("utf-8")
+
+
+class McpTools:
+    """The gateway's tools behind the SDK's low-level `Server`: tools/list and tools/call only.
+
+    `identity_of` says who is calling (None refuses the call as unauthenticated); `call_scope`
+    gives the connection part of call ids.
+    """
+
+    def __init__(
+        self,
+        gateway: Gateway,
+        identity_of: IdentityOf,
+        call_scope: Callable[[], str],
+        record: Recorder | None = None,
+    ) -> None:
+        self.gateway: Final = gateway
+        self._identity_of = identity_of
+        self._call_scope = call_scope
+        self._record = record
+        # Both follow the gateway's tools, which may change while serving (a proxy's upstream
+        # lists new ones): rebuilt when its generation moves.
+        self._generation = -1
+        self._listings: dict[str, list[types.Tool]] = {}
+        self._wrapped: frozenset[str] = frozenset()
+        self.declares_headers: frozenset[str] = frozenset()
+        """The tools whose input schema declares `x-mcp-header` (2026-07-28's `Mcp-Param-*`
+        headers: their calls are the SDK's to check)."""
+        self._follow()
+        answering = self.server()
+        self._methods: Final = frozenset(
+            method
+            for method in SPEC_CLIENT_METHODS
+            if answering.get_request_handler(method) is not None
+        ) | {"initialize"}
+
+    def _follow(self) -> None:
+        """Forget what was derived from the gateway's tools if they changed since."""
+        generation = self.gateway.generation
+        if generation != self._generation:
+            self._generation = generation
+            self._listings = {}
+            self._wrapped = frozenset(
+                tool.name for tool in self.gateway.tools if result_is_wrapped(tool.output_schema)
+            )
+            self.declares_headers = frozenset(
+                tool.name
+                for tool in self.gateway.tools
+                if b"x-mcp-header" in orjson.dumps(tool.input_schema)
+            )
+
+    def serves(self, method: str) -> bool:
+        """Whether the server answers requests for `method` (any other gets -32601 from
+        strictcall, which echoes nothing of it)."""
+        return method in self._methods
+
+    def server(self) -> Server[Any]:
+        """A new low-level SDK server answering with these tools."""
+        return Server(
+            SERVER_NAME,
+            version=_version(),
+            on_list_tools=self.list_tools,
+            on_call_tool=self.call_tool,
+        )
+
+    async def list_tools(
+        self, ctx: Context, params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        """tools/list: every tool the caller may call, on one page."""
+        return types.ListToolsResult(tools=self.listing(self._identity_of(ctx)))
+
+    def listing(self, identity: str | None) -> list[types.Tool]:
+        """Every tool `identity` may call (none for a transport that forgot the caller)."""
+        if identity is None:
+            return []
+        self._follow()
+        listing = self._listings.get(identity)
+        if listing is None:
+            listing = describe_tools(self.gateway, identity)
+            if len(self._listings) >= _LISTINGS_KEPT:
+                self._listings.clear()
+            self._listings[identity] = listing
+        return listing
+
+    async def call_tool(
+        self, ctx: Context, params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        """tools/call as the SDK hands it over: the raw params go to the gateway; the SDK's
+        parsed `params` are unused (pydantic would have coerced what the gateway must see as
+        sent)."""
+        raw = dict(ctx.params) if ctx.params is not None else {}
+        return await self.answer_call(raw, ctx.request_id, self._identity_of(ctx))
+
+    async def answer_call(
+        self,
+        params: dict[str, JSONValue],
+        request_id: types.RequestId | None,
+        identity: str | None,
+    ) -> types.CallToolResult:
+        """A tools/call's params through the gateway, answered as a tool result and audited.
+
+        Every tools/call comes here (or to `answer_call_line`): those the SDK passes on, and
+        those it would refuse with a bare -32602 (no tool name, arguments that are not an
+        object), so that the gateway's ladder decides them all alike (route before shape, the
+        same details).
+        """
+        answer, tool, call_id, started = await self._settle(params, request_id, identity)
+        result, error = answered(answer, wrapped=tool in self._wrapped)
+        self._audit(call_id, identity, tool, error, started)
+        return result
+
+    async def answer_call_line(
+        self,
+        params: dict[str, JSONValue],
+        request_id: types.RequestId,
+        identity: str | None,
+        version: str = HANDSHAKE_ERA,
+    ) -> bytes:
+        """`answer_call`, its answer written at once as the line of JSON-RPC that carries it
+        for wire `version` (the JSON `result_message` and the SDK's transports write, without
+        building and dumping their models)."""
+        answer, tool, call_id, started = await self._settle(params, request_id, identity)
+        result, error = answered_json(answer, wrapped=tool in self._wrapped)
+        self._audit(call_id, identity, tool, error, started)
+        if version in MODERN_PROTOCOL_VERSIONS:
+            result["resultType"] = "complete"
+            result["_meta"] = {types.SERVER_INFO_META_KEY: _server_info()}
+        return dump_line({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+    async def _settle(
+        self,
+        params: dict[str, JSONValue],
+        request_id: types.RequestId | None,
+        identity: str | None,
+    ) -> tuple[dict[str, JSONValue], str | None, str, int]:
+        """The gateway's answer to a call, the tool it named, its call id and start time."""
+        call = {key: value for key, value in params.items() if key not in MCP_PARAMS}
+        tool = self.gateway.tool_named(call)
+        call_id = f"mcp-{self._call_scope()}:{json_text(request_id)}"
+        self._follow()
+        started = time.perf_counter_ns()
+        if identity is None:  # a transport that forgot the caller: refuse, never guess
+            answer = fail(call_id, NO_TOKEN)
+        else:
+            # only a gateway whose tools take numbers needs to know (Gateway.reads_numbers)
+            answer = await self.gateway.call_parsed_async(call, identity, call_id)
+        return answer, tool, call_id, started
+
+    def _audit(
+        self,
+        call_id: str,
+        identity: str | None,
+        tool: str | None,
+        error: dict[str, JSONValue] | None,
+        started: int,
+    ) -> None:
+        if self._record is not None:
+            latency_us = (time.perf_counter_ns() - started) // 1000
+            pointer = self.gateway.audit_pointer(tool, error)
+            entry = AuditRecord.of_call(call_id, identity, tool, error, latency_us, pointer=pointer)
+            self._record(entry)
+
+    def refusal_record(
+        self,
+        request_id: types.RequestId | None,
+        name: str | None,
+        error: dict[str, JSONValue],
+        identity: str | None,
+    ) -> AuditRecord:
+        """The audit record of a message refused before the SDK saw it, with its call id and
+        tool when they could be read (a tool only when it is one of the gateway's)."""
+        call_id = (
+            None if request_id is None else f"mcp-{self._call_scope()}:{json_text(request_id)}"
+        )
+        tool = self.gateway.tool_named({"name": name})
+        return AuditRecord.of_call(call_id, identity, tool, error, 0)
+
+
+@functools.cache
+def _server_info() -> dict[str, JSONValue]:
+    """The server's name and version, as a 2026-07-28 result's `_meta` names them."""
+    return {"name": SERVER_NAME, "version": _version()}
+
+
+@functools.cache
+def _version() -> str:
+    """strictcall's version, read once from its metadata (a read parses the whole file)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("strictcall")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return ""

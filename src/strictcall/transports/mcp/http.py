@@ -1,0 +1,235 @@
+"""MCP streamable HTTP at /mcp, stateless with JSON responses; the identity comes from the
+bearer token, checked by `strictcall.server.router` before this app is reached.
+
+GET is 405 Method Not Allowed (no server-to-client stream is offered). A POST body is read
+(up to the limit) and through the strict intake before the SDK sees it:
+refusals are the body of a 400 (413 when too large), a tools/call the SDK would refuse
+without detail is answered by the gateway as a tool result, the plain requests a remote host
+sends most (tools/call, tools/list, ping) are answered on strictcall's own path
+(`strictcall.transports.mcp.direct`) with the SDK's checks and the SDK's answer, and
+everything else is replayed to the SDK's session manager.
+"""
+
+from __future__ import annotations
+
+import uuid
+from contextlib import AbstractAsyncContextManager
+from typing import Final
+
+import orjson
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from starlette.requests import Request
+from starlette.responses import Response
+
+from strictcall.core.gateway import Gateway
+from strictcall.core.record import AuditRecord
+from strictcall.core.refusals import protocol_refusal
+from strictcall.transports.asgi import IDENTITY_KEY, Message, Receive, Scope, Send, read_body
+from strictcall.transports.jsonrpc import Recorder
+from strictcall.transports.mcp.adapter import (
+    Context,
+    McpTools,
+    listing_message,
+    protocol_version,
+    result_message,
+)
+from strictcall.transports.mcp.direct import DirectRequest, direct_request
+from strictcall.transports.mcp.intake import DirectCall, Refused, read_message, refuse_too_large
+from strictcall.transports.mcp.sdk_errors import scrubbed
+
+
+def identity_in_scope(ctx: Context) -> str | None:
+    """The identity `strictcall.server.router` put in the HTTP request's scope, or None."""
+    request = ctx.request
+    if not isinstance(request, Request):
+        return None
+    identity = request.scope.get(IDENTITY_KEY)
+    return identity if isinstance(identity, str) else None
+
+
+class McpHttpApp:
+    """MCP streamable HTTP, stateless with JSON responses, as an ASGI app for `RpcApp`'s
+    mounts: it expects the caller's identity in the scope
+    (`strictcall.transports.asgi.IDENTITY_KEY`), and
+    `lifespan()` must be running while it serves."""
+
+    def __init__(
+        self, gateway: Gateway, *, record: Recorder | None = None, direct: bool = True
+    ) -> None:
+        """`direct`: answer plain requests on strictcall's own path (False: the SDK answers
+        every request it is given, the reference the tests hold the direct path to)."""
+        self.limits: Final = gateway.limits
+        self._direct = direct
+        self._record = record
+        tools = McpTools(gateway, identity_in_scope, lambda: f"http-{uuid.uuid4().hex}", record)
+        self._tools = tools
+        self.manager: Final = StreamableHTTPSessionManager(
+            tools.server(),
+            json_response=True,
+            stateless=True,
+            max_request_body_size=gateway.limits.max_size,
+        )
+
+    def lifespan(self) -> AbstractAsyncContextManager[None]:
+        """The session manager's run, to be entered at startup and left at shutdown."""
+        return self.manager.run()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["method"] == "GET":
+            # No server-to-client stream is offered (stateless, JSON responses): the spec's
+            # answer is 405, never an event stream that stays silent until shutdown.
+            response = Response(status_code=405, headers={"Allow": "POST"})
+            await response(scope, receive, send)
+            return
+        if scope["method"] == "POST":
+            body = await read_body(receive, self.limits.max_size)
+            if body is None:
+                await self._refuse(refuse_too_large(self.limits), 413, scope, receive, send)
+                return
+            tools = self._tools
+            message = read_message(
+                body,
+                self.limits,
+                tools.serves,
+                answers_itself=(
+                    (lambda read: direct_request(scope, read, tools.declares_headers))
+                    if self._direct
+                    else None
+                ),
+            )
+            if isinstance(message, DirectRequest):
+                await self._answer_request(message, scope, send)
+                return
+            if isinstance(message, Refused):
+                await self._refuse(message, message.status, scope, receive, send)
+                return
+            if isinstance(message, DirectCall):
+                await self._answer_directly(message, scope, receive, send)
+                return
+            receive = _replay(body, receive)
+        identity = scope.get(IDENTITY_KEY)
+        watched = SdkErrors(send, identity if isinstance(identity, str) else None, self._record)
+        await self.manager.handle_request(scope, receive, watched)
+
+    async def _answer_directly(
+        self, call: DirectCall, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        identity = scope.get(IDENTITY_KEY)
+        result = await self._tools.answer_call(
+            call.params, call.request_id, identity if isinstance(identity, str) else None
+        )
+        reply = result_message(call.request_id, result, protocol_version(call.params))
+        body = orjson.dumps(reply.model_dump(by_alias=True, mode="json", exclude_none=True))
+        response = Response(body, status_code=200, media_type="application/json")
+        await response(scope, receive, send)
+
+    async def _answer_request(self, request: DirectRequest, scope: Scope, send: Send) -> None:
+        """A plain request answered here, as the SDK's stateless JSON-response path answers it."""
+        identity = scope.get(IDENTITY_KEY)
+        caller = identity if isinstance(identity, str) else None
+        request_id = request.request_id
+        if request.method == "tools/call":
+            line = await self._tools.answer_call_line(
+                request.params, request_id, caller, request.version
+            )
+            body = line[:-1]  # the line's newline: a body is the message alone
+        elif request.method == "tools/list":
+            listing = self._tools.listing(caller)
+            body = orjson.dumps(listing_message(request_id, listing, request.version))
+        else:  # ping
+            body = orjson.dumps({"jsonrpc": "2.0", "id": request_id, "result": {}})
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode("ascii")),
+        ]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    async def _refuse(
+        self, refused: Refused, status: int, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        if self._record is not None:
+            identity = scope.get(IDENTITY_KEY)
+            caller = identity if isinstance(identity, str) else None
+            self._record(
+                self._tools.refusal_record(refused.request_id, refused.name, refused.error, caller)
+            )
+        if refused.answered:
+            body = refused.body()
+            response = Response(body, status_code=status, media_type="application/json")
+        else:  # a notification: accepted, as the SDK acknowledges every notification
+            response = Response(status_code=202)
+        await response(scope, receive, send)
+
+
+class SdkErrors:
+    """The ASGI send of the SDK's responses: a JSON body that is a JSON-RPC error the SDK wrote
+    itself is audited and scrubbed of what the caller sent (`strictcall.transports.mcp.sdk_errors`);
+    everything else passes unchanged."""
+
+    def __init__(self, send: Send, identity: str | None, record: Recorder | None) -> None:
+        self._send = send
+        self._identity = identity
+        self._record = record
+        self._start: Message | None = None
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start" and _is_json(message):
+            self._start = message  # held until the body shows what it is
+            return
+        start, self._start = self._start, None
+        if start is None:
+            await self._send(message)
+            return
+        if message["type"] == "http.response.body" and not message.get("more_body", False):
+            body = self._scrubbed(message.get("body", b""))
+            if body is not None:
+                await self._send({**start, "headers": _with_length(start["headers"], body)})
+                await self._send({**message, "body": body})
+                return
+        await self._send(start)
+        await self._send(message)
+
+    def _scrubbed(self, body: bytes) -> bytes | None:
+        """The body with its SDK error scrubbed, or None when it is not an SDK error reply."""
+        if b'"error"' not in body:  # a result: left unread
+            return None
+        try:
+            reply = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return None
+        if type(reply) is not dict or type(reply.get("error")) is not dict:
+            return None
+        error = reply["error"]
+        data = error.get("data")
+        if type(data) is dict and "stage" in data:  # strictcall's own structured error
+            return None
+        code = error.get("code")
+        if self._record is not None and type(code) is int:
+            refusal = protocol_refusal(code).as_error()
+            self._record(AuditRecord.of_call(None, self._identity, None, refusal, 0))
+        return orjson.dumps({**reply, "error": scrubbed(error)})
+
+
+def _is_json(start: Message) -> bool:
+    return any(
+        name.lower() == b"content-type" and value.startswith(b"application/json")
+        for name, value in start.get("headers", [])
+    )
+
+
+def _with_length(headers: list[tuple[bytes, bytes]], body: bytes) -> list[tuple[bytes, bytes]]:
+    kept = [(name, value) for name, value in headers if name.lower() != b"content-length"]
+    return [*kept, (b"content-length", str(len(body)).encode("ascii"))]
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A receive that gives the body already read, then whatever the client sends next."""
+    pending: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replayed() -> Message:
+        if pending:
+            return pending.pop()
+        return await receive()
+
+    return replayed
