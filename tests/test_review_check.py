@@ -324,6 +324,13 @@ def test_integers_beyond_2_53_are_tried() -> None:
     assert all(abs(c["input"]) > 2**53 for c in report["counterexamples"])
 
 
+def test_json_numbers_each_counterexample_s_cause_in_the_order_shown() -> None:
+    _, report = check_json(spec("noisy_presence"), spec("noisy_reader"))
+    assert report["causes"] == 1
+    assert {c["cause"] for c in report["counterexamples"]} == {1}
+    assert report["counterexamples"][0]["input"] == {"result": 0}
+
+
 def test_counterexamples_are_grouped_by_cause_and_shrunk_to_the_key_that_matters() -> None:
     status, out, _ = check(spec("noisy_presence"), spec("noisy_reader"))
     assert status == EXIT_DIFFERENT

@@ -16,7 +16,7 @@ import pytest
 from strictcall.cli.parser import main
 from strictcall.review.commands import EXIT_DIFFERENT, EXIT_SAME, EXIT_TROUBLE
 from strictcall.review.diff import review_change
-from strictcall.review.rules import GET_OR_DEFAULT, GET_TRUTH_TEST, READ_OR_DEFAULT
+from strictcall.review.rules import GET_IS_NONE, GET_OR_DEFAULT, GET_TRUTH_TEST, READ_OR_DEFAULT
 
 PRESENCE_TO_TRUTH: list[tuple[str, str, str, str]] = [
     (
@@ -306,6 +306,15 @@ def test_the_seeds_refactor_shows_old_and_new_and_the_counterexample(
     assert old_line.split("|")[1].strip() == 'if "result" in reply:'
     assert new_line.split("|")[1].strip() == 'if reply.get("result"):'
     assert example.strip().startswith('counterexample: {"result": 0}: OLD returned')
+
+
+def test_the_half_fix_is_flagged_as_a_null_read_as_missing() -> None:
+    body = '        return {"value": reply["result"]}\n    return "missing"\n'
+    old = 'def read(reply):\n    if "result" in reply:\n' + body
+    new = 'def read(reply):\n    if reply.get("result") is not None:\n' + body
+    [changed] = review_change("reader.py", old, new, {2})
+    assert changed.finding.rule is GET_IS_NONE
+    assert changed.counterexample.startswith('counterexample: {"result": null}')
 
 
 def test_a_change_outside_a_function_is_flagged_without_a_counterexample() -> None:

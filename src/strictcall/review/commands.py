@@ -290,6 +290,9 @@ def _write_json(
     timeout: float,
     out: TextIO,
 ) -> None:
+    from strictcall.review.check import group_by_cause
+
+    groups = group_by_cause(report.counterexamples)
     document = {
         "old": old_spec,
         "new": new_spec,
@@ -297,14 +300,17 @@ def _write_json(
         "inputs_run": report.inputs_run,
         "different": bool(report.counterexamples),
         "stopped": report.stopped or None,
+        "causes": len(groups),
         "counterexamples": [
             {
                 "input": input_json(example.args, names),
                 "args": [input_json((arg,), names) for arg in example.args],
                 "old": _outcome_json(example.old, timeout, names),
                 "new": _outcome_json(example.new, timeout, names),
+                "cause": cause,
             }
-            for example in report.counterexamples
+            for cause, group in enumerate(groups, start=1)
+            for example in group
         ],
     }
     out.write(json.dumps(document, ensure_ascii=False, indent=2) + "\n")
