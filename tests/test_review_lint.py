@@ -539,3 +539,25 @@ def test_declarations_in_other_linted_files_count(tmp_path: Path) -> None:
     [finding] = json.loads(out)["findings"]
     assert finding["confidence"] == "high"
     assert "Usage.input_tokens" in finding["why"]
+
+
+@pytest.mark.parametrize(
+    "field",
+    [
+        "limit: int | None = Field(default=None, gt=0)",
+        "limit: Annotated[int | None, Field(ge=1)] = None",
+        "limit: PositiveInt | None = None",
+    ],
+    ids=["field-gt", "annotated-ge", "positive-int"],
+)
+def test_a_declared_constraint_that_refuses_0_leaves_the_default_alone(field: str) -> None:
+    code = f"""
+        class Params(BaseModel):
+            {field}
+
+        def page(params: Params) -> int:
+            return params.limit or 50
+    """
+    assert lint(code, "low") == []
+    unconstrained = code.replace(field, "limit: int | None = Field(default=None, ge=0)")
+    assert [f.confidence for f in lint(unconstrained)] == ["high"]

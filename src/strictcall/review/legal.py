@@ -43,6 +43,10 @@ _BY_NAME: Final[dict[str, frozenset[str]]] = {
     "MutableMapping": frozenset({EMPTY_OBJECT}),
     "None": frozenset({NULL}),
     "NoneType": frozenset({NULL}),
+    "PositiveInt": frozenset(),
+    "PositiveFloat": frozenset(),
+    "NonNegativeInt": frozenset({ZERO}),
+    "NonNegativeFloat": frozenset({ZERO}),
     "Any": EVERY,
     "object": EVERY,
     "JSONValue": EVERY,
@@ -129,7 +133,15 @@ def _class_fields(node: ast.ClassDef) -> list[tuple[str, ast.expr]]:
     found: list[tuple[str, ast.expr]] = []
     for statement in node.body:
         if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name):
-            found.append((statement.target.id, statement.annotation))
+            annotation = statement.annotation
+            if statement.value is not None and _excludes_zero(statement.value):
+                # `x: int = Field(gt=0)` reads as `Annotated[int, Field(gt=0)]`
+                annotation = ast.Subscript(
+                    ast.Name("Annotated", ast.Load()),
+                    ast.Tuple([annotation, statement.value], ast.Load()),
+                    ast.Load(),
+                )
+            found.append((statement.target.id, annotation))
         elif isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef):
             for inner in ast.walk(statement):
                 if (
@@ -140,6 +152,23 @@ def _class_fields(node: ast.ClassDef) -> list[tuple[str, ast.expr]]:
                 ):
                     found.append((inner.target.attr, inner.annotation))
     return found
+
+
+def _excludes_zero(node: ast.expr) -> bool:
+    """A constraint that refuses 0: `Field(gt=0)`, `Field(ge=1)`, `Gt(0)`, `Ge(1)`."""
+    if not isinstance(node, ast.Call):
+        return False
+    name = _name(node.func)
+    bounds = [(k.arg, k.value) for k in node.keywords if k.arg in ("gt", "ge")]
+    if name in ("Gt", "Ge") and node.args:
+        bounds.append(("gt" if name == "Gt" else "ge", node.args[0]))
+    for kind, value in bounds:
+        bound = value.value if isinstance(value, ast.Constant) else None
+        if not isinstance(bound, int | float) or isinstance(bound, bool):
+            continue
+        if (kind == "gt" and bound >= 0) or (kind == "ge" and bound > 0):
+            return True
+    return False
 
 
 def merge_facts(own: Facts, project: Facts | None) -> Facts:
@@ -203,7 +232,10 @@ def kinds_of(annotation: ast.expr | None, facts: Facts) -> frozenset[str] | None
         if outer == "Union":
             return _union(parts, facts)
         if outer in _WRAPPERS:
-            return kinds_of(parts[0], facts)
+            found = kinds_of(parts[0], facts)
+            if found is not None and any(_excludes_zero(part) for part in parts[1:]):
+                found -= {ZERO}  # `Annotated[int, Field(gt=0)]`: 0 is refused, not a value
+            return found
         if outer == "Literal":
             return frozenset(
                 kind
