@@ -333,13 +333,9 @@ def run_lint(
 
     level: Any = confidence
     if diff is not None:
-        from strictcall.review.diff import NotADiff, run_diff
+        from strictcall.review.diff import run_diff
 
-        try:
-            return run_diff(diff, list(paths), output=output, out=out, err=err)
-        except NotADiff as exc:
-            err.write(f"strictcall lint: --diff {diff}: {exc}\n")
-            return EXIT_TROUBLE
+        return run_diff(diff, list(paths), output=output, out=out, err=err)
     if not paths:
         err.write("strictcall lint: give a PATH, or --diff BASE\n")
         return EXIT_TROUBLE

@@ -22,8 +22,9 @@ DIFF_EXAMPLES = 400
 """Inputs `check` tries per changed function: enough for the falsy family, quick in CI."""
 
 
-class NotADiff(Exception):
-    """The revision or the repository cannot be read with git."""
+class _NotADiff(Exception):
+    """The revision or the repository cannot be read with git (caught in run_diff, which
+    says why in one line)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,15 +58,17 @@ class Changed:
 
 
 def run_diff(base: str, paths: list[str], *, output: str, out: TextIO, err: TextIO) -> int:
-    """Lint the changes since `base`; the exit status as `lint`'s.
+    """Lint the changes since `base`; the exit status as `lint`'s (2, and one line on `err`,
+    when git cannot compare with `base` here)."""
+    from strictcall.review.commands import EXIT_DIFFERENT, EXIT_SAME, EXIT_TROUBLE, write_findings
 
-    Raises:
-        NotADiff: git cannot compare with `base` here.
-    """
-    from strictcall.review.commands import EXIT_DIFFERENT, EXIT_SAME, write_findings
-
+    try:
+        changes = changed_lines(base, paths)
+    except _NotADiff as exc:
+        err.write(f"strictcall lint: --diff {base}: {exc}\n")
+        return EXIT_TROUBLE
     changed: list[Changed] = []
-    for path, lines in changed_lines(base, paths).items():
+    for path, lines in changes.items():
         try:
             new_source = Path(path).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
@@ -88,7 +91,7 @@ def changed_lines(base: str, paths: list[str]) -> dict[str, set[int]]:
     change since `base` added or modified.
 
     Raises:
-        NotADiff: git cannot compare with `base` here.
+        _NotADiff: git cannot compare with `base` here.
     """
     text = _git(
         ["diff", "--relative", "-U0", "--no-color", "--no-ext-diff", base, "--", *paths],
@@ -290,13 +293,13 @@ def _git(arguments: list[str], *, check: bool) -> str | None:
             ["git", *arguments], capture_output=True, text=True, timeout=60, check=False
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise NotADiff(f"git did not run ({type(exc).__name__})") from None
+        raise _NotADiff(f"git did not run ({type(exc).__name__})") from None
     if done.returncode != 0:
         if check:
             last = (done.stderr.strip().splitlines() or ["git failed"])[-1]
-            raise NotADiff(last)
+            raise _NotADiff(last)
         return None
     return done.stdout
 
 
-__all__ = ["Changed", "NotADiff", "changed_lines", "review_change", "run_diff"]
+__all__ = ["Changed", "changed_lines", "review_change", "run_diff"]
