@@ -125,19 +125,21 @@ def test_is_not_none_before_reading_the_key_asks_about_an_explicit_null() -> Non
 @pytest.mark.parametrize(
     ("line", "code"),
     [
-        pytest.param(
-            line,
-            code,
-            id=name,
-            marks=[pytest.mark.xfail(strict=True, reason="a measured miss")]
-            if name in planted.KNOWN_MISSES
-            else [],
-        )
+        pytest.param(line, code, id=name)
         for name, line, code in planted.DEFECTS
+        if name not in planted.KNOWN_MISSES
     ],
 )
 def test_each_planted_defect_is_found_on_its_line(line: int, code: str) -> None:
     assert line in [finding.line for finding in lint(code)]
+
+
+def test_the_planted_defects_missed_are_exactly_the_measured_misses() -> None:
+    # docs/LINT.md reports these as missed; one found now is a gain to record there
+    missed = {
+        name for name, line, code in planted.DEFECTS if line not in [f.line for f in lint(code)]
+    }
+    assert missed == set(planted.KNOWN_MISSES)
 
 
 @pytest.mark.parametrize(
