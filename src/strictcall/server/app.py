@@ -40,6 +40,7 @@ from strictcall.audit.log import AuditLog
 from strictcall.core.gateway import Gateway
 from strictcall.core.pipeline import Limits
 from strictcall.core.tools import Tool
+from strictcall.server.admission import Admission
 from strictcall.server.edge import EdgeLimits, OriginPolicy
 from strictcall.server.guard import guarded_protocol
 from strictcall.server.listen import bind_listeners
@@ -142,11 +143,18 @@ def build_gateway_app(
         exposition=None if metrics is None else metrics.exposition,
         health=lambda: {"audit records waiting": audit.pending, "audit records lost": audit.lost},
     )
+    admission = Admission(
+        store,
+        record,
+        origins=origins,
+        max_in_flight=(edge if edge is not None else EdgeLimits()).max_in_flight,
+    )
     app = RpcApp(
         RpcService(gateway, record),
         store,
         max_body=gateway.limits.max_size,
         record=record,
+        admission=admission,
         mounts={"/mcp": mcp},
         routes=dict.fromkeys(PATHS, ops),
         lifespans=[
@@ -155,8 +163,6 @@ def build_gateway_app(
             mcp.lifespan,
             *([] if metrics is None else [metrics.running]),
         ],
-        origins=origins,
-        max_in_flight=(edge if edge is not None else EdgeLimits()).max_in_flight,
         count_in_flight=metrics is not None,
     )
     if metrics is not None:

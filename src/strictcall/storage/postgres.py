@@ -582,6 +582,11 @@ class PostgresStore:
         )
         return token
 
+    @property
+    def tokens_inline(self) -> bool:
+        """False: a token not in the cache waits a round trip (await the async form)."""
+        return False
+
     def identity_for_token(self, token: str) -> str | None:
         """Whose token this is, or None for an unknown token.
 

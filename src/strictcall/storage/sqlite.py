@@ -362,6 +362,10 @@ class SQLiteStore:
             return False
         return True
 
+    async def healthy_async(self) -> bool:
+        """`healthy`: one stat, answered inline."""
+        return self.healthy()
+
     def schema_version(self) -> int:
         """The version of the schema this file holds."""
         with self._using() as conn:
@@ -475,6 +479,15 @@ class SQLiteStore:
                 (hash_token(token), identity, time.time()),
             )
         return token
+
+    @property
+    def tokens_inline(self) -> bool:
+        """True: a token is looked up in process, in microseconds."""
+        return True
+
+    async def identity_for_token_async(self, token: str) -> str | None:
+        """`identity_for_token`, answered inline."""
+        return self.identity_for_token(token)
 
     def identity_for_token(self, token: str) -> str | None:
         """Whose token this is, or None for an unknown token.
