@@ -1,7 +1,6 @@
-"""POST /rpc answered in place (`strictcall.server.coalesce`) against the same request run through
-the
-app: a real `strictcall serve`, raw HTTP/1.1 on a socket, so that how the bytes arrive (with
-the headers or after them, pipelined, closing) is the test's to choose."""
+"""POST /rpc answered in place (`strictcall.server._uvicorn`) against the same request
+run through the app: a real `strictcall serve`, raw HTTP/1.1 on a socket, so that how the
+bytes arrive (with the headers or after them, pipelined, closing) is the test's to choose."""
 
 from __future__ import annotations
 
