@@ -39,9 +39,9 @@ def steps_for(gateway: Any, raw: str, identity: str) -> list[Step]:
     """Every step of the call, each a zero-argument callable on precomputed inputs."""
     import orjson
 
-    from strictcall import gateway as gw
-    from strictcall import jsontext, pipeline
     from strictcall.client.reply import check_request_id
+    from strictcall.core import gateway as gw
+    from strictcall.core import jsontext, pipeline
     from strictcall.core.tools import ToolContext
 
     steps: list[Step] = []

@@ -41,9 +41,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "ops": frozenset({"audit", "storage", "core", "errors"}),
     "transports": frozenset({"core", "errors"}),
     "services": frozenset({"transports", "storage", "core", "errors"}),
-    "server": frozenset(
-        {"services", "transports", "ops", "audit", "storage", "core", "errors"}
-    ),
+    "server": frozenset({"services", "transports", "ops", "audit", "storage", "core", "errors"}),
     "client": frozenset({"core", "errors"}),
     "review": frozenset({"client", "core", "errors"}),
     "cli": frozenset(
@@ -213,9 +211,7 @@ def _error_kinds() -> set[str]:
     }
 
 
-@pytest.mark.parametrize(
-    "name", sorted(n for n in MODULES if layer_of(n) in ("transports", "ops"))
-)
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if layer_of(n) in ("transports", "ops")))
 def test_transports_and_operations_choose_no_error_code(name: str) -> None:
     assert not sorted(IMPORTS[name] & _error_kinds()), f"{name} picks error kinds itself"
 

@@ -343,3 +343,54 @@ def test_jsonschema_rs_still_names_every_error_kind_the_describer_reads() -> Non
 
 def test_the_running_python_is_a_supported_one() -> None:
     assert sys.version_info >= (3, 11)
+
+
+def test_psycopg_still_makes_its_error_from_a_failed_libpq_result(postgres: None) -> None:
+    """strictcall.storage.postgres._libpq calls psycopg.errors.error_from_result (not public)
+    for the reads the loop sends through libpq itself: a failed result must still become the
+    exception psycopg raises for its own calls, its class from the SQLSTATE."""
+    import psycopg
+    from psycopg import errors
+
+    import pg
+
+    make = getattr(errors, "error_from_result", None)
+    assert make is not None, (
+        "psycopg no longer has psycopg.errors.error_from_result, which "
+        "strictcall.storage.postgres._libpq calls: check the new release, then move the bound "
+        "in pyproject.toml"
+    )
+    assert list(inspect.signature(make).parameters) == ["result", "encoding"], (
+        "psycopg's errors.error_from_result changed its signature; "
+        "strictcall.storage.postgres._libpq calls it as (result, encoding=...)"
+    )
+    from strictcall.storage.postgres._libpq import error_of
+
+    with psycopg.connect(pg.ADMIN_URL, autocommit=True) as conn:
+        result = conn.pgconn.exec_(b"SELECT * FROM strictcall_no_such_table")
+        error = error_of(result, conn.info.encoding)
+    assert isinstance(error, errors.UndefinedTable), (
+        "psycopg.errors.error_from_result no longer gives the SQLSTATE's class (42P01: "
+        "UndefinedTable); strictcall.storage.postgres.session reads faults by that class"
+    )
+    assert error.sqlstate == "42P01"
+
+
+def uses_name(path: Path, name: str) -> bool:
+    """Whether the module at `path` reads `name` as an attribute or imports it."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Attribute) and node.attr == name:
+            return True
+        if isinstance(node, ast.alias) and name in (node.name, node.name.rsplit(".", 1)[-1]):
+            return True
+    return False
+
+
+def test_psycopgs_private_part_is_used_from_one_module_only() -> None:
+    src = ROOT / "src" / "strictcall"
+    users = sorted(
+        str(path.relative_to(src))
+        for path in src.rglob("*.py")
+        if uses_name(path, "error_from_result")
+    )
+    assert users == ["storage/postgres/_libpq.py"]

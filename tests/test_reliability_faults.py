@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from reliability import faults, procs
 
-from strictcall import audit as audit_module
+from strictcall.audit import log as audit_module
 from strictcall.audit.log import AuditLog
 from strictcall.errors import AUTH_UNAVAILABLE, STORE_UNAVAILABLE
 from strictcall.storage import AuditRecord, IdempotencyKey

@@ -27,6 +27,7 @@ from strictcall import Gateway, Tool
 from strictcall.core.tools import ToolContext
 from strictcall.errors import INTERNAL_ERROR
 from strictcall.storage import hash_token
+from strictcall.storage.queries import TokenCache
 from strictcall.storage.sqlite import SQLiteStore
 
 TOKEN_SHAPE = re.compile(r"sc_[A-Za-z0-9_-]{43}")
@@ -77,11 +78,14 @@ def test_tokens_are_stored_only_as_hashes(tmp_path: Path) -> None:
 
 
 def test_tokens_are_compared_in_constant_time() -> None:
-    source = inspect.getsource(SQLiteStore.identity_for_token)
-    assert "hmac.compare_digest(" in source
+    lookup = inspect.getsource(SQLiteStore.identity_for_token)  # both stores' (SharedReads)
+    compared = inspect.getsource(TokenCache.remember)
+    assert "hmac.compare_digest(" in compared
+    assert "self._tokens.remember(digest," in lookup
     # the lookup and the comparison are on the token's hash, never the token
-    assert re.search(r"digest\s*=\s*hash_token\(token\)", source)
-    assert not re.search(r"token\s*==|==\s*token", source)
+    assert re.search(r"digest\s*=\s*hash_token\(token\)", lookup)
+    for source in (lookup, compared):
+        assert not re.search(r"token\s*==|==\s*token", source)
 
 
 def sentinel(kind: str) -> str:

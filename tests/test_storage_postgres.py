@@ -28,13 +28,8 @@ from strictcall.storage import (
     open_store,
     shown_db,
 )
-from strictcall.storage.postgres import (
-    LOOP_CONNECTIONS,
-    SCHEMA_VERSION,
-    PostgresStore,
-    _LoopPool,
-    _PoolFull,
-)
+from strictcall.storage.postgres import LOOP_CONNECTIONS, SCHEMA_VERSION, PostgresStore
+from strictcall.storage.postgres.connections import LoopPool, PoolFull
 
 T = TypeVar("T")
 DEADLINE_S = 30.0
@@ -660,13 +655,13 @@ def test_a_write_between_awaited_reads_on_one_connection_keeps_both_working(
 
 def test_calls_waiting_for_a_connection_give_up_each_at_its_own_deadline(pg_url: str) -> None:
     async def scenario() -> None:
-        pool = _LoopPool(pg_url, {"autocommit": True}, 1)
+        pool = LoopPool(pg_url, {"autocommit": True}, 1)
         try:
             taken = await pool.get(1.0)
             patient = asyncio.create_task(pool.get(DEADLINE_S))
             cancelled = asyncio.create_task(pool.get(DEADLINE_S))
             await asyncio.sleep(0)  # both wait
-            with pytest.raises(_PoolFull):  # the shortest wait, asked last, ends first
+            with pytest.raises(PoolFull):  # the shortest wait, asked last, ends first
                 await pool.get(0.05)
             assert not patient.done()
             cancelled.cancel()

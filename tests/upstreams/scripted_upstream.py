@@ -1,7 +1,7 @@
 """A hand-written MCP server on stdio (no SDK) whose tools answer tools/call in the odd ways a
 real server may: the proxy's own path for calls must read each as the official client would.
 
-    python scripted_upstream.py RECEIVED_LOG
+    python scripted_upstream.py RECEIVED_LOG [REMOTE_REF]
 
 Every line it receives is appended to RECEIVED_LOG, so that a test can see what the proxy sent
 (a notifications/cancelled, for one). Tools (each takes no arguments):
@@ -18,6 +18,9 @@ Every line it receives is appended to RECEIVED_LOG, so that a test can see what 
                   reading), then the result
     later_member  a result with `resultType`, a member of a later revision
     hang          no answer, and no more answers to anything (pings included): the server hangs
+
+With REMOTE_REF (a URL), it also lists `remote_ref`, whose input schema refers to that URL and
+to a file (`$ref`): the proxy must fetch and read neither, and serve the others.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import time
 from typing import Any
 
 LOG = sys.argv[1]
+REMOTE_REF = sys.argv[2] if len(sys.argv) > 2 else None
 TOOLS = [
     "rpc_error",
     "both",
@@ -99,6 +103,10 @@ def main() -> None:
             write({"jsonrpc": "2.0", "id": request_id, "result": result})
         elif method == "tools/list":
             tools = [{"name": name, "inputSchema": schema} for name in TOOLS]
+            if REMOTE_REF is not None:
+                remote = {"a": {"$ref": REMOTE_REF}, "b": {"$ref": "file:///etc/hostname"}}
+                remote_schema = {"type": "object", "properties": remote}
+                tools.append({"name": "remote_ref", "inputSchema": remote_schema})
             write({"jsonrpc": "2.0", "id": request_id, "result": {"tools": tools}})
         elif method == "ping":
             write({"jsonrpc": "2.0", "id": request_id, "result": {}})

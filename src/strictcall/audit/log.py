@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from typing import Final
 
-from strictcall.storage import AuditRecord, AwaitedNotes, Store, StoreUnavailable
+from strictcall.storage import AuditRecord, AuditStore, AwaitedNotes, StoreUnavailable
 
 FLUSH_INTERVAL_S: Final = 0.05
 BUSY_FLUSH_INTERVAL_S: Final = 0.01
@@ -39,7 +39,7 @@ def interval_after(batch: int) -> float:
 class AuditLog:
     """Audit records waiting to be written to a store."""
 
-    def __init__(self, store: Store, *, on_fault: Callable[[], None] | None = None) -> None:
+    def __init__(self, store: AuditStore, *, on_fault: Callable[[], None] | None = None) -> None:
         """`on_fault`: told each time the store cannot take a batch (a metric counts it)."""
         self._store = store
         self._pending: list[AuditRecord] = []

@@ -1,6 +1,6 @@
 """The audit's breakdown over a time window: calls and failures by stage and code, per minute
 for the chart, the top failing (tool, code, reason, pointer) and the latest refusals. What
-`strictcall stats` prints and the operator page draws, read through the `Store` protocol."""
+`strictcall stats` prints and the operator page draws, read through the `OpsStore` protocol."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Final
 
-from strictcall.storage import MINUTE_S, AuditRecord, FailureRow, Store, StoreUnavailable
+from strictcall.storage import MINUTE_S, AuditRecord, FailureRow, OpsStore, StoreUnavailable
 
 DEFAULT_SINCE_S: Final = 3600
 TOP_FAILURES: Final = 10
@@ -91,7 +91,7 @@ class Breakdown:
 
 
 def breakdown(
-    store: Store,
+    store: OpsStore,
     since_s: float = DEFAULT_SINCE_S,
     *,
     now: float | None = None,

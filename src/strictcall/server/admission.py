@@ -43,7 +43,7 @@ from strictcall.errors import (
     Rejection,
 )
 from strictcall.server.edge import DEFAULT_MAX_IN_FLIGHT, OriginPolicy
-from strictcall.storage import StoreUnavailable
+from strictcall.storage import StoreUnavailable, TokenStore
 from strictcall.transports.asgi import (
     IDENTITY_KEY,
     ASGIApp,
@@ -204,20 +204,6 @@ class OriginCheck(Step):
         return FOREIGN_ORIGIN
 
 
-class TokenLookup(Protocol):
-    """What admission needs of a store: a bearer token's identity, in both forms."""
-
-    @property
-    def tokens_inline(self) -> bool:
-        """True when `identity_for_token` never waits on the network (it may run on the event
-        loop's thread); False when the lookup must be awaited."""
-        ...
-
-    def identity_for_token(self, token: str) -> str | None: ...
-
-    async def identity_for_token_async(self, token: str) -> str | None: ...
-
-
 class BearerIdentity(Step):
     """The identity of `Authorization: Bearer <token>`, in the scope under `IDENTITY_KEY`; 401
     without a token the store knows, 503 while the store cannot answer. A store whose lookup
@@ -225,7 +211,7 @@ class BearerIdentity(Step):
 
     __slots__ = ("_inline", "tokens")
 
-    def __init__(self, app: Wire, record: Recorder, tokens: TokenLookup) -> None:
+    def __init__(self, app: Wire, record: Recorder, tokens: TokenStore) -> None:
         super().__init__(app, record)
         self.tokens: Final = tokens
         self._inline: Final = tokens.tokens_inline
@@ -336,7 +322,7 @@ class Admission:
 
     def __init__(
         self,
-        tokens: TokenLookup,
+        tokens: TokenStore,
         record: Recorder,
         *,
         origins: OriginPolicy | None = None,

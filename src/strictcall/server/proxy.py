@@ -70,7 +70,12 @@ class Proxy:
 
 
 def _one_line(text: str) -> str:
-    return " ".join(text.split())
+    """`text` (an upstream may have chosen some of it) on one line, no control character left
+    to reach a terminal."""
+    folded = " ".join(text.split())
+    return "".join(
+        f"\\x{ord(c):02x}" if ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 else c for c in folded
+    )
 
 
 def serve_proxy_stdio(proxy: Proxy, identity: str, *, store: Store | None = None) -> None:

@@ -1,4 +1,4 @@
-"""The notes tools, served from a `Store` under the caller's identity.
+"""The notes tools, served from a `NotesStore` under the caller's identity.
 
     read_note   {note_id}  -> {note_id, text}
     list_notes  {}         -> [{note_id, text}, ...], oldest first; [] when there are none
@@ -39,7 +39,7 @@ from strictcall.storage import (
     IdempotencyConflict,
     IdempotencyKey,
     Note,
-    Store,
+    NotesStore,
     StoreBusy,
     StoreUnavailable,
 )
@@ -118,7 +118,7 @@ def _as_result(note: Note) -> dict[str, JSONValue]:
     return {"note_id": note.note_id, "text": note.text}
 
 
-def notes_tools(store: Store) -> list[Tool]:
+def notes_tools(store: NotesStore) -> list[Tool]:
     """The five notes tools, bound to `store`. On a store whose every call waits a network
     round trip (`concurrent_calls` above 1) every tool runs on a worker thread: the reads under
     `READ_TIMEOUT_S`, the writes without trying inline first, as an event loop that waited on
@@ -258,7 +258,7 @@ def _awaited_handlers(store: AwaitedNotes) -> tuple[Handler, ...]:
     return (read_note, list_notes, count_notes, create_note, delete_note)
 
 
-def notes_gateway(store: Store, *, limits: Limits | None = None) -> Gateway:
+def notes_gateway(store: NotesStore, *, limits: Limits | None = None) -> Gateway:
     """A gateway serving the notes tools from `store`. Its worker threads run the calls that
     have to wait, as many as the store takes at once: on SQLite one, for the writes that wait
     for the lock (SQLite takes one writer at a time anyway, and one thread spares them a queue

@@ -1,7 +1,9 @@
 """The storage interface: what the notes service needs from a database, and nothing of any
 database in particular.
 
-`Store` is the protocol the service, the transports and the commands program against; its
+Each job has its protocol: `NotesStore` (the notes service), `TokenStore` (admission),
+`AuditStore` (the audit log), `OpsStore` (the operators' page and commands), and `Health`;
+`Store` is their union, for code that opens one database for every job. Their
 records (`Note`, `AuditRecord`, `IdempotencyKey`) and faults (`StoreUnavailable`, `StoreBusy`,
 `IdempotencyConflict`) live here, so that nothing above the storage layer imports a driver.
 `strictcall.storage.sqlite` is the embedded default (the only module that imports sqlite3);
@@ -157,8 +159,24 @@ class IdempotencyKey:
     fingerprint: str
 
 
-class Store(Protocol):
-    """What the service needs from a database."""
+@runtime_checkable
+class Health(Protocol):
+    """Whether a database can serve now, asked by /healthz and the readiness probe."""
+
+    def healthy(self) -> bool:
+        """Whether the database can serve now (cheap, never long)."""
+        ...
+
+    async def healthy_async(self) -> bool:
+        """`healthy`, awaited on the running loop without blocking it (a store that answers in
+        process may answer inline)."""
+        ...
+
+
+@runtime_checkable
+class NotesStore(Health, Protocol):
+    """The notes service's job: notes read and written by their owner, writes idempotent per
+    (identity, call id)."""
 
     @property
     def concurrent_calls(self) -> int:
@@ -167,20 +185,6 @@ class Store(Protocol):
         one at a time. More: every call waits a network round trip (PostgreSQL): reads and
         writes run on that many threads, so an event loop never waits on the database (a store
         that is also `AwaitedNotes` has a server's loop await them instead)."""
-        ...
-
-    def healthy(self) -> bool:
-        """Whether the database can serve now (for /healthz; cheap, never long)."""
-        ...
-
-    async def healthy_async(self) -> bool:
-        """`healthy`, awaited on the running loop without blocking it."""
-        ...
-
-    @property
-    def tokens_inline(self) -> bool:
-        """True when `identity_for_token` never waits on a network round trip (SQLite: it may
-        run on an event loop's thread); False when it may (PostgreSQL: await the async form)."""
         ...
 
     def read_note(self, owner: str, note_id: str) -> Note | None: ...
@@ -193,30 +197,82 @@ class Store(Protocol):
     def delete_note(
         self, owner: str, note_id: str, key: IdempotencyKey, *, wait: bool = True
     ) -> bool: ...
+
+
+@runtime_checkable
+class TokenStore(Protocol):
+    """Admission's job: an agent's bearer token to its identity. Both forms on every store, so
+    admission awaits the lookup without asking which database answers."""
+
+    @property
+    def tokens_inline(self) -> bool:
+        """True when `identity_for_token` never waits on a network round trip (SQLite: it may
+        run on an event loop's thread); False when it may (PostgreSQL: await the async form)."""
+        ...
+
     def create_token(self, identity: str) -> str: ...
-    def identity_for_token(self, token: str) -> str | None: ...
-    async def identity_for_token_async(self, token: str) -> str | None: ...
+
+    def identity_for_token(self, token: str) -> str | None:
+        """Whose agent token this is, or None for an unknown one (or an operator's).
+
+        Raises:
+            StoreUnavailable: the database cannot answer now.
+        """
+        ...
+
+    async def identity_for_token_async(self, token: str) -> str | None:
+        """`identity_for_token`, awaited on the running loop without blocking it."""
+        ...
+
+
+@runtime_checkable
+class AuditStore(Protocol):
+    """The audit log's job: records appended in batches, read back newest first."""
+
     def record_call(self, record: AuditRecord) -> None: ...
     def record_calls(self, records: Sequence[AuditRecord]) -> None: ...
+
+    async def record_calls_async(self, records: Sequence[AuditRecord]) -> None:
+        """`record_calls`, awaited on the running loop without blocking it (SQLite writes on a
+        worker thread, as its write may wait on a lock).
+
+        Raises:
+            StoreUnavailable: the batch was not written (the caller keeps it).
+        """
+        ...
+
     def recent_calls(self, limit: int) -> list[AuditRecord]: ...
     def call_counts(self) -> list[tuple[str, str | None, str | None, int]]: ...
-    # --- for operators (issue 16): the page, /metrics' neighbours, `stats`, `audit --follow`
+    def audit_size(self) -> int: ...
+
+
+@runtime_checkable
+class OpsStore(Protocol):
+    """The operators' job (issue 16): their tokens, and the audit counted and followed for the
+    page, /metrics' neighbours, `stats` and `audit --follow`."""
+
     def create_operator_token(self, name: str) -> str: ...
     def operator_for_token(self, token: str) -> str | None: ...
     def call_stats(self, since: float) -> list[StatRow]: ...
     def top_failures(self, since: float, limit: int) -> list[FailureRow]: ...
     def recent_refusals(self, limit: int) -> list[AuditRecord]: ...
     def calls_after(self, cursor: int | None, limit: int) -> tuple[int, list[AuditRecord]]: ...
+
+
+@runtime_checkable
+class Store(NotesStore, TokenStore, AuditStore, OpsStore, Protocol):
+    """One database for every job: what `open_store` returns and a server opens once."""
+
     def close(self) -> None: ...
 
 
 @runtime_checkable
 class AwaitedNotes(Protocol):
-    """A store whose note calls, audit batches and token lookups can be awaited on the server's
-    event loop (PostgreSQL): each waits a network round trip, which an event loop awaits at less
-    cost than a thread hop, and which must not stall the loop (an unknown token is looked up
-    every time). The same guarantees, faults and answers as the `Store` methods of the same
-    names (without `_async`)."""
+    """A store whose note calls can be awaited on the server's event loop (PostgreSQL): each
+    waits a network round trip, which an event loop awaits at less cost than a thread hop. The
+    same guarantees, faults and answers as the `NotesStore` methods of the same names (without
+    `_async`). (Token lookups, audit batches and the health probe have their async forms on
+    every store: `TokenStore`, `AuditStore`, `Health`.)"""
 
     async def read_note_async(self, owner: str, note_id: str) -> Note | None: ...
     async def list_notes_async(self, owner: str) -> list[Note]: ...

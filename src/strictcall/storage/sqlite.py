@@ -1,7 +1,9 @@
 """The embedded store: the only module that imports sqlite3.
 
-`SQLiteStore` implements `strictcall.storage.base.Store` on one file in WAL mode, its schema
-created on first use and versioned in `meta` for later migrations. Every query that touches a
+`SQLiteStore` serves every job's protocol (`strictcall.storage.base`: notes, tokens, audit,
+operators) on one file in WAL mode, its schema created on first use and versioned in `meta` for
+later migrations; the statements it shares with PostgreSQL are `strictcall.storage.sql`'s, their
+row code `strictcall.storage.queries`'. Every query that touches a
 note names its owner, so another owner's note and a missing note take the same path and give
 the same answer.
 
@@ -11,8 +13,8 @@ Database faults (locked, read-only, disk full, the file deleted under the server
 
 from __future__ import annotations
 
+import asyncio
 import errno
-import hmac
 import os
 import sqlite3
 import threading
@@ -26,31 +28,25 @@ import orjson
 
 from strictcall.storage.base import (
     MINUTE_S,
-    TOKEN_CACHE_S,
     AuditRecord,
-    FailureRow,
-    IdempotencyConflict,
     IdempotencyKey,
     Note,
     SchemaTooNew,
-    StatRow,
     StoreBusy,
     StoreUnavailable,
-    failure_rows,
     hash_token,
     minute_counts,
-    minute_of,
     new_note_id,
     new_token,
-    stat_rows,
 )
+from strictcall.storage.queries import SharedReads, TokenCache, recorded_note_id
+from strictcall.storage.sql import AUDIT_COLUMNS, SQLITE
 
 SCHEMA_VERSION: Final = 3
 """The schema this code writes; an older file is migrated when opened, a newer one refused."""
 
 BUSY_TIMEOUT_MS: Final = 1000
 _READ_CHECK_S: Final = 0.5
-_TOKEN_CACHE_SIZE: Final = 4096
 
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -123,13 +119,8 @@ _MIGRATIONS: Final[Mapping[int, tuple[str, ...]]] = {
         "CREATE INDEX IF NOT EXISTS audit_refusals ON audit (seq) WHERE outcome = 'error'",
     ),
 }
-_READ_NOTE: Final = "SELECT text FROM notes INDEXED BY notes_by_owner_id WHERE owner = ? AND id = ?"
-
-_AUDIT_COLUMNS: Final = (
-    "at, call_id, identity, tool, outcome, code, stage, latency_us, reason, pointer"
-)
 _INSERT_AUDIT_ROW: Final = (
-    f"INSERT INTO audit ({_AUDIT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    f"INSERT INTO audit ({AUDIT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _COUNT_MINUTE: Final = (
     "INSERT INTO audit_minutes (minute, tool, outcome, stage, code, reason, pointer, n)"
@@ -141,7 +132,7 @@ _COUNT_MINUTE: Final = (
 # GIL once for the whole batch instead of once per row, and a server's event loop (holding the
 # GIL) is not made to hand it back and forth ~10,000 times a second.
 _INSERT_AUDIT_ROWS: Final = (
-    f"INSERT INTO audit ({_AUDIT_COLUMNS}) SELECT "
+    f"INSERT INTO audit ({AUDIT_COLUMNS}) SELECT "
     + ", ".join(f"json_extract(value, '$[{i}]')" for i in range(10))
     + " FROM json_each(?)"
 )
@@ -221,12 +212,14 @@ def _begin_without_waiting(conn: sqlite3.Connection) -> None:
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
 
 
-class SQLiteStore:
+class SQLiteStore(SharedReads):
     """The embedded store: one SQLite file in WAL mode, with two connections, each behind its
     own lock: one for writes, one for reads. In WAL mode readers never wait for a writer, so a
     write waiting on a lock held elsewhere (up to `BUSY_TIMEOUT_MS`) never holds up a read."""
 
     concurrent_calls: Final = 1  # reads take microseconds in process; one writer at a time
+    tokens_inline: Final = True  # a token is looked up in process, in microseconds
+    _sql = SQLITE
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path: Final = Path(path)
@@ -236,7 +229,7 @@ class SQLiteStore:
         self._reader, self._reader_inode = self._open_reader()
         self._read_cursor = self._reader.cursor()  # reused: one cursor less per read
         self._checked_at = time.monotonic()
-        self._tokens: dict[str, tuple[str, float]] = {}
+        self._tokens = TokenCache()
         self.json_rows = _has_json(self._conn)
         """Whether this SQLite has its JSON functions (built in since 3.38), with which an audit
         batch is inserted by one statement; without them, row by row."""
@@ -310,8 +303,9 @@ class SQLiteStore:
         finally:
             self._lock.release()
 
-    def _fetch(self, sql: str, params: tuple[object, ...], *, many: bool = False) -> Any:
-        """One read query's first row (or all rows), without a context manager on the path."""
+    def _select(self, sql: str, params: tuple[object, ...], *, many: bool = False) -> Any:
+        """One read query's first row (or all rows), on the read connection, without a context
+        manager on the path."""
         with self._read_lock:
             if time.monotonic() - self._checked_at >= _READ_CHECK_S:
                 self._check_reader()
@@ -363,32 +357,24 @@ class SQLiteStore:
         return True
 
     async def healthy_async(self) -> bool:
-        """`healthy`: one stat, answered inline."""
+        """`healthy`, answered inline: one stat, no wait."""
         return self.healthy()
-
-    def schema_version(self) -> int:
-        """The version of the schema this file holds."""
-        with self._using() as conn:
-            row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        return int(row[0])
 
     # --- notes --------------------------------------------------------------------------------
 
     def read_note(self, owner: str, note_id: str) -> Note | None:
         """The owner's note of that id, or None (missing and not-yours are the same)."""
-        row = self._fetch(_READ_NOTE, (owner, note_id))
+        row = self._select(SQLITE.read_note, (owner, note_id))
         return None if row is None else Note(note_id, row[0])
 
     def list_notes(self, owner: str) -> list[Note]:
         """The owner's notes, oldest first."""
-        rows = self._fetch(
-            "SELECT id, text FROM notes WHERE owner = ? ORDER BY seq", (owner,), many=True
-        )
+        rows = self._select(SQLITE.list_notes, (owner,), many=True)
         return [Note(note_id, text) for note_id, text in rows]
 
     def count_notes(self, owner: str) -> int:
         """How many notes the owner has."""
-        row = self._fetch("SELECT count(*) FROM notes WHERE owner = ?", (owner,))
+        row = self._select(SQLITE.count_notes, (owner,))
         return int(row[0])
 
     def add_note(self, owner: str, text: str) -> Note:
@@ -450,15 +436,7 @@ class SQLiteStore:
 
     @staticmethod
     def _recorded(conn: sqlite3.Connection, owner: str, key: IdempotencyKey) -> str | None:
-        row = conn.execute(
-            "SELECT fingerprint, note_id FROM idempotency WHERE identity = ? AND call_id = ?",
-            (owner, key.call_id),
-        ).fetchone()
-        if row is None:
-            return None
-        if not hmac.compare_digest(row[0], key.fingerprint):
-            raise IdempotencyConflict
-        return str(row[1])
+        return recorded_note_id(conn.execute(SQLITE.recorded, (owner, key.call_id)).fetchone(), key)
 
     @staticmethod
     def _record(conn: sqlite3.Connection, owner: str, key: IdempotencyKey, note_id: str) -> None:
@@ -474,42 +452,12 @@ class SQLiteStore:
         """A new random API token for `identity`; only its hash is kept."""
         token = new_token()
         with self._using(write=True) as conn:
-            conn.execute(
-                "INSERT INTO tokens (hash, identity, created_at) VALUES (?, ?, ?)",
-                (hash_token(token), identity, time.time()),
-            )
+            conn.execute(SQLITE.insert_token, (hash_token(token), identity, time.time()))
         return token
 
-    @property
-    def tokens_inline(self) -> bool:
-        """True: a token is looked up in process, in microseconds."""
-        return True
-
     async def identity_for_token_async(self, token: str) -> str | None:
-        """`identity_for_token`, answered inline."""
+        """`identity_for_token`, answered inline: a lookup in process takes microseconds."""
         return self.identity_for_token(token)
-
-    def identity_for_token(self, token: str) -> str | None:
-        """Whose token this is, or None for an unknown token.
-
-        A known token is remembered for `TOKEN_CACHE_S` seconds, so that a busy caller costs one
-        hash and no query per call; an unknown one is looked up every time.
-        """
-        digest = hash_token(token)
-        cached = self._tokens.get(digest)
-        now = time.monotonic()
-        if cached is not None and cached[1] > now:
-            return cached[0]
-        row = self._fetch(
-            "SELECT hash, identity FROM tokens WHERE hash = ? AND role = 'agent'", (digest,)
-        )
-        if row is None or not hmac.compare_digest(row[0], digest):
-            return None
-        identity = str(row[1])
-        if len(self._tokens) >= _TOKEN_CACHE_SIZE:
-            self._tokens.clear()
-        self._tokens[digest] = (identity, now + TOKEN_CACHE_S)
-        return identity
 
     # --- audit --------------------------------------------------------------------------------
 
@@ -532,23 +480,9 @@ class SQLiteStore:
                 conn.executemany(_INSERT_AUDIT_ROW, records)
             conn.executemany(_COUNT_MINUTE, minutes)
 
-    def recent_calls(self, limit: int) -> list[AuditRecord]:
-        """The last `limit` calls, newest first."""
-        with self._using() as conn:
-            rows = conn.execute(
-                f"SELECT {_AUDIT_COLUMNS} FROM audit ORDER BY seq DESC LIMIT ?",
-                (limit,),
-            ).fetchall()
-        return [AuditRecord(*row) for row in rows]
-
-    def call_counts(self) -> list[tuple[str, str | None, str | None, int]]:
-        """How many calls ended with each (outcome, stage, code)."""
-        with self._using() as conn:
-            rows = conn.execute(
-                "SELECT outcome, stage, code, count(*) FROM audit"
-                " GROUP BY outcome, stage, code ORDER BY count(*) DESC"
-            ).fetchall()
-        return [(str(o), s, c, int(n)) for o, s, c, n in rows]
+    async def record_calls_async(self, records: Sequence[AuditRecord]) -> None:
+        """`record_calls` on a worker thread: the write may wait on the database's lock."""
+        await asyncio.to_thread(self.record_calls, records)
 
     # --- for operators ------------------------------------------------------------------------
 
@@ -556,73 +490,8 @@ class SQLiteStore:
         """A new operator token (the page, /metrics); it is no agent's token: /rpc refuses it."""
         token = new_token()
         with self._using(write=True) as conn:
-            conn.execute(
-                "INSERT INTO tokens (hash, identity, created_at, role) VALUES (?, ?, ?, ?)",
-                (hash_token(token), name, time.time(), "operator"),
-            )
+            conn.execute(SQLITE.insert_operator_token, (hash_token(token), name, time.time()))
         return token
-
-    def operator_for_token(self, token: str) -> str | None:
-        """The operator's name for an operator token; None for any other (an agent's too)."""
-        digest = hash_token(token)
-        row = self._fetch(
-            "SELECT hash, identity FROM tokens WHERE hash = ? AND role = 'operator'", (digest,)
-        )
-        if row is None or not hmac.compare_digest(row[0], digest):
-            return None
-        return str(row[1])
-
-    def call_stats(self, since: float) -> list[StatRow]:
-        """The calls counted by minute, tool, outcome, stage and code, from the minute holding
-        `since` on (read from the per-minute counts, never the records)."""
-        rows = self._fetch(
-            "SELECT minute, tool, outcome, stage, code, sum(n) FROM audit_minutes"
-            " WHERE minute >= ? GROUP BY minute, tool, outcome, stage, code",
-            (minute_of(since),),
-            many=True,
-        )
-        return stat_rows(rows)
-
-    def top_failures(self, since: float, limit: int) -> list[FailureRow]:
-        """The (tool, code, reason, pointer) failing most often since `since`, most first."""
-        rows = self._fetch(
-            "SELECT tool, code, reason, pointer, sum(n) AS total FROM audit_minutes"
-            " WHERE minute >= ? AND outcome = 'error' GROUP BY tool, code, reason, pointer"
-            " ORDER BY total DESC, tool, code, reason, pointer LIMIT ?",
-            (minute_of(since), limit),
-            many=True,
-        )
-        return failure_rows(rows)
-
-    def recent_refusals(self, limit: int) -> list[AuditRecord]:
-        """The last `limit` calls that failed, newest first."""
-        rows = self._fetch(
-            f"SELECT {_AUDIT_COLUMNS} FROM audit INDEXED BY audit_refusals"
-            " WHERE outcome = 'error' ORDER BY seq DESC LIMIT ?",
-            (limit,),
-            many=True,
-        )
-        return [AuditRecord(*row) for row in rows]
-
-    def calls_after(self, cursor: int | None, limit: int) -> tuple[int, list[AuditRecord]]:
-        """The calls recorded after `cursor` (at most `limit`, oldest first) and the cursor
-        after them; a cursor of None starts after the newest call recorded so far."""
-        if cursor is None:
-            row = self._fetch("SELECT coalesce(max(seq), 0) FROM audit", ())
-            return int(row[0]), []
-        rows = self._fetch(
-            f"SELECT seq, {_AUDIT_COLUMNS} FROM audit WHERE seq > ? ORDER BY seq LIMIT ?",
-            (cursor, limit),
-            many=True,
-        )
-        if not rows:
-            return cursor, []
-        return int(rows[-1][0]), [AuditRecord(*row[1:]) for row in rows]
-
-    def audit_size(self) -> int:
-        """How many calls the audit log holds."""
-        with self._using() as conn:
-            return int(conn.execute("SELECT count(*) FROM audit").fetchone()[0])
 
     def close(self) -> None:
         """Close the database (a WAL checkpoint happens when the last connection closes)."""

@@ -4,6 +4,11 @@ Two validators per schema: a fast one for instances without floats, and an exact
 (with strictcall's keyword that refuses 1.0 for an integer) for instances that may hold one.
 Failures are described by `strictcall.core.schema.quick` where it covers the schema, else by
 `strictcall.core.schema.describe`.
+
+A schema is resolved within itself and the meta-schemas the validator bundles, never beyond: a
+`$ref` to another document (`http:`, `file:`, a name relative to an `$id`) or a `$schema` naming
+a meta-schema not bundled is a `SchemaDefinitionError`, and nothing is fetched or read. The MCP
+specification says implementations MUST NOT fetch network references; a file is no better.
 """
 
 from __future__ import annotations
@@ -33,6 +38,55 @@ class _ExactInteger:
             raise ValueError("integer")
 
 
+BUNDLED_META_SCHEMAS: Final = frozenset(
+    uri + end
+    for uri in (
+        "https://json-schema.org/draft/2020-12/schema",
+        "https://json-schema.org/draft/2019-09/schema",
+        "http://json-schema.org/draft-07/schema",
+        "http://json-schema.org/draft-06/schema",
+        "http://json-schema.org/draft-04/schema",
+    )
+    for end in ("", "#")
+)
+"""The `$schema` values a schema may name: the meta-schemas jsonschema-rs bundles."""
+
+OUTSIDE_REFERENCE: Final = (
+    "it refers to a document outside itself ($ref to another resource, or a $schema that is "
+    "not a bundled meta-schema); strictcall resolves no reference outside the schema"
+)
+
+
+class _Retriever:
+    """The validators' retriever: nothing outside the schema is fetched or read; it only
+    notes that a reference asked for something."""
+
+    __slots__ = ("asked",)
+
+    def __init__(self) -> None:
+        self.asked = False
+
+    def __call__(self, uri: str) -> JSONValue:
+        self.asked = True
+        raise LookupError("strictcall resolves no reference outside the schema")
+
+
+def _names_unbundled_meta_schema(schema: JSONValue) -> bool:
+    """Whether a `$schema` anywhere in `schema` names a meta-schema that is not bundled (the
+    meta-schema check would try to fetch it)."""
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            named = node.get("$schema")
+            if "$schema" in node and named not in BUNDLED_META_SCHEMAS:
+                return True
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
+
+
 _ERRORS_SEARCHED: Final = 64
 """How many errors `first_violation` reads looking for an exact-integer fault at the first
 error's place."""
@@ -57,6 +111,8 @@ class CompiledSchema:
             raise SchemaDefinitionError("a schema is an object or a boolean")
         import jsonschema_rs  # on the first schema, not by `import strictcall` (~30 ms)
 
+        if _names_unbundled_meta_schema(schema):
+            raise SchemaDefinitionError(OUTSIDE_REFERENCE)
         try:
             jsonschema_rs.meta.validate(schema)
         except (jsonschema_rs.ValidationError, ValueError) as exc:
@@ -65,13 +121,20 @@ class CompiledSchema:
         self.strict: Final = make_strict(schema)
         plain = _without_key(self.strict, EXACT_INTEGER)
         self.advertised: Final = plain
+        retriever = _Retriever()
         try:
-            self._fast = jsonschema_rs.Draft202012Validator(plain, validate_formats=True)
+            self._fast = jsonschema_rs.Draft202012Validator(
+                plain, validate_formats=True, retriever=retriever
+            )
             self._exact = jsonschema_rs.Draft202012Validator(
-                self.strict, validate_formats=True, keywords={EXACT_INTEGER: _ExactInteger}
+                self.strict,
+                validate_formats=True,
+                keywords={EXACT_INTEGER: _ExactInteger},
+                retriever=retriever,
             )
         except (jsonschema_rs.ValidationError, ValueError) as exc:
-            raise SchemaDefinitionError(str(exc)) from None
+            reason = OUTSIDE_REFERENCE if retriever.asked else str(exc)
+            raise SchemaDefinitionError(reason) from None
         describer = QuickDescriber.of(self.strict)
         self._flat = None if describer is None else describer.first_violation
         self.admits_numbers: Final = admits_numbers(self.strict)

@@ -17,6 +17,7 @@ launch, so the call id is the request id qualified by its connection (`call_scop
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final
@@ -162,6 +163,25 @@ def result_message(
     return types.JSONRPCResponse(jsonrpc="2.0", id=request_id, result=dumped)
 
 
+def listing_message(
+    request_id: types.RequestId, listing: list[types.Tool], version: str = HANDSHAKE_ERA
+) -> dict[str, JSONValue]:
+    """A tools/list answer as the JSON-RPC response the SDK writes for wire `version` (on
+    2026-07-28 with the freshness hints it fills in, private and ttl 0, `resultType` and the
+    server's name in `_meta`)."""
+    tools = [tool.model_dump(by_alias=True, mode="json", exclude_none=True) for tool in listing]
+    dumped: dict[str, Any] = {"tools": tools}
+    if version in MODERN_PROTOCOL_VERSIONS:
+        dumped |= {"cacheScope": "private", "resultType": "complete", "ttlMs": 0}
+        server_info = {"name": SERVER_NAME, "version": _version()}
+        dumped["_meta"] = {types.SERVER_INFO_META_KEY: server_info}
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "result": serialize_server_result("tools/list", version, dumped),
+    }
+
+
 def json_text(value: JSONValue) -> str | None:
     """`value` as compact JSON text, or None when it cannot be written as UTF-8 JSON."""
     text = dump_text(value)
@@ -191,6 +211,9 @@ class McpTools:
         self._generation = -1
         self._listings: dict[str, list[types.Tool]] = {}
         self._wrapped: frozenset[str] = frozenset()
+        self.declares_headers: frozenset[str] = frozenset()
+        """The tools whose input schema declares `x-mcp-header` (2026-07-28's `Mcp-Param-*`
+        headers: their calls are the SDK's to check)."""
         self._follow()
         answering = self.server()
         self._methods: Final = frozenset(
@@ -207,6 +230,11 @@ class McpTools:
             self._listings = {}
             self._wrapped = frozenset(
                 tool.name for tool in self.gateway.tools if result_is_wrapped(tool.output_schema)
+            )
+            self.declares_headers = frozenset(
+                tool.name
+                for tool in self.gateway.tools
+                if b"x-mcp-header" in orjson.dumps(tool.input_schema)
             )
 
     def serves(self, method: str) -> bool:
@@ -227,9 +255,12 @@ class McpTools:
         self, ctx: Context, params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         """tools/list: every tool the caller may call, on one page."""
-        identity = self._identity_of(ctx)
-        if identity is None:  # a transport that forgot the caller: show nothing
-            return types.ListToolsResult(tools=[])
+        return types.ListToolsResult(tools=self.listing(self._identity_of(ctx)))
+
+    def listing(self, identity: str | None) -> list[types.Tool]:
+        """Every tool `identity` may call (none for a transport that forgot the caller)."""
+        if identity is None:
+            return []
         self._follow()
         listing = self._listings.get(identity)
         if listing is None:
@@ -237,7 +268,7 @@ class McpTools:
             if len(self._listings) >= _LISTINGS_KEPT:
                 self._listings.clear()
             self._listings[identity] = listing
-        return types.ListToolsResult(tools=listing)
+        return listing
 
     async def call_tool(
         self, ctx: Context, params: types.CallToolRequestParams
@@ -329,7 +360,9 @@ class McpTools:
         return AuditRecord.of_call(call_id, identity, tool, error, 0)
 
 
+@functools.cache
 def _version() -> str:
+    """strictcall's version, read once from its metadata (a read parses the whole file)."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:

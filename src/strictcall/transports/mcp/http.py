@@ -4,8 +4,10 @@ bearer token, checked by `strictcall.server.router` before this app is reached.
 GET is 405 Method Not Allowed (no server-to-client stream is offered). A POST body is read
 (up to the limit) and through the strict intake before the SDK sees it:
 refusals are the body of a 400 (413 when too large), a tools/call the SDK would refuse
-without detail is answered by the gateway as a tool result, and everything else is replayed to
-the SDK's session manager.
+without detail is answered by the gateway as a tool result, the plain requests a remote host
+sends most (tools/call, tools/list, ping) are answered on strictcall's own path
+(`strictcall.transports.mcp.direct`) with the SDK's checks and the SDK's answer, and
+everything else is replayed to the SDK's session manager.
 """
 
 from __future__ import annotations
@@ -24,7 +26,14 @@ from strictcall.core.record import AuditRecord
 from strictcall.core.refusals import protocol_refusal
 from strictcall.transports.asgi import IDENTITY_KEY, Message, Receive, Scope, Send, read_body
 from strictcall.transports.jsonrpc import Recorder
-from strictcall.transports.mcp.adapter import Context, McpTools, protocol_version, result_message
+from strictcall.transports.mcp.adapter import (
+    Context,
+    McpTools,
+    listing_message,
+    protocol_version,
+    result_message,
+)
+from strictcall.transports.mcp.direct import HANDSHAKE_ERA, DirectRequest, direct_request
 from strictcall.transports.mcp.intake import DirectCall, Refused, read_message, refuse_too_large
 from strictcall.transports.mcp.sdk_errors import scrubbed
 
@@ -44,8 +53,13 @@ class McpHttpApp:
     (`strictcall.transports.asgi.IDENTITY_KEY`), and
     `lifespan()` must be running while it serves."""
 
-    def __init__(self, gateway: Gateway, *, record: Recorder | None = None) -> None:
+    def __init__(
+        self, gateway: Gateway, *, record: Recorder | None = None, direct: bool = True
+    ) -> None:
+        """`direct`: answer plain requests on strictcall's own path (False: the SDK answers
+        every request it is given, the reference the tests hold the direct path to)."""
         self.limits: Final = gateway.limits
+        self._direct = direct
         self._record = record
         tools = McpTools(gateway, identity_in_scope, lambda: f"http-{uuid.uuid4().hex}", record)
         self._tools = tools
@@ -72,7 +86,20 @@ class McpHttpApp:
             if body is None:
                 await self._refuse(refuse_too_large(self.limits), 413, scope, receive, send)
                 return
-            message = read_message(body, self.limits, self._tools.serves)
+            tools = self._tools
+            message = read_message(
+                body,
+                self.limits,
+                tools.serves,
+                answers_itself=(
+                    (lambda read: direct_request(scope, read, tools.declares_headers))
+                    if self._direct
+                    else None
+                ),
+            )
+            if isinstance(message, DirectRequest):
+                await self._answer_request(message, scope, send)
+                return
             if isinstance(message, Refused):
                 await self._refuse(message, message.status, scope, receive, send)
                 return
@@ -95,6 +122,31 @@ class McpHttpApp:
         body = orjson.dumps(reply.model_dump(by_alias=True, mode="json", exclude_none=True))
         response = Response(body, status_code=200, media_type="application/json")
         await response(scope, receive, send)
+
+    async def _answer_request(self, request: DirectRequest, scope: Scope, send: Send) -> None:
+        """A plain request answered here, as the SDK's stateless JSON-response path answers it."""
+        identity = scope.get(IDENTITY_KEY)
+        caller = identity if isinstance(identity, str) else None
+        request_id = request.request_id
+        if request.method == "tools/call":
+            if request.version == HANDSHAKE_ERA:
+                line = await self._tools.answer_call_line(request.params, request_id, caller)
+                body = line[:-1]  # the line's newline: a body is the message alone
+            else:
+                result = await self._tools.answer_call(request.params, request_id, caller)
+                reply = result_message(request_id, result, request.version)
+                body = orjson.dumps(reply.model_dump(by_alias=True, mode="json", exclude_none=True))
+        elif request.method == "tools/list":
+            listing = self._tools.listing(caller)
+            body = orjson.dumps(listing_message(request_id, listing, request.version))
+        else:  # ping
+            body = orjson.dumps({"jsonrpc": "2.0", "id": request_id, "result": {}})
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode("ascii")),
+        ]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
 
     async def _refuse(
         self, refused: Refused, status: int, scope: Scope, receive: Receive, send: Send

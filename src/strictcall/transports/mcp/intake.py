@@ -11,7 +11,7 @@ instead (`DirectCall`), so that it is answered as any other call is.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple, overload
 
 import mcp_types as types
 import orjson
@@ -23,6 +23,7 @@ from strictcall.core.pipeline import read_message as read_text
 from strictcall.core.refusals import NO_SUCH_METHOD, NOT_A_REQUEST, POSITIONAL_PARAMS
 from strictcall.errors import JSONValue, Rejection
 from strictcall.transports.jsonrpc import error_reply, read_request
+from strictcall.transports.mcp.direct import DirectRequest
 
 
 class Refused:
@@ -77,19 +78,48 @@ def _serves_all(method: str) -> bool:
     return True
 
 
+AnswersItself = Callable[[dict[str, JSONValue]], DirectRequest | None]
+"""Which requests /mcp answers on its own path (`strictcall.transports.mcp.direct`)."""
+
+
+@overload
+def read_message(
+    raw: bytes,
+    limits: Limits,
+    serves: Callable[[str], bool] = ...,
+    *,
+    direct_calls: bool = ...,
+    answers_itself: None = ...,
+) -> types.JSONRPCMessage | DirectCall | Refused: ...
+
+
+@overload
+def read_message(
+    raw: bytes,
+    limits: Limits,
+    serves: Callable[[str], bool] = ...,
+    *,
+    direct_calls: bool = ...,
+    answers_itself: AnswersItself,
+) -> types.JSONRPCMessage | DirectCall | DirectRequest | Refused: ...
+
+
 def read_message(
     raw: bytes,
     limits: Limits,
     serves: Callable[[str], bool] = _serves_all,
     *,
     direct_calls: bool = False,
-) -> types.JSONRPCMessage | DirectCall | Refused:
+    answers_itself: AnswersItself | None = None,
+) -> types.JSONRPCMessage | DirectCall | DirectRequest | Refused:
     """One JSON-RPC 2.0 message read strictly: a request or notification as
     `strictcall.transports.jsonrpc` accepts them, or a response; anything else is refused, and so
     is a
     request for a method that `serves` says the server does not answer. With `direct_calls`
     (an initialized stdio session), a tools/call whose params hold nothing but a name and
-    arguments is a `DirectCall` too: the SDK would only pass it on to the gateway."""
+    arguments is a `DirectCall` too: the SDK would only pass it on to the gateway. A request
+    that `answers_itself` takes (/mcp's own path, `strictcall.transports.mcp.direct`) is
+    returned as it says, unread by the SDK's models."""
     document = read_text(raw, limits)
     if isinstance(document, Rejection):
         return Refused(None, document)
@@ -107,6 +137,10 @@ def read_message(
         params = message.get("params", {})  # absent params are read_request's "no params"
         if _sdk_refuses(params) or (direct_calls and _PLAIN_CALL.issuperset(params)):
             return DirectCall(message["id"], params)
+    if acceptable and answers_itself is not None and type(message) is dict:
+        direct = answers_itself(message)
+        if direct is not None:
+            return direct
     if acceptable:
         try:
             return types.jsonrpc_message_adapter.validate_python(message, by_name=False)

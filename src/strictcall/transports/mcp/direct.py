@@ -1,0 +1,150 @@
+"""The /mcp requests strictcall answers on its own path, as /rpc is answered: stateless, JSON
+response, one request in and one answer out.
+
+The SDK's streamable HTTP machinery (a transport, a dispatcher and memory streams per request,
+a task group, a dozen pydantic validations) costs about 20x the gateway's own work on a
+read_note call (bench/profile_wires.py). Most requests a remote host sends need none of it:
+
+    2025-11-25 (and the other handshake-era versions, or no MCP-Protocol-Version header):
+        tools/call whose params hold a name and arguments, tools/list without params, ping
+    2026-07-28:
+        tools/call and tools/list whose params hold nothing but those and the envelope's
+        `_meta` (protocol version, client info, client capabilities)
+
+Such a request is answered here only when the SDK would answer it too, by the same rules, and
+with the same JSON: the SDK's own checks decide (its Accept reading, its header classifier for
+2026-07-28, its model of the request's params), and anything they would refuse, anything
+unusual (a repeated header, an `Mcp-Param-*` header, a tool that declares `x-mcp-header`, a
+progress token, a cursor, another method) is left to the SDK, which answers as it always has.
+tests/test_mcp_direct.py holds the two paths' answers equal over a corpus.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final, NamedTuple
+
+import mcp_types as types
+from mcp.server.streamable_http import check_accept_headers
+from mcp.shared.inbound import (
+    MCP_PARAM_HEADER_PREFIX,
+    InboundModernRoute,
+    classify_inbound_request,
+    find_duplicated_routing_header,
+)
+from mcp_types.methods import validate_client_request
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
+from starlette.requests import Request
+
+from strictcall.core.ids import valid_id
+from strictcall.errors import JSONValue
+from strictcall.transports.asgi import Scope
+
+_VERSION_HEADER: Final = b"mcp-protocol-version"
+_PARAM_PREFIX: Final = MCP_PARAM_HEADER_PREFIX.lower().encode("latin-1")
+_ENVELOPE: Final = frozenset(
+    {
+        types.PROTOCOL_VERSION_META_KEY,
+        types.CLIENT_INFO_META_KEY,
+        types.CLIENT_CAPABILITIES_META_KEY,
+    }
+)
+_CALL: Final = frozenset({"name", "arguments"})
+_MODERN_CALL: Final = frozenset({"name", "arguments", "_meta"})
+_HANDSHAKE_METHODS: Final = frozenset({"tools/call", "tools/list", "ping"})
+_HANDSHAKE: Final = frozenset(version.encode("ascii") for version in HANDSHAKE_PROTOCOL_VERSIONS)
+_MODERN: Final = {version.encode("ascii"): version for version in MODERN_PROTOCOL_VERSIONS}
+HANDSHAKE_ERA: Final = "2025-11-25"
+"""The version a handshake-era answer is written for (as `adapter.HANDSHAKE_ERA`)."""
+_MODERN_METHODS: Final = frozenset({"tools/call", "tools/list"})
+
+
+class DirectRequest(NamedTuple):
+    """A request /mcp answers itself: its id, method and params, and the wire version its
+    answer is written for."""
+
+    request_id: types.RequestId
+    method: str
+    params: dict[str, JSONValue]
+    version: str
+
+
+def direct_request(
+    scope: Scope, message: JSONValue, declares_headers: frozenset[str]
+) -> DirectRequest | None:
+    """`message` (a JSON-RPC request read strictly) as a request /mcp answers itself, or None
+    when the SDK is to answer it. `declares_headers`: the tools whose input schema declares
+    `x-mcp-header` (their calls are the SDK's, which checks the headers they declare)."""
+    if type(message) is not dict or "id" not in message:
+        return None
+    request_id = valid_id(message)
+    method = message.get("method")
+    params = message.get("params", {})
+    if request_id is None or type(method) is not str or type(params) is not dict:
+        return None
+    headers = _headers_read_once(scope)
+    if headers is None or not _json_posted(scope, headers):
+        return None
+    version = headers.get(_VERSION_HEADER)
+    if version is None or version in _HANDSHAKE:
+        if method not in _HANDSHAKE_METHODS:
+            return None
+        expected = _CALL if method == "tools/call" else frozenset()
+        if not expected.issuperset(params):
+            return None
+        return DirectRequest(request_id, method, params, HANDSHAKE_ERA)
+    modern = _MODERN.get(version)
+    if modern is None or method not in _MODERN_METHODS:
+        return None
+    expected = _MODERN_CALL if method == "tools/call" else frozenset({"_meta"})
+    meta = params.get("_meta")
+    if not expected.issuperset(params) or type(meta) is not dict or not _ENVELOPE.issuperset(meta):
+        return None
+    if method == "tools/call" and params.get("name") in declares_headers:
+        return None
+    if not _modern_route_passes(scope, message, modern, method, params):
+        return None
+    return DirectRequest(request_id, method, params, modern)
+
+
+def _headers_read_once(scope: Scope) -> dict[bytes, bytes] | None:
+    """The request's headers by name, or None when one this path reads is repeated (or an
+    `Mcp-Param-*` header is sent): the SDK decides those."""
+    found: dict[bytes, bytes] = {}
+    for name, value in scope["headers"]:
+        if name.startswith(b"mcp-") or name in (b"content-type", b"accept"):
+            if name in found or name.startswith(_PARAM_PREFIX):
+                return None
+            found[name] = value
+    return found
+
+
+def _json_posted(scope: Scope, headers: Mapping[bytes, bytes]) -> bool:
+    """A JSON body (the Content-Type both the SDK's checks accept) to a client that takes a
+    JSON answer (the SDK's own reading of Accept)."""
+    content_type = headers.get(b"content-type")
+    if content_type is None or content_type.split(b";")[0].strip() != b"application/json":
+        return False
+    has_json, _ = check_accept_headers(Request(scope))
+    return has_json
+
+
+def _modern_route_passes(
+    scope: Scope, message: dict[str, Any], version: str, method: str, params: dict[str, Any]
+) -> bool:
+    """The SDK's own checks of a 2026-07-28 request: its routing headers, its classifier of the
+    headers against the body, and its model of the method's params."""
+    raw = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in scope["headers"]]
+    if find_duplicated_routing_header(raw) is not None:
+        return False
+    verdict = classify_inbound_request(message, headers=dict(raw))
+    if not isinstance(verdict, InboundModernRoute):
+        return False
+    if verdict.protocol_version != version:
+        return False
+    try:
+        validate_client_request(method, verdict.protocol_version, params)
+    except ValidationError:
+        return False
+    return True
