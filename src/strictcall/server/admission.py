@@ -25,7 +25,7 @@ it is audited once, by the step that refuses it.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Final, Protocol
 
@@ -52,9 +52,9 @@ from strictcall.transports.asgi import (
     Response,
     Scope,
     Send,
+    bearer_token,
     response_headers,
     send_response,
-    token_of,
 )
 from strictcall.transports.jsonrpc import Recorder, refusal_reply
 
@@ -116,12 +116,8 @@ def refused(record: Recorder, refusal: Rejection, identity: str | None) -> Respo
     return refusal_response(refusal)
 
 
-def header(scope: Scope, name: bytes) -> bytes | None:
-    """The value of the request's first `name` header (lower case), or None without one."""
-    for key, value in scope["headers"]:
-        if key == name:
-            return bytes(value)
-    return None
+AnswerNow = Callable[[Scope, bytes | bytearray], Response | None]
+"""A wire's `answer_now(scope, body)`."""
 
 
 class Wire(Protocol):
@@ -198,10 +194,10 @@ class OriginCheck(Step):
         self.origins: Final = origins
 
     def admit_now(self, scope: Scope) -> Rejection | None:
-        origin = header(scope, b"origin")
-        if origin is None or self.origins.admits(origin.decode("latin-1")):
-            return None
-        return FOREIGN_ORIGIN
+        for name, value in scope["headers"]:  # the first Origin header, as with every header
+            if name == b"origin":
+                return None if self.origins.admits(value.decode("latin-1")) else FOREIGN_ORIGIN
+        return None
 
 
 class BearerIdentity(Step):
@@ -219,7 +215,7 @@ class BearerIdentity(Step):
     def admit_now(self, scope: Scope) -> Rejection | Await | None:
         if not self._inline:
             return AWAIT
-        token = _bearer(scope)
+        token = bearer_token(scope)
         if token is None:
             return NO_TOKEN
         try:
@@ -229,7 +225,7 @@ class BearerIdentity(Step):
         return _identified(scope, identity)
 
     async def admit(self, scope: Scope) -> Rejection | None:
-        token = _bearer(scope)
+        token = bearer_token(scope)
         if token is None:
             return NO_TOKEN
         try:
@@ -237,11 +233,6 @@ class BearerIdentity(Step):
         except StoreUnavailable:
             return AUTH_DOWN
         return _identified(scope, identity)
-
-
-def _bearer(scope: Scope) -> str | None:
-    authorization = header(scope, b"authorization")
-    return None if authorization is None else token_of(authorization)
 
 
 def _identified(scope: Scope, identity: str | None) -> Rejection | None:
