@@ -282,8 +282,11 @@ def test_the_in_flight_step_alone_refuses_one_call_past_the_limit_and_audits_who
     async def scenario() -> list[Response]:
         scope = {**scope_of(), IDENTITY_KEY: "u1"}
         held = [asyncio.create_task(awaited(step, dict(scope))) for _ in range(2)]
-        while inner.entered < 2:  # both are in the app, holding their places
+        for _ in range(1000):  # a bounded number of the loop's turns, no timed sleep
+            if inner.entered == 2:  # both are in the app, holding their places
+                break
             await asyncio.sleep(0)
+        assert inner.entered == 2
         assert in_flight["u1"] == 2
         refused_awaited = await awaited(step, dict(scope))
         refused_now = step.answer_now(dict(scope), CALL)
