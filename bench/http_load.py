@@ -287,6 +287,89 @@ def strictcall_target(cli: list[str], workdir: Path, db_url: str | None = None) 
     )
 
 
+MCP_ENVELOPE = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+def mcp_body(note_id: Any, version: str) -> bytes:
+    """A tools/call on /mcp as a remote host posts it: on 2026-07-28 with its envelope."""
+    params: dict[str, Any] = {"name": "read_note", "arguments": {"note_id": note_id}}
+    if version == "2026-07-28":
+        params["_meta"] = MCP_ENVELOPE
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+    return json.dumps(call, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def mcp_headers(token: str, version: str) -> dict[str, str]:
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "Authorization": f"Bearer {token}",
+        "Mcp-Protocol-Version": version,
+    }
+    if version == "2026-07-28":
+        headers |= {"Mcp-Method": "tools/call", "Mcp-Name": "read_note"}
+    return headers
+
+
+def check_mcp_note(note_id: str, text: str) -> Check:
+    def check(status: int, body: bytes) -> str | None:
+        try:
+            result = json.loads(body).get("result")
+        except (ValueError, AttributeError):
+            return f"HTTP {status}, not a JSON object: {body[:160]!r}"
+        want = {"note_id": note_id, "text": text}
+        if status == 200 and isinstance(result, dict) and result.get("structuredContent") == want:
+            return None
+        return f"HTTP {status}, not the note: {body[:200].decode('utf-8', 'replace')}"
+
+    return check
+
+
+def check_mcp_error(status: int, body: bytes) -> str | None:
+    try:
+        result = json.loads(body).get("result")
+    except (ValueError, AttributeError):
+        return f"HTTP {status}, not a JSON object: {body[:160]!r}"
+    if status == 200 and isinstance(result, dict) and result.get("isError") is True:
+        return None
+    return f"HTTP {status}, not an error result: {body[:200].decode('utf-8', 'replace')}"
+
+
+def strictcall_mcp_target(cli: list[str], workdir: Path, version: str) -> HttpTarget:
+    """`strictcall serve` as `strictcall_target` makes it, loaded on /mcp at wire `version`."""
+    name = f"strictcall serve /mcp {version}"
+    try:
+        db = prepare_strictcall_db(cli, workdir)
+    except Unavailable as exc:
+        return HttpTarget(name, "", [], "/mcp", [], lambda port: False, unavailable=str(exc))
+    token1, token2, note_id = db["token_u1"], db["token_u2"], db["note_u1"]
+    calls = [
+        Call(
+            "valid",
+            mcp_body(note_id, version),
+            mcp_headers(token1, version),
+            check_mcp_note(note_id, N1_TEXT),
+        ),
+        Call("invalid", mcp_body(123, version), mcp_headers(token1, version), check_mcp_error),
+        Call(
+            "cross_owner", mcp_body(note_id, version), mcp_headers(token2, version), check_mcp_error
+        ),
+    ]
+    command = [*cli, "serve", "--host", HOST, "--port", "{port}", "--db", db["path"]]
+    return HttpTarget(
+        name,
+        "its own choice (strictcall serve)",
+        command,
+        "/mcp",
+        calls,
+        lambda port: answers(port, "GET", "/healthz"),
+    )
+
+
 class Unavailable(Exception):
     """A target's interface is not there yet."""
 

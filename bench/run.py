@@ -258,7 +258,11 @@ def http_part(
     cli = strictcall_cli()
     uvicorn_here = _run([sys.executable, "-c", "import uvicorn"], 60).returncode == 0
     bare_python = sys.executable if uvicorn_here else peers_python
-    targets = [http_load.strictcall_target(cli, workdir)]
+    targets = [
+        http_load.strictcall_target(cli, workdir),
+        http_load.strictcall_mcp_target(cli, workdir, "2025-11-25"),
+        http_load.strictcall_mcp_target(cli, workdir, "2026-07-28"),
+    ]
     if peers_python is not None:
         targets.append(http_load.fastmcp_target(peers_python, BENCH))
     else:

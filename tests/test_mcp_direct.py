@@ -20,7 +20,7 @@ from strictcall.core.record import AuditRecord
 from strictcall.services.notes import notes_gateway
 from strictcall.storage.sqlite import SQLiteStore
 from strictcall.transports.asgi import IDENTITY_KEY, Message
-from strictcall.transports.mcp.direct import direct_request
+from strictcall.transports.mcp.direct import accepts_json, direct_request
 from strictcall.transports.mcp.http import McpHttpApp
 
 DEADLINE_S = 30
@@ -87,6 +87,47 @@ def corpus(note: str) -> list[Case]:
                 "params": {"name": "count_notes", "_meta": {"progressToken": 1}},
             },
             plain,
+            True,
+        ),
+        Case(
+            "progress token of the wrong type",
+            {
+                **call("count_notes", {}),
+                "params": {"name": "count_notes", "_meta": {"progressToken": [1]}},
+            },
+            plain,
+            False,
+        ),
+        Case(
+            "another _meta member",
+            {**call("count_notes", {}), "params": {"name": "count_notes", "_meta": {"x": 1}}},
+            plain,
+            False,
+        ),
+        Case(
+            "modern log level and progress token",
+            {
+                **call("count_notes", {}),
+                "params": {
+                    "name": "count_notes",
+                    "arguments": {},
+                    "_meta": {**ENVELOPE, types.LOG_LEVEL_META_KEY: "debug", "progressToken": 1},
+                },
+            },
+            modern_headers("tools/call", "count_notes"),
+            True,
+        ),
+        Case(
+            "modern log level of the wrong kind",
+            {
+                **call("count_notes", {}),
+                "params": {
+                    "name": "count_notes",
+                    "arguments": {},
+                    "_meta": {**ENVELOPE, types.LOG_LEVEL_META_KEY: "loud"},
+                },
+            },
+            modern_headers("tools/call", "count_notes"),
             False,
         ),
         Case(
@@ -360,3 +401,32 @@ def test_a_tool_declaring_mcp_param_headers_is_left_to_the_sdk() -> None:
     )
     assert direct_request(scope_of(case, "u1"), case.message, frozenset()) is not None
     assert direct_request(scope_of(case, "u1"), case.message, frozenset({"files_read"})) is None
+
+
+@pytest.mark.parametrize(
+    "accept",
+    [
+        "",
+        "application/json",
+        "APPLICATION/JSON",
+        "application/json;q=0.9",
+        " application/json ; charset=utf-8 ",
+        "text/event-stream",
+        "text/event-stream, application/json",
+        "*/*",
+        "application/*",
+        "text/*",
+        "application/jsonx",
+        "application/json-seq",
+        ",,",
+        "application/json,",
+        "image/png, */*;q=0.1",
+    ],
+)
+def test_the_accept_header_is_read_as_the_sdk_reads_it(accept: str) -> None:
+    from mcp.server.streamable_http import check_accept_headers
+    from starlette.requests import Request
+
+    scope = {"type": "http", "headers": [(b"accept", accept.encode("latin-1"))]}
+    has_json, _ = check_accept_headers(Request(scope))
+    assert accepts_json(accept.encode("latin-1")) is has_json

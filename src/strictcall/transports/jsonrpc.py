@@ -32,8 +32,14 @@ from strictcall.core.ids import valid_id
 from strictcall.core.jsontext import Document, dump_text
 from strictcall.core.pipeline import read_message
 from strictcall.core.record import AuditRecord
-from strictcall.core.refusals import NO_SUCH_METHOD, NOT_A_REQUEST, POSITIONAL_PARAMS, WITHHELD
-from strictcall.errors import JSONValue, Rejection, Stage
+from strictcall.core.refusals import (
+    NO_SUCH_METHOD,
+    NOT_A_REQUEST,
+    POSITIONAL_PARAMS,
+    WITHHELD,
+    malformed_call,
+)
+from strictcall.errors import JSONValue, Reason, Rejection, Stage
 
 ERROR_CODES: Final[Mapping[Stage, tuple[int, str]]] = MappingProxyType(
     {
@@ -274,12 +280,22 @@ class RpcService:
         self._record(entry)
 
 
+NO_VERSION: Final = malformed_call("", Reason.MISSING_MEMBER, "jsonrpc")
+"""A request without "jsonrpc": invalid_request, the member named in `expected`."""
+NOT_VERSION_2: Final = malformed_call("/jsonrpc", Reason.CONST, "2.0")
+"""A request whose "jsonrpc" is not "2.0": invalid_request at /jsonrpc."""
+
+
 def read_request(message: JSONValue) -> _Request | Rejection:
     """A valid JSON-RPC 2.0 request, or its rejection: invalid_request, or invalid_arguments
     for params given by position (an array)."""
     if type(message) is not dict or not _REQUEST_MEMBERS.issuperset(message):
         return NOT_A_REQUEST
-    if message.get("jsonrpc") != "2.0" or type(message.get("method")) is not str:
+    if "jsonrpc" not in message:  # named, so that a newcomer's request says what it lacks
+        return NO_VERSION
+    if message["jsonrpc"] != "2.0":
+        return NOT_VERSION_2
+    if type(message.get("method")) is not str:
         return NOT_A_REQUEST
     request_id = message.get("id")
     if "id" in message and valid_id(message) is None:

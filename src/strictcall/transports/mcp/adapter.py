@@ -302,13 +302,17 @@ class McpTools:
         params: dict[str, JSONValue],
         request_id: types.RequestId,
         identity: str | None,
+        version: str = HANDSHAKE_ERA,
     ) -> bytes:
         """`answer_call`, its answer written at once as the line of JSON-RPC that carries it
-        for the handshake era (the JSON `result_message` and the SDK's stdio transport write,
-        without building and dumping their models)."""
+        for wire `version` (the JSON `result_message` and the SDK's transports write, without
+        building and dumping their models)."""
         answer, tool, call_id, started = await self._settle(params, request_id, identity)
         result, error = answered_json(answer, wrapped=tool in self._wrapped)
         self._audit(call_id, identity, tool, error, started)
+        if version in MODERN_PROTOCOL_VERSIONS:
+            result["resultType"] = "complete"
+            result["_meta"] = {types.SERVER_INFO_META_KEY: _server_info()}
         return dump_line({"jsonrpc": "2.0", "id": request_id, "result": result})
 
     async def _settle(
@@ -358,6 +362,12 @@ class McpTools:
         )
         tool = self.gateway.tool_named({"name": name})
         return AuditRecord.of_call(call_id, identity, tool, error, 0)
+
+
+@functools.cache
+def _server_info() -> dict[str, JSONValue]:
+    """The server's name and version, as a 2026-07-28 result's `_meta` names them."""
+    return {"name": SERVER_NAME, "version": _version()}
 
 
 @functools.cache

@@ -6,16 +6,19 @@ a task group, a dozen pydantic validations) costs about 20x the gateway's own wo
 read_note call (bench/profile_wires.py). Most requests a remote host sends need none of it:
 
     2025-11-25 (and the other handshake-era versions, or no MCP-Protocol-Version header):
-        tools/call whose params hold a name and arguments, tools/list without params, ping
+        tools/call whose params hold a name, arguments and at most a progress token,
+        tools/list without params, ping
     2026-07-28:
         tools/call and tools/list whose params hold nothing but those and the envelope's
-        `_meta` (protocol version, client info, client capabilities)
+        `_meta` (protocol version, client info, client capabilities, log level, progress
+        token)
 
 Such a request is answered here only when the SDK would answer it too, by the same rules, and
 with the same JSON: the SDK's own checks decide (its Accept reading, its header classifier for
 2026-07-28, its model of the request's params), and anything they would refuse, anything
-unusual (a repeated header, an `Mcp-Param-*` header, a tool that declares `x-mcp-header`, a
-progress token, a cursor, another method) is left to the SDK, which answers as it always has.
+unusual (a repeated header, an `Mcp-Param-*` header, a tool that declares `x-mcp-header`,
+another `_meta` member, a cursor, another method) is left to the SDK, which answers as it
+always has.
 tests/test_mcp_direct.py holds the two paths' answers equal over a corpus.
 """
 
@@ -25,7 +28,7 @@ from collections.abc import Mapping
 from typing import Any, Final, NamedTuple
 
 import mcp_types as types
-from mcp.server.streamable_http import check_accept_headers
+import orjson
 from mcp.shared.inbound import (
     MCP_PARAM_HEADER_PREFIX,
     InboundModernRoute,
@@ -35,7 +38,6 @@ from mcp.shared.inbound import (
 from mcp_types.methods import validate_client_request
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
-from starlette.requests import Request
 
 from strictcall.core.ids import valid_id
 from strictcall.errors import JSONValue
@@ -48,9 +50,16 @@ _ENVELOPE: Final = frozenset(
         types.PROTOCOL_VERSION_META_KEY,
         types.CLIENT_INFO_META_KEY,
         types.CLIENT_CAPABILITIES_META_KEY,
+        types.LOG_LEVEL_META_KEY,
+        "progressToken",
     }
 )
+"""The `_meta` members a direct request may hold: the 2026-07-28 envelope, a log level and a
+progress token (strictcall's tools send neither logs nor progress, and a JSON response has no
+room for them: the SDK's answer is the same without them)."""
+_HANDSHAKE_META: Final = frozenset({"progressToken"})
 _CALL: Final = frozenset({"name", "arguments"})
+_HANDSHAKE_CALL: Final = frozenset({"name", "arguments", "_meta"})
 _MODERN_CALL: Final = frozenset({"name", "arguments", "_meta"})
 _HANDSHAKE_METHODS: Final = frozenset({"tools/call", "tools/list", "ping"})
 _HANDSHAKE: Final = frozenset(version.encode("ascii") for version in HANDSHAKE_PROTOCOL_VERSIONS)
@@ -84,15 +93,21 @@ def direct_request(
     if request_id is None or type(method) is not str or type(params) is not dict:
         return None
     headers = _headers_read_once(scope)
-    if headers is None or not _json_posted(scope, headers):
+    if headers is None or not _json_posted(headers):
         return None
     version = headers.get(_VERSION_HEADER)
     if version is None or version in _HANDSHAKE:
         if method not in _HANDSHAKE_METHODS:
             return None
-        expected = _CALL if method == "tools/call" else frozenset()
+        expected = _HANDSHAKE_CALL if method == "tools/call" else frozenset()
         if not expected.issuperset(params):
             return None
+        if "_meta" in params:
+            meta = params["_meta"]
+            if type(meta) is not dict or not _HANDSHAKE_META.issuperset(meta):
+                return None
+            if not _valid_params(method, HANDSHAKE_ERA, params):
+                return None
         return DirectRequest(request_id, method, params, HANDSHAKE_ERA)
     modern = _MODERN.get(version)
     if modern is None or method not in _MODERN_METHODS:
@@ -120,14 +135,26 @@ def _headers_read_once(scope: Scope) -> dict[bytes, bytes] | None:
     return found
 
 
-def _json_posted(scope: Scope, headers: Mapping[bytes, bytes]) -> bool:
+def _json_posted(headers: Mapping[bytes, bytes]) -> bool:
     """A JSON body (the Content-Type both the SDK's checks accept) to a client that takes a
-    JSON answer (the SDK's own reading of Accept)."""
+    JSON answer."""
     content_type = headers.get(b"content-type")
     if content_type is None or content_type.split(b";")[0].strip() != b"application/json":
         return False
-    has_json, _ = check_accept_headers(Request(scope))
-    return has_json
+    return accepts_json(headers.get(b"accept", b""))
+
+
+def accepts_json(accept: bytes) -> bool:
+    """Whether an Accept header's value takes `application/json`, read as the SDK's
+    `check_accept_headers` reads it (its `has_json`; tests/test_mcp_direct.py holds the two
+    alike): media types lowercased without parameters, `*/*` and `application/*` count."""
+    for media_type in accept.decode("latin-1").split(","):
+        if media_type.strip().split(";")[0].strip().lower() in _JSON_TYPES:
+            return True
+    return False
+
+
+_JSON_TYPES: Final = frozenset({"application/json", "application/*", "*/*"})
 
 
 def _modern_route_passes(
@@ -143,8 +170,30 @@ def _modern_route_passes(
         return False
     if verdict.protocol_version != version:
         return False
+    return _valid_params(method, verdict.protocol_version, params)
+
+
+_VALIDATED_KEPT: Final = 256
+_validated: dict[bytes, bool] = {}
+"""The SDK's verdict on the envelopes seen lately, by method, version and the `_meta`'s JSON
+text: a host sends the same envelope with every request, and the model's validation is most
+of this path's cost. The rest of the params is a name that is a str and arguments that are an
+object or absent (the intake sends any other to the gateway as a `DirectCall`), which the
+model always takes: the envelope decides."""
+
+
+def _valid_params(method: str, version: str, params: dict[str, Any]) -> bool:
+    """Whether the SDK's model of `method`'s params at `version` takes `params`."""
+    key = orjson.dumps([method, version, params.get("_meta")])
+    known = _validated.get(key)
+    if known is not None:
+        return known
     try:
-        validate_client_request(method, verdict.protocol_version, params)
+        validate_client_request(method, version, params)
+        valid = True
     except ValidationError:
-        return False
-    return True
+        valid = False
+    if len(_validated) >= _VALIDATED_KEPT:
+        _validated.clear()
+    _validated[key] = valid
+    return valid

@@ -33,7 +33,7 @@ from strictcall.transports.mcp.adapter import (
     protocol_version,
     result_message,
 )
-from strictcall.transports.mcp.direct import HANDSHAKE_ERA, DirectRequest, direct_request
+from strictcall.transports.mcp.direct import DirectRequest, direct_request
 from strictcall.transports.mcp.intake import DirectCall, Refused, read_message, refuse_too_large
 from strictcall.transports.mcp.sdk_errors import scrubbed
 
@@ -129,13 +129,10 @@ class McpHttpApp:
         caller = identity if isinstance(identity, str) else None
         request_id = request.request_id
         if request.method == "tools/call":
-            if request.version == HANDSHAKE_ERA:
-                line = await self._tools.answer_call_line(request.params, request_id, caller)
-                body = line[:-1]  # the line's newline: a body is the message alone
-            else:
-                result = await self._tools.answer_call(request.params, request_id, caller)
-                reply = result_message(request_id, result, request.version)
-                body = orjson.dumps(reply.model_dump(by_alias=True, mode="json", exclude_none=True))
+            line = await self._tools.answer_call_line(
+                request.params, request_id, caller, request.version
+            )
+            body = line[:-1]  # the line's newline: a body is the message alone
         elif request.method == "tools/list":
             listing = self._tools.listing(caller)
             body = orjson.dumps(listing_message(request_id, listing, request.version))
