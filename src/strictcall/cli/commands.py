@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import shlex
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from contextlib import closing
 from typing import Any, Final, TextIO, TypeVar
 
-from strictcall.errors import FORBIDDEN_OR_MISSING, ErrorKind, MissingExtra, Stage
+from strictcall.errors import FORBIDDEN_OR_MISSING, ErrorKind, MissingExtra
 from strictcall.server.edge import EdgeLimits
 from strictcall.services.demo import NOTES as SEED_NOTES
 from strictcall.storage import (
@@ -228,32 +227,23 @@ def run_proxy(
 
 def run_call(db: str, raw: str | bytes, identity: str, call_id: str, *, err: TextIO) -> Answer:
     """One call to any notes tool on the store at `db`, through the full gateway (every check,
-    every detail of the catalogue), audited like a call to the server; None (and a message)
-    when the store cannot be opened."""
-    from strictcall.core.jsontext import JSONTextError, loads_strict
+    every detail of the catalogue), audited as the server audits it (the same record, made by
+    `strictcall.core.record.record_of` from the gateway's outcome); None (and a message) when
+    the store cannot be opened."""
+    from strictcall.core.record import record_of
     from strictcall.services.notes import notes_gateway
-    from strictcall.storage import AuditRecord
 
     store = _open_store(db, err)
     if store is None:
         return None
     try:
         with notes_gateway(store) as gateway:
-            started = time.perf_counter_ns()
-            answer = gateway.call(raw, identity, call_id)
-            latency_us = (time.perf_counter_ns() - started) // 1000
-        error = answer.get("error")
-        tool = None
-        if error is None or error["stage"] not in (Stage.PARSE, Stage.ROUTE):
-            try:  # it was read and routed, so it parses, and its name is a tool's
-                tool = loads_strict(raw)["name"]
-            except JSONTextError:  # pragma: no cover - read once already
-                tool = None
+            outcome = gateway.settle_text(raw, identity, call_id)
         try:
-            store.record_call(AuditRecord.of_call(call_id, identity, tool, error, latency_us))
+            store.record_call(record_of(outcome, identity))
         except StoreUnavailable as exc:
             err.write(f"strictcall: the call was not audited: {unavailable_because(db, exc)}\n")
-        return answer
+        return outcome.answer
     finally:
         store.close()
 
@@ -401,9 +391,10 @@ def _audit_command(
 ) -> None:
     """An operator's command on tokens, kept in the audit log like a call: `command` as the
     tool, `identity` whose tokens, `refused` when it matched nothing."""
+    from strictcall.core.record import command_record
+
     error = None if refused is None else {"code": refused.code, "stage": refused.stage}
-    record = AuditRecord.of_call(f"cli-{uuid.uuid4().hex}", identity, command, error, 0)
-    store.record_call(record)
+    store.record_call(command_record(command, identity, error))
 
 
 def run_notes_add(db: str, owner: str, text: str, *, out: TextIO, err: TextIO) -> int:

@@ -31,10 +31,10 @@ import io
 import json
 import os
 import sys
-import uuid
 from collections.abc import Sequence
 from typing import Any, BinaryIO, Final, TextIO
 
+from strictcall.core.ids import mint_call_id
 from strictcall.core.jsontext import MAX_SIZE
 from strictcall.errors import MissingExtra
 from strictcall.server.edge import (
@@ -428,7 +428,7 @@ def _call(args: argparse.Namespace, stdin: BinaryIO | None, out: BinaryIO) -> in
     else:
         from strictcall.cli import commands
 
-        call_id = f"cli-{uuid.uuid4().hex}" if args.call_id is None else args.call_id
+        call_id = mint_call_id("cli") if args.call_id is None else args.call_id
         done = commands.run_call(args.db, raw, args.identity, call_id, err=sys.stderr)
         if done is None:
             return EXIT_REFUSED

@@ -31,7 +31,7 @@ from typing import Final, Protocol
 
 import orjson
 
-from strictcall.core.record import AuditRecord
+from strictcall.core.record import refusal_record
 from strictcall.core.refusals import AUTH_DOWN, CALLER_BUSY, FOREIGN_ORIGIN, NO_TOKEN
 from strictcall.errors import (
     AUTH_UNAVAILABLE,
@@ -112,7 +112,7 @@ def _seconds_up(milliseconds: JSONValue) -> bytes:
 
 def refused(record: Recorder, refusal: Rejection, identity: str | None) -> Response:
     """`refusal`'s answer, the refusal audited (no call id or tool: the request was not read)."""
-    record(AuditRecord.of_call(None, identity, None, refusal.as_error(), 0))
+    record(refusal_record(refusal.as_error(), identity))
     return refusal_response(refusal)
 
 

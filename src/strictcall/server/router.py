@@ -22,7 +22,7 @@ from typing import Final
 
 import orjson
 
-from strictcall.core.record import AuditRecord
+from strictcall.core.record import refusal_record
 from strictcall.core.refusals import too_large
 from strictcall.errors import RETRY_AFTER_MS
 from strictcall.server.admission import Admission, AnswerNow, AwaitedOnly, Wire
@@ -90,7 +90,7 @@ class RpcEndpoint:
 
     def _too_large(self, identity: str) -> Response:
         refusal = too_large(self.max_body)
-        self.record(AuditRecord.of_call(None, identity, None, refusal.as_error(), 0))
+        self.record(refusal_record(refusal.as_error(), identity))
         body = orjson.dumps(refusal_reply(None, refusal))
         return 200, response_headers(body), body
 
