@@ -95,6 +95,7 @@ except ImportError:  # pragma: no cover - exercised in a venv without the extra
     raise MissingExtra("server", "uvicorn") from None
 
 from strictcall.server.edge import EdgeLimits
+from strictcall.server.logs import log_config
 from strictcall.transports.asgi import ASGIApp
 
 log = logging.getLogger("strictcall")
@@ -117,6 +118,7 @@ def server_config(
         access_log=False,
         proxy_headers=False,  # nothing here reads the client's address
         log_level="warning",
+        log_config=log_config(),
         server_header=False,
         date_header=False,
         timeout_graceful_shutdown=graceful_s,

@@ -25,7 +25,7 @@ import orjson
 from strictcall.core.record import refusal_record
 from strictcall.core.refusals import too_large
 from strictcall.errors import RETRY_AFTER_MS
-from strictcall.server.admission import Admission, AnswerNow, AwaitedOnly, Wire
+from strictcall.server.admission import Admission, AwaitedOnly, Wire
 from strictcall.storage import Store
 from strictcall.transports.asgi import (
     IDENTITY_KEY,
@@ -125,12 +125,6 @@ class RpcApp:
         self.max_body: Final = max_body
         self.rpc: Final[Wire] = self.admission.around(RpcEndpoint(service, max_body, record))
         """POST /rpc, behind admission."""
-        self.answer_now: Final[AnswerNow] = self.rpc.answer_now
-        """A POST to /rpc whose whole body has arrived, answered in place (status, headers,
-        body) as `__call__` would answer it: admission, size, then the service. None, with
-        nothing run or audited, when it must be awaited (a token looked up over the network,
-        an async tool, one with a time limit): the server then runs the app on the request.
-        (The chain's own method, not one that calls it: a call less on the hot path.)"""
         self.mounts: Final = {
             prefix: self.admission.around(AwaitedOnly(app))
             for prefix, app in (mounts if mounts is not None else {}).items()
@@ -185,3 +179,10 @@ class RpcApp:
             if path == prefix or path.startswith(prefix + "/"):
                 return app
         return None
+
+    def answer_now(self, scope: Scope, body: bytes | bytearray) -> Response | None:
+        """A POST to /rpc whose whole `body` has arrived, answered in place (status, headers,
+        body) as `__call__` would answer it: admission, size, then the service. None, with
+        nothing run or audited, when it must be awaited (a token looked up over the network,
+        an async tool, one with a time limit): the server then runs the app on the request."""
+        return self.rpc.answer_now(scope, body)
