@@ -47,6 +47,7 @@ from pydantic import BaseModel
 
 from strictcall.core.tools import ToolFailure
 from strictcall.errors import RETRY_AFTER_MS, UPSTREAM_UNAVAILABLE, JSONValue, StrictcallError
+from strictcall.services.proxy._mcp_sdk import http_client, sender_context
 from strictcall.services.proxy.credentials import ClientCredentials, ClientCredentialsAuth
 from strictcall.services.proxy.stdio import PipeClosed, UpstreamPipe, open_upstream
 
@@ -135,7 +136,7 @@ class _Watched:
 
     @property
     def last_context(self) -> object:
-        return getattr(self._inner, "last_context", None)
+        return sender_context(self._inner)
 
     async def receive(self) -> Any:
         try:
@@ -411,6 +412,7 @@ class Upstream:
 
     def _connect(self) -> AbstractAsyncContextManager[tuple[Any, Any, UpstreamPipe | None]]:
         if self.spec.url is not None:
+            client = http_client(dict(self.spec.headers))
             from mcp.shared._httpx_utils import create_mcp_http_client
 
             credentials = self.spec.credentials
