@@ -11,9 +11,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
-from mcp_peers import UPSTREAMS, StdioProxy, error_of
+from mcp_peers import UPSTREAMS, StdioProxy, error_of, start_proxy
+from servers import create_token, strictcall
 from strictcall.errors import INVALID_TOOL_RESULT, RESULT_TOO_LARGE, ErrorKind
 from strictcall.services.proxy.stdio import MAX_RESULT_BYTES
 
@@ -91,3 +93,34 @@ def test_the_cap_is_the_flags(tmp_path: Path) -> None:
         assert proxy.peer.call("string_id", {})["structuredContent"] == {"result": "by string"}
     finally:
         proxy.close()
+
+
+def test_a_proxied_tools_calls_are_labelled_with_its_name_in_the_metrics(tmp_path: Path) -> None:
+    db = tmp_path / "proxy.sqlite3"
+    token = create_token(db, "agent")
+    made = strictcall("tokens", "create", "--operator", "--identity", "ops", "--db", str(db))
+    operator = {"Authorization": "Bearer " + made.stdout.strip().splitlines()[-1]}
+    proxy = start_proxy(db)
+    try:
+        body = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "read_note", "arguments": {"note_id": "n1"}},
+        }
+        headers = {"Authorization": f"Bearer {token}"}
+        answer = httpx.post(proxy.base_url + "/rpc", json=body, headers=headers, timeout=30)
+        assert answer.status_code == 200
+        deadline = time.monotonic() + 30
+        while True:  # the counts are made every second
+            text = httpx.get(proxy.base_url + "/metrics", headers=operator, timeout=30).text
+            calls = [
+                line for line in text.splitlines() if line.startswith("strictcall_calls_total")
+            ]
+            if calls or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert any('tool="read_note"' in line for line in calls), calls
+        assert not any('tool="unknown"' in line for line in calls), calls
+    finally:
+        assert proxy.stop() == 0

@@ -25,7 +25,7 @@ import asyncio
 import bisect
 import os
 from collections import Counter as Counter_
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Container, Iterable, Iterator
 from contextlib import asynccontextmanager, suppress
 from functools import partial
 from operator import itemgetter
@@ -116,8 +116,10 @@ def multiprocess_dir() -> str | None:
 class Metrics(Collector):
     """The server's metrics: its calls counted from their audit records."""
 
-    def __init__(self, tools: Iterable[str]) -> None:
-        self._tools: Final = frozenset(tools)
+    def __init__(self, tools: Iterable[str] | Container[str]) -> None:
+        # a container, not copied, for tools that change while serving (a proxy's, listed
+        # after the app is built): its names count as they come
+        self._tools: Final = tools if isinstance(tools, Container) else frozenset(tools)
         self._pending: list[AuditRecord] = []
         self._calls: dict[_Key, int] = {}
         self._labels: dict[_Key, tuple[str, str, str, str]] = {}

@@ -39,7 +39,6 @@ except ImportError:  # pragma: no cover - exercised in a venv without the extra
 from strictcall.audit.log import AuditLog
 from strictcall.core.gateway import Gateway
 from strictcall.core.pipeline import Limits
-from strictcall.core.tools import Tool
 from strictcall.server.edge import EdgeLimits, OriginPolicy
 from strictcall.server.guard import guarded_protocol
 from strictcall.server.listen import bind_listeners
@@ -132,7 +131,7 @@ def build_gateway_app(
     """
     from strictcall.server.ops import PATHS, OpsApp
 
-    metrics = _metrics(gateway.tools) if observe else None
+    metrics = _metrics(gateway) if observe else None
     audit = AuditLog(store, on_fault=None if metrics is None else metrics.audit_fault)
     record = observed(audit.record, metrics, _tracer() if observe else None)
     mcp = LoadingMcp(gateway, record)
@@ -234,13 +233,26 @@ def observed(record: Recorder, metrics: Metrics | None, tracer: CallTracer | Non
     return observe
 
 
-def _metrics(tools: Sequence[Tool]) -> Metrics | None:
+def _metrics(gateway: Gateway) -> Metrics | None:
     """The app's metrics, or None without strictcall[metrics] (then /metrics says so)."""
     try:
         from strictcall.ops.metrics import Metrics
     except MissingExtra:
         return None
-    return Metrics(tool.name for tool in tools)
+    return Metrics(_ToolNames(gateway))
+
+
+class _ToolNames:
+    """The names of the tools `gateway` serves now, as a container: a proxy's tools are
+    listed after the app is built, and change (metrics label their calls by name)."""
+
+    __slots__ = ("_gateway",)
+
+    def __init__(self, gateway: Gateway) -> None:
+        self._gateway = gateway
+
+    def __contains__(self, name: object) -> bool:
+        return type(name) is str and self._gateway.tool_named({"name": name}) is not None
 
 
 def _tracer() -> CallTracer | None:
