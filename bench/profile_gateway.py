@@ -42,6 +42,7 @@ def steps_for(gateway: Any, raw: str, identity: str) -> list[Step]:
     from strictcall.client.reply import check_request_id
     from strictcall.core import gateway as gw
     from strictcall.core import jsontext, pipeline
+    from strictcall.core.execute import execute_call
     from strictcall.core.tools import ToolContext
 
     steps: list[Step] = []
@@ -123,10 +124,10 @@ def steps_for(gateway: Any, raw: str, identity: str) -> list[Step]:
     steps.append(
         (
             "execute: execute_call, all of it",
-            lambda: pipeline.execute_call(compiled, ctx, arguments, pool),
+            lambda: execute_call(compiled, ctx, arguments, pool),
         )
     )
-    result, _ = pipeline.execute_call(compiled, ctx, arguments, pool)
+    result, _ = execute_call(compiled, ctx, arguments, pool)
     steps.append(("output: json_kind walk", lambda: pipeline._json_kind(result)))
     steps.append(
         (

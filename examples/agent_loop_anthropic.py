@@ -1,6 +1,12 @@
 """An agent loop on Anthropic's Messages API, with strictcall at the tools.
 
-Run it:  python examples/agent_loop_anthropic.py
+Run it from the repository with the virtualenv's python (`make install` made .venv and put
+the `anthropic` client in it):
+
+    .venv/bin/python examples/agent_loop_anthropic.py
+
+In an environment of your own, `pip install 'strictcall[anthropic]'` first and run it with that
+environment's python (a python without the `anthropic` package stops at its import).
 
 With no arguments the real `anthropic` client talks to a stand-in model server started here on
 127.0.0.1, which replays recorded responses (examples/recorded/anthropic_messages_*.json) and
@@ -11,7 +17,7 @@ next call, fixed from that error, succeeds.
 
 Against the real API, change nothing but the URL (the key comes from $ANTHROPIC_API_KEY):
 
-    python examples/agent_loop_anthropic.py --base-url https://api.anthropic.com
+    .venv/bin/python examples/agent_loop_anthropic.py --base-url https://api.anthropic.com
 
 Each line printed is JSON: one per tool result ({"turn", "tool_use_id", "is_error", "content"})
 and one for the final answer ({"final"}).

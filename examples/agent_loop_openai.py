@@ -1,6 +1,12 @@
 """An agent loop on OpenAI's API, Chat Completions and Responses, with strictcall at the tools.
 
-Run it:  python examples/agent_loop_openai.py
+Run it from the repository with the virtualenv's python (`make install` made .venv and put
+the `openai` client in it):
+
+    .venv/bin/python examples/agent_loop_openai.py
+
+In an environment of your own, `pip install 'strictcall[openai]'` first and run it with that
+environment's python (a python without the `openai` package stops at its import).
 
 With no arguments the real `openai` client talks to a stand-in model server started here on
 127.0.0.1, which replays recorded responses (examples/recorded/openai_*.json) and answers 400
@@ -12,7 +18,7 @@ the first mistake; models and servers without it do make them.)
 
 Against the real API, change nothing but the URL (the key comes from $OPENAI_API_KEY):
 
-    python examples/agent_loop_openai.py --base-url https://api.openai.com/v1
+    .venv/bin/python examples/agent_loop_openai.py --base-url https://api.openai.com/v1
 
 Each line printed is JSON: one per tool result ({"api", "turn", "call_id", "content"}) and one
 per loop's final answer ({"api", "final"}).

@@ -1,6 +1,8 @@
 """Four tools behind one strictcall Gateway, and what an agent gets back for a few calls.
 
-Run it:  python examples/tools_demo.py
+Run it from the repository with the virtualenv's python (`make install` made .venv):
+
+    .venv/bin/python examples/tools_demo.py
 
 Each line printed is one call's answer as JSON: {"case": ..., "ok": true, "result": ...} or
 {"case": ..., "ok": false, "error": {"code", "stage", "retryable", ...}}.

@@ -113,6 +113,13 @@ def test_an_operator_token_is_printed_alone_on_the_last_line(any_db: str) -> Non
         store.close()
 
 
+def ctrl_c_as_at_a_terminal() -> None:
+    """In the child, before it runs: SIGINT's default action, as a terminal's foreground job
+    has it, even when this suite was started with SIGINT ignored (`setsid bash -c ... &`),
+    which a child would inherit (and Python then never raises KeyboardInterrupt)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_audit_follow_prints_new_calls_as_they_come_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     db = tmp_path / "s.sqlite3"
     record(db, ok(1.0))
@@ -123,6 +130,7 @@ def test_audit_follow_prints_new_calls_as_they_come_and_stops_on_ctrl_c(tmp_path
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        preexec_fn=ctrl_c_as_at_a_terminal,
     ) as process:
         stdout, stderr = process.stdout, process.stderr
         assert stdout is not None and stderr is not None
@@ -143,7 +151,12 @@ def test_audit_follow_prints_new_calls_as_they_come_and_stops_on_ctrl_c(tmp_path
             assert "count_notes" in lines.get(timeout=DEADLINE_S)
         finally:
             process.send_signal(signal.SIGINT)
-            status = process.wait(timeout=DEADLINE_S)
+            try:
+                status = process.wait(timeout=DEADLINE_S)
+            finally:  # the deadline ends the child too: `with Popen` would wait on it for ever
+                if process.poll() is None:
+                    process.kill()
+                    process.wait()
             reader.join(timeout=DEADLINE_S)
         assert status == 0
         assert "Traceback" not in stderr.read()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from strictcall import Gateway, Tool, ToolContext
-from strictcall.core.gateway import AUDIT_POINTER_MAX
+from strictcall.core.record import AUDIT_POINTER_MAX
 from strictcall.errors import JSONValue
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from gateway_tools import CREATE_EVENT, READ_DOC, VALID_EVENT
 from strictcall import ForbiddenOrMissing, Tool, ToolContext, ToolFailure, errors
+from strictcall.core.execute import execute_call, execute_call_async
 from strictcall.core.jsontext import Document
 from strictcall.core.pipeline import (
     FORBIDDEN,
@@ -27,8 +28,6 @@ from strictcall.core.pipeline import (
     check_arguments,
     check_envelope,
     check_result,
-    execute_call,
-    execute_call_async,
     fail,
     read_call,
     route_call,

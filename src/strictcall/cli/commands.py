@@ -12,15 +12,19 @@ from collections.abc import Callable, Sequence
 from contextlib import closing
 from typing import Any, Final, TextIO, TypeVar
 
-from strictcall.errors import MissingExtra, Stage
+from strictcall.errors import FORBIDDEN_OR_MISSING, ErrorKind, MissingExtra
 from strictcall.server.edge import EdgeLimits
 from strictcall.services.demo import NOTES as SEED_NOTES
 from strictcall.storage import (
+    TOKEN_ID_LENGTH,
     AuditRecord,
     Store,
     StoreUnavailable,
+    TokenInfo,
+    hash_token,
     open_store,
     shown_db,
+    token_cache_s,
     unavailable_because,
 )
 
@@ -57,19 +61,20 @@ def run_serve(
     if store is None:
         return EXIT_FAILED
     try:
-        tokens = _prepare_demo(store) if demo else {}
+        if demo:
+            _prepare_demo(store)
 
         def ready(bound_host: str, bound_port: int) -> None:
             base = f"http://{bound_host}:{bound_port}"
             out.write(f"strictcall listening on {base} (store: {shown_db(db)}); Ctrl-C stops it\n")
-            if tokens:
-                _print_demo(out, base, tokens, store)
+            if demo:  # minted once listening: a server that fails to start mints none
+                try:
+                    _print_demo(out, base, _demo_tokens(store), store)
+                except StoreUnavailable as exc:  # it serves on; the operator makes tokens
+                    why = unavailable_because(db, exc)
+                    err.write(f"strictcall: the demo tokens were not made: {why}\n")
             else:
-                quoted = shlex.quote(db)
-                out.write(
-                    "callers need a token: make one with"
-                    f" `strictcall tokens create --identity NAME --db {quoted}`\n"
-                )
+                out.write(f"callers need a token: make one with {_token_hint(db)}\n")
             out.flush()
 
         def stopping() -> None:
@@ -162,7 +167,8 @@ def run_proxy(
     `strictcall serve` (`allow_origins`, and `edge`'s deadlines, connection cap and calls in
     flight per identity). Standard output carries MCP alone in stdio mode; everything else
     goes to `err`."""
-    from strictcall.server.proxy import Proxy  # the MCP SDK loads only here
+    from strictcall.server.listen import ListenError
+    from strictcall.server.proxy import Proxy, upstream_failure  # the MCP SDK loads only here
     from strictcall.services.proxy import PolicyError, UpstreamFailed, UpstreamSpec, load_allow_list
     from strictcall.services.proxy.stdio import MAX_RESULT_BYTES
 
@@ -197,7 +203,7 @@ def run_proxy(
         else:
             from strictcall.server.app import DEFAULT_PORT, serve
             from strictcall.server.edge import OriginPolicy, is_loopback_host
-            from strictcall.server.proxy import proxy_app
+            from strictcall.server.proxy import proxy_app, quiet_failed_start
 
             def ready(bound_host: str, bound_port: int) -> None:
                 out.write(f"strictcall proxy listening on http://{bound_host}:{bound_port}")
@@ -206,9 +212,18 @@ def run_proxy(
 
             origins = OriginPolicy(frozenset(allow_origins), loopback=is_loopback_host(host))
             app = proxy_app(proxy, store, origins=origins, edge=edge)
-            serve(app, host, DEFAULT_PORT if port is None else port, ready, edge=edge)
+            with quiet_failed_start(proxy):
+                serve(app, host, DEFAULT_PORT if port is None else port, ready, edge=edge)
+    except ListenError as exc:
+        err.write(f"strictcall proxy: {exc}\n")
+        return EXIT_FAILED
+    except SystemExit:  # the HTTP server's answer to a failed startup (exit 3)
+        if proxy.failed is None:
+            raise
+        err.write(f"strictcall proxy: {proxy.failed}\n")
+        return EXIT_FAILED
     except (UpstreamFailed, BaseExceptionGroup) as exc:
-        failed = _upstream_failure(exc, UpstreamFailed)
+        failed = upstream_failure(exc)
         if failed is None:
             raise
         err.write(f"strictcall proxy: {failed}\n")
@@ -219,46 +234,25 @@ def run_proxy(
     return EXIT_OK
 
 
-def _upstream_failure(exc: BaseException, kind: type[Exception]) -> BaseException | None:
-    """The `kind` exception in `exc`, found through the exception groups of task groups."""
-    if isinstance(exc, kind):
-        return exc
-    if isinstance(exc, BaseExceptionGroup):
-        for inner in exc.exceptions:
-            found = _upstream_failure(inner, kind)
-            if found is not None:
-                return found
-    return None
-
-
 def run_call(db: str, raw: str | bytes, identity: str, call_id: str, *, err: TextIO) -> Answer:
     """One call to any notes tool on the store at `db`, through the full gateway (every check,
-    every detail of the catalogue), audited like a call to the server; None (and a message)
-    when the store cannot be opened."""
-    from strictcall.core.jsontext import JSONTextError, loads_strict
+    every detail of the catalogue), audited as the server audits it (the same record, made by
+    `strictcall.core.record.record_of` from the gateway's outcome); None (and a message) when
+    the store cannot be opened."""
+    from strictcall.core.record import record_of
     from strictcall.services.notes import notes_gateway
-    from strictcall.storage import AuditRecord
 
     store = _open_store(db, err)
     if store is None:
         return None
     try:
         with notes_gateway(store) as gateway:
-            started = time.perf_counter_ns()
-            answer = gateway.call(raw, identity, call_id)
-            latency_us = (time.perf_counter_ns() - started) // 1000
-        error = answer.get("error")
-        tool = None
-        if error is None or error["stage"] not in (Stage.PARSE, Stage.ROUTE):
-            try:  # it was read and routed, so it parses, and its name is a tool's
-                tool = loads_strict(raw)["name"]
-            except JSONTextError:  # pragma: no cover - read once already
-                tool = None
+            outcome = gateway.settle_text(raw, identity, call_id)
         try:
-            store.record_call(AuditRecord.of_call(call_id, identity, tool, error, latency_us))
+            store.record_call(record_of(outcome, identity))
         except StoreUnavailable as exc:
             err.write(f"strictcall: the call was not audited: {unavailable_because(db, exc)}\n")
-        return answer
+        return outcome.answer
     finally:
         store.close()
 
@@ -279,13 +273,30 @@ def _open_store(db: str, err: TextIO) -> Store | None:
         return None
 
 
-def _prepare_demo(store: Store) -> dict[str, str]:
-    """Give u1 and u2 the seed's notes (if they have none yet) and each a fresh token."""
+def _prepare_demo(store: Store) -> None:
+    """Give u1 and u2 the seed's notes, if they have none yet."""
     for owner in DEMO_OWNERS:
         if store.count_notes(owner) == 0:
             for text in SEED_NOTES[owner].values():
                 store.add_note(owner, text)
-    return {owner: store.create_token(owner) for owner in DEMO_OWNERS}
+
+
+def _demo_tokens(store: Store) -> dict[str, str]:
+    """A fresh token for u1 and for u2, their earlier ones revoked: every `serve --demo` shows
+    the two tokens that work, and the store never holds more than those two."""
+    tokens: dict[str, str] = {}
+    for owner in DEMO_OWNERS:
+        store.revoke_tokens(identity=owner)
+        tokens[owner] = store.create_token(owner)
+    return tokens
+
+
+def _token_hint(db: str) -> str:
+    """The command that makes a token for the store at `db`, as it may be printed: a URL's
+    password is shown as ***."""
+    shown = shown_db(db)
+    hint = f"`strictcall tokens create --identity NAME --db {shlex.quote(shown)}`"
+    return hint if shown == db else hint + " (with the password where *** stands)"
 
 
 def _print_demo(out: TextIO, base: str, tokens: dict[str, str], store: Store) -> None:
@@ -325,8 +336,74 @@ def run_tokens_create(db: str, identity: str, *, out: TextIO, err: TextIO) -> in
     token = _with_store(db, err, lambda store: store.create_token(identity))
     if token is None:
         return EXIT_FAILED
-    out.write(f"token for {identity} (shown once, stored only as a hash):\n{token}\n")
+    token_id = hash_token(token)[:TOKEN_ID_LENGTH]
+    out.write(
+        f"token for {identity} (id {token_id}; shown once, stored only as a hash):\n{token}\n"
+    )
     return EXIT_OK
+
+
+def run_tokens_list(db: str, *, out: TextIO, err: TextIO) -> int:
+    """List the stored tokens (id, identity, role, created; never a token), audited."""
+
+    def listed(store: Store) -> list[TokenInfo]:
+        tokens = store.list_tokens()
+        _audit_command(store, "tokens list", None, None)
+        return tokens
+
+    tokens = _with_store(db, err, listed)
+    if tokens is None:  # [] is a store without tokens, not a failure
+        return EXIT_FAILED
+    if not tokens:
+        err.write(f"strictcall: no tokens in {shown_db(db)}\n")
+        return EXIT_OK
+    out.write(f"{'id':{TOKEN_ID_LENGTH}}  {'role':8}  {'created':20}  identity\n")
+    for t in tokens:
+        created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t.created_at))
+        out.write(f"{t.token_id}  {t.role:8}  {created:20}  {t.identity}\n")
+    return EXIT_OK
+
+
+def run_tokens_revoke(
+    db: str, token_id: str | None, identity: str | None, *, out: TextIO, err: TextIO
+) -> int:
+    """Revoke the token `token_id`, or every token of `identity`, audited; exit 1 when none
+    matched. Servers sharing the store refuse them within the token cache's time."""
+
+    if token_id is not None and token_id.startswith("sc_"):  # the token itself: its id
+        token_id = hash_token(token_id)[:TOKEN_ID_LENGTH]
+
+    def revoked(store: Store) -> list[TokenInfo]:
+        gone = store.revoke_tokens(token_id, identity)
+        whose = identity if identity is not None else (gone[0].identity if gone else None)
+        _audit_command(store, "tokens revoke", whose, None if gone else FORBIDDEN_OR_MISSING)
+        return gone
+
+    gone = _with_store(db, err, revoked)
+    if gone is None:
+        return EXIT_FAILED
+    if not gone:
+        # the id given is not repeated: it may be a token mistyped
+        what = "that id (as tokens list shows)" if identity is None else f"the identity {identity}"
+        err.write(f"strictcall tokens revoke: no token has {what} in {shown_db(db)}\n")
+        return EXIT_FAILED
+    within = token_cache_s()
+    for t in gone:
+        out.write(f"revoked {t.token_id} ({t.role} token of {t.identity})\n")
+    them = "it" if len(gone) == 1 else "them"
+    out.write(f"servers using {shown_db(db)} refuse {them} within {within:g} s\n")
+    return EXIT_OK
+
+
+def _audit_command(
+    store: Store, command: str, identity: str | None, refused: ErrorKind | None
+) -> None:
+    """An operator's command on tokens, kept in the audit log like a call: `command` as the
+    tool, `identity` whose tokens, `refused` when it matched nothing."""
+    from strictcall.core.record import command_record
+
+    error = None if refused is None else {"code": refused.code, "stage": refused.stage}
+    store.record_call(command_record(command, identity, error))
 
 
 def run_notes_add(db: str, owner: str, text: str, *, out: TextIO, err: TextIO) -> int:

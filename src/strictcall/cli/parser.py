@@ -1,6 +1,6 @@
 """The `strictcall` command line.
 
-    strictcall demo                                  seed 002's demo, byte for byte
+    strictcall demo                                  four example answers, one JSON line each
     strictcall call --identity ID [--call-id ID] RAW handle() one call; RAW "-" reads stdin
     strictcall call --identity ID [--call-id ID] --db PATH|URL RAW   any notes tool, full gateway
     strictcall serve [--host H] [--port P] [--db PATH|URL] [--workers N] [--demo]
@@ -9,6 +9,8 @@
                      [--stdio --identity ID | --host H --port N] [--db PATH|URL] [--allow FILE]
                      [--pass-errors TOOL]... [--timeout S]
     strictcall tokens create --identity ID [--db PATH|URL]
+    strictcall tokens list [--db PATH|URL]
+    strictcall tokens revoke (TOKEN_ID | --identity ID) [--db PATH|URL]
     strictcall notes add --owner ID --text TEXT [--db PATH|URL]
     strictcall notes list --owner ID [--db PATH|URL]
     strictcall audit [--limit N] [--db PATH|URL]
@@ -29,10 +31,10 @@ import io
 import json
 import os
 import sys
-import uuid
 from collections.abc import Sequence
-from typing import Any, BinaryIO, TextIO
+from typing import Any, BinaryIO, Final, TextIO
 
+from strictcall.core.ids import mint_call_id
 from strictcall.core.jsontext import MAX_SIZE
 from strictcall.errors import MissingExtra
 from strictcall.server.edge import (
@@ -95,6 +97,30 @@ def _db_path(value: str) -> str:
         raise argparse.ArgumentTypeError(
             "must not be empty (leave --db out for $STRICTCALL_DB, else ./strictcall.sqlite3)"
         )
+    db = store_of(value)
+    if db is None:
+        raise argparse.ArgumentTypeError(_NOT_A_STORE)
+    return db
+
+
+_NOT_A_STORE: Final = (
+    "names no store strictcall knows: give a SQLite file path, sqlite:///PATH"
+    " (SQLAlchemy's form) or a postgresql:// URL"
+)
+
+
+def store_of(value: str) -> str | None:
+    """What a --db value names: a postgresql:// URL or a SQLite path as given; SQLAlchemy's
+    `sqlite:///relative/path` and `sqlite:////absolute/path` as that path; None for any other
+    URL (another scheme, or a sqlite: URL naming no file)."""
+    if value.startswith("sqlite:"):
+        path = value.removeprefix("sqlite:///")
+        if path == value or path in ("", ":memory:") or "?" in path:
+            return None
+        return path
+    scheme, colon_slashes, _ = value.partition("://")
+    if colon_slashes and scheme.isidentifier() and scheme not in ("postgresql", "postgres"):
+        return None
     return value
 
 
@@ -122,6 +148,18 @@ def _limit(value: str) -> int:
     return limit
 
 
+class _Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
+    """Subcommands whose help page starts with what their line in the list says, and that
+    remember their parser, so that a misspelt flag is answered with that command's usage."""
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        if "help" in kwargs:
+            kwargs.setdefault("description", kwargs["help"])
+        parser: argparse.ArgumentParser = super().add_parser(name, **kwargs)
+        parser.set_defaults(command_parser=parser)
+        return parser
+
+
 class _Version(argparse.Action):
     """--version: the installed package's version, read only when asked for."""
 
@@ -144,20 +182,30 @@ class _Version(argparse.Action):
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every subcommand."""
     parser = argparse.ArgumentParser(
-        prog="strictcall", description="A strict tool-call boundary for LLM agents."
+        prog="strictcall",
+        description="A strict tool-call boundary for LLM agents: every tool call is checked in"
+        " named stages (parse, route, shape, resource, execute, output) and answered with the"
+        " value or a structured error that says where it failed.",
     )
     parser.add_argument("--version", action=_Version)
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    commands.add_parser("demo", help="print seed 002's demo, byte for byte")
+    commands = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", action=_Commands
+    )
+    commands.add_parser(
+        "demo",
+        help="print four example answers of the read_note tool, one JSON line each: a valid call,"
+        " text that is not JSON, an argument the tool does not take, another user's note",
+    )
     db_help = (
         "a SQLite file path or a postgresql:// URL"
         " (default: $STRICTCALL_DB, else ./strictcall.sqlite3)"
     )
     call = commands.add_parser(
         "call",
-        help="answer one call: seed 002's read_note demo, or with --db any notes tool",
+        help="answer one tool call given as JSON text: the example read_note tool on two in-memory"
+        " notes (u1 owns n1, u2 owns n2), or with --db any notes tool on that store",
     )
-    call.add_argument("--identity", required=True, type=_name, help="the caller")
+    call.add_argument("--identity", required=True, type=_name, help="who makes the call (e.g. u1)")
     call.add_argument(
         "--call-id",
         type=_utf8_text,
@@ -187,7 +235,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve from N processes on one port (default 1)",
     )
     serve.add_argument(
-        "--demo", action="store_true", help="give u1 and u2 demo notes and print their tokens"
+        "--demo",
+        action="store_true",
+        help="give u1 and u2 demo notes and, once listening, fresh tokens (replacing their"
+        " earlier ones), printed with two curl lines to try",
     )
     serve.add_argument(
         "--mcp-stdio",
@@ -223,7 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     proxy.add_argument("--host", default="127.0.0.1", help="HTTP: default 127.0.0.1")
     proxy.add_argument("--port", type=_port, help="HTTP: 0-65535, default 8765; 0 picks a free one")
-    proxy.add_argument("--db", type=_utf8_text, help=db_help + "; tokens and the audit log")
+    proxy.add_argument("--db", type=_db_path, help=db_help + "; tokens and the audit log")
     proxy.add_argument(
         "--allow", type=_utf8_text, metavar="FILE", help="allow-list: identity -> tool names"
     )
@@ -247,22 +298,40 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_edge_arguments(proxy)
 
-    tokens = commands.add_parser("tokens", help="API tokens").add_subparsers(
-        dest="action", required=True, metavar="ACTION"
-    )
+    tokens = commands.add_parser(
+        "tokens", help="the API tokens callers send: create, list, revoke"
+    ).add_subparsers(dest="action", required=True, metavar="ACTION", action=_Commands)
     create = tokens.add_parser("create", help="create a token; printed alone on the last line")
-    create.add_argument("--identity", required=True, type=_name)
-    create.add_argument("--db", type=_db_path, help=db_help)
-
-    notes = commands.add_parser("notes", help="notes, as the operator").add_subparsers(
-        dest="action", required=True, metavar="ACTION"
+    create.add_argument(
+        "--identity",
+        required=True,
+        type=_name,
+        help="whose token: every call made with it runs as this identity",
     )
+    create.add_argument("--db", type=_db_path, help=db_help)
+    listed = tokens.add_parser(
+        "list", help="list the stored tokens: id, identity, role, created (never the token)"
+    )
+    listed.add_argument("--db", type=_db_path, help=db_help)
+    revoke = tokens.add_parser(
+        "revoke",
+        help="revoke a token by its id (from `tokens list`), or every token of --identity; servers"
+        " refuse it within the token cache's time ($STRICTCALL_TOKEN_CACHE_S, default 5 s)",
+    )
+    which = revoke.add_mutually_exclusive_group(required=True)
+    which.add_argument("token_id", nargs="?", metavar="TOKEN_ID", help="as `tokens list` shows")
+    which.add_argument("--identity", type=_name, help="revoke every token of this identity")
+    revoke.add_argument("--db", type=_db_path, help=db_help)
+
+    notes = commands.add_parser(
+        "notes", help="add and list notes, as the operator (no token needed)"
+    ).add_subparsers(dest="action", required=True, metavar="ACTION", action=_Commands)
     add = notes.add_parser("add", help="add a note; its id is printed")
-    add.add_argument("--owner", required=True, type=_name)
-    add.add_argument("--text", required=True, type=_utf8_text)
+    add.add_argument("--owner", required=True, type=_name, help="whose note (e.g. u1)")
+    add.add_argument("--text", required=True, type=_utf8_text, help="the note's text")
     add.add_argument("--db", type=_db_path, help=db_help)
     listing = notes.add_parser("list", help="list an owner's notes, oldest first")
-    listing.add_argument("--owner", required=True, type=_name)
+    listing.add_argument("--owner", required=True, type=_name, help="whose notes (e.g. u1)")
     listing.add_argument("--db", type=_db_path, help=db_help)
 
     audit = commands.add_parser("audit", help="recent calls and counts by stage and code")
@@ -309,7 +378,9 @@ def main(
 ) -> int:
     """Run the command line; returns the exit status."""
     try:
-        args = build_parser().parse_args(argv)
+        args, unknown = build_parser().parse_known_args(argv)
+        if unknown:  # the command's own usage, not the top level's
+            args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     except SystemExit as exc:  # argparse has printed its usage message
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     # Started with a standard stream closed, Python sets it to None: read it as empty, and
@@ -364,7 +435,7 @@ def _call(args: argparse.Namespace, stdin: BinaryIO | None, out: BinaryIO) -> in
     else:
         from strictcall.cli import commands
 
-        call_id = f"cli-{uuid.uuid4().hex}" if args.call_id is None else args.call_id
+        call_id = mint_call_id("cli") if args.call_id is None else args.call_id
         done = commands.run_call(args.db, raw, args.identity, call_id, err=sys.stderr)
         if done is None:
             return EXIT_REFUSED
@@ -400,7 +471,7 @@ def _operate(args: argparse.Namespace, out: TextIO) -> int:
             allow_origins=args.allow_origin,
             workers=args.workers,
         )
-    if args.command == "tokens" and args.operator:
+    if args.command == "tokens" and args.action == "create" and args.operator:
         return commands.run_operator_token(db, args.identity, out=out, err=err)
     if args.command == "stats":
         return commands.run_stats(db, args.since, as_json=args.json, out=out, err=err)
@@ -440,6 +511,10 @@ def _operate(args: argparse.Namespace, out: TextIO) -> int:
             out=out,
             err=err,
         )
+    if args.command == "tokens" and args.action == "list":
+        return commands.run_tokens_list(db, out=out, err=err)
+    if args.command == "tokens" and args.action == "revoke":
+        return commands.run_tokens_revoke(db, args.token_id, args.identity, out=out, err=err)
     if args.command == "tokens":
         return commands.run_tokens_create(db, args.identity, out=out, err=err)
     if args.command == "notes" and args.action == "add":
@@ -483,7 +558,11 @@ def _db_from_environment(err: TextIO) -> str | None:
             "strictcall: STRICTCALL_DB is set but empty; give it a file path,"
             f" or unset it for ./{DEFAULT_DB_PATH}\n"
         )
-    return db
+        return None
+    named = store_of(db)
+    if named is None:
+        err.write(f"strictcall: STRICTCALL_DB {_NOT_A_STORE}\n")
+    return named
 
 
 def _add_edge_arguments(parser: argparse.ArgumentParser) -> None:

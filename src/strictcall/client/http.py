@@ -6,7 +6,7 @@ are idempotent per call id) and batch replies are matched by id, never by positi
 reply with id null (a parse error, an invalid request, a refused token) is raised or returned
 as `UncorrelatedError`, never dropped.
 
-    with Client("http://127.0.0.1:8765", token) as client:
+    with Client("http://127.0.0.1:8765", token) as client:   # or ".../rpc", the same endpoint
         client.call("count_notes")        # -> 0 when there are none
         client.call("read_note", {"note_id": "n..."})
 """
@@ -122,7 +122,8 @@ class Batch:
 
 
 class Client:
-    """Calls the service's tools over HTTP with a bearer token."""
+    """Calls the service's tools over HTTP with a bearer token, at `base_url` + "/rpc" (a
+    `base_url` that already ends in /rpc, as the curl lines show it, is that endpoint)."""
 
     def __init__(
         self,
@@ -132,8 +133,10 @@ class Client:
         timeout: float = DEFAULT_TIMEOUT_S,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
+        trimmed = base_url.rstrip("/")
+        self.endpoint: Final = trimmed if trimmed.endswith("/rpc") else trimmed + "/rpc"
+        """The URL every request is posted to: the server's JSON-RPC endpoint."""
         self._http = httpx.Client(
-            base_url=base_url,
             timeout=timeout,
             transport=transport,
             headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
@@ -172,7 +175,7 @@ class Client:
             return read["value"]
         if read["status"] == "error":
             raise ToolError(read["error"])
-        raise ProtocolError(f"invalid reply to request {request_id!r}")
+        raise ProtocolError(self._unexpected(f"no valid reply to request {request_id!r}"))
 
     def call_many(self, calls: Sequence[tuple[str, dict[str, JSONValue] | None]]) -> Batch:
         """Call several tools in one JSON-RPC batch; outcomes come back in the calls' order,
@@ -206,7 +209,7 @@ class Client:
             httpx.HTTPError: the request could not be sent.
         """
         body = {"jsonrpc": "2.0", "method": "tools/call", "params": _params(name, arguments)}
-        response = self._http.post("/rpc", content=orjson.dumps(body))
+        response = self._http.post(self.endpoint, content=orjson.dumps(body))
         if response.content:
             raise ProtocolError("a notification was answered")
 
@@ -233,11 +236,23 @@ class Client:
         return tools
 
     def _post(self, body: JSONValue) -> JSONValue:
-        response = self._http.post("/rpc", content=orjson.dumps(body))
+        response = self._http.post(self.endpoint, content=orjson.dumps(body))
         try:
-            return loads_strict(response.content)
+            reply = loads_strict(response.content)
         except JSONTextError:
-            raise ProtocolError(f"HTTP {response.status_code} with no JSON reply") from None
+            reply = None
+        if not _looks_like_jsonrpc(reply):
+            raise ProtocolError(
+                self._unexpected(f"HTTP {response.status_code} with no JSON-RPC 2.0 reply")
+            )
+        return reply
+
+    def _unexpected(self, what: str) -> str:
+        """A ProtocolError's message: what came back from which URL, and what was expected."""
+        return (
+            f"{_shown_url(self.endpoint)} answered {what}; expected strictcall's JSON-RPC"
+            " endpoint (give Client the server's URL, e.g. http://127.0.0.1:8765, or its /rpc)"
+        )
 
     def close(self) -> None:
         """Close the connection pool."""
@@ -253,6 +268,24 @@ class Client:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _looks_like_jsonrpc(reply: JSONValue) -> bool:
+    """Whether `reply` is a JSON-RPC 2.0 reply or a batch of them, by its envelope alone (the
+    reader then checks it strictly): anything else came from another endpoint."""
+    replies = reply if isinstance(reply, list) else [reply]
+    return bool(replies) and all(
+        isinstance(one, dict) and one.get("jsonrpc") == "2.0" and "id" in one for one in replies
+    )
+
+
+def _shown_url(url: str) -> str:
+    """`url` as it may be shown: a user name and password in it as ***."""
+    scheme, slashes, rest = url.partition("://")
+    host, at, path = rest.partition("/")
+    if "@" in host:
+        host = "***@" + host.rpartition("@")[2]
+    return f"{scheme}{slashes}{host}{at}{path}"
 
 
 def _params(name: str, arguments: dict[str, JSONValue] | None) -> dict[str, JSONValue]:

@@ -3,16 +3,31 @@
 An id a strict peer mints is a non-empty str or an int (never a bool, a float or null). A server
 answers only to ids every JSON-RPC peer can hold without loss: a non-empty str, or an int that
 fits 64 bits.
+
+Call ids, which idempotency rests on (a write is done once per identity and call id), are
+minted here alone (`mint_call_id`): for a call whose caller gave none (a JSON-RPC notification,
+the command line) and for the scope of a connection (MCP's request ids are unique only within
+one).
 """
 
 from __future__ import annotations
 
+import os
 from typing import Final
 
 from strictcall.errors import JSONValue
 
 MIN_WIRE_ID: Final = -(2**63)
 MAX_WIRE_ID: Final = 2**63 - 1
+
+
+MINTED_BYTES: Final = 16
+"""Random bytes in a minted call id: 128 bits, as in a UUID4 (no two calls ever share one)."""
+
+
+def mint_call_id(prefix: str) -> str:
+    """A new call id no other call has: `prefix`, "-", and 32 random hex digits."""
+    return f"{prefix}-{os.urandom(MINTED_BYTES).hex()}"
 
 
 def check_request_id(request_id: object) -> None:

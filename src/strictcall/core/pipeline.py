@@ -6,26 +6,27 @@
              satisfy the tool's strict input schema; errors carry a pointer into the call.
 4. resource  `authorize_call`: the caller may act on what the arguments name. A tool that
              finds the resource missing while it runs answers at this stage too, identically.
-5. execute   `execute_call` / `execute_call_async`: the handler runs; a declared failure keeps
-             its code, anything else becomes internal_error, a slow tool timeout.
+5. execute   `strictcall.core.execute`: the handler runs; a declared failure keeps its code,
+             anything else becomes internal_error, a slow tool timeout (its time limits and
+             threads are that module's).
 6. output    `check_result`: the result is a JSON value that satisfies the output schema.
 
 Each rung returns what the next one needs or a `Rejection`. Nothing here does I/O but the tool
-itself. `Gateway` and the seed's `handle` are both built from these rungs.
+itself. `Gateway` climbs them (one ladder per form, sync and async), and the seed's `handle`
+is a Gateway.
 """
 
 from __future__ import annotations
 
 import inspect
 import math
-import threading
-from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
-    from concurrent.futures import Executor
+    pass
 
 from strictcall.core.jsontext import (
     MAX_DEPTH,
@@ -42,11 +43,8 @@ from strictcall.core.tools import (
     ForbiddenOrMissing,
     Tool,
     ToolContext,
-    ToolFailure,
-    run_inline,
 )
 from strictcall.errors import (
-    AT_CAPACITY,
     FORBIDDEN_OR_MISSING,
     INTERNAL_ERROR,
     INVALID_ARGUMENTS,
@@ -106,7 +104,8 @@ class CompiledTool:
         )
 
 
-def _frozen(details: dict[str, JSONValue]) -> MappingProxyType[str, JSONValue]:
+def frozen_details(details: dict[str, JSONValue]) -> MappingProxyType[str, JSONValue]:
+    """A rejection's details, read-only (rejections are shared between answers)."""
     return MappingProxyType(details)
 
 
@@ -160,7 +159,7 @@ def text_refusal(exc: JSONTextError, raw: str | bytes, limits: Limits, levels: i
     if exc.line is not None:
         details["line"] = exc.line
         details["column"] = exc.column
-    return Rejection(INVALID_JSON, _frozen(details))
+    return Rejection(INVALID_JSON, frozen_details(details))
 
 
 def read_value(value: JSONValue, limits: Limits) -> bool | Rejection:
@@ -174,8 +173,8 @@ def read_value(value: JSONValue, limits: Limits) -> bool | Rejection:
         _check_depth(value, limits.max_depth)
     except (JSONTextError, RecursionError):
         reason = {"reason": Reason.TOO_DEEP.value, "limit": limits.max_depth}
-        return Rejection(INVALID_JSON, _frozen(reason))
-    return Rejection(INVALID_JSON, _frozen({"reason": Reason.SYNTAX.value}))
+        return Rejection(INVALID_JSON, frozen_details(reason))
+    return Rejection(INVALID_JSON, frozen_details({"reason": Reason.SYNTAX.value}))
 
 
 _TOO_LARGE: dict[int, Rejection] = {}
@@ -187,7 +186,7 @@ def too_large(limit: int) -> Rejection:
     known = _TOO_LARGE.get(limit)
     if known is None:
         known = Rejection(
-            REQUEST_TOO_LARGE, _frozen({"reason": Reason.TOO_LARGE.value, "limit": limit})
+            REQUEST_TOO_LARGE, frozen_details({"reason": Reason.TOO_LARGE.value, "limit": limit})
         )
         if len(_TOO_LARGE) < 64:  # a handful of limits per process; never grows without end
             _TOO_LARGE[limit] = known
@@ -224,7 +223,7 @@ def route_call(call: JSONValue, tools: Mapping[str, CompiledTool]) -> CompiledTo
 
 def unknown_tool(tools: Mapping[str, CompiledTool]) -> Rejection:
     """Rung 2's refusal: the call names no tool of `tools`, which it lists."""
-    return Rejection(UNKNOWN_TOOL, _frozen({"available": sorted(tools)}))
+    return Rejection(UNKNOWN_TOOL, frozen_details({"available": sorted(tools)}))
 
 
 # --- 3. shape ----------------------------------------------------------------------------------
@@ -285,12 +284,12 @@ def _refusal(violation: Violation) -> Rejection:
     if violation.has_expected:
         return _located(pointer, violation.reason, violation.expected)
     details = {"pointer": pointer, "reason": violation.reason.value}
-    return Rejection(INVALID_ARGUMENTS, _frozen(details))
+    return Rejection(INVALID_ARGUMENTS, frozen_details(details))
 
 
 def _located(pointer: str, reason: str, expected: JSONValue) -> Rejection:
     details = {"pointer": pointer, "reason": str(reason), "expected": expected}
-    return Rejection(INVALID_ARGUMENTS, _frozen(details))
+    return Rejection(INVALID_ARGUMENTS, frozen_details(details))
 
 
 # --- 4. resource -------------------------------------------------------------------------------
@@ -311,212 +310,12 @@ def authorize_call(
         allowed = authorize(ctx, arguments)
     except Exception as exc:
         if not isinstance(exc, ForbiddenOrMissing):
-            _log_failure(ctx, exc)
+            log_failure(ctx, exc)
         return FORBIDDEN
     return None if allowed is True else FORBIDDEN
 
 
-# --- 5. execute --------------------------------------------------------------------------------
-
-
-class _TimeLimit(Exception):
-    """The tool's time limit passed (unlike a TimeoutError the handler raised itself)."""
-
-
-def execute_call(
-    compiled: CompiledTool,
-    ctx: ToolContext,
-    arguments: Arguments,
-    pool: Executor | None,
-) -> tuple[JSONValue, Rejection | None]:
-    """Rung 5, from synchronous code: run the handler (async handlers in a private loop).
-
-    A sync handler with a timeout runs on `pool` so that it can be timed out (after an inline
-    try, for `inline_first`); with no pool it runs in place, untimed. Its time limit counts
-    from when it starts: a call that waits its whole time limit for a thread without getting
-    one never ran, and is answered `at_capacity`, not `timeout`.
-
-    Raises:
-        RuntimeError: an async handler was called from inside a running event loop.
-    """
-    tool = compiled.tool
-    if compiled.is_async:
-        _refuse_inside_loop()
-    try:
-        if compiled.is_async:
-            import asyncio  # loaded by the first async tool, not by `import strictcall`
-
-            coroutine = tool.handler(ctx, arguments)
-            assert isinstance(coroutine, Awaitable)
-            return asyncio.run(_awaited(coroutine, tool.timeout)), None
-        if tool.timeout is None or pool is None:
-            return tool.handler(ctx, arguments), None
-        if tool.inline_first:
-            done, result = run_inline(tool.handler, ctx, arguments)
-            if done:
-                return result, None
-        return _on_pool(compiled, ctx, arguments, pool, tool.timeout)
-    except _TimeLimit:
-        return None, TIMED_OUT
-    except Exception as exc:
-        return None, failure_of(compiled, ctx, exc)
-
-
-def _on_pool(
-    compiled: CompiledTool, ctx: ToolContext, arguments: Arguments, pool: Executor, limit: float
-) -> tuple[JSONValue, Rejection | None]:
-    """A sync handler on a worker thread: `limit` seconds to start, then `limit` to finish."""
-    from concurrent.futures import TimeoutError as FutureTimeout
-
-    from strictcall.core.threads import Workers  # loaded by the first pooled call
-
-    name = compiled.tool.name
-    if isinstance(pool, Workers) and not pool.admits(name):
-        return None, at_capacity(limit)
-    started = threading.Event()
-    future = pool.submit(_begin_then, started.set, compiled.tool.handler, ctx, arguments)
-    if not started.wait(limit):
-        if future.cancel():  # still queued: it never ran
-            return None, at_capacity(limit)
-        started.wait()  # a thread took it just now; its limit starts there
-    try:
-        return future.result(timeout=limit), None
-    except FutureTimeout:
-        if not future.done():
-            if isinstance(pool, Workers):
-                pool.overdue(future, name)
-            return None, TIMED_OUT
-        # It raised a TimeoutError of its own (re-raised here), or it just finished.
-        return future.result(), None
-
-
-def _begin_then(
-    begin: Callable[[], object], handler: Callable[..., JSONValue], *args: object
-) -> JSONValue:
-    """On the worker thread: say the call has started, then run it."""
-    begin()
-    return handler(*args)
-
-
-def at_capacity(limit: float) -> Rejection:
-    """`at_capacity`, with a hint to retry after about the tool's time limit."""
-    return Rejection(AT_CAPACITY, _frozen({"retry_after_ms": max(1, round(limit * 1000))}))
-
-
-async def execute_call_async(
-    compiled: CompiledTool,
-    ctx: ToolContext,
-    arguments: Arguments,
-    pool: Executor | None = None,
-) -> tuple[JSONValue, Rejection | None]:
-    """Rung 5, from a running event loop: await async handlers, call sync ones in place.
-
-    A sync handler with a timeout runs on a worker thread of `pool` so that the loop can time
-    it out, its limit counted from when it starts, as `execute_call` says (asyncio's default
-    executor when `pool` is None, the limit then counting the wait too); with `inline_first`,
-    only when an inline try says it would wait.
-    """
-    tool = compiled.tool
-    try:
-        if compiled.is_async:
-            coroutine = tool.handler(ctx, arguments)
-            assert isinstance(coroutine, Awaitable)
-            return await _awaited(coroutine, tool.timeout), None
-        if tool.timeout is None:
-            return tool.handler(ctx, arguments), None
-        if tool.inline_first:
-            done, result = run_inline(tool.handler, ctx, arguments)
-            if done:
-                return result, None
-        import asyncio
-
-        if pool is not None:
-            return await _on_pool_async(compiled, ctx, arguments, pool, tool.timeout)
-        work = asyncio.get_running_loop().run_in_executor(None, tool.handler, ctx, arguments)
-        return await _awaited(work, tool.timeout), None
-    except _TimeLimit:
-        return None, TIMED_OUT
-    except Exception as exc:
-        return None, failure_of(compiled, ctx, exc)
-
-
-async def _on_pool_async(
-    compiled: CompiledTool, ctx: ToolContext, arguments: Arguments, pool: Executor, limit: float
-) -> tuple[JSONValue, Rejection | None]:
-    """`_on_pool`, awaited from the event loop."""
-    import asyncio
-
-    from strictcall.core.threads import Workers
-
-    name = compiled.tool.name
-    if isinstance(pool, Workers) and not pool.admits(name):
-        return None, at_capacity(limit)
-    loop = asyncio.get_running_loop()
-    started = asyncio.Event()
-
-    def begin() -> None:
-        loop.call_soon_threadsafe(started.set)
-
-    future = pool.submit(_begin_then, begin, compiled.tool.handler, ctx, arguments)
-    try:
-        async with asyncio.timeout(limit):
-            await started.wait()
-    except TimeoutError:
-        if future.cancel():  # still queued: it never ran
-            return None, at_capacity(limit)
-    try:
-        return await _awaited(asyncio.wrap_future(future), limit), None
-    except _TimeLimit:
-        if isinstance(pool, Workers):
-            pool.overdue(future, name)
-        raise
-
-
-async def _awaited(work: Awaitable[JSONValue], timeout: float | None) -> JSONValue:
-    """Await `work` within `timeout` seconds.
-
-    Raises:
-        _TimeLimit: the time limit passed first.
-    """
-    if timeout is None:
-        return await work
-    import asyncio
-
-    scope = asyncio.timeout(timeout)
-    try:
-        async with scope:
-            return await work
-    except TimeoutError:
-        if scope.expired():
-            raise _TimeLimit from None
-        raise
-
-
-def _refuse_inside_loop() -> None:
-    import asyncio
-
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return
-    raise RuntimeError("an async tool called from a running event loop: use call_async")
-
-
-def failure_of(compiled: CompiledTool, ctx: ToolContext, exc: Exception) -> Rejection:
-    if isinstance(exc, ForbiddenOrMissing):
-        return FORBIDDEN
-    if isinstance(exc, ToolFailure) and exc.kind in compiled.tool.failures:
-        if exc.retry_after_ms is None and exc.details is None:
-            return Rejection(exc.kind)
-        details: dict[str, JSONValue] = {} if exc.details is None else dict(exc.details)
-        if exc.retry_after_ms is not None:
-            details["retry_after_ms"] = exc.retry_after_ms
-        return Rejection(exc.kind, _frozen(details))
-    _log_failure(ctx, exc)
-    return INTERNAL
-
-
-def _log_failure(ctx: ToolContext, exc: BaseException) -> None:
+def log_failure(ctx: ToolContext, exc: BaseException) -> None:
     """Log where a tool failed, without the exception's text (it may hold the caller's data)."""
     import logging  # a failing tool's path only: not loaded by `import strictcall`
     import traceback
@@ -557,7 +356,7 @@ def check_result(
     try:
         consistent = matches(arguments, result)
     except Exception as exc:
-        _log_failure(ctx, exc)
+        log_failure(ctx, exc)
         return WITHHELD
     return None if consistent is True else WITHHELD
 

@@ -1,14 +1,28 @@
 """The audit record: one call as the operator sees it, never argument values or note text.
 
-The gateway's answers and the wires' refusals become records here; the audit log batches them
-into the store, and operations (metrics, spans, the page) read them.
+The one place records are made: `record_of` makes the record of a call the gateway settled
+(its `Outcome`), `refusal_record` the record of a message a wire refused before the ladder
+(admission, the JSON-RPC envelope, MCP's intake). Every wire and the command line use these, so
+that a call's record is the same whichever way it came. The audit log batches them into the
+store, and operations (metrics, spans, the page) read them.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
-from typing import Any, NamedTuple
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
+
+from strictcall.core.ids import mint_call_id
+
+if TYPE_CHECKING:
+    from strictcall.core.gateway import Outcome
+
+AUDIT_POINTER_MAX: Final = 256
+"""The longest pointer an audit record keeps (declared names are the operator's, but deep)."""
+
+ENVELOPE_NAMES: Final = frozenset({"name", "arguments"})
+"""The member names every call may hold, which a kept pointer shows as they are."""
 
 
 class AuditRecord(NamedTuple):
@@ -55,3 +69,98 @@ class AuditRecord(NamedTuple):
             reason if type(reason) is str else None,
             pointer,
         )
+
+
+# A NamedTuple's own constructor is a Python function; tuple.__new__ builds the same in C.
+_new_record: Final[Callable[[type[AuditRecord], tuple[object, ...]], AuditRecord]] = tuple.__new__
+_now: Final = time.time
+
+
+def record_of(outcome: Outcome, identity: str | None) -> AuditRecord:
+    """The record of a call the gateway settled (`Gateway.settle`): its call id, the tool it
+    named, and for a refusal the code, stage, reason and the pointer as the gateway kept it."""
+    answer = outcome.answer
+    call_id = answer["call_id"]
+    if type(call_id) is not str:
+        call_id = str(call_id)
+    if answer["ok"] is True:
+        fields = (_now(), call_id, identity, outcome.tool, "ok", None, None, outcome.latency_us)
+        return _new_record(AuditRecord, (*fields, None, None))
+    error = answer["error"]
+    reason = error.get("reason")
+    return _new_record(
+        AuditRecord,
+        (
+            _now(),
+            call_id,
+            identity,
+            outcome.tool,
+            "error",
+            error["code"],
+            error["stage"],
+            outcome.latency_us,
+            reason if type(reason) is str else None,
+            outcome.pointer,
+        ),
+    )
+
+
+def refusal_record(
+    error: Mapping[str, Any],
+    identity: str | None,
+    call_id: str | int | None = None,
+    tool: str | None = None,
+    latency_us: int = 0,
+) -> AuditRecord:
+    """The record of a message refused before (or beside) the gateway's ladder: its structured
+    `error`, with the call id and the registered tool it named when they could be read."""
+    return AuditRecord.of_call(call_id, identity, tool, error, latency_us)
+
+
+def command_record(
+    command: str, identity: str | None, error: Mapping[str, Any] | None = None
+) -> AuditRecord:
+    """The record of an operator's command on the store (`strictcall tokens list`, `revoke`):
+    the command where a call's tool stands, `identity` whose tokens, `error` when it was
+    refused; its call id minted as every call id is."""
+    return AuditRecord.of_call(mint_call_id("cli"), identity, command, error, 0)
+
+
+def kept_pointer(pointer: str, declared: frozenset[str]) -> str:
+    """`pointer` as an audit record may keep it: each member name in `declared` kept, any other
+    name "*" (a name the model made up is its text), array indexes kept; at most
+    `AUDIT_POINTER_MAX` characters."""
+    kept = [
+        part if _is_index(part) or _unescaped(part) in declared else "*"
+        for part in pointer[1:].split("/")
+    ]
+    return ("/" + "/".join(kept))[:AUDIT_POINTER_MAX]
+
+
+def member_names(schema: object) -> frozenset[str]:
+    """Every member name a schema declares anywhere in it (properties, required)."""
+    names: set[str] = set()
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            properties = node.get("properties")
+            if isinstance(properties, dict):
+                names.update(key for key in properties if isinstance(key, str))
+            required = node.get("required")
+            if isinstance(required, list):
+                names.update(key for key in required if isinstance(key, str))
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return frozenset(names)
+
+
+def _is_index(part: str) -> bool:
+    """Whether a pointer's part is an array index (digits, no leading zero, at most 9)."""
+    return part.isascii() and part.isdigit() and len(part) <= 9 and (part == "0" or part[0] != "0")
+
+
+def _unescaped(part: str) -> str:
+    """A pointer's part as the member name it stands for (RFC 6901)."""
+    return part.replace("~1", "/").replace("~0", "~")

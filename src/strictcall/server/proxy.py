@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Collection
-from contextlib import AbstractAsyncContextManager
+import logging
+from collections.abc import AsyncIterator, Callable, Collection, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Final, TextIO
 
 from strictcall.audit.log import AuditLog
@@ -12,7 +13,7 @@ from strictcall.core.gateway import Gateway
 from strictcall.core.pipeline import Limits
 from strictcall.services.proxy.stdio import MAX_RESULT_BYTES
 from strictcall.services.proxy.tools import proxied_tools
-from strictcall.services.proxy.upstream import Listing, Upstream, UpstreamSpec
+from strictcall.services.proxy.upstream import Listing, Upstream, UpstreamFailed, UpstreamSpec
 
 if TYPE_CHECKING:
     from strictcall.server.edge import EdgeLimits, OriginPolicy
@@ -58,10 +59,25 @@ class Proxy:
         self._pass_errors = frozenset(pass_errors)
         self._timeout = timeout
         self._refused: dict[str, str] = {}
+        self.failed: UpstreamFailed | None = None
+        """Why the upstream's first start failed, once it has."""
 
     def lifespan(self) -> AbstractAsyncContextManager[None]:
-        """The upstream's run: entered in the serving loop before the first call."""
-        return self.upstream.running()
+        """The upstream's run: entered in the serving loop before the first call. A first
+        start that fails is kept as `failed` (and raised)."""
+        return self._running()
+
+    @asynccontextmanager
+    async def _running(self) -> AsyncIterator[None]:
+        entered = False
+        try:
+            async with self.upstream.running():
+                entered = True
+                yield
+        except BaseException as exc:
+            if not entered:
+                self.failed = upstream_failure(exc)
+            raise
 
     def _take_listing(self, listing: Listing) -> None:
         tools = proxied_tools(
@@ -75,6 +91,35 @@ class Proxy:
                 )
         self._errlog.flush()
         self._refused = refused
+
+
+def upstream_failure(exc: BaseException) -> UpstreamFailed | None:
+    """The UpstreamFailed in `exc`, found through the exception groups of task groups."""
+    if isinstance(exc, UpstreamFailed):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = upstream_failure(inner)
+            if found is not None:
+                return found
+    return None
+
+
+@contextmanager
+def quiet_failed_start(proxy: Proxy) -> Iterator[None]:
+    """While in it, the HTTP server's log says nothing once the upstream's first start has
+    failed: its lines (the failure's repr, "Application startup failed") would repeat, in
+    uvicorn's words, the one line the command prints."""
+
+    def keep(record: logging.LogRecord) -> bool:
+        return proxy.failed is None
+
+    server_log = logging.getLogger("uvicorn.error")
+    server_log.addFilter(keep)
+    try:
+        yield
+    finally:
+        server_log.removeFilter(keep)
 
 
 def _one_line(text: str) -> str:

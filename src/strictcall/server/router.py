@@ -23,7 +23,7 @@ from typing import Final
 
 import orjson
 
-from strictcall.core.record import AuditRecord
+from strictcall.core.record import refusal_record
 from strictcall.core.refusals import AUTH_DOWN, CALLER_BUSY, FOREIGN_ORIGIN, NO_TOKEN, too_large
 from strictcall.errors import RETRY_AFTER_MS, Rejection
 from strictcall.server.edge import DEFAULT_MAX_IN_FLIGHT, InFlight, OriginPolicy
@@ -256,4 +256,4 @@ class RpcApp:
 
     def _audit(self, refusal: Rejection, identity: str | None) -> None:
         """Record a request refused before it reached the JSON-RPC service."""
-        self._record(AuditRecord.of_call(None, identity, None, refusal.as_error(), 0))
+        self._record(refusal_record(refusal.as_error(), identity))

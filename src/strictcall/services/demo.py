@@ -1,30 +1,24 @@
-"""Seed 002's read_note handler over its two demo notes, built on the staged pipeline.
+"""Seed 002's read_note handler over its two demo notes, built on a Gateway.
 
 `handle` answers exactly as the seed does: {"ok": true, "call_id", "result"} or {"ok": false,
 "call_id", "error": {"code", "stage", "retryable"}} with no other members. Unlike the seed it
 reads its text strictly (duplicate names, NaN, deep nesting and oversized text are invalid_json
 or request_too_large at stage parse) and never raises for any str or bytes.
+
+The gateway is any other with the seed's one tool, answering as the seed does: errors without
+their details (`details=False`) and members besides "name" and "arguments" left alone
+(`envelope=False`, the seed reads only those two).
 """
 
 from __future__ import annotations
 
 import json
+from contextvars import ContextVar
 from typing import Final
 
-from strictcall.core.pipeline import (
-    CompiledTool,
-    Limits,
-    authorize_call,
-    check_arguments,
-    check_result,
-    execute_call,
-    fail,
-    read_call,
-    route_call,
-    succeed,
-)
+from strictcall.core.gateway import Gateway
 from strictcall.core.tools import Arguments, Tool, ToolContext
-from strictcall.errors import JSONValue, Rejection
+from strictcall.errors import JSONValue
 
 NOTES: Final[dict[str, dict[str, str]]] = {
     "u1": {"n1": "退款窗口为 7 天。"},
@@ -60,7 +54,15 @@ def _owns(ctx: ToolContext, arguments: Arguments) -> bool:
     return arguments["note_id"] in NOTES.get(ctx.identity, {})
 
 
+_NO_OVERRIDE: Final = object()
+_OVERRIDE: ContextVar[object] = ContextVar("strictcall_demo_override", default=_NO_OVERRIDE)
+"""The seed's `result_override` of the call being answered in this context, if one was given."""
+
+
 def _read(ctx: ToolContext, arguments: Arguments) -> JSONValue:
+    override = _OVERRIDE.get()
+    if override is not _NO_OVERRIDE:
+        return override  # the seed's hook: any value, checked at output like the note
     note_id = arguments["note_id"]
     return {"note_id": note_id, "text": NOTES[ctx.identity][note_id]}
 
@@ -81,9 +83,13 @@ READ_NOTE: Final = Tool(
 )
 """The seed's one tool, declared like any other."""
 
-_TOOLS: dict[str, CompiledTool] = {}
-"""READ_NOTE compiled, on the first call (not by `import strictcall`: it loads the validator)."""
-_LIMITS: Final = Limits()
+_GATEWAY: list[Gateway] = []
+"""The seed's gateway, made on the first call (not by `import strictcall`: it loads the
+validator)."""
+
+_STAND_IN: Final = "call-1"
+"""The call id the gateway is given for a call id it refuses as a caller's mistake (""): the
+seed takes any, and the answer carries the caller's own."""
 
 
 def handle(
@@ -97,32 +103,23 @@ def handle(
     `result_override`, when not None, replaces the note the tool would return, so that the
     output stage can be exercised (seed 002's own hook).
     """
-    document = read_call(raw, _LIMITS)
-    if isinstance(document, Rejection):
-        return fail(call_id, document, located=False)
-    call = document.value
-    if not _TOOLS:
-        _TOOLS[READ_NOTE.name] = CompiledTool.compile(READ_NOTE)
-    compiled = route_call(call, _TOOLS)
-    if isinstance(compiled, Rejection):
-        return fail(call_id, compiled, located=False)
-    arguments = check_arguments(call, compiled, document.has_float)
-    if isinstance(arguments, Rejection):
-        return fail(call_id, arguments, located=False)
-    ctx = ToolContext(identity if isinstance(identity, str) else "", call_id, READ_NOTE.name)
-    rejection = authorize_call(compiled, ctx, arguments)
-    if rejection is not None:
-        return fail(call_id, rejection, located=False)
-    if result_override is not None:
-        result: JSONValue = result_override
+    if not _GATEWAY:
+        _GATEWAY.append(Gateway([READ_NOTE], details=False, envelope=False))
+    gateway = _GATEWAY[0]
+    identity = identity if type(identity) is str else ""
+    stand_in = type(call_id) is not str or not call_id
+    given = _STAND_IN if stand_in else call_id
+    if result_override is None:
+        answer = gateway.call(raw, identity, given)
     else:
-        result, rejection = execute_call(compiled, ctx, arguments, None)
-        if rejection is not None:
-            return fail(call_id, rejection, located=False)
-    rejection = check_result(compiled, arguments, result, ctx)
-    if rejection is not None:
-        return fail(call_id, rejection, located=False)
-    return succeed(call_id, result)
+        token = _OVERRIDE.set(result_override)
+        try:
+            answer = gateway.call(raw, identity, given)
+        finally:
+            _OVERRIDE.reset(token)
+    if stand_in:
+        answer["call_id"] = call_id  # the member keeps its place: the seed's order
+    return answer
 
 
 DEMO_CASES: Final = (

@@ -13,7 +13,9 @@ import os
 from strictcall.storage.base import (
     DEFAULT_DB_PATH,
     MINUTE_S,
+    TOKEN_CACHE_ENV,
     TOKEN_CACHE_S,
+    TOKEN_ID_LENGTH,
     AuditRecord,
     AuditStore,
     AwaitedNotes,
@@ -31,17 +33,22 @@ from strictcall.storage.base import (
     StoreError,
     StoreRefused,
     StoreUnavailable,
+    StoreUnreachable,
+    TokenInfo,
     TokenStore,
     hash_token,
     minute_counts,
     new_note_id,
     new_token,
+    token_cache_s,
 )
 
 __all__ = [
     "DEFAULT_DB_PATH",
     "MINUTE_S",
+    "TOKEN_CACHE_ENV",
     "TOKEN_CACHE_S",
+    "TOKEN_ID_LENGTH",
     "AuditRecord",
     "AuditStore",
     "AwaitedNotes",
@@ -59,6 +66,8 @@ __all__ = [
     "StoreError",
     "StoreRefused",
     "StoreUnavailable",
+    "StoreUnreachable",
+    "TokenInfo",
     "TokenStore",
     "default_db",
     "hash_token",
@@ -68,6 +77,7 @@ __all__ = [
     "new_token",
     "open_store",
     "shown_db",
+    "token_cache_s",
     "unavailable_because",
 ]
 
@@ -94,7 +104,7 @@ def is_database_url(db: str) -> bool:
 
 def unavailable_because(db: str, exc: StoreUnavailable) -> str:
     """Why the store `db` names could not be opened or used, in the operator's words."""
-    if isinstance(exc, SchemaTooNew):
+    if isinstance(exc, (SchemaTooNew, StoreUnreachable)):
         return exc.for_operator()
     if is_database_url(db):
         return "the database server refused or could not be reached"
@@ -113,10 +123,10 @@ def open_store(db: str) -> Store:
     if is_database_url(db):
         from strictcall.storage.postgres import PostgresStore
 
-        return PostgresStore(db)
+        return PostgresStore(db, token_cache_s=token_cache_s())
     from strictcall.storage.sqlite import SQLiteStore
 
-    return SQLiteStore(db)
+    return SQLiteStore(db, token_cache_s=token_cache_s())
 
 
 def shown_db(db: str) -> str:

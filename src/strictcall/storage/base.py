@@ -29,8 +29,45 @@ from strictcall.errors import StrictcallError
 DEFAULT_DB_PATH: Final = "strictcall.sqlite3"
 """Where the service keeps its data unless --db or $STRICTCALL_DB says otherwise."""
 
-TOKEN_CACHE_S: Final = 30.0
-"""How long a store may remember a known token without a query."""
+TOKEN_CACHE_S: Final = 5.0
+"""How long a store may remember a known token without a query: a revoked token is refused by
+every server sharing the store at most this long after `tokens revoke` (unless
+`$STRICTCALL_TOKEN_CACHE_S` says another time)."""
+
+TOKEN_CACHE_ENV: Final = "STRICTCALL_TOKEN_CACHE_S"
+"""The environment variable that sets the token cache's time, in seconds (0: no cache)."""
+
+TOKEN_ID_LENGTH: Final = 12
+"""A token's id: the first characters of its hash, what `tokens list` shows and `tokens
+revoke` takes (the token itself is never stored, nor shown again)."""
+
+
+def token_cache_s() -> float:
+    """The token cache's time: `$STRICTCALL_TOKEN_CACHE_S` when it is a number of seconds, 0 or
+    more (0 turns the cache off), else `TOKEN_CACHE_S` (unset or empty: the default)."""
+    import math
+    import os
+
+    value = os.environ.get(TOKEN_CACHE_ENV, "")
+    try:
+        seconds = float(value)
+    except ValueError:
+        return TOKEN_CACHE_S
+    return seconds if math.isfinite(seconds) and seconds >= 0 else TOKEN_CACHE_S
+
+
+class TokenInfo(NamedTuple):
+    """One stored token as an operator may see it: its id, never the token."""
+
+    token_id: str
+    identity: str
+    role: str
+    created_at: float
+
+    @classmethod
+    def of_row(cls, digest: str, identity: str, role: str, created_at: float) -> TokenInfo:
+        """The token of a (hash, identity, role, created_at) row."""
+        return cls(str(digest)[:TOKEN_ID_LENGTH], str(identity), str(role), float(created_at))
 
 
 class StoreError(StrictcallError):
@@ -58,6 +95,20 @@ class SchemaTooNew(StoreUnavailable):
             f"it was written by a newer strictcall (schema version {self.found}; this one knows"
             f" {self.known}); upgrade strictcall to open it"
         )
+
+
+class StoreUnreachable(StoreUnavailable):
+    """The database server could not be reached, or refused the connection; `for_operator()`
+    says why as psql would (missing database or role, failed authentication, no TLS, nothing
+    listening, a host that does not resolve), never with the URL's password."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+    def for_operator(self) -> str:
+        """Why the store could not be opened, in the operator's words (one short clause)."""
+        return self.reason
 
 
 class StoreBusy(StoreError):
@@ -216,6 +267,17 @@ class TokenStore(Protocol):
         ...
 
     def create_token(self, identity: str) -> str: ...
+
+    def list_tokens(self) -> list[TokenInfo]:
+        """Every stored token (agents' and operators'), oldest first: ids, never tokens."""
+        ...
+
+    def revoke_tokens(
+        self, token_id: str | None = None, identity: str | None = None
+    ) -> list[TokenInfo]:
+        """Delete the token whose id is `token_id` and every token of `identity`; the ones
+        deleted. Every server refuses them once its cache lets go of them."""
+        ...
 
     def identity_for_token(self, token: str) -> str | None:
         """Whose agent token this is, or None for an unknown one (or an operator's).

@@ -15,6 +15,7 @@ from strictcall.storage.base import (
     IdempotencyConflict,
     IdempotencyKey,
     StatRow,
+    TokenInfo,
     failure_rows,
     hash_token,
     minute_of,
@@ -104,6 +105,15 @@ class SharedReads:
         if cached is not None:
             return cached
         return self._tokens.remember(digest, self._select(self._sql.token_identity, (digest,)))
+
+    def list_tokens(self) -> list[TokenInfo]:
+        """Every stored token (agents' and operators'), oldest first: ids, never tokens."""
+        rows = self._select(
+            "SELECT hash, identity, role, created_at FROM tokens ORDER BY created_at, hash",
+            (),
+            many=True,
+        )
+        return [TokenInfo.of_row(*row) for row in rows]
 
     def operator_for_token(self, token: str) -> str | None:
         """The operator's name for an operator token; None for any other (an agent's too)."""

@@ -28,12 +28,15 @@ import orjson
 
 from strictcall.storage.base import (
     MINUTE_S,
+    TOKEN_CACHE_S,
+    TOKEN_ID_LENGTH,
     AuditRecord,
     IdempotencyKey,
     Note,
     SchemaTooNew,
     StoreBusy,
     StoreUnavailable,
+    TokenInfo,
     hash_token,
     minute_counts,
     new_note_id,
@@ -221,7 +224,9 @@ class SQLiteStore(SharedReads):
     tokens_inline: Final = True  # a token is looked up in process, in microseconds
     _sql = SQLITE
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, token_cache_s: float = TOKEN_CACHE_S
+    ) -> None:
         self.path: Final = Path(path)
         self._lock = threading.Lock()
         self._conn, self._inode = self._connect()
@@ -229,7 +234,7 @@ class SQLiteStore(SharedReads):
         self._reader, self._reader_inode = self._open_reader()
         self._read_cursor = self._reader.cursor()  # reused: one cursor less per read
         self._checked_at = time.monotonic()
-        self._tokens = TokenCache()
+        self._tokens = TokenCache(token_cache_s)
         self.json_rows = _has_json(self._conn)
         """Whether this SQLite has its JSON functions (built in since 3.38), with which an audit
         batch is inserted by one statement; without them, row by row."""
@@ -458,6 +463,20 @@ class SQLiteStore(SharedReads):
     async def identity_for_token_async(self, token: str) -> str | None:
         """`identity_for_token`, answered inline: a lookup in process takes microseconds."""
         return self.identity_for_token(token)
+
+    def revoke_tokens(
+        self, token_id: str | None = None, identity: str | None = None
+    ) -> list[TokenInfo]:
+        """Delete the token whose id is `token_id` and every token of `identity`; the ones
+        deleted. Servers sharing the file refuse them once their cache lets go of them."""
+        with self._using(write=True) as conn:
+            rows = conn.execute(
+                "DELETE FROM tokens WHERE substr(hash, 1, ?) = ? OR identity = ?"
+                " RETURNING hash, identity, role, created_at",
+                (TOKEN_ID_LENGTH, token_id, identity),
+            ).fetchall()
+        self._tokens.clear()
+        return sorted(TokenInfo.of_row(*row) for row in rows)
 
     # --- audit --------------------------------------------------------------------------------
 

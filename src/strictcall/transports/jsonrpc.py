@@ -17,9 +17,6 @@ is run and gets no answer, so a batch of notifications gets no body at all.
 
 from __future__ import annotations
 
-import enum
-import time
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -27,13 +24,22 @@ from typing import Final
 
 import orjson
 
-from strictcall.core.gateway import Gateway
-from strictcall.core.ids import valid_id
+# AWAIT: `RpcService.answer_now`'s word that a body must be answered by `answer` (the gateway's)
+from strictcall.core.gateway import AWAIT as AWAIT
+from strictcall.core.gateway import Await as Await
+from strictcall.core.gateway import Gateway, Outcome
+from strictcall.core.ids import mint_call_id, valid_id
 from strictcall.core.jsontext import Document, dump_text
 from strictcall.core.pipeline import read_message
-from strictcall.core.record import AuditRecord
-from strictcall.core.refusals import NO_SUCH_METHOD, NOT_A_REQUEST, POSITIONAL_PARAMS, WITHHELD
-from strictcall.errors import JSONValue, Rejection, Stage
+from strictcall.core.record import AuditRecord, record_of, refusal_record
+from strictcall.core.refusals import (
+    NO_SUCH_METHOD,
+    NOT_A_REQUEST,
+    POSITIONAL_PARAMS,
+    WITHHELD,
+    malformed_call,
+)
+from strictcall.errors import JSONValue, Reason, Rejection, Stage
 
 ERROR_CODES: Final[Mapping[Stage, tuple[int, str]]] = MappingProxyType(
     {
@@ -52,18 +58,6 @@ ERROR_CODES: Final[Mapping[Stage, tuple[int, str]]] = MappingProxyType(
 _REQUEST_MEMBERS: Final = frozenset({"jsonrpc", "id", "method", "params"})
 
 Recorder = Callable[[AuditRecord], None]
-
-
-class Await(enum.Enum):
-    """`RpcService.answer_now`'s word that the body must be answered by `answer`."""
-
-    AWAIT = enum.auto()
-
-
-AWAIT: Final = Await.AWAIT
-
-_LISTINGS_KEPT: Final = 256
-"""Per-identity tools/list results kept at once."""
 
 
 def error_reply(request_id: JSONValue, error: dict[str, JSONValue]) -> dict[str, JSONValue]:
@@ -108,9 +102,6 @@ class RpcService:
     def __init__(self, gateway: Gateway, record: Recorder) -> None:
         self.gateway: Final = gateway
         self._record = record
-        # per identity, and rebuilt when the gateway's tools change (a proxy's upstream)
-        self._generation = gateway.generation
-        self._listings: dict[str, dict[str, JSONValue]] = {}
 
     async def answer(self, body: bytes, identity: str) -> bytes | None:
         """The reply body for a request body, or None when nothing is to be answered."""
@@ -142,48 +133,47 @@ class RpcService:
     ) -> bytes | Await | None:
         """`answer_now` of a body already read."""
         if isinstance(document, Rejection):
-            self._audit(None, identity, None, document.as_error(), 0)
+            self._record(refusal_record(document.as_error(), identity))
             return encode_replies([error_reply(None, document.as_error())], batch=False)
         message = document.value
         if type(message) is list:
             if not message:
                 return encode_replies([refusal_reply(None, NOT_A_REQUEST)], batch=False)
+            # nothing of a batch runs before every call of it is known to be answered in place
             for item in message:
-                if self._must_await(item, identity):
+                if (
+                    type(item) is dict
+                    and item.get("method") == "tools/call"
+                    and self.gateway.must_await(item.get("params"), identity)
+                ):
                     return AWAIT
             replies = []
             for item in message:
-                reply = self._answer_one_now(item, identity, document.has_float)
-                if reply is not None:
+                # not in place: the look above said none awaits (as of then; tools may change)
+                reply = self._answer_one_now(item, identity, document.has_float, in_place=False)
+                if reply is not None and reply is not AWAIT:
                     replies.append(reply)
             return encode_replies(replies, batch=True) if replies else None
-        if self._must_await(message, identity):
-            return AWAIT
-        reply = self._answer_one_now(message, identity, document.has_float)
-        return None if reply is None else encode_replies([reply], batch=False)
-
-    def _must_await(self, message: JSONValue, identity: str) -> bool:
-        """Whether answering `message` awaits: a tools/call of a tool that must be awaited."""
-        return (
-            type(message) is dict
-            and message.get("method") == "tools/call"
-            and self.gateway.must_await(message.get("params"), identity)
-        )
+        reply = self._answer_one_now(message, identity, document.has_float, in_place=True)
+        if reply is None or reply is AWAIT:
+            return reply
+        return encode_replies([reply], batch=False)
 
     def _answer_one_now(
-        self, message: JSONValue, identity: str, has_float: bool
-    ) -> dict[str, JSONValue] | None:
-        """`_answer_one` for a message that `_must_await` says is answered in place."""
+        self, message: JSONValue, identity: str, has_float: bool, *, in_place: bool
+    ) -> dict[str, JSONValue] | Await | None:
+        """`_answer_one` in place; `in_place`: or `AWAIT` for a tools/call the gateway says must
+        be awaited (nothing of it run or audited)."""
         request = read_request(message)
         if type(request) is _Request and request.method == "tools/call":
             request_id = request.request_id
-            call_id: str | int = request_id if request_id is not None else f"n-{uuid.uuid4()}"
-            started = time.perf_counter_ns()
-            answer = self.gateway.call_parsed(
-                request.params, identity, call_id, has_float=has_float
+            call_id = request_id if request_id is not None else mint_call_id("n")
+            outcome = self.gateway.settle(
+                request.params, identity, call_id, has_float=has_float, in_place=in_place
             )
-            latency_us = (time.perf_counter_ns() - started) // 1000
-            return self._answered(request, call_id, identity, answer, latency_us)
+            if outcome is AWAIT:
+                return AWAIT
+            return self._answered(request_id, outcome, identity)
         return self._answer_other(message, request, identity)
 
     async def _answer_one(
@@ -192,37 +182,24 @@ class RpcService:
         request = read_request(message)
         if type(request) is _Request and request.method == "tools/call":
             request_id = request.request_id
-            call_id: str | int = request_id if request_id is not None else f"n-{uuid.uuid4()}"
-            started = time.perf_counter_ns()
-            answer = await self.gateway.call_parsed_async(
+            call_id = request_id if request_id is not None else mint_call_id("n")
+            outcome = await self.gateway.settle_async(
                 request.params, identity, call_id, has_float=has_float
             )
-            latency_us = (time.perf_counter_ns() - started) // 1000
-            return self._answered(request, call_id, identity, answer, latency_us)
+            return self._answered(request_id, outcome, identity)
         return self._answer_other(message, request, identity)
 
     def _answered(
-        self,
-        request: _Request,
-        call_id: str | int,
-        identity: str,
-        answer: dict[str, JSONValue],
-        latency_us: int,
+        self, request_id: str | int | None, outcome: Outcome, identity: str
     ) -> dict[str, JSONValue] | None:
-        """A tools/call's reply from the gateway's answer, audited."""
-        request_id = request.request_id
-        tool = self.gateway.tool_named(request.params)
-        if answer["ok"] is True:
-            self._audit(call_id, identity, tool, None, latency_us)
-            if request_id is None:
-                return None
-            return {"jsonrpc": "2.0", "id": request_id, "result": answer["result"]}
-        error = answer["error"]
-        pointer = self.gateway.audit_pointer(tool, error)
-        self._audit(call_id, identity, tool, error, latency_us, pointer)
+        """A tools/call's reply from the gateway's outcome, audited (a notification's too)."""
+        self._record(record_of(outcome, identity))
         if request_id is None:
             return None
-        return error_reply(request_id, error)
+        answer = outcome.answer
+        if answer["ok"] is True:
+            return {"jsonrpc": "2.0", "id": request_id, "result": answer["result"]}
+        return error_reply(request_id, answer["error"])
 
     def _answer_other(
         self, message: JSONValue, request: _Request | Rejection, identity: str
@@ -231,47 +208,27 @@ class RpcService:
         method."""
         if isinstance(request, Rejection):
             request_id = valid_id(message)
-            self._audit(request_id, identity, self._tool_in(message), request.as_error(), 0)
+            params = message.get("params") if type(message) is dict else None
+            tool = self.gateway.tool_named(params)
+            self._record(refusal_record(request.as_error(), identity, request_id, tool))
             if request is POSITIONAL_PARAMS and "id" not in message:
                 return None  # a valid notification: refused, but never answered
             return error_reply(request_id, request.as_error())
         if request.method == "tools/list":
             if request.request_id is None:
                 return None
-            return {"jsonrpc": "2.0", "id": request.request_id, "result": self._listing(identity)}
-        self._audit(request.request_id, identity, None, NO_SUCH_METHOD.as_error(), 0)
+            listing = self.gateway.listing(identity, "mcp")
+            return {"jsonrpc": "2.0", "id": request.request_id, "result": {"tools": listing}}
+        self._record(refusal_record(NO_SUCH_METHOD.as_error(), identity, request.request_id))
         if request.request_id is None:
             return None
         return refusal_reply(request.request_id, NO_SUCH_METHOD)
 
-    def _listing(self, identity: str) -> dict[str, JSONValue]:
-        """tools/list's result for `identity`: the tools it may call."""
-        if self.gateway.generation != self._generation:
-            self._generation = self.gateway.generation
-            self._listings = {}
-        listing = self._listings.get(identity)
-        if listing is None:
-            listing = {"tools": self.gateway.list_tools("mcp", identity=identity)}
-            if len(self._listings) >= _LISTINGS_KEPT:
-                self._listings.clear()
-            self._listings[identity] = listing
-        return listing
 
-    def _tool_in(self, message: JSONValue) -> str | None:
-        """The registered tool a message's params name, when they can be read, for the audit."""
-        return self.gateway.tool_named(message.get("params") if type(message) is dict else None)
-
-    def _audit(
-        self,
-        call_id: str | int | None,
-        identity: str | None,
-        tool: str | None,
-        error: dict[str, JSONValue] | None,
-        latency_us: int,
-        pointer: str | None = None,
-    ) -> None:
-        entry = AuditRecord.of_call(call_id, identity, tool, error, latency_us, pointer=pointer)
-        self._record(entry)
+NO_VERSION: Final = malformed_call("", Reason.MISSING_MEMBER, "jsonrpc")
+"""A request without "jsonrpc": invalid_request, the member named in `expected`."""
+NOT_VERSION_2: Final = malformed_call("/jsonrpc", Reason.CONST, "2.0")
+"""A request whose "jsonrpc" is not "2.0": invalid_request at /jsonrpc."""
 
 
 def read_request(message: JSONValue) -> _Request | Rejection:
@@ -279,7 +236,11 @@ def read_request(message: JSONValue) -> _Request | Rejection:
     for params given by position (an array)."""
     if type(message) is not dict or not _REQUEST_MEMBERS.issuperset(message):
         return NOT_A_REQUEST
-    if message.get("jsonrpc") != "2.0" or type(message.get("method")) is not str:
+    if "jsonrpc" not in message:  # named, so that a newcomer's request says what it lacks
+        return NO_VERSION
+    if message["jsonrpc"] != "2.0":
+        return NOT_VERSION_2
+    if type(message.get("method")) is not str:
         return NOT_A_REQUEST
     request_id = message.get("id")
     if "id" in message and valid_id(message) is None:

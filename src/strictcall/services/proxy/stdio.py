@@ -233,6 +233,9 @@ class UpstreamPipe(asyncio.Protocol):
         self._transport: asyncio.ReadTransport | None = None
         self.ended = False
         """The server's stdout has ended."""
+        self.exit_status: int | None = None
+        """The server's exit status, once stopped, when its stdout had ended before it was
+        stopped (it exited, or closed its output, by itself); None otherwise."""
         self.read: Final = _Inbox(self._pause)
         self.write: Final = _Outbox(self)
 
@@ -451,9 +454,12 @@ async def open_upstream(
         yield pipe
     finally:
         with anyio.CancelScope(shield=True):
+            ended_first = pipe.ended
             if output is None:
                 stdin_file.close()  # the server sees its stdin end, as `_stop` would do
             await _stop(process, output)
+            if ended_first:
+                pipe.exit_status = process.returncode
             if reading is not None:
                 reading.close()
             else:

@@ -24,14 +24,17 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shlex
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any, Final, TextIO, get_args
+from urllib.parse import urlsplit, urlunsplit
 
 import anyio
+import httpx2
 import mcp_types as types
 from anyio.abc import TaskStatus
 from mcp.client.session import ClientSession
@@ -103,8 +106,20 @@ class UpstreamSpec:
         return cls(url=url, headers=parsed)
 
     def describe(self) -> str:
-        """What the operator's log calls this upstream (a URL without its headers' values)."""
-        return self.url if self.url is not None else shlex.join(self.command)
+        """What the operator's log calls this upstream: the command, or the URL with its
+        credentials and its query's values shown as *** (and never its headers' values)."""
+        return shown_url(self.url) if self.url is not None else shlex.join(self.command)
+
+
+def shown_url(url: str) -> str:
+    """`url` as it may be printed: a user name and password, and every query value (a token
+    may be there), shown as ***; the fragment left out."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = "***@" + netloc.rpartition("@")[2]
+    query = re.sub(r"=[^&;]*", "=***", parts.query)
+    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
 
 
 class _Watched:
@@ -193,6 +208,8 @@ class Upstream:
         self._back_at = 0.0
         self.starts = 0
         """How many times the server was started and answered its first tools/list."""
+        self.http_status: int | None = None
+        """The last HTTP error status an HTTP upstream answered in this session, if any."""
 
     def running(self) -> AbstractAsyncContextManager[None]:
         """Start the server and keep it running until left; a lifespan of the serving loop.
@@ -297,6 +314,8 @@ class Upstream:
         first = True
         while True:
             ended = anyio.Event()
+            pipe: UpstreamPipe | None = None
+            self.http_status = None
             try:
                 async with (
                     self._connect() as (read, write, pipe),
@@ -319,9 +338,10 @@ class Upstream:
                     backoff = self._restart_min_s
                     await self._watch(live)
             except Exception as exc:  # the server failed to start, or its session broke
+                why = self._why(exc, pipe)
                 if first:
-                    raise UpstreamFailed(self.spec, exc) from None
-                self._note(f"upstream failed ({_kind(exc)})")
+                    raise UpstreamFailed(self.spec, why) from None
+                self._note(f"upstream failed ({why})")
             finally:
                 self._live = self._current = None
             self._back_at = time.monotonic() + backoff
@@ -367,11 +387,39 @@ class Upstream:
         if live is not None and isinstance(message, types.ToolListChangedNotification):
             live.relist.set()
 
+    def _why(self, exc: BaseException, pipe: UpstreamPipe | None) -> str:
+        """Why a start failed or a session broke, in the operator's words: never the text of
+        an exception (it may quote a URL's credentials, or the upstream's data)."""
+        found = _inner(exc, (OSError, TimeoutError, httpx2.TransportError))
+        if isinstance(found, TimeoutError):
+            return f"it did not answer initialize and tools/list within {START_TIMEOUT_S:g} s"
+        if self.http_status is not None:
+            return f"the upstream URL answered HTTP {self.http_status}"
+        if isinstance(found, httpx2.TransportError):
+            return f"could not connect to the upstream URL ({type(found).__name__})"
+        if isinstance(found, OSError) and self.spec.command:
+            return _why_not_run(self.spec.command[0], found)
+        if pipe is not None and pipe.exit_status is not None:
+            status = pipe.exit_status
+            if status < 0:
+                return f"it was ended by signal {-status} before answering"
+            return f"it exited before answering (exit status {status})"
+        if pipe is not None and pipe.ended:
+            return "it closed its standard output before answering"
+        return _kind(exc)
+
+    async def _saw_response(self, response: httpx2.Response) -> None:
+        """An HTTP upstream's answer: an error status is kept, to name a failed start."""
+        if response.status_code >= 400:
+            self.http_status = response.status_code
+
     def _connect(self) -> AbstractAsyncContextManager[tuple[Any, Any, UpstreamPipe | None]]:
         if self.spec.url is not None:
             from mcp.shared._httpx_utils import create_mcp_http_client
 
             client = create_mcp_http_client(headers=dict(self.spec.headers))
+            hooks = client.event_hooks
+            client.event_hooks = {**hooks, "response": [*hooks["response"], self._saw_response]}
             return _http(self.spec.url, client)
         # the upstream sees the environment it would have had if the host had launched it
         return _stdio(self.spec.command, self._errlog, self.max_result_bytes)
@@ -456,17 +504,39 @@ async def _list_tools(session: ClientSession) -> Listing:
         cursor = page.next_cursor
 
 
+def _inner(exc: BaseException, kinds: tuple[type[BaseException], ...]) -> BaseException | None:
+    """The first exception of `kinds` in `exc`, its causes and its groups' members."""
+    if isinstance(exc, kinds):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _inner(inner, kinds)
+            if found is not None:
+                return found
+    cause = exc.__cause__ or exc.__context__
+    return None if cause is None else _inner(cause, kinds)
+
+
+def _why_not_run(program: str, exc: OSError) -> str:
+    if isinstance(exc, FileNotFoundError):
+        return f"the command {program} was not found"
+    if isinstance(exc, PermissionError):
+        return f"the command {program} may not be run (permission denied)"
+    return f"the command {program} could not be started ({exc.strerror or type(exc).__name__})"
+
+
 def _kind(exc: BaseException) -> str:
     """An exception's kind for the log, without its text (which may hold callers' data)."""
     if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         return _kind(exc.exceptions[0])
     if isinstance(exc, MCPError):
-        return f"MCP error {exc.code}"
+        return f"it answered with a JSON-RPC error (code {exc.code})"
     return type(exc).__name__
 
 
 class UpstreamFailed(StrictcallError):
     """The upstream server did not start: it did not run, or did not answer in time."""
 
-    def __init__(self, spec: UpstreamSpec, cause: BaseException) -> None:
-        super().__init__(f"the upstream did not start ({spec.describe()}): {_kind(cause)}")
+    def __init__(self, spec: UpstreamSpec, why: str) -> None:
+        super().__init__(f"the upstream did not start ({spec.describe()}): {why}")
+        self.why = why

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Final
+from collections.abc import Mapping
+from typing import Any, Final
 
 import psycopg
 
@@ -30,6 +31,31 @@ _LOST_CONNECTION: Final = ("08", "57P01", "57P02", "57P03")
 # column, not valid in its type) and 54 (program limit exceeded: an index row over the btree's
 # limit, ~2.7 KB). The same call fails again, and nothing is wrong with the database.
 _REFUSED_INPUT: Final = ("22", "54")
+
+
+def why_not_connected(exc: psycopg.Error, settings: Mapping[str, Any]) -> str:
+    """Why a first connection failed, named as psql names it (by sqlstate when the server sent
+    one, else by libpq's words, which are never printed: they may quote the URL), with the
+    URL's host, port, database and role, never its password."""
+    host, port = settings.get("host", "localhost"), settings.get("port", "5432")
+    role = settings.get("user", "(your user name)")
+    database = settings.get("dbname", role)
+    state, text = exc.sqlstate, str(exc)
+    if state == "3D000" or f'database "{database}" does not exist' in text:
+        return f"the database {database} does not exist (create it first: createdb {database})"
+    if (state == "28000" and "role" in text) or f'role "{role}" does not exist' in text:
+        return f"the role {role} does not exist on the server"
+    if state == "28P01" or "authentication failed" in text or "no password supplied" in text:
+        return f"authentication failed for the role {role} (check the password)"
+    if "server does not support SSL" in text:
+        return "the server does not support SSL, but the URL requires it (sslmode)"
+    if "failed to resolve host" in text or "could not translate host name" in text:
+        return f"the host {host} does not resolve"
+    if "Connection refused" in text:
+        return f"nothing accepts connections at {host}:{port} (is the server running there?)"
+    if "timeout" in text.lower():
+        return f"the server at {host}:{port} did not answer in time"
+    return "the database server refused or could not be reached"
 
 
 def is_lost(exc: psycopg.Error) -> bool:

@@ -24,11 +24,14 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from strictcall.storage.base import (
     TOKEN_CACHE_S,
+    TOKEN_ID_LENGTH,
     AuditRecord,
     IdempotencyKey,
     Note,
     StoreBusy,
     StoreUnavailable,
+    StoreUnreachable,
+    TokenInfo,
     hash_token,
     new_note_id,
     new_token,
@@ -40,6 +43,7 @@ from strictcall.storage.postgres.faults import (
     call_deadline_for,
     is_lost,
     refusal_of,
+    why_not_connected,
 )
 from strictcall.storage.postgres.schema import migrate
 from strictcall.storage.postgres.session import count_of, notes_of, nothing, text_pair
@@ -151,7 +155,7 @@ class PostgresStore(SharedReads):
         try:
             migrate(url, self._connect_kwargs)
         except psycopg.Error as exc:
-            raise StoreUnavailable(type(exc).__name__) from None
+            raise StoreUnreachable(why_not_connected(exc, settings)) from None
         self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
             url,
             kwargs=self._connect_kwargs,
@@ -341,6 +345,22 @@ class PostgresStore(SharedReads):
             lambda conn: conn.execute(sql, (hash_token(token), name, time.time())), retry=False
         )
         return token
+
+    def revoke_tokens(
+        self, token_id: str | None = None, identity: str | None = None
+    ) -> list[TokenInfo]:
+        """Delete the token whose id is `token_id` and every token of `identity`; the ones
+        deleted. Every server refuses them once its cache lets go of them (`token_cache_s`)."""
+        rows = self._run(
+            lambda conn: conn.execute(
+                "DELETE FROM tokens WHERE left(hash, %s) = %s OR identity = %s"
+                " RETURNING hash, identity, role, created_at",
+                (TOKEN_ID_LENGTH, token_id, identity),
+            ).fetchall(),
+            retry=False,  # run twice, it would report nothing revoked the second time
+        )
+        self._tokens.clear()
+        return sorted(TokenInfo.of_row(*row) for row in rows)
 
     # --- audit --------------------------------------------------------------------------------
 

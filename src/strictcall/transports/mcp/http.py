@@ -12,7 +12,6 @@ everything else is replayed to the SDK's session manager.
 
 from __future__ import annotations
 
-import uuid
 from contextlib import AbstractAsyncContextManager
 from typing import Final
 
@@ -22,7 +21,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from strictcall.core.gateway import Gateway
-from strictcall.core.record import AuditRecord
+from strictcall.core.ids import mint_call_id
+from strictcall.core.record import refusal_record
 from strictcall.core.refusals import protocol_refusal
 from strictcall.transports.asgi import IDENTITY_KEY, Message, Receive, Scope, Send, read_body
 from strictcall.transports.jsonrpc import Recorder
@@ -61,7 +61,8 @@ class McpHttpApp:
         self.limits: Final = gateway.limits
         self._direct = direct
         self._record = record
-        tools = McpTools(gateway, identity_in_scope, lambda: f"http-{uuid.uuid4().hex}", record)
+        # stateless: each request is a connection of its own, with a scope of its own
+        tools = McpTools(gateway, identity_in_scope, lambda: mint_call_id("http"), record)
         self._tools = tools
         self.manager: Final = StreamableHTTPSessionManager(
             tools.server(),
@@ -134,7 +135,7 @@ class McpHttpApp:
             )
             body = line[:-1]  # the line's newline: a body is the message alone
         elif request.method == "tools/list":
-            listing = self._tools.listing(caller)
+            listing = [] if caller is None else self._tools.gateway.listing(caller, "mcp")
             body = orjson.dumps(listing_message(request_id, listing, request.version))
         else:  # ping
             body = orjson.dumps({"jsonrpc": "2.0", "id": request_id, "result": {}})
@@ -207,7 +208,7 @@ class SdkErrors:
         code = error.get("code")
         if self._record is not None and type(code) is int:
             refusal = protocol_refusal(code).as_error()
-            self._record(AuditRecord.of_call(None, self._identity, None, refusal, 0))
+            self._record(refusal_record(refusal, self._identity))
         return orjson.dumps({**reply, "error": scrubbed(error)})
 
 

@@ -22,7 +22,7 @@ from strictcall.core.pipeline import Limits, too_large
 from strictcall.core.pipeline import read_message as read_text
 from strictcall.core.refusals import NO_SUCH_METHOD, NOT_A_REQUEST, POSITIONAL_PARAMS
 from strictcall.errors import JSONValue, Rejection
-from strictcall.transports.jsonrpc import error_reply, read_request
+from strictcall.transports.jsonrpc import NO_VERSION, NOT_VERSION_2, error_reply, read_request
 from strictcall.transports.mcp.direct import DirectRequest
 
 
@@ -130,6 +130,8 @@ def read_message(
         request = read_request(message)
         if request is POSITIONAL_PARAMS:  # a notification among them gets no answer
             return Refused(valid_id(message), POSITIONAL_PARAMS, answered="id" in message)
+        if request is NO_VERSION or request is NOT_VERSION_2:  # named, as on /rpc
+            return Refused(valid_id(message), request, named_tool(message))
         acceptable = not isinstance(request, Rejection)
         if acceptable and "id" in message and not serves(message["method"]):
             return Refused(valid_id(message), NO_SUCH_METHOD, status=200)

@@ -29,7 +29,6 @@ import importlib.util
 import io
 import logging
 import os
-import secrets
 import signal
 import sys
 import threading
@@ -46,8 +45,8 @@ from mcp.server.lowlevel.server import NotificationOptions
 from mcp.shared.message import SessionMessage
 
 from strictcall.core.gateway import Gateway
-from strictcall.core.ids import valid_id
-from strictcall.core.record import AuditRecord
+from strictcall.core.ids import mint_call_id, valid_id
+from strictcall.core.record import refusal_record
 from strictcall.core.refusals import protocol_refusal
 from strictcall.transports.jsonrpc import Recorder
 from strictcall.transports.mcp.adapter import (
@@ -202,7 +201,7 @@ async def _serve_stdio(serving: _Serving, stdin: IO[bytes]) -> bool:
 
 async def _session(serving: _Serving, stdin: IO[bytes]) -> None:
     gateway, identity, record = serving.gateway, serving.identity, serving.record
-    scope = f"stdio-{secrets.token_hex(8)}"
+    scope = mint_call_id("stdio")
     tools = McpTools(gateway, lambda ctx: identity, lambda: scope, record)
     server = tools.server()
     read_send, read_receive = anyio.create_memory_object_stream[SessionMessage | Exception](
@@ -216,7 +215,7 @@ async def _session(serving: _Serving, stdin: IO[bytes]) -> None:
         def on_error(message: types.JSONRPCError) -> types.JSONRPCError:
             if record is not None:
                 error = protocol_refusal(message.error.code).as_error()
-                record(AuditRecord.of_call(None, identity, None, error, 0))
+                record(refusal_record(error, identity))
             return scrubbed_message(message)
 
         answers = Answers(Frames(output), on_error)

@@ -8,9 +8,12 @@ All the results of a turn go back in one user message, first in its content, as 
 requires. A refusal has `is_error: true` and the structured error as JSON text in `content`.
 
 Anthropic has no arguments text: the SDK hands over `input` already parsed (by a lenient parser,
-so a duplicate member name was already merged there). The adapter still refuses a value JSON
-cannot hold (NaN, infinity, a key that is not a str) or one nested deeper than the gateway's
-limit, then the gateway checks it like any call. For strict intake of the raw text, read the
+so a duplicate member name was already merged there). The adapter applies OpenAI's intake rules
+to what is left to check: a value JSON cannot hold (NaN, infinity, a key that is not a str:
+`invalid_json`, reason `syntax`), a str holding a lone surrogate (reason `lone_surrogate`: no
+UTF-8 text can carry it), one nested deeper than the gateway's limit, and one whose JSON text
+(compact, UTF-8) is longer than the gateway's size limit (`request_too_large`); then the gateway
+checks it like any call. For strict intake of the raw text, read the
 response with `client.messages.with_raw_response.create(...)`, parse its `.text()` with
 `strictcall.loads_strict` and pass the resulting dict here.
 
@@ -20,9 +23,13 @@ A block the turn itself gets wrong (no id, no name, no input) is answered at its
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import Any, Final, Literal
+
+import orjson
 
 from strictcall.core.gateway import Gateway
+from strictcall.core.jsontext import JSONTextError, TextFault
+from strictcall.core.pipeline import ARGUMENTS_LEVELS, fail, text_refusal, too_large
 from strictcall.core.refusals import malformed_call
 from strictcall.errors import JSONValue, Reason, Rejection
 from strictcall.transports.providers._fields import (
@@ -66,7 +73,7 @@ def run_anthropic_tool_uses(
         fields = _block_fields(blocks[0])
         if fields:
             call_id, name, arguments = fields
-            content, refusal = content_of(ask_value(gateway, name, arguments, identity, call_id))
+            content, refusal = content_of(_ask(gateway, name, arguments, identity, call_id))
             return [
                 {
                     "type": "tool_result",
@@ -128,6 +135,60 @@ def _check_block(gateway: Gateway, block: object, at: str, seen: set[str]) -> Pl
     arguments = read_field(block, "input")
     if arguments is ABSENT:
         return refused(call_id, malformed_call(at, Reason.MISSING_MEMBER, "input"))
+    return _plan(gateway, call_id, name, arguments)
+
+
+def _intake(gateway: Gateway, arguments: JSONValue) -> Rejection | None:
+    """What OpenAI's strict intake refuses and `read_value` does not look for: a lone
+    surrogate, and arguments longer (as compact JSON text, in UTF-8 bytes) than the limit."""
+    try:
+        size = len(orjson.dumps(arguments))
+    except (orjson.JSONEncodeError, TypeError):  # a surrogate, or what read_value refuses
+        if not _has_lone_surrogate(arguments, gateway.limits.max_depth):
+            return None
+        lone = JSONTextError(TextFault.LONE_SURROGATE)  # no text, so no line and column
+        return text_refusal(lone, "", gateway.limits, ARGUMENTS_LEVELS)
+    limit = gateway.limits.max_size
+    return too_large(limit) if size > limit else None
+
+
+def _has_lone_surrogate(value: Any, max_depth: int, depth: int = 0) -> bool:
+    """Whether a str in `value` (a key or a value, nested at most `max_depth` deep: deeper is
+    refused as too deep anyway) holds half of a surrogate pair, which names no character."""
+    if type(value) is str:
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+    if depth > max_depth:
+        return False
+    if type(value) is dict:
+        return any(
+            _has_lone_surrogate(key, max_depth, depth + 1)
+            or _has_lone_surrogate(item, max_depth, depth + 1)
+            for key, item in value.items()
+        )
+    if type(value) is list:
+        return any(_has_lone_surrogate(item, max_depth, depth + 1) for item in value)
+    return False
+
+
+def _ask(
+    gateway: Gateway, name: str, arguments: JSONValue, identity: str, call_id: str
+) -> dict[str, JSONValue]:
+    """`ask_value`, after the intake rules `read_value` leaves out."""
+    refusal = _intake(gateway, arguments)
+    if refusal is not None:
+        return fail(call_id, refusal)
+    return ask_value(gateway, name, arguments, identity, call_id)
+
+
+def _plan(gateway: Gateway, call_id: str, name: str, arguments: JSONValue) -> Planned:
+    """`from_value`, after the intake rules `read_value` leaves out."""
+    refusal = _intake(gateway, arguments)
+    if refusal is not None:
+        return refused(call_id, refusal)
     return from_value(gateway, call_id, name, arguments)
 
 
@@ -135,8 +196,8 @@ ANTHROPIC: Final = Provider(
     "content",
     _block_fields,
     _check_block,
-    ask_value,
-    from_value,
+    _ask,
+    _plan,
     "type",
     "tool_result",
     "tool_use_id",

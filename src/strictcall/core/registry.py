@@ -1,0 +1,209 @@
+"""The gateway's registry: the tools by name, which of them each identity may see and call,
+and what is kept of them between calls (their listings, the member names their schemas
+declare), all forgotten when the tools change.
+
+`strictcall.core.gateway.Gateway` is a registry with the ladder on top; nothing here runs a
+call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Set as AbstractSet
+from typing import Final
+
+from strictcall.core.listing import ToolFormat, describe_tool
+from strictcall.core.pipeline import CompiledTool
+from strictcall.core.record import ENVELOPE_NAMES, kept_pointer, member_names
+from strictcall.core.schema import SchemaDefinitionError
+from strictcall.core.tools import Tool
+from strictcall.errors import JSONValue
+
+Allowed = Callable[[str], AbstractSet[str] | None]
+"""Which tools an identity may see and call: their names, or None for every tool."""
+
+_VIEWS_KEPT: Final = 256
+"""Per-identity views of the tools kept at once (one per distinct allow-list, usually few)."""
+
+_LISTINGS_KEPT: Final = 256
+"""Listings kept at once, one per identity and format asked for."""
+
+
+class ToolRegistry:
+    """Tools registered by name, each compiled once, and who may see and call which."""
+
+    def __init__(self, tools: Iterable[Tool] = (), *, allowed: Allowed | None = None) -> None:
+        """`allowed`: which tools each identity may see and call (None: every tool)."""
+        self._tools: dict[str, CompiledTool] = {}
+        self._numbers = False
+        self._declared: dict[str, frozenset[str]] = {}
+        self._allowed = allowed
+        self._views: dict[frozenset[str], dict[str, CompiledTool]] = {}
+        self._listings: dict[tuple[str | None, str], list[dict[str, JSONValue]]] = {}
+        self.generation = 0
+        """Bumped whenever the set of tools changes, for those who cache a listing."""
+        self._watchers: list[Callable[[], None]] = []
+        for tool in tools:
+            self.register(tool)
+
+    def register(self, tool: Tool) -> Tool:
+        """Add a tool, compiling its schemas now so that no call pays for it.
+
+        Raises:
+            ValueError: a tool of that name is already registered.
+            SchemaDefinitionError: a schema is not valid JSON Schema 2020-12.
+        """
+        if tool.name in self._tools:
+            raise ValueError(f"a tool named {tool.name!r} is already registered")
+        compiled = CompiledTool.compile(tool)
+        self._tools[tool.name] = compiled
+        self._numbers = self._numbers or compiled.arguments.admits_numbers
+        self._views.clear()
+        self._listings = {}
+        self.generation += 1
+        return tool
+
+    def replace_tools(self, tools: Iterable[Tool]) -> dict[str, str]:
+        """Serve exactly `tools` from now on (calls already running finish with the old ones).
+
+        A tool whose schema cannot be compiled, or that repeats a name, is left out: the
+        result maps each such name to the reason, and the others are served.
+        """
+        compiled: dict[str, CompiledTool] = {}
+        refused: dict[str, str] = {}
+        for tool in tools:
+            if tool.name in compiled or tool.name in refused:
+                refused[tool.name] = "the name is listed twice"
+                compiled.pop(tool.name, None)
+                continue
+            try:
+                compiled[tool.name] = CompiledTool.compile(tool)
+            except SchemaDefinitionError as exc:
+                refused[tool.name] = str(exc)
+        changed = _listed(compiled) != _listed(self._tools)
+        # one assignment each: a call routes against the old dict or the new, never a mixture
+        self._tools = compiled
+        self._numbers = any(c.arguments.admits_numbers for c in compiled.values())
+        self._views = {}
+        self._declared = {}
+        self._listings = {}  # after the tools: a listing kept now is of the new ones
+        self.generation += 1
+        if changed:
+            for watcher in list(self._watchers):
+                watcher()
+        return refused
+
+    def watch_tools(self, watcher: Callable[[], None]) -> Callable[[], None]:
+        """Have `watcher` called (in the thread that replaces the tools) each time
+        `replace_tools` changes what is listed: a name, a description or a schema. Returns the
+        function that stops it."""
+        self._watchers.append(watcher)
+
+        def unwatch() -> None:
+            if watcher in self._watchers:
+                self._watchers.remove(watcher)
+
+        return unwatch
+
+    def tools_for(self, identity: str) -> Mapping[str, CompiledTool]:
+        """The tools `identity` may see and call, by name."""
+        if self._allowed is None:
+            return self._tools
+        names = self._allowed(identity)
+        if names is None:
+            return self._tools
+        key = names if type(names) is frozenset else frozenset(names)
+        view = self._views.get(key)
+        if view is None:
+            view = {name: c for name, c in self._tools.items() if name in key}
+            if len(self._views) >= _VIEWS_KEPT:
+                self._views.clear()
+            self._views[key] = view
+        return view
+
+    @property
+    def reads_numbers(self) -> bool:
+        """Whether some tool's arguments may hold a number. When none may, the parse does not
+        look for floats and long integers: any number in a call is refused at shape anyway, with
+        the same answer however it was read. A transport that parses for the gateway passes
+        this on as `numbers` (see `jsontext.parse_document`)."""
+        return self._numbers
+
+    @property
+    def tools(self) -> tuple[Tool, ...]:
+        """The registered tools, in registration order."""
+        return tuple(compiled.tool for compiled in self._tools.values())
+
+    def tool_named(self, call: JSONValue) -> str | None:
+        """The registered tool a parsed call names, or None: what an audit record says of a
+        call, whether or not it climbed further."""
+        if type(call) is dict:
+            name = call.get("name")
+            if type(name) is str and name in self._tools:
+                return name
+        return None
+
+    def must_await(self, call: JSONValue, identity: str) -> bool:
+        """Whether `call_parsed_async` would await for this parsed call: it names a tool
+        `identity` may call that is async or has a time limit. Every other call (one refused
+        before execute included) `call_parsed` answers in place, inside an event loop too."""
+        if type(call) is dict:
+            name = call.get("name")
+            if type(name) is str:
+                tools = self._tools if self._allowed is None else self.tools_for(identity)
+                compiled = tools.get(name)
+                if compiled is not None:
+                    return compiled.is_async or compiled.tool.timeout is not None
+        return False
+
+    def audit_pointer(self, tool: str | None, error: Mapping[str, object] | None) -> str | None:
+        """An error's pointer as an audit record may keep it (`strictcall.core.record.
+        kept_pointer`): each member name the call envelope or the tool's input schema declares
+        is kept, any other name (one the model made up, which is its text) is "*"; None where
+        the error has no pointer (or points at the whole call)."""
+        pointer = None if error is None else error.get("pointer")
+        if type(pointer) is not str or not pointer.startswith("/"):
+            return None
+        compiled = None if tool is None else self._tools.get(tool)
+        if compiled is None:
+            return kept_pointer(pointer, ENVELOPE_NAMES)
+        names = self._declared.get(compiled.tool.name)
+        if names is None:
+            names = ENVELOPE_NAMES | member_names(compiled.arguments.advertised)
+            self._declared[compiled.tool.name] = names
+        return kept_pointer(pointer, names)
+
+    def list_tools(
+        self, format: ToolFormat = "mcp", *, identity: str | None = None
+    ) -> list[dict[str, JSONValue]]:
+        """The tools as an agent host lists them: "mcp", "openai", "openai-responses" or
+        "anthropic"; the schemas are the strict ones the gateway enforces. With `identity`,
+        only the tools that identity may call."""
+        tools = self._tools if identity is None else self.tools_for(identity)
+        return [
+            describe_tool(c.tool, c.arguments.advertised, c.result.advertised, format)
+            for c in tools.values()
+        ]
+
+    def listing(
+        self, identity: str | None = None, format: ToolFormat = "mcp"
+    ) -> list[dict[str, JSONValue]]:
+        """`list_tools(format, identity=identity)`, kept until the tools change: the wires'
+        tools/list. The list is shared: read it, never change it."""
+        listings = self._listings  # the one `replace_tools` empties, were it to run meanwhile
+        key = (identity, format)
+        listed = listings.get(key)
+        if listed is None:
+            listed = self.list_tools(format, identity=identity)
+            if len(listings) >= _LISTINGS_KEPT:
+                listings.clear()
+            listings[key] = listed
+        return listed
+
+
+def _listed(tools: Mapping[str, CompiledTool]) -> list[tuple[str, str, object, object]]:
+    """What a listing shows of `tools`: each name, description and schemas, by name."""
+    return [
+        (name, tool.tool.description, tool.tool.input_schema, tool.tool.output_schema)
+        for name, tool in sorted(tools.items())
+    ]
