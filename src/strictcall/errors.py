@@ -211,6 +211,7 @@ class StrictcallError(Exception):
     ├── PolicyError (also ValueError)           a proxy's allow-list file is malformed
     ├── StoreError                              raised by a store (storage.base)
     │   ├── StoreUnavailable                    the database cannot serve now (retryable)
+    │   │   ├── StoreUnreachable                ... it could not be reached at all (why, said)
     │   │   └── SchemaTooNew                    ... its schema is newer than this code
     │   ├── StoreBusy                           a write asked not to wait would have had to
     │   ├── StoreRefused                        the database refused a value of the call itself
@@ -368,6 +369,14 @@ RESULT_TOO_LARGE: Final = ErrorKind(
 )
 """The tool's result is larger than the limit (`limit`, in bytes) and was withheld unread."""
 
+REPLY_TOO_LARGE: Final = ErrorKind(
+    "reply_too_large",
+    Stage.OUTPUT,
+    False,
+    "The call ran; send it alone or in a smaller batch: the batch's reply passed `limit` bytes.",
+)
+"""The batch's reply would pass its limit (`limit`, bytes): this call's result was withheld."""
+
 INVALID_TOOL_RESULT: Final = ErrorKind(
     "invalid_tool_result",
     Stage.OUTPUT,
@@ -424,6 +433,7 @@ CATALOGUE: Final[tuple[ErrorKind, ...]] = (
     UPSTREAM_UNAVAILABLE,
     INVALID_TOOL_RESULT,
     RESULT_TOO_LARGE,
+    REPLY_TOO_LARGE,
     UNAUTHENTICATED,
     FORBIDDEN_ORIGIN,
     AUTH_UNAVAILABLE,

@@ -19,6 +19,8 @@ from strictcall.errors import (
     INVALID_ARGUMENTS,
     INVALID_JSON,
     INVALID_REQUEST,
+    REPLY_TOO_LARGE,
+    RESULT_TOO_LARGE,
     RETRY_AFTER_MS,
     UNAUTHENTICATED,
     UNKNOWN_METHOD,
@@ -39,6 +41,7 @@ __all__ = [
     "malformed_call",
     "protocol_refusal",
     "too_large",
+    "withheld_for_size",
 ]
 
 NO_TOKEN: Final = Rejection(UNAUTHENTICATED)
@@ -58,6 +61,13 @@ NOT_A_REQUEST: Final = Rejection(INVALID_REQUEST)
 
 NO_SUCH_METHOD: Final = Rejection(UNKNOWN_METHOD)
 """A JSON-RPC method the server does not have."""
+
+
+def withheld_for_size(limit: int, *, batch: bool) -> Rejection:
+    """A result withheld for its size, the limit named: result_too_large past one call's
+    reply limit, reply_too_large past its batch's."""
+    kind = REPLY_TOO_LARGE if batch else RESULT_TOO_LARGE
+    return Rejection(kind, MappingProxyType({"limit": limit}))
 
 
 def malformed_call(pointer: str, reason: Reason, expected: JSONValue = None) -> Rejection:
