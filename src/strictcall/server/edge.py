@@ -20,6 +20,12 @@ DEFAULT_BODY_MIN_RATE: Final = 16 * 1024
 DEFAULT_MAX_CONNECTIONS: Final = 1024
 DEFAULT_MAX_IN_FLIGHT: Final = 256
 
+MAX_REQUEST_LINE_BYTES: Final = 8 * 1024
+"""The longest request line (method, URL, version) the edge reads: a longer one is 414."""
+
+MAX_HEADER_BYTES: Final = 32 * 1024
+"""The longest request head (request line and headers) the edge reads: a longer one is 431."""
+
 
 @dataclass(frozen=True, slots=True)
 class EdgeLimits:
