@@ -41,7 +41,8 @@ from typing import Any, Final, TypeVar
 import psycopg
 from psycopg import pq
 
-from strictcall.storage.base import StoreError, StoreUnavailable
+from strictcall.errors import StrictcallError
+from strictcall.storage.base import StoreUnavailable
 from strictcall.storage.postgres.faults import RETRY_POOL_WAIT_S, Faults, is_lost, refusal_of
 from strictcall.storage.postgres.session import (
     CONNECTION_OK,
@@ -78,7 +79,7 @@ NoteRead = tuple[str, str, "asyncio.Future[bytes | None]"]
 """A note asked for: its owner, its id, and the future its text (None: no such note) is set on."""
 
 
-class PoolFull(StoreError):
+class PoolFull(StrictcallError):
     """No connection came free within the wait."""
 
 

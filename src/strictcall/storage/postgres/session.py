@@ -14,7 +14,8 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg import pq
 
-from strictcall.storage.base import Note, StoreError
+from strictcall.errors import StrictcallError
+from strictcall.storage.base import Note
 from strictcall.storage.postgres._libpq import error_of
 from strictcall.storage.postgres.statements import Prepared, text_of
 
@@ -235,7 +236,7 @@ def text_pair(result: pq.abc.PGresult) -> tuple[str, str] | None:
     return _cell(result, 0, 0).decode("utf-8"), _cell(result, 0, 1).decode("utf-8")
 
 
-class NoValue(StoreError):
+class NoValue(StrictcallError):
     """A NULL where the schema holds none."""
 
 
