@@ -19,7 +19,7 @@ import orjson
 import pytest
 
 from servers import RunningServer, create_token, recent_audit, start_server
-from strictcall.errors import INVALID_REQUEST, REPLY_TOO_LARGE, RESULT_TOO_LARGE, ErrorKind
+from strictcall.errors import BUSY, INVALID_REQUEST, REPLY_TOO_LARGE, RESULT_TOO_LARGE, ErrorKind
 from strictcall.transports.jsonrpc import MAX_BATCH, MAX_BATCH_REPLY_BYTES, MAX_REPLY_BYTES
 
 CONTROL_NOTE = "\u0001" * 10_000  # 10,000 characters, 60,000 bytes as JSON writes them
@@ -173,3 +173,18 @@ def test_limits_are_documented(tmp_path: Path) -> None:
     text = (Path(__file__).parent.parent / "docs" / "RELIABILITY.md").read_text()
     for name in ("reply_too_large", "result_too_large", "max_items"):
         assert name in text
+
+
+def test_a_batch_is_admitted_as_the_calls_it_holds(tmp_path: Path) -> None:
+    running = start_server(tmp_path / "notes.sqlite3", "--max-in-flight", "8")
+    try:
+        with Caller(running, "batcher") as caller:
+            reply = caller.post([call(i, "count_notes") for i in range(9)]).json()
+            assert isinstance(reply, dict) and reply["id"] is None
+            assert_refused(reply["error"], BUSY)
+            assert reply["error"]["data"]["retry_after_ms"] > 0
+            served = caller.post([call(i, "count_notes") for i in range(8)]).json()
+            assert [reply["result"] for reply in served] == [0] * 8  # 8 fit, and were let go
+            assert caller.post(call(1, "count_notes")).json()["result"] == 0
+    finally:
+        assert running.stop() == 0

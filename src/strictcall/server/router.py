@@ -79,6 +79,7 @@ class RpcApp:
         self.origins: Final = origins if origins is not None else OriginPolicy()
         self.in_flight: Final = InFlight(max_in_flight)
         self.service: Final = service
+        service.calls_in_flight = self.in_flight  # a batch counts as the calls it holds
         self.store: Final = store
         self._awaited = store if isinstance(store, AwaitedNotes) else None
         """The store, when its token lookups are awaited (PostgreSQL), else None."""

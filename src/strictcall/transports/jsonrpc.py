@@ -28,7 +28,7 @@ import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Final
+from typing import Final, Protocol
 
 import orjson
 
@@ -41,6 +41,7 @@ from strictcall.core.jsontext import Document, dump_text
 from strictcall.core.pipeline import read_message
 from strictcall.core.record import AuditRecord, record_of, refusal_record
 from strictcall.core.refusals import (
+    CALLER_BUSY,
     ID_TOO_LONG,
     NO_SUCH_METHOD,
     NOT_A_REQUEST,
@@ -124,6 +125,14 @@ class _Request:
     params: dict[str, JSONValue]
 
 
+class CallsInFlight(Protocol):
+    """Calls being answered, per identity, against a limit (the edge's `InFlight`)."""
+
+    def enter_many(self, identity: str, count: int) -> bool: ...
+
+    def leave_many(self, identity: str, count: int) -> None: ...
+
+
 class _Budget:
     """What is left of a reply's bytes: a batch's, shared by its calls."""
 
@@ -153,6 +162,9 @@ class RpcService:
         self._max_batch = max_batch
         self._max_reply = max_reply_bytes
         self._max_batch_reply = max_batch_reply_bytes
+        self.calls_in_flight: CallsInFlight | None = None
+        """Set by whoever admits requests: a batch counts as the calls it holds there (the
+        request itself was counted as one), and is refused busy when they do not fit."""
 
     async def answer(self, body: bytes, identity: str) -> bytes | None:
         """The reply body for a request body, or None when nothing is to be answered."""
@@ -163,14 +175,20 @@ class RpcService:
         assert not isinstance(document, Rejection)  # answered in place
         message = document.value
         if type(message) is list:
+            refused = self._admit_batch(len(message), identity)
+            if refused is not None:
+                return refused
             replies: list[dict[str, JSONValue] | bytes] = []
             budget = _Budget(self._max_batch_reply)
-            for n, item in enumerate(message):
-                if n and not n % _YIELD_EVERY:
-                    await asyncio.sleep(0)  # a long batch lets the loop serve others between
-                reply = await self._answer_one(item, identity, document.has_float, budget)
-                if reply is not None:
-                    replies.append(reply)
+            try:
+                for n, item in enumerate(message):
+                    if n and not n % _YIELD_EVERY:
+                        await asyncio.sleep(0)  # a long batch lets the loop serve others
+                    reply = await self._answer_one(item, identity, document.has_float, budget)
+                    if reply is not None:
+                        replies.append(reply)
+            finally:
+                self._leave_batch(len(message), identity)
             return encode_replies(replies, batch=True) if replies else None
         reply = await self._answer_one(message, identity, document.has_float, None)
         return None if reply is None else encode_replies([reply], batch=False)
@@ -209,20 +227,41 @@ class RpcService:
                     and self.gateway.must_await(item.get("params"), identity)
                 ):
                     return AWAIT
+            refused = self._admit_batch(len(message), identity)
+            if refused is not None:
+                return refused
             replies: list[dict[str, JSONValue] | bytes] = []
             budget = _Budget(self._max_batch_reply)
-            for item in message:
-                # not in place: the look above said none awaits (as of then; tools may change)
-                reply = self._answer_one_now(
-                    item, identity, document.has_float, budget, in_place=False
-                )
-                if reply is not None and reply is not AWAIT:
-                    replies.append(reply)
+            try:
+                for item in message:
+                    # not in place: the look above said none awaits (as of then)
+                    reply = self._answer_one_now(
+                        item, identity, document.has_float, budget, in_place=False
+                    )
+                    if reply is not None and reply is not AWAIT:
+                        replies.append(reply)
+            finally:
+                self._leave_batch(len(message), identity)
             return encode_replies(replies, batch=True) if replies else None
         reply = self._answer_one_now(message, identity, document.has_float, None, in_place=True)
         if reply is None or reply is AWAIT:
             return reply
         return encode_replies([reply], batch=False)
+
+    def _admit_batch(self, count: int, identity: str) -> bytes | None:
+        """None when a batch of `count` calls is admitted as that many calls in flight (the
+        request itself counted one already), else its refusal: one busy error, id null,
+        retryable, audited, nothing of it run."""
+        counter = self.calls_in_flight
+        if counter is None or count < 2 or counter.enter_many(identity, count - 1):
+            return None
+        self._record(refusal_record(CALLER_BUSY.as_error(), identity))
+        return encode_replies([refusal_reply(None, CALLER_BUSY)], batch=False)
+
+    def _leave_batch(self, count: int, identity: str) -> None:
+        counter = self.calls_in_flight
+        if counter is not None and count >= 2:
+            counter.leave_many(identity, count - 1)
 
     def _answer_one_now(
         self,
