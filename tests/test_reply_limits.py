@@ -188,3 +188,38 @@ def test_a_batch_is_admitted_as_the_calls_it_holds(tmp_path: Path) -> None:
             assert caller.post(call(1, "count_notes")).json()["result"] == 0
     finally:
         assert running.stop() == 0
+
+
+def test_another_clients_calls_stay_served_while_heavy_batches_are_answered(
+    server: RunningServer,
+) -> None:
+    # batches of 100 list_notes, each listing 1.8 MB: answered call by call, the loop serving
+    # the agent between them (in place, each batch held the loop for all its calls)
+    with Caller(server, "agent2") as agent, Caller(server, "heavy") as heavy:
+        heavy.add_notes(27)
+        body = orjson.dumps([call(i, "list_notes") for i in range(MAX_BATCH)])
+        idle = _latencies(agent.client, 100)
+        stop = threading.Event()
+        answered = 0
+
+        def flood() -> None:
+            nonlocal answered
+            while not stop.is_set():
+                assert len(heavy.client.post("/rpc", content=body).json()) == MAX_BATCH
+                answered += 1
+
+        flooding = threading.Thread(target=flood)
+        flooding.start()
+        try:
+            beside = _latencies(agent.client, 100)
+        finally:
+            stop.set()
+            flooding.join(TIMEOUT_S)
+    assert answered > 0
+    idle_p99 = statistics.quantiles(idle, n=100)[98]
+    beside_p99 = statistics.quantiles(beside, n=100)[98]
+    assert beside_p99 < max(20 * idle_p99, 0.25), (idle_p99, beside_p99)
+    print(
+        f"agent p99 idle {idle_p99 * 1e3:.1f} ms, beside batches of 100 list_notes"
+        f" {beside_p99 * 1e3:.1f} ms ({answered} batches)"
+    )

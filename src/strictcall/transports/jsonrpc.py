@@ -182,8 +182,8 @@ class RpcService:
             budget = _Budget(self._max_batch_reply)
             try:
                 for n, item in enumerate(message):
-                    if n and not n % _YIELD_EVERY:
-                        await asyncio.sleep(0)  # a long batch lets the loop serve others
+                    if n:
+                        await asyncio.sleep(0)  # between its calls, the loop serves others
                     reply = await self._answer_one(item, identity, document.has_float, budget)
                     if reply is not None:
                         replies.append(reply)
@@ -219,6 +219,8 @@ class RpcService:
                 )
                 self._record(refusal_record(refusal.as_error(), identity))
                 return encode_replies([refusal_reply(None, refusal)], batch=False)
+            if len(message) > MAX_BATCH_IN_PLACE:
+                return AWAIT  # a long batch is answered call by call, the loop served between
             # nothing of a batch runs before every call of it is known to be answered in place
             for item in message:
                 if (
@@ -361,8 +363,9 @@ class RpcService:
         return refusal_reply(request.request_id, NO_SUCH_METHOD)
 
 
-_YIELD_EVERY: Final = 16
-"""A batch awaited call by call lets the loop serve others after this many of its calls."""
+MAX_BATCH_IN_PLACE: Final = 16
+"""The longest batch answered in place, all at once (no other request served meanwhile); a
+longer one is awaited call by call, the loop serving others between its calls."""
 
 
 def _withheld(outcome: Outcome, refusal: Rejection) -> Outcome:
