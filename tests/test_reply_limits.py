@@ -8,6 +8,8 @@ client's calls stay served while 1 MiB batches arrive."""
 from __future__ import annotations
 
 import statistics
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -18,8 +20,11 @@ import httpx
 import orjson
 import pytest
 
+from ops_calls import mcp_headers
 from servers import RunningServer, create_token, recent_audit, start_server
+from stdio_peer import StdioPeer
 from strictcall.errors import BUSY, INVALID_REQUEST, REPLY_TOO_LARGE, RESULT_TOO_LARGE, ErrorKind
+from strictcall.storage import open_store
 from strictcall.transports.jsonrpc import MAX_BATCH, MAX_BATCH_REPLY_BYTES, MAX_REPLY_BYTES
 
 CONTROL_NOTE = "\u0001" * 10_000  # 10,000 characters, 60,000 bytes as JSON writes them
@@ -223,3 +228,47 @@ def test_another_clients_calls_stay_served_while_heavy_batches_are_answered(
         f"agent p99 idle {idle_p99 * 1e3:.1f} ms, beside batches of 100 list_notes"
         f" {beside_p99 * 1e3:.1f} ms ({answered} batches)"
     )
+
+
+def test_an_mcp_answer_past_the_calls_limit_is_withheld_naming_it(server: RunningServer) -> None:
+    # /mcp and MCP stdio: one tools/call's result (written twice there: structured and text)
+    store = open_store(str(server.db))
+    try:
+        for _ in range(80):  # listed: 4.8 MB
+            store.add_note("mcp-hoarder", CONTROL_NOTE)
+    finally:
+        store.close()
+    token = create_token(server.db, "mcp-hoarder")
+    headers = mcp_headers(server, token)
+    answer = httpx.post(
+        server.base_url + "/mcp", json=call(5, "list_notes"), headers=headers, timeout=TIMEOUT_S
+    )
+    assert len(answer.content) < 4_096
+    result = answer.json()["result"]
+    assert result["isError"] is True
+    error = orjson.loads(result["content"][0]["text"])
+    assert (error["code"], error["stage"], error["limit"]) == (
+        RESULT_TOO_LARGE.code,
+        RESULT_TOO_LARGE.stage.value,
+        MAX_REPLY_BYTES,
+    )
+    peer = StdioPeer(
+        [
+            sys.executable,
+            "-m",
+            "strictcall",
+            "serve",
+            "--mcp-stdio",
+            "--identity",
+            "mcp-hoarder",
+            "--db",
+            str(server.db),
+        ],
+        subprocess.DEVNULL,
+    )
+    try:
+        peer.initialize()
+        error = orjson.loads(peer.call("list_notes", {})["content"][0]["text"])
+        assert (error["code"], error["limit"]) == (RESULT_TOO_LARGE.code, MAX_REPLY_BYTES)
+    finally:
+        assert peer.close() == 0
