@@ -38,6 +38,7 @@ PEERS_REQUIREMENTS = BENCH / "requirements-peers.txt"
 sys.path.insert(0, str(BENCH))
 
 import adapters  # noqa: E402
+import container  # noqa: E402
 import http_load  # noqa: E402
 import ops  # noqa: E402
 import postgres_http  # noqa: E402
@@ -658,6 +659,14 @@ def render(report: dict[str, Any], args: argparse.Namespace) -> str:
         f"Medians of {args.startup_runs} runs ({args.serve_runs} server starts).",
         "",
         *startup_table(report["startup"]),
+        "",
+        "## The container image (issue 34)",
+        "",
+        *(
+            container.lines(json.loads(container.RESULTS.read_text("utf-8")))
+            if container.RESULTS.exists()
+            else ["Not measured: run `python bench/container.py IMAGE` after `make image`."]
+        ),
         "",
     ]
     if report.get("ops") is not None:
