@@ -556,7 +556,7 @@ count and socket errors (connect, read, write, timeout), summed over the runs. S
 user+system time of the server's process group during a run, per request.
 - strictcall serve: POST /rpc, JSON-RPC 2.0 tools/call, bearer token, SQLite store, every
   call audited; uvicorn with uvloop and httptools, through strictcall's protocol that writes
-  each answer in one send() (`strictcall.server.coalesce`).
+  each answer in one send() (`strictcall.server._uvicorn`).
 - FastMCP: the POST fastmcp.Client 4.x sends (2026-07-28 wire, `Mcp-Method`/`Mcp-Name`
   headers, no session), answer checked.
 - bare: a raw ASGI app on uvicorn (`bench/bare_asgi.py`: loads, token and note lookups, dumps;

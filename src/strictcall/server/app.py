@@ -1,9 +1,9 @@
 """Running the service: the notes gateway behind JSON-RPC and MCP on uvicorn.
 
 uvicorn (with httptools, and uvloop where installed) is the ASGI server, its socket writes
-coalesced to one per response (`strictcall.server.coalesce`). On SIGTERM or SIGINT it stops
-accepting,
-finishes the requests in flight, and only then does the store close. Every write is committed
+coalesced to one per response (`strictcall.server._uvicorn`, the one home of uvicorn's
+internals). On SIGTERM or SIGINT it stops accepting, finishes the requests in flight, and only
+then does the store close. Every write is committed
 before its answer is sent, so no acknowledged write is lost.
 
 `serve_workers` runs N such servers as processes on one listening socket (uvicorn's supervisor:
@@ -21,32 +21,23 @@ import importlib.util
 import json
 import logging
 import os
-import socket
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import asdict
-from types import FrameType
 from typing import TYPE_CHECKING, Final, cast
-
-from strictcall.errors import MissingExtra
-
-try:
-    import uvicorn
-    from uvicorn.supervisors import Multiprocess
-except ImportError:  # pragma: no cover - exercised in a venv without the extra
-    raise MissingExtra("server", "uvicorn") from None
 
 from strictcall.audit.log import AuditLog
 from strictcall.core.gateway import Gateway
 from strictcall.core.pipeline import Limits
+from strictcall.errors import MissingExtra
+from strictcall.server._uvicorn import Server, Workers, guarded_protocol, server_config
+from strictcall.server.admission import Admission
 from strictcall.server.edge import EdgeLimits, OriginPolicy
-from strictcall.server.guard import guarded_protocol
 from strictcall.server.listen import bind_listeners
-from strictcall.server.logs import log_config
 from strictcall.server.router import RpcApp
 from strictcall.services.notes import notes_gateway
 from strictcall.storage import AuditRecord, Store, StoreUnavailable
-from strictcall.transports.asgi import ASGIApp, Message, Receive, Response, Scope, Send
+from strictcall.transports.asgi import Message, Receive, Response, Scope, Send
 from strictcall.transports.jsonrpc import Recorder, RpcService
 
 if TYPE_CHECKING:
@@ -54,6 +45,7 @@ if TYPE_CHECKING:
     from strictcall.ops.metrics import Metrics
     from strictcall.ops.tracing import CallTracer
     from strictcall.ops.window import RecentCalls
+    from strictcall.transports.mcp import McpHttpApp
 
 DEFAULT_HOST: Final = "127.0.0.1"
 DEFAULT_PORT: Final = 8765
@@ -166,11 +158,19 @@ def build_gateway_app(
         window=window,
         store_health=health,
     )
+    record = record_of("http")  # refusals before the wire: admission's and the body's size
+    admission = Admission(
+        store,
+        record,
+        origins=origins,
+        max_in_flight=(edge if edge is not None else EdgeLimits()).max_in_flight,
+    )
     app = (RpcApp if metrics is None and tracer is None else ObservedRpcApp)(
         RpcService(gateway, record_of("rpc")),
         store,
         max_body=gateway.limits.max_size,
-        record=record_of("http"),
+        record=record,
+        admission=admission,
         mounts={"/mcp": mcp},
         routes=dict.fromkeys(PATHS, ops),
         lifespans=[
@@ -180,8 +180,6 @@ def build_gateway_app(
             *([] if metrics is None else [metrics.running]),
             *([] if window is None else [window.running]),
         ],
-        origins=origins,
-        max_in_flight=(edge if edge is not None else EdgeLimits()).max_in_flight,
         count_in_flight=metrics is not None,
     )
     if isinstance(app, ObservedRpcApp):
@@ -252,7 +250,7 @@ class LoadingMcp:
     def __init__(self, gateway: Gateway, record: Recorder) -> None:
         self._gateway = gateway
         self._record = record
-        self._app: ASGIApp | None = None
+        self._app: McpHttpApp | None = None
         self._ready: asyncio.Event | None = None
 
     @asynccontextmanager
@@ -277,7 +275,7 @@ class LoadingMcp:
                 self._app = app
                 self._ready.set()
                 # The SDK lives as long as the server: out of the collector's generations, like
-                # everything loaded before it (see _Server.startup); left in, each full
+                # everything loaded before it (see _uvicorn.Server.startup); left in, each full
                 # collection walked all of it (~50 ms with the loop stalled).
                 gc.freeze()
                 await stop.wait()
@@ -296,6 +294,12 @@ class LoadingMcp:
             await send({"type": "http.response.body", "body": b""})
             return
         await app(scope, receive, send)
+
+    def answer_now(self, scope: Scope, body: bytes | bytearray) -> Response | None:
+        """A plain MCP request answered in place once the SDK is loaded (`McpHttpApp`); None
+        (the app then runs on it) before, or for anything else."""
+        app = self._app
+        return None if app is None else app.answer_now(scope, body)
 
 
 def observed(
@@ -371,59 +375,6 @@ def _tracer() -> CallTracer | None:
     return tracing.CallTracer() if tracing.available() else None
 
 
-class _Server(uvicorn.Server):
-    """uvicorn's server, telling `on_ready` the bound address once it listens."""
-
-    def __init__(
-        self,
-        config: uvicorn.Config,
-        on_ready: Callable[[str, int], None],
-        on_stopping: Callable[[], None] | None = None,
-    ) -> None:
-        super().__init__(config)
-        self._on_ready = on_ready
-        self._on_stopping = on_stopping
-
-    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        """Begin the graceful stop; the signal is not raised again after it (uvicorn would),
-        so the store is closed and the process exits 0."""
-        super().handle_exit(sig, frame)
-        self._captured_signals.clear()
-
-    async def startup(self, sockets: list[object] | None = None) -> None:  # type: ignore[override]
-        await super().startup(sockets)  # type: ignore[arg-type]
-        # Everything loaded so far lives as long as the server: keep it out of the collector's
-        # generations, so that collections triggered by calls look at calls' objects only.
-        gc.freeze()
-        if self.started and self.servers:
-            host, port = self.servers[0].sockets[0].getsockname()[:2]
-            self._on_ready(str(host), int(port))
-
-    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        # Told here, on the loop, not in the signal handler, which may interrupt a write.
-        if self._on_stopping is not None and self.started:
-            self._on_stopping()
-        await super().shutdown(sockets)
-
-
-def _config(app: RpcApp | str, host: str, port: int, **more: object) -> uvicorn.Config:
-    return uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        loop="uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
-        lifespan="on",
-        access_log=False,
-        proxy_headers=False,  # nothing here reads the client's address
-        log_level="warning",
-        log_config=log_config(),
-        server_header=False,
-        date_header=False,
-        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
-        **more,  # type: ignore[arg-type]
-    )
-
-
 def serve(
     app: RpcApp,
     host: str,
@@ -443,33 +394,10 @@ def serve(
         ListenError: the host does not resolve, or the port cannot be bound (in use, say).
     """
     sockets = bind_listeners(host, port)
-    # httptools, one write per response, slow requests cut off (strictcall.server.guard)
+    # httptools, one write per response, slow requests cut off (strictcall.server._uvicorn)
     protocol = guarded_protocol(edge if edge is not None else EdgeLimits())
-    _Server(_config(app, host, port, http=protocol), on_ready, on_stopping).run(sockets=sockets)
-
-
-class _Workers(Multiprocess):
-    """uvicorn's supervisor, telling `on_ready` the bound address once every worker serves."""
-
-    def __init__(
-        self,
-        config: uvicorn.Config,
-        sockets: list[socket.socket],
-        on_ready: Callable[[str, int], None],
-    ) -> None:
-        super().__init__(config, sockets=sockets)
-        self._sockets = sockets
-        self._on_ready = on_ready
-
-    def init_processes(self) -> None:
-        super().init_processes()
-        for process in self.processes:
-            if not process.wait_until_ready(WORKER_START_S, self.should_exit):
-                log.error("a worker did not start; stopping")
-                self.should_exit.set()
-                return
-        host, port = self._sockets[0].getsockname()[:2]
-        self._on_ready(str(host), int(port))
+    config = server_config(app, host, port, graceful_s=GRACEFUL_SHUTDOWN_S, http=protocol)
+    Server(config, on_ready, on_stopping).run(sockets=sockets)
 
 
 def serve_workers(
@@ -501,10 +429,11 @@ def serve_workers(
         "open_to_operators": open_to_operators,
     }
     os.environ[WORKER_ENV] = json.dumps(settings)  # inherited by the spawned workers
-    config = _config(
+    config = server_config(
         "strictcall.server.processes:app",
         host,
         port,
+        graceful_s=GRACEFUL_SHUTDOWN_S,
         factory=True,
         workers=workers,
         http="strictcall.server.processes:Protocol",  # a class made in each worker,
@@ -512,7 +441,7 @@ def serve_workers(
     )
     sockets = bind_listeners(host, port)
     try:
-        _Workers(config, sockets, on_ready).run()
+        Workers(config, sockets, on_ready, start_s=WORKER_START_S).run()
     finally:
         for sock in sockets:
             sock.close()
