@@ -4,7 +4,7 @@ connections may be open, how many calls one identity may have in flight.
 It is decided here and enforced by `strictcall.server.admission` (origins, calls in flight) and
 by the connection's guard in `strictcall.server._uvicorn` (deadlines, connections). The
 defaults hold a load of 64 connections and a few identities well within them; every number is
-a `strictcall serve` flag.
+a `strictcall serve` flag, but the head's sizes (`MAX_REQUEST_LINE_BYTES`, `MAX_HEADER_BYTES`).
 """
 
 from __future__ import annotations
