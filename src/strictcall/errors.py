@@ -214,12 +214,14 @@ class StrictcallError(Exception):
     ├── UpstreamFailed                          a proxy's upstream did not start (proxy)
     ├── PipeClosed                              a proxy's stdio upstream stopped answering
     ├── UnreadableAnswer                        a proxy's upstream answered no JSON-RPC response
+    ├── AnswerTooLarge                          ... or one longer than the proxy's cap
     ├── PolicyError (also ValueError)           a proxy's allow-list file is malformed
     ├── StoreError                              raised by a store (storage.base)
     │   ├── StoreUnavailable                    the database cannot serve now (retryable)
     │   │   ├── SchemaTooNew                    ... its schema is newer than this code
     │   │   └── StoreUnreachable                ... it cannot be reached (psql's reason)
     │   ├── StoreBusy                           a write asked not to wait would have had to
+    │   ├── StoreRefused                        the database refused a value of the call itself
     │   └── IdempotencyConflict                 a call id reused for another write
     ├── PoolFull                                no PostgreSQL connection came free in time
     ├── NoValue                                 a PostgreSQL NULL where the schema holds none
@@ -356,7 +358,31 @@ IDEMPOTENCY_CONFLICT: Final = ErrorKind(
 )
 """The call id was already used by this caller for a different write."""
 
+VALUE_REFUSED: Final = ErrorKind(
+    "value_refused",
+    Stage.EXECUTE,
+    False,
+    "Do not retry the same call; the store refused one of its values as too long or unstorable.",
+)
+"""The store refused a value of the call itself (longer than its index allows): no fault."""
+
 # --- output ------------------------------------------------------------------------------------
+
+RESULT_TOO_LARGE: Final = ErrorKind(
+    "result_too_large",
+    Stage.OUTPUT,
+    False,
+    "Ask for less (a page, a filter); the result is larger than `limit` bytes and was withheld.",
+)
+"""The tool's result is larger than the limit (`limit`, in bytes) and was withheld unread."""
+
+REPLY_TOO_LARGE: Final = ErrorKind(
+    "reply_too_large",
+    Stage.OUTPUT,
+    False,
+    "The call ran; send it alone or in a smaller batch: the batch's reply passed `limit` bytes.",
+)
+"""The batch's reply would pass its limit (`limit`, bytes): this call's result was withheld."""
 
 INVALID_TOOL_RESULT: Final = ErrorKind(
     "invalid_tool_result",
@@ -409,9 +435,12 @@ CATALOGUE: Final[tuple[ErrorKind, ...]] = (
     AT_CAPACITY,
     STORE_UNAVAILABLE,
     IDEMPOTENCY_CONFLICT,
+    VALUE_REFUSED,
     TOOL_ERROR,
     UPSTREAM_UNAVAILABLE,
     INVALID_TOOL_RESULT,
+    RESULT_TOO_LARGE,
+    REPLY_TOO_LARGE,
     UNAUTHENTICATED,
     FORBIDDEN_ORIGIN,
     AUTH_UNAVAILABLE,

@@ -169,6 +169,7 @@ def run_proxy(
     err: TextIO,
     edge: EdgeLimits | None = None,
     allow_origins: Sequence[str] = (),
+    max_result_bytes: int | None = None,
 ) -> int:
     """Serve one upstream MCP server's tools through the gateway: MCP on stdio as `identity`
     (when given), else HTTP on `port` with the store's tokens, behind the same edge as
@@ -178,6 +179,7 @@ def run_proxy(
     from strictcall.server.listen import ListenError
     from strictcall.server.proxy import Proxy, upstream_failure  # the MCP SDK loads only here
     from strictcall.services.proxy import PolicyError, UpstreamFailed, UpstreamSpec, load_allow_list
+    from strictcall.services.proxy.stdio import MAX_RESULT_BYTES
 
     try:
         spec = (
@@ -192,7 +194,14 @@ def run_proxy(
     store = _open_store(db, err)
     if store is None:
         return EXIT_FAILED
-    proxy = Proxy(spec, errlog=err, allowed=allowed, pass_errors=pass_errors, timeout=timeout)
+    proxy = Proxy(
+        spec,
+        errlog=err,
+        allowed=allowed,
+        pass_errors=pass_errors,
+        timeout=timeout,
+        max_result_bytes=MAX_RESULT_BYTES if max_result_bytes is None else max_result_bytes,
+    )
     try:
         if identity is not None:
             from strictcall.server.proxy import serve_proxy_stdio

@@ -291,6 +291,13 @@ def build_parser() -> argparse.ArgumentParser:
     proxy.add_argument(
         "--timeout", type=float, default=60.0, help="seconds a call may take (default 60)"
     )
+    proxy.add_argument(
+        "--max-result-bytes",
+        type=int,
+        default=8 * 1024 * 1024,
+        metavar="N",
+        help="the longest answer one call may get from the upstream (default 8 MiB)",
+    )
     _add_edge_arguments(proxy)
 
     tokens = commands.add_parser(
@@ -492,6 +499,9 @@ def _operate(args: argparse.Namespace, out: TextIO) -> int:
         if not args.timeout > 0:
             err.write("strictcall proxy: --timeout is a positive number of seconds\n")
             return EXIT_USAGE
+        if args.max_result_bytes < 1:
+            err.write("strictcall proxy: --max-result-bytes is a positive number of bytes\n")
+            return EXIT_USAGE
         edge_given = _edge_flags_given(args)
         if args.stdio and edge_given is not None:
             err.write(f"strictcall proxy: {edge_given} is for HTTP; leave it out with --stdio\n")
@@ -507,6 +517,7 @@ def _operate(args: argparse.Namespace, out: TextIO) -> int:
             allow=args.allow,
             pass_errors=args.pass_errors,
             timeout=args.timeout,
+            max_result_bytes=args.max_result_bytes,
             edge=_edge_of(args),
             allow_origins=args.allow_origin,
             out=out,

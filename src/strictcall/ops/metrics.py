@@ -34,7 +34,7 @@ import bisect
 import os
 import platform
 from collections import Counter as Counter_
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator
 from contextlib import AbstractAsyncContextManager
 from functools import partial
 from operator import itemgetter
@@ -166,8 +166,10 @@ _LatencyKey = tuple[str, str, str]
 class Metrics(Collector):
     """The server's metrics: its calls counted from their audit records."""
 
-    def __init__(self, tools: Iterable[str]) -> None:
-        self._tools: Final = frozenset(tools)
+    def __init__(self, tools: Iterable[str] | Container[str]) -> None:
+        # a container, not copied, for tools that change while serving (a proxy's, listed
+        # after the app is built): its names count as they come
+        self._tools: Final = tools if isinstance(tools, Container) else frozenset(tools)
         self._pending: dict[str, list[AuditRecord]] = {wire: [] for wire in WIRES}
         self._calls: dict[tuple[_Key, str], int] = {}
         self._labels: dict[tuple[_Key, str], _LabelValues] = {}

@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Final, cast
 from strictcall.audit.log import AuditLog
 from strictcall.core.gateway import Gateway
 from strictcall.core.pipeline import Limits
-from strictcall.core.tools import Tool
 from strictcall.errors import MissingExtra
 from strictcall.server._uvicorn import Server, Workers, guarded_protocol, server_config
 from strictcall.server.admission import Admission
@@ -131,7 +130,7 @@ def build_gateway_app(
     from strictcall.server.ops import PATHS, OpsApp
 
     health = StoreHealth()
-    metrics = _metrics(gateway.tools) if observe else None
+    metrics = _metrics(gateway) if observe else None
     window = _window(health) if observe else None
     tracer = _tracer() if observe else None
 
@@ -330,13 +329,26 @@ def observed(
     return observe
 
 
-def _metrics(tools: Sequence[Tool]) -> Metrics | None:
+def _metrics(gateway: Gateway) -> Metrics | None:
     """The app's metrics, or None without strictcall[metrics] (then /metrics says so)."""
     try:
         from strictcall.ops.metrics import Metrics
     except MissingExtra:
         return None
-    return Metrics(tool.name for tool in tools)
+    return Metrics(_ToolNames(gateway))
+
+
+class _ToolNames:
+    """The names of the tools `gateway` serves now, as a container: a proxy's tools are
+    listed after the app is built, and change (metrics label their calls by name)."""
+
+    __slots__ = ("_gateway",)
+
+    def __init__(self, gateway: Gateway) -> None:
+        self._gateway = gateway
+
+    def __contains__(self, name: object) -> bool:
+        return type(name) is str and self._gateway.tool_named({"name": name}) is not None
 
 
 def _window(health: StoreHealth) -> RecentCalls:

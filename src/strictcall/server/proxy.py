@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Final, TextIO
 from strictcall.audit.log import AuditLog
 from strictcall.core.gateway import Gateway
 from strictcall.core.pipeline import Limits
+from strictcall.services.proxy.stdio import MAX_RESULT_BYTES
 from strictcall.services.proxy.tools import proxied_tools
 from strictcall.services.proxy.upstream import Listing, Upstream, UpstreamFailed, UpstreamSpec
 
@@ -28,8 +29,10 @@ class Proxy:
 
     `allowed` says which tools each identity may see and call (None: all); `pass_errors`
     names the tools whose error text reaches the caller; `timeout` is every call's limit in
-    seconds. A tool whose schema cannot be compiled is reported on `errlog` (one line: its
-    name and the reason) and not served; the others are.
+    seconds; `max_result_bytes` the longest answer a call may get from the upstream (longer:
+    result_too_large, at once, the rest of it not kept). A tool whose schema cannot be
+    compiled is reported on `errlog` (one line: its name and the reason) and not served; the
+    others are.
     """
 
     def __init__(
@@ -42,10 +45,15 @@ class Proxy:
         timeout: float | None = DEFAULT_TIMEOUT_S,
         limits: Limits | None = None,
         upstream_options: dict[str, float] | None = None,
+        max_result_bytes: int = MAX_RESULT_BYTES,
     ) -> None:
         self.gateway: Final = Gateway(limits=limits, allowed=allowed)
         self.upstream: Final = Upstream(
-            spec, self._take_listing, errlog=errlog, **(upstream_options or {})
+            spec,
+            self._take_listing,
+            errlog=errlog,
+            max_result_bytes=max_result_bytes,
+            **(upstream_options or {}),
         )
         self._errlog = errlog
         self._pass_errors = frozenset(pass_errors)

@@ -32,7 +32,13 @@ from strictcall.core.tools import (
     WouldWait,
     running_inline,
 )
-from strictcall.errors import IDEMPOTENCY_CONFLICT, RETRY_AFTER_MS, STORE_UNAVAILABLE, JSONValue
+from strictcall.errors import (
+    IDEMPOTENCY_CONFLICT,
+    RETRY_AFTER_MS,
+    STORE_UNAVAILABLE,
+    VALUE_REFUSED,
+    JSONValue,
+)
 from strictcall.services.demo import READ_NOTE_OUTPUT, same_note
 from strictcall.storage import (
     AwaitedNotes,
@@ -41,6 +47,7 @@ from strictcall.storage import (
     Note,
     NotesStore,
     StoreBusy,
+    StoreRefused,
     StoreUnavailable,
 )
 
@@ -72,7 +79,7 @@ _NOTE_ID_ARGUMENT: Final = {
 }
 _NO_ARGUMENTS: Final = {"type": "object", "properties": {}, "additionalProperties": False}
 _STORE_FAILURES: Final = (STORE_UNAVAILABLE,)
-_WRITE_FAILURES: Final = (STORE_UNAVAILABLE, IDEMPOTENCY_CONFLICT)
+_WRITE_FAILURES: Final = (STORE_UNAVAILABLE, IDEMPOTENCY_CONFLICT, VALUE_REFUSED)
 
 
 class _StoreFaults:
@@ -99,6 +106,8 @@ class _StoreFaults:
             raise ToolFailure(STORE_UNAVAILABLE, retry_after_ms=RETRY_AFTER_MS) from None
         if issubclass(exc_type, IdempotencyConflict):
             raise ToolFailure(IDEMPOTENCY_CONFLICT) from None
+        if issubclass(exc_type, StoreRefused):
+            raise ToolFailure(VALUE_REFUSED) from None
 
 
 _store_faults: Final = _StoreFaults()
