@@ -208,6 +208,7 @@ class StrictcallError(Exception):
     ├── PipeClosed                              a proxy's stdio upstream stopped answering
     ├── UnreadableAnswer                        a proxy's upstream answered no JSON-RPC response
     ├── PolicyError (also ValueError)           a proxy's allow-list file is malformed
+    ├── PolicyFileError (also ValueError)       a policy file is not valid (its line, the reason)
     ├── StoreError                              raised by a store (storage.base)
     │   ├── StoreUnavailable                    the database cannot serve now (retryable)
     │   │   └── SchemaTooNew                    ... its schema is newer than this code
@@ -222,6 +223,15 @@ class StrictcallError(Exception):
     Catching `StrictcallError` catches all of them; nothing else that strictcall raises is a
     subclass (a programmer's error, such as a bad `call_id`, is a plain TypeError/ValueError).
     """
+
+
+class PolicyFileError(StrictcallError, ValueError):
+    """A policy file is not valid: `line` (from 1; 0 when the whole file) and `reason`."""
+
+    def __init__(self, line: int, reason: str) -> None:
+        super().__init__(f"line {line}: {reason}" if line > 0 else reason)
+        self.line = line
+        self.reason = reason
 
 
 class MissingExtra(StrictcallError, ImportError):
@@ -272,6 +282,14 @@ UNKNOWN_METHOD: Final = ErrorKind(
 """The JSON-RPC request names a method the server does not have."""
 
 # --- shape -------------------------------------------------------------------------------------
+
+ARGUMENTS_TOO_LARGE: Final = ErrorKind(
+    "arguments_too_large",
+    Stage.SHAPE,
+    False,
+    "Send smaller arguments; the policy caps this tool's arguments at `limit` bytes.",
+)
+"""The call's arguments, as JSON, are longer than the policy's limit for this tool (`limit`)."""
 
 INVALID_ARGUMENTS: Final = ErrorKind(
     "invalid_arguments",
@@ -346,6 +364,22 @@ IDEMPOTENCY_CONFLICT: Final = ErrorKind(
 )
 """The call id was already used by this caller for a different write."""
 
+RATE_LIMITED: Final = ErrorKind(
+    "rate_limited",
+    Stage.EXECUTE,
+    True,
+    "Retry after `retry_after_ms`; the call never started: a quota of the policy is used up.",
+)
+"""A quota (`rule`) has no token left; the call never ran (`retry_after_ms` from its bucket)."""
+
+QUOTA_UNAVAILABLE: Final = ErrorKind(
+    "quota_unavailable",
+    Stage.EXECUTE,
+    True,
+    "Retry after `retry_after_ms`; the call never started: the shared quota state is down.",
+)
+"""A quota shared across servers could not be read and its rule fails closed; it never ran."""
+
 # --- output ------------------------------------------------------------------------------------
 
 INVALID_TOOL_RESULT: Final = ErrorKind(
@@ -355,6 +389,14 @@ INVALID_TOOL_RESULT: Final = ErrorKind(
     "Do not retry; the tool's answer broke its own contract and was withheld.",
 )
 """The tool's result does not match its output schema; the bad value was withheld."""
+
+RESULT_TOO_LARGE: Final = ErrorKind(
+    "result_too_large",
+    Stage.OUTPUT,
+    False,
+    "Do not retry the same call; the result is longer than the policy's `limit` and was withheld.",
+)
+"""The tool's result, as JSON, is longer than the policy's limit for this tool; withheld."""
 
 
 # --- transports: auth and protocol -------------------------------------------------------------
@@ -392,6 +434,7 @@ CATALOGUE: Final[tuple[ErrorKind, ...]] = (
     UNKNOWN_TOOL,
     UNKNOWN_METHOD,
     INVALID_ARGUMENTS,
+    ARGUMENTS_TOO_LARGE,
     FORBIDDEN_OR_MISSING,
     INTERNAL_ERROR,
     TIMEOUT,
@@ -401,7 +444,10 @@ CATALOGUE: Final[tuple[ErrorKind, ...]] = (
     IDEMPOTENCY_CONFLICT,
     TOOL_ERROR,
     UPSTREAM_UNAVAILABLE,
+    RATE_LIMITED,
+    QUOTA_UNAVAILABLE,
     INVALID_TOOL_RESULT,
+    RESULT_TOO_LARGE,
     UNAUTHENTICATED,
     FORBIDDEN_ORIGIN,
     AUTH_UNAVAILABLE,

@@ -52,6 +52,7 @@ from strictcall.core.pipeline import (
     text_refusal,
     unknown_tool,
 )
+from strictcall.core.policy.holder import PolicyHolder
 from strictcall.core.registry import Allowed, ToolRegistry
 from strictcall.core.tools import Tool, ToolContext
 from strictcall.errors import JSONValue, Rejection
@@ -106,6 +107,7 @@ class Gateway(ToolRegistry):
         limits: Limits | None = None,
         workers: int = _WORKERS,
         allowed: Allowed | None = None,
+        policy: PolicyHolder | None = None,
         details: bool = True,
         envelope: bool = True,
     ) -> None:
@@ -113,9 +115,11 @@ class Gateway(ToolRegistry):
         held by a call past its time limit is replaced (see `strictcall.core.threads`).
         `allowed`: which tools each identity may see and call; a tool it may not is answered
         at route exactly like one that does not exist (its `available` lists only the
-        caller's tools). `details=False` answers an error's code, stage and retryable only,
-        and `envelope=False` lets a call hold members besides "name" and "arguments" (both as
-        seed 002's `handle` answers, `strictcall.services.demo`)."""
+        caller's tools). `policy`: the policy in force (`strictcall.core.policy`: who may list
+        and call which tools, their limits and quotas), instead of `allowed`. `details=False`
+        answers an error's code, stage and retryable only, and `envelope=False` lets a call
+        hold members besides "name" and "arguments" (both as seed 002's `handle` answers,
+        `strictcall.services.demo`)."""
         if workers < 1:
             raise ValueError("a gateway needs at least one worker thread")
         self.limits: Final = limits if limits is not None else Limits()
@@ -123,7 +127,7 @@ class Gateway(ToolRegistry):
         self._pool_size: Final = workers
         self._details: Final = details
         self._envelope: Final = envelope
-        super().__init__(tools, allowed=allowed)
+        super().__init__(tools, allowed=allowed, policy=policy)
 
     def call(self, raw: str | bytes, identity: str, call_id: str | int) -> dict[str, JSONValue]:
         """Check and run one call; never raises for any text.
@@ -145,7 +149,7 @@ class Gateway(ToolRegistry):
         if type(document) is Rejection:
             return fail(call_id, document, located=self._details)
         parsed = document.value
-        tools = self._tools if self._allowed is None else self.tools_for(identity)
+        tools = self._tools if self._everyone else self.tools_for(identity)
         compiled = route_call(parsed, tools)  # 2. route
         if type(compiled) is Rejection:
             return fail(call_id, compiled, located=self._details)
@@ -156,10 +160,19 @@ class Gateway(ToolRegistry):
         arguments = check_arguments(parsed, compiled, document.has_float)
         if type(arguments) is Rejection:
             return fail(call_id, arguments, located=self._details)
+        grant = compiled.grant
+        if grant is not None and grant.max_arguments_bytes is not None:  # the policy's size
+            rejection = grant.check_arguments(arguments)
+            if rejection is not None:
+                return fail(call_id, rejection, located=self._details)
         tool = compiled.tool
         ctx = _new_context(ToolContext, (identity, call_id, tool.name))
         if tool.authorize is not None:  # 4. resource
             rejection = authorize_call(compiled, ctx, arguments)
+            if rejection is not None:
+                return fail(call_id, rejection, located=self._details)
+        if grant is not None and grant.buckets:  # the policy's quotas, before execute
+            rejection = grant.limiter.admit(grant.buckets)
             if rejection is not None:
                 return fail(call_id, rejection, located=self._details)
         if tool.timeout is None and not compiled.is_async:  # 5. execute: in place, untimed
@@ -173,6 +186,8 @@ class Gateway(ToolRegistry):
             if rejection is not None:
                 return fail(call_id, rejection, located=self._details)
         rejection = check_result(compiled, arguments, result, ctx)  # 6. output
+        if rejection is None and grant is not None and grant.max_result_bytes is not None:
+            rejection = grant.check_result(result)
         if rejection is not None:
             return fail(call_id, rejection, located=self._details)
         return succeed(call_id, result)
@@ -203,7 +218,7 @@ class Gateway(ToolRegistry):
         """Rungs 2 to 6, the sync form: route, shape, resource, execute, output; first failure
         wins. `in_place`: a call routed to a tool that must be awaited (async, or with a time
         limit) is `AWAIT`, before anything of it runs."""
-        tools = self._tools if self._allowed is None else self.tools_for(identity)
+        tools = self._tools if self._everyone else self.tools_for(identity)
         compiled = route_call(call, tools)  # 2. route
         if type(compiled) is Rejection:
             return fail(call_id, compiled, located=self._details)
@@ -217,9 +232,18 @@ class Gateway(ToolRegistry):
         arguments = check_arguments(call, compiled, has_float)
         if type(arguments) is Rejection:
             return fail(call_id, arguments, located=self._details)
+        grant = compiled.grant
+        if grant is not None and grant.max_arguments_bytes is not None:  # the policy's size
+            rejection = grant.check_arguments(arguments)
+            if rejection is not None:
+                return fail(call_id, rejection, located=self._details)
         ctx = _new_context(ToolContext, (identity, call_id, tool.name))
         if tool.authorize is not None:  # 4. resource
             rejection = authorize_call(compiled, ctx, arguments)
+            if rejection is not None:
+                return fail(call_id, rejection, located=self._details)
+        if grant is not None and grant.buckets:  # the policy's quotas, before execute
+            rejection = grant.limiter.admit(grant.buckets)
             if rejection is not None:
                 return fail(call_id, rejection, located=self._details)
         if tool.timeout is None and not compiled.is_async:  # 5. execute: in place, untimed
@@ -233,6 +257,8 @@ class Gateway(ToolRegistry):
             if rejection is not None:
                 return fail(call_id, rejection, located=self._details)
         rejection = check_result(compiled, arguments, result, ctx)  # 6. output
+        if rejection is None and grant is not None and grant.max_result_bytes is not None:
+            rejection = grant.check_result(result)
         if rejection is not None:
             return fail(call_id, rejection, located=self._details)
         return succeed(call_id, result)
@@ -242,7 +268,7 @@ class Gateway(ToolRegistry):
     ) -> dict[str, JSONValue]:
         """Rungs 2 to 6, the async form: as `_ladder`, async handlers awaited and sync ones
         with a time limit timed out from the event loop."""
-        tools = self._tools if self._allowed is None else self.tools_for(identity)
+        tools = self._tools if self._everyone else self.tools_for(identity)
         compiled = route_call(call, tools)  # 2. route
         if type(compiled) is Rejection:
             return fail(call_id, compiled, located=self._details)
@@ -253,16 +279,27 @@ class Gateway(ToolRegistry):
         arguments = check_arguments(call, compiled, has_float)
         if type(arguments) is Rejection:
             return fail(call_id, arguments, located=self._details)
+        grant = compiled.grant
+        if grant is not None and grant.max_arguments_bytes is not None:  # the policy's size
+            rejection = grant.check_arguments(arguments)
+            if rejection is not None:
+                return fail(call_id, rejection, located=self._details)
         tool = compiled.tool
         ctx = _new_context(ToolContext, (identity, call_id, tool.name))
         if tool.authorize is not None:  # 4. resource
             rejection = authorize_call(compiled, ctx, arguments)
             if rejection is not None:
                 return fail(call_id, rejection, located=self._details)
+        if grant is not None and grant.buckets:  # the policy's quotas, before execute
+            rejection = grant.limiter.admit(grant.buckets)
+            if rejection is not None:
+                return fail(call_id, rejection, located=self._details)
         pool = None if tool.timeout is None else self._workers()  # 5. execute
         result, rejection = await execute_call_async(compiled, ctx, arguments, pool)
         if rejection is None:
             rejection = check_result(compiled, arguments, result, ctx)  # 6. output
+        if rejection is None and grant is not None and grant.max_result_bytes is not None:
+            rejection = grant.check_result(result)
         if rejection is not None:
             return fail(call_id, rejection, located=self._details)
         return succeed(call_id, result)
@@ -326,7 +363,7 @@ class Gateway(ToolRegistry):
         else:
             value, has_float = {}, False
         if type(name) is not str:  # the call made here would route on it: refuse it the same
-            tools = self._tools if self._allowed is None else self.tools_for(identity)
+            tools = self._tools if self._everyone else self.tools_for(identity)
             return fail(call_id, unknown_tool(tools), located=self._details)
         return self._ladder({"name": name, "arguments": value}, has_float, identity, call_id)
 

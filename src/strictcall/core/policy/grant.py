@@ -1,0 +1,45 @@
+"""A grant: one tool as one caller may call it, with its rule's limits and the buckets its
+calls take a token from. The gateway's ladder asks it three questions, each only where the
+policy set something: the arguments' size (shape), the quotas (before execute), the result's
+size (output)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import orjson
+
+from strictcall.core.pipeline import frozen_details
+from strictcall.core.quota import Bucket, Limiter
+from strictcall.errors import ARGUMENTS_TOO_LARGE, RESULT_TOO_LARGE, JSONValue, Rejection
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """The rule that granted a tool to a caller, its size limits and the caller's buckets."""
+
+    rule: str
+    max_arguments_bytes: int | None
+    max_result_bytes: int | None
+    buckets: tuple[Bucket, ...]
+    limiter: Limiter
+
+    def check_arguments(self, arguments: dict[str, JSONValue]) -> Rejection | None:
+        """The arguments, as compact JSON, within the rule's limit (stage shape)."""
+        limit = self.max_arguments_bytes
+        if limit is None or len(orjson.dumps(arguments)) <= limit:
+            return None
+        return Rejection(ARGUMENTS_TOO_LARGE, frozen_details({"limit": limit, "rule": self.rule}))
+
+    def check_result(self, result: JSONValue) -> Rejection | None:
+        """The result, as compact JSON, within the rule's limit (stage output)."""
+        limit = self.max_result_bytes
+        if limit is None:
+            return None
+        try:
+            size = len(orjson.dumps(result))
+        except (TypeError, orjson.JSONEncodeError):
+            return None  # not JSON orjson writes: the output rung judges it
+        if size <= limit:
+            return None
+        return Rejection(RESULT_TOO_LARGE, frozen_details({"limit": limit, "rule": self.rule}))
