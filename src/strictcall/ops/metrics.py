@@ -5,6 +5,7 @@
     strictcall_call_duration_seconds{tool}                 latency of calls naming a tool
     strictcall_store_faults_total{where}                   call, auth or audit: the store failed
     strictcall_requests_in_flight                          HTTP requests being answered
+    strictcall_policy_refusals_total{rule, code}           calls the policy refused, by rule
 
 No label holds an identity, an argument or a note: `tool` is a registered tool's name or
 "unknown", `stage`/`code` come from the catalogue ("none" for a success).
@@ -53,7 +54,10 @@ try:
 except ImportError:  # pragma: no cover - exercised in a venv without the extra
     raise MissingExtra("metrics", "prometheus-client") from None
 
-from strictcall.core.record import AuditRecord
+from strictcall.core.policy import DEFAULT_DENY
+from strictcall.core.record import POLICY_CODES, AuditRecord
+
+_POLICY_CODES: Final = POLICY_CODES | {"unknown_tool"}
 
 UNKNOWN_TOOL: Final = "unknown"
 """The tool label of a call that names no registered tool (its name is the model's text)."""
@@ -68,7 +72,7 @@ LATENCY_BUCKETS_S: Final = (
 )  # fmt: skip
 
 _STORE_FAULT_CODES: Final = {"store_unavailable": "call", "auth_unavailable": "auth"}
-_WHERE: Final = ("call", "auth", "audit")
+_WHERE: Final = ("call", "auth", "audit", "quota")
 
 DRAIN_EVERY_S: Final = 1.0
 BUSY_DRAIN_EVERY_S: Final = 0.05
@@ -93,8 +97,14 @@ _LATENCY: Final = (
 _FAULTS: Final = (
     "strictcall_store_faults",
     "Store faults: a call answered store_unavailable (call), a token not checked (auth), an"
-    " audit batch not written (audit).",
+    " audit batch not written (audit), a call's quota not read from the shared state (quota).",
 )
+_REFUSALS: Final = (
+    "strictcall_policy_refusals",
+    "Calls the policy refused, by the rule's name (default-deny: no rule grants the tool) and"
+    " code.",
+)
+_REFUSED_OF: Final[Callable[[AuditRecord], tuple[str | None, str | None]]] = itemgetter(8, 5)
 _IN_FLIGHT: Final = ("strictcall_requests_in_flight", "HTTP requests being answered.")
 
 _Key = tuple[str | None, str, str | None, str | None]
@@ -126,6 +136,9 @@ class Metrics(Collector):
         self._faults: dict[str, int] = dict.fromkeys(_WHERE, 0)
         self.requests_in_flight: Callable[[], int] = lambda: 0
         """How many HTTP requests are being answered now (set by whoever counts them)."""
+        self.quota_faults: Callable[[], int] = lambda: 0
+        """Calls whose shared quota state could not be read (set by whoever holds it)."""
+        self._refusals: dict[tuple[str, str], int] = {}
         self.registry: Final = CollectorRegistry()
         self._shared = multiprocess_dir() is not None
         if self._shared:
@@ -133,6 +146,7 @@ class Metrics(Collector):
             self._calls_shared = Counter(*_CALLS, ["tool", "outcome", "stage", "code"])
             self._latency_shared = Histogram(*_LATENCY, ["tool"], buckets=LATENCY_BUCKETS_S)
             self._faults_shared = Counter(*_FAULTS, ["where"])
+            self._refusals_shared = Counter(*_REFUSALS, ["rule", "code"])
             self._in_flight_shared = Gauge(*_IN_FLIGHT, multiprocess_mode="livesum")
             for where in _WHERE:
                 self._faults_shared.labels(where)
@@ -157,6 +171,7 @@ class Metrics(Collector):
             if self._shared:
                 self._in_flight_shared.set(self.requests_in_flight())
             return 0
+        refused = False
         for key, n in Counter_(map(_KEY_OF, batch)).items():
             self._calls[key] = self._calls.get(key, 0) + n
             labels = self._labels.get(key)
@@ -167,6 +182,10 @@ class Metrics(Collector):
             code = key[3]
             if code is not None and code in _STORE_FAULT_CODES:
                 self._fault(_STORE_FAULT_CODES[code], n)
+            elif code is not None and code in _POLICY_CODES:
+                refused = True
+        if refused:
+            self._count_refusals(batch)
         tools = self._tools
         places = map(partial(bisect.bisect_left, LATENCY_BUCKETS_US), map(_LATENCY_OF, batch))
         for (tool, place), n in Counter_(zip(map(_TOOL_OF, batch), places, strict=True)).items():
@@ -186,6 +205,17 @@ class Metrics(Collector):
                     self._latency_shared.labels(entry.tool).observe(entry.latency_us / 1e6)
             self._in_flight_shared.set(self.requests_in_flight())
         return len(batch)
+
+    def _count_refusals(self, batch: list[AuditRecord]) -> None:
+        """Count the batch's refusals by the policy, by rule and code (once per batch)."""
+        for (rule, code), n in Counter_(map(_REFUSED_OF, batch)).items():
+            if rule is None or code is None or (code not in _POLICY_CODES):
+                continue
+            if code == "unknown_tool" and rule != DEFAULT_DENY:
+                continue
+            self._refusals[(rule, code)] = self._refusals.get((rule, code), 0) + n
+            if self._shared:
+                self._refusals_shared.labels(rule, code).inc(n)
 
     def _fault(self, where: str, n: int = 1) -> None:
         self._faults[where] += n
@@ -221,9 +251,14 @@ class Metrics(Collector):
             latency.add_metric([tool], cumulative, self._sums[tool] / 1_000_000)
         yield latency
         faults = CounterMetricFamily(*_FAULTS, labels=["where"])
+        self._faults["quota"] = self.quota_faults()
         for where in _WHERE:
             faults.add_metric([where], self._faults[where])
         yield faults
+        refusals = CounterMetricFamily(*_REFUSALS, labels=["rule", "code"])
+        for (rule, code), n in sorted(self._refusals.items()):
+            refusals.add_metric([rule, code], n)
+        yield refusals
         yield GaugeMetricFamily(*_IN_FLIGHT, value=self.requests_in_flight())
 
     def exposition(self) -> bytes:

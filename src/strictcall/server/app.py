@@ -39,6 +39,7 @@ except ImportError:  # pragma: no cover - exercised in a venv without the extra
 from strictcall.audit.log import AuditLog
 from strictcall.core.gateway import Gateway
 from strictcall.core.pipeline import Limits
+from strictcall.core.policy import PolicyHolder
 from strictcall.core.tools import Tool
 from strictcall.server.edge import EdgeLimits, OriginPolicy
 from strictcall.server.guard import guarded_protocol
@@ -86,9 +87,11 @@ def build_app(
     close_store: bool = False,
     open_to_operators: bool = False,
     observe: bool = True,
+    policy: PolicyHolder | None = None,
 ) -> RpcApp:
     """The ASGI app serving the notes tools from `store` (see `build_gateway_app`). With
-    `close_store`, the app closes the store when the server stops, after the last audit batch."""
+    `close_store`, the app closes the store when the server stops, after the last audit batch.
+    `policy`: who may list and call which tools, and how often (None: everyone, every tool)."""
 
     @asynccontextmanager
     async def closing() -> AsyncIterator[None]:
@@ -99,7 +102,7 @@ def build_app(
                 store.close()
 
     return build_gateway_app(
-        notes_gateway(store, limits=limits),
+        notes_gateway(store, limits=limits, policy=policy),
         store,
         origins=origins,
         edge=edge,
@@ -133,6 +136,10 @@ def build_gateway_app(
     from strictcall.server.ops import PATHS, OpsApp
 
     metrics = _metrics(gateway.tools) if observe else None
+    holder = gateway.policy
+    if metrics is not None and holder is not None:
+        limiter = holder.limiter
+        metrics.quota_faults = lambda: limiter.faults
     audit = AuditLog(store, on_fault=None if metrics is None else metrics.audit_fault)
     record = observed(audit.record, metrics, _tracer() if observe else None)
     mcp = LoadingMcp(gateway, record)
@@ -361,6 +368,7 @@ def serve_workers(
     allow_origins: Sequence[str] = (),
     loopback: bool = False,
     open_to_operators: bool = False,
+    policy: str | None = None,
 ) -> None:
     """Serve the notes tools from `db` in `workers` processes on the sockets bound to `host`
     and `port`, until SIGTERM or SIGINT to this process (or SIGINT to its process group, as
@@ -377,6 +385,7 @@ def serve_workers(
         "origins": sorted(allow_origins),
         "loopback": loopback,
         "open_to_operators": open_to_operators,
+        "policy": policy,
     }
     os.environ[WORKER_ENV] = json.dumps(settings)  # inherited by the spawned workers
     config = _config(

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Final, TextIO
 from strictcall.audit.log import AuditLog
 from strictcall.core.gateway import Gateway
 from strictcall.core.pipeline import Limits
+from strictcall.core.policy import PolicyHolder
 from strictcall.services.proxy.tools import proxied_tools
 from strictcall.services.proxy.upstream import Listing, Upstream, UpstreamFailed, UpstreamSpec
 
@@ -26,7 +27,8 @@ DEFAULT_TIMEOUT_S: Final = 60.0
 class Proxy:
     """The tools of one upstream MCP server, served by `gateway` as strictcall tools.
 
-    `allowed` says which tools each identity may see and call (None: all); `pass_errors`
+    `allowed` says which tools each identity may see and call (None: all), or `policy` (the
+    policy file's: who may list and call which tools, and how often); `pass_errors`
     names the tools whose error text reaches the caller; `timeout` is every call's limit in
     seconds. A tool whose schema cannot be compiled is reported on `errlog` (one line: its
     name and the reason) and not served; the others are.
@@ -38,12 +40,13 @@ class Proxy:
         *,
         errlog: TextIO,
         allowed: Callable[[str], frozenset[str]] | None = None,
+        policy: PolicyHolder | None = None,
         pass_errors: Collection[str] = (),
         timeout: float | None = DEFAULT_TIMEOUT_S,
         limits: Limits | None = None,
         upstream_options: dict[str, float] | None = None,
     ) -> None:
-        self.gateway: Final = Gateway(limits=limits, allowed=allowed)
+        self.gateway: Final = Gateway(limits=limits, allowed=allowed, policy=policy)
         self.upstream: Final = Upstream(
             spec, self._take_listing, errlog=errlog, **(upstream_options or {})
         )

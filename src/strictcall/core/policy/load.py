@@ -94,8 +94,9 @@ def _read_toml(text: str) -> tuple[object, Locate]:
         data: object = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         found = re.search(r"\(at line (\d+), column \d+\)", str(exc))
-        reason = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(exc)) or "not TOML"
-        raise PolicyFileError(int(found.group(1)) if found else 0, f"not TOML: {reason}") from None
+        line = int(found.group(1)) if found else text.count("\n") + 1  # "at end of document"
+        reason = re.sub(r"\s*\((at line \d+, column \d+|at end of document)\)", "", str(exc))
+        raise PolicyFileError(line, f"not TOML: {reason or 'syntax'}") from None
     lines = text.splitlines()
 
     def locate(path: tuple[str | int, ...]) -> int:
