@@ -15,8 +15,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from stdio_peer import StdioPeer
 from servers import RunningServer, create_token, recent_audit, start_server
+from stdio_peer import StdioPeer
 from strictcall.core.policy import DEFAULT_DENY
 from strictcall.errors import RATE_LIMITED, UNKNOWN_TOOL, Stage
 from strictcall.transports.jsonrpc import ERROR_CODES
