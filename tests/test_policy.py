@@ -343,6 +343,18 @@ def test_a_rule_rate_limits_each_identity_and_tool_before_the_tool_runs() -> Non
     assert call(gw, "create_note", "u2")["ok"] is True  # another identity's own bucket
 
 
+def test_the_identities_nearest_their_quotas_come_first_for_the_operator() -> None:
+    holder = PolicyHolder(parse_policy(QUOTAS))
+    gw = Gateway([_tool(n) for n in TOOLS], policy=holder)
+    for _ in range(3):
+        call(gw, "create_note", "u1")
+    call(gw, "create_note", "u2")
+    nearest = holder.nearest(2)
+    assert nearest[0] == {"identity": "u1", "rule": "readers", "left": 0.0}
+    left = nearest[1]["left"]
+    assert nearest[1]["identity"] == "u2" and isinstance(left, float) and 0.6 < left < 0.7
+
+
 def test_a_global_quota_is_one_bucket_for_every_identity() -> None:
     gw = gateway(QUOTAS)
     oks = [call(gw, "read_note", f"u{i}")["ok"] for i in range(8)]

@@ -49,6 +49,8 @@ class Bucket:
     fail_closed: bool
     """When the shared state is down: True refuses (`quota_unavailable`); False keeps
     counting in this process alone."""
+    identity: str | None = None
+    """Whose bucket it is (None: a global quota's, everyone's): for the operator's page."""
     capacity_ms: float = field(init=False, repr=False, compare=False)
     """`interval_ms * burst`: how far ahead of now the TAT may run."""
 
@@ -102,6 +104,7 @@ class LocalBuckets:
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._tats: dict[str, float] = {}
+        self._buckets: dict[str, Bucket] = {}
         self._lock = threading.Lock()
         self._clock = clock
 
@@ -125,26 +128,25 @@ class LocalBuckets:
                 self._forget(now)
                 tats = self._tats
             for bucket, tat in zip(buckets, found, strict=True):
+                if bucket.key not in tats:
+                    self._buckets[bucket.key] = bucket
                 tats[bucket.key] = tat
             return None
 
-    def fill(self, key: str, interval_ms: float, burst: int) -> float:
-        """How full a bucket is now, from 0.0 (empty) to 1.0 (full): the operator's view."""
+    def nearest(self, count: int) -> list[tuple[Bucket, float]]:
+        """The `count` buckets with the fewest tokens left, each with how full it is (0.0
+        empty, 1.0 full): the identities nearest their quotas, for the operator's page."""
         with self._lock:
-            tat = self._tats.get(key)
             now = self._clock() * 1000.0
-        if tat is None or tat <= now:
-            return 1.0
-        return max(0.0, 1.0 - (tat - now) / (interval_ms * burst))
-
-    def keys(self) -> list[str]:
-        """The keys of the buckets this process holds (a snapshot)."""
-        with self._lock:
-            return list(self._tats)
+            kept = [(self._buckets[key], tat) for key, tat in self._tats.items() if tat > now]
+        filled = [(b, max(0.0, 1.0 - (tat - now) / b.capacity_ms)) for b, tat in kept]
+        filled.sort(key=lambda pair: pair[1])
+        return filled[:count]
 
     def _forget(self, now: float) -> None:
         """Drop the buckets that are full again (their TAT has passed): they hold nothing."""
         self._tats = {key: tat for key, tat in self._tats.items() if tat > now}
+        self._buckets = {key: self._buckets[key] for key in self._tats}
 
 
 class Limiter:

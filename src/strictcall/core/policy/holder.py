@@ -72,14 +72,20 @@ class PolicyHolder:
         buckets: list[Bucket] = []
         if rule.rate is not None:
             key = _SEP.join((prefix + "r", rule.name, name, tool.name))
-            buckets.append(_bucket(key, rule.rate.interval_ms, rule.rate.burst, rule.name, rule))
+            rate = rule.rate
+            buckets.append(
+                Bucket(key, rate.interval_ms, rate.burst, rule.name, rule.fail_closed, name)
+            )
         for quota in policy.quotas_for(name, claims, tool.name):
+            whose: str | None = name
             if quota.per == "identity":
                 key = _SEP.join((prefix + "i", quota.name, name))
             else:
-                key = _SEP.join((prefix + "g", quota.name))
+                key, whose = _SEP.join((prefix + "g", quota.name)), None
             rate = quota.rate
-            buckets.append(Bucket(key, rate.interval_ms, rate.burst, quota.name, quota.fail_closed))
+            buckets.append(
+                Bucket(key, rate.interval_ms, rate.burst, quota.name, quota.fail_closed, whose)
+            )
         limits = rule.limits
         grant = Grant(
             rule.name,
@@ -93,10 +99,15 @@ class PolicyHolder:
             tool = dataclasses.replace(tool, timeout=timeout)
         return dataclasses.replace(compiled, tool=tool, grant=grant)
 
+    def nearest(self, count: int = 10) -> list[dict[str, str | float | None]]:
+        """The identities nearest their quotas in this process, for the operator's page: the
+        `count` emptiest buckets, each {"identity" (None for a global quota), "rule", "left"
+        (the share of its burst left, 0.0 to 1.0)}."""
+        return [
+            {"identity": bucket.identity, "rule": bucket.rule, "left": round(left, 3)}
+            for bucket, left in self.limiter.local.nearest(count)
+        ]
+
     def close(self) -> None:
         """Release the shared state's connections."""
         self.limiter.close()
-
-
-def _bucket(key: str, interval_ms: float, burst: int, rule_name: str, rule: Rule) -> Bucket:
-    return Bucket(key, interval_ms, burst, rule_name, rule.fail_closed)
