@@ -398,3 +398,14 @@ def test_a_reload_applies_to_new_calls_and_a_call_in_flight_finishes_under_its_o
     wait.set()
     started.join(10)
     assert answers and answers[0]["ok"] is True
+
+
+def test_a_proxys_tools_replaced_later_are_judged_by_the_policy_too() -> None:
+    # the proxy and federation serve an upstream's tools by `replace_tools`, prefixed or not
+    gw = Gateway(policy=PolicyHolder(parse_policy(POLICY)))
+    assert listed(gw, "u1") == set()
+    gw.replace_tools([_tool("github__issues"), _tool("github__admin"), _tool("read_note")])
+    assert listed(gw, "u1") == {"github__issues", "github__admin", "read_note"}
+    gw.replace_tools([_tool("github__issues"), _tool("delete_note")])
+    assert listed(gw, "u1") == {"github__issues"}
+    assert call(gw, "delete_note", "u1")["error"]["available"] == ["github__issues"]
