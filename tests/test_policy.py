@@ -409,3 +409,12 @@ def test_a_proxys_tools_replaced_later_are_judged_by_the_policy_too() -> None:
     gw.replace_tools([_tool("github__issues"), _tool("delete_note")])
     assert listed(gw, "u1") == {"github__issues"}
     assert call(gw, "delete_note", "u1")["error"]["available"] == ["github__issues"]
+
+
+def test_a_callers_claims_reach_the_policy_through_settle() -> None:
+    gw = gateway()
+    call_ = {"name": "read_note", "arguments": {}}
+    assert gw.settle(call_, "u9", "c1").answer["ok"] is False
+    claims = frozenset({"group:support"})
+    assert gw.settle(call_, "u9", "c1", claims=claims).answer["ok"] is True
+    assert gw.must_await(call_, "u9", claims) is False

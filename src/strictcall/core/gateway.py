@@ -53,6 +53,7 @@ from strictcall.core.pipeline import (
     unknown_tool,
 )
 from strictcall.core.policy.holder import PolicyHolder
+from strictcall.core.policy.model import Claims
 from strictcall.core.registry import Allowed, ToolRegistry
 from strictcall.core.tools import Tool, ToolContext
 from strictcall.errors import JSONValue, Rejection
@@ -200,11 +201,18 @@ class Gateway(ToolRegistry):
         identity: str,
         call_id: str | int,
         in_place: Literal[False] = False,
+        claims: Claims | None = None,
     ) -> dict[str, JSONValue]: ...
 
     @overload
     def _ladder(
-        self, call: JSONValue, has_float: bool, identity: str, call_id: str | int, in_place: bool
+        self,
+        call: JSONValue,
+        has_float: bool,
+        identity: str,
+        call_id: str | int,
+        in_place: bool,
+        claims: Claims | None = None,
     ) -> dict[str, JSONValue] | Await: ...
 
     def _ladder(
@@ -214,11 +222,13 @@ class Gateway(ToolRegistry):
         identity: str,
         call_id: str | int,
         in_place: bool = False,
+        claims: Claims | None = None,
     ) -> dict[str, JSONValue] | Await:
         """Rungs 2 to 6, the sync form: route, shape, resource, execute, output; first failure
         wins. `in_place`: a call routed to a tool that must be awaited (async, or with a time
-        limit) is `AWAIT`, before anything of it runs."""
-        tools = self._tools if self._everyone else self.tools_for(identity)
+        limit) is `AWAIT`, before anything of it runs. `claims`: the caller's, for the
+        policy ("group:G", "scope:S")."""
+        tools = self._tools if self._everyone else self.tools_for(identity, claims)
         compiled = route_call(call, tools)  # 2. route
         if type(compiled) is Rejection:
             return fail(call_id, compiled, located=self._details)
@@ -264,11 +274,16 @@ class Gateway(ToolRegistry):
         return succeed(call_id, result)
 
     async def _ladder_async(
-        self, call: JSONValue, has_float: bool, identity: str, call_id: str | int
+        self,
+        call: JSONValue,
+        has_float: bool,
+        identity: str,
+        call_id: str | int,
+        claims: Claims | None = None,
     ) -> dict[str, JSONValue]:
         """Rungs 2 to 6, the async form: as `_ladder`, async handlers awaited and sync ones
         with a time limit timed out from the event loop."""
-        tools = self._tools if self._everyone else self.tools_for(identity)
+        tools = self._tools if self._everyone else self.tools_for(identity, claims)
         compiled = route_call(call, tools)  # 2. route
         if type(compiled) is Rejection:
             return fail(call_id, compiled, located=self._details)
@@ -392,6 +407,7 @@ class Gateway(ToolRegistry):
         *,
         has_float: bool | None = None,
         in_place: Literal[False] = False,
+        claims: Claims | None = None,
     ) -> Outcome: ...
 
     @overload
@@ -403,6 +419,7 @@ class Gateway(ToolRegistry):
         *,
         has_float: bool | None = None,
         in_place: bool,
+        claims: Claims | None = None,
     ) -> Outcome | Await: ...
 
     def settle(
@@ -413,8 +430,10 @@ class Gateway(ToolRegistry):
         *,
         has_float: bool | None = None,
         in_place: bool = False,
+        claims: Claims | None = None,
     ) -> Outcome | Await:
         """`call_parsed`, answered as an `Outcome`: the one question a wire asks of a call.
+        `claims`: the caller's token's ("group:G", "scope:S"), which the policy may match.
 
         `in_place`: for a wire answering inside an event loop, a call naming a tool that must
         be awaited (async, or with a time limit) is `AWAIT`, nothing of it run (ask
@@ -429,13 +448,19 @@ class Gateway(ToolRegistry):
         if has_float is None:
             has_float = self._numbers and may_hold_float(call)
         started = perf_counter_ns()
-        answer = self._ladder(call, has_float, identity, call_id, in_place)
+        answer = self._ladder(call, has_float, identity, call_id, in_place, claims)
         if answer is AWAIT:
             return AWAIT
         return self._settled(call, answer, started)
 
     async def settle_async(
-        self, call: JSONValue, identity: str, call_id: str | int, *, has_float: bool | None = None
+        self,
+        call: JSONValue,
+        identity: str,
+        call_id: str | int,
+        *,
+        has_float: bool | None = None,
+        claims: Claims | None = None,
     ) -> Outcome:
         """`call_parsed_async`, answered as an `Outcome`.
 
@@ -446,7 +471,7 @@ class Gateway(ToolRegistry):
         if has_float is None:
             has_float = self._numbers and may_hold_float(call)
         started = perf_counter_ns()
-        answer = await self._ladder_async(call, has_float, identity, call_id)
+        answer = await self._ladder_async(call, has_float, identity, call_id, claims)
         return self._settled(call, answer, started)
 
     def settle_text(self, raw: str | bytes, identity: str, call_id: str | int) -> Outcome:

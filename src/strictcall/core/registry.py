@@ -191,14 +191,14 @@ class ToolRegistry:
                 return name
         return None
 
-    def must_await(self, call: JSONValue, identity: str) -> bool:
+    def must_await(self, call: JSONValue, identity: str, claims: Claims | None = None) -> bool:
         """Whether `call_parsed_async` would await for this parsed call: it names a tool
         `identity` may call that is async or has a time limit. Every other call (one refused
         before execute included) `call_parsed` answers in place, inside an event loop too."""
         if type(call) is dict:
             name = call.get("name")
             if type(name) is str:
-                tools = self._tools if self._everyone else self.tools_for(identity)
+                tools = self._tools if self._everyone else self.tools_for(identity, claims)
                 compiled = tools.get(name)
                 if compiled is not None:
                     return compiled.is_async or compiled.tool.timeout is not None
