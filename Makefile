@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run demo test lint typecheck unit browser bench fuzz atheris load clean
+.PHONY: install run demo test lint typecheck unit browser promtool bench fuzz atheris load clean
 
 $(STAMP): pyproject.toml
 	@echo "strictcall: first run: creating $(VENV) and installing strictcall with its dev tools (about a minute)..."
@@ -34,12 +34,16 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-unit: $(STAMP) browser
+unit: $(STAMP) browser promtool
 	$(BIN)/pytest --cov --cov-report=term
 
 ## browser: Debian's chromium for the operator page's test (apt-get, when root and missing)
 browser: $(STAMP)
 	$(BIN)/python tests/browser.py
+
+## promtool: Debian's prometheus for promtool, which checks /metrics and the alert rules
+promtool: $(STAMP)
+	$(BIN)/python tests/promtool.py
 
 ## bench: the side-by-side benchmark (peers installed into bench/.venv-peers; granian, for the
 ## server comparison, from the `bench` extra); about 20 minutes, 10 of them the memory run

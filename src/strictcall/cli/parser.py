@@ -16,7 +16,8 @@
     strictcall audit [--limit N] [--db PATH|URL]
     strictcall check OLD NEW [--contract reply] [--write-tests FILE] [--json]
     strictcall lint PATH... [--format text|json|sarif] [--fix]
-    strictcall audit [--limit N] [--follow] [--db PATH|URL]
+    strictcall audit [--limit N] [--follow] [--identity ID] [--tool NAME] [--since 15m]
+                     [--errors] [--json] [--db PATH|URL]
     strictcall tokens create --operator --identity NAME [--db PATH|URL]
     strictcall stats [--since 1h] [--json] [--db PATH|URL]
 
@@ -378,6 +379,12 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument(
         "--follow", action="store_true", help="then print new calls as they come (Ctrl-C stops)"
     )
+    # issue 29: the operator's questions (who, which tool, since when, refusals only)
+    audit.add_argument("--identity", type=_name, help="only this caller's calls")
+    audit.add_argument("--tool", type=_name, help="only calls naming this tool")
+    audit.add_argument("--since", help="only the last 90s, 15m, 1h, 7d, ...")
+    audit.add_argument("--errors", action="store_true", help="only failed calls")
+    audit.add_argument("--json", action="store_true", help="one JSON object a line, calls only")
     stats = commands.add_parser("stats", help="calls and failures by stage, code and tool")
     stats.add_argument("--since", default="1h", help="the window: 90s, 15m, 1h, 7d (default 1h)")
     stats.add_argument("--json", action="store_true", help="one JSON document")
@@ -499,8 +506,6 @@ def _operate(args: argparse.Namespace, out: TextIO) -> int:
         return commands.run_operator_token(db, args.identity, out=out, err=err)
     if args.command == "stats":
         return commands.run_stats(db, args.since, as_json=args.json, out=out, err=err)
-    if args.command == "audit" and args.follow:
-        return commands.run_audit_follow(db, args.limit, out=out, err=err)
     if args.command == "proxy":
         if args.stdio != (args.identity is not None) or (args.stdio and args.port is not None):
             err.write("strictcall proxy: --stdio takes --identity ID (and no --port)\n")
@@ -542,7 +547,18 @@ def _operate(args: argparse.Namespace, out: TextIO) -> int:
         return commands.run_notes_add(db, args.owner, args.text, out=out, err=err)
     if args.command == "notes":
         return commands.run_notes_list(db, args.owner, out=out, err=err)
-    return commands.run_audit(db, args.limit, out=out, err=err)
+    return commands.run_audit_asked(  # audit
+        db,
+        args.limit,
+        identity=args.identity,
+        tool=args.tool,
+        since=args.since,
+        errors=args.errors,
+        as_json=args.json,
+        follow=args.follow,
+        out=out,
+        err=err,
+    )
 
 
 def _review(args: argparse.Namespace, out: TextIO) -> int:

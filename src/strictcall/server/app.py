@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import asdict
 from types import FrameType
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, cast
 
 from strictcall.errors import MissingExtra
 
@@ -44,15 +44,18 @@ from strictcall.core.tools import Tool
 from strictcall.server.edge import EdgeLimits, OriginPolicy
 from strictcall.server.guard import guarded_protocol
 from strictcall.server.listen import bind_listeners
+from strictcall.server.logs import log_config
 from strictcall.server.router import RpcApp
 from strictcall.services.notes import notes_gateway
 from strictcall.storage import AuditRecord, Store, StoreUnavailable
-from strictcall.transports.asgi import ASGIApp, Receive, Scope, Send
+from strictcall.transports.asgi import ASGIApp, Message, Receive, Response, Scope, Send
 from strictcall.transports.jsonrpc import Recorder, RpcService
 
 if TYPE_CHECKING:
+    from strictcall.ops.health import StoreHealth
     from strictcall.ops.metrics import Metrics
     from strictcall.ops.tracing import CallTracer
+    from strictcall.ops.window import RecentCalls
 
 DEFAULT_HOST: Final = "127.0.0.1"
 DEFAULT_PORT: Final = 8765
@@ -102,7 +105,7 @@ def build_app(
                 store.close()
 
     return build_gateway_app(
-        notes_gateway(store, limits=limits, policy=policy),
+        notes_gateway(_traced(store) if observe else store, limits=limits, policy=policy),
         store,
         origins=origins,
         edge=edge,
@@ -129,31 +132,53 @@ def build_gateway_app(
     `open_to_operators` (a server bound to a loopback address). `lifespans` are entered at
     startup before the server's own (e.g. a proxy's upstream session) and left after them.
 
-    Every call's audit record also feeds the Prometheus metrics (with strictcall[metrics]) and
-    an OpenTelemetry span (with strictcall[otel] and an SDK's tracer provider set); with
-    `observe` false, neither (the floor `bench/ops.py` measures their cost against).
+    Every call's audit record also feeds the Prometheus metrics (with strictcall[metrics]), an
+    OpenTelemetry span (with strictcall[otel] and an SDK's tracer provider set) and the page's
+    in-memory counts of the last hour (`strictcall.ops.window`), each told its wire (rpc, mcp,
+    or http for a request refused at the edge before either); with `observe` false, none of
+    them (the floor `bench/ops.py` measures their cost against).
     """
+    from strictcall.ops.health import StoreHealth
     from strictcall.server.ops import PATHS, OpsApp
 
+    health = StoreHealth()
     metrics = _metrics(gateway.tools) if observe else None
     holder = gateway.policy
     if metrics is not None and holder is not None:
         limiter = holder.limiter
         metrics.quota_faults = lambda: limiter.faults
-    audit = AuditLog(store, on_fault=None if metrics is None else metrics.audit_fault)
-    record = observed(audit.record, metrics, _tracer() if observe else None)
-    mcp = LoadingMcp(gateway, record)
+    window = _window(health) if observe else None
+    tracer = _tracer() if observe else None
+
+    def audit_fault() -> None:
+        health.failed()
+        if metrics is not None:
+            metrics.audit_fault()
+
+    def store_answered() -> None:
+        if window is not None:  # the refused calls not yet tallied belong to the outage
+            window.drain()
+        health.answered()
+
+    audit = AuditLog(store, on_fault=audit_fault, on_written=store_answered)
+
+    def record_of(wire: str) -> Recorder:
+        return observed(audit.record, metrics, tracer, window=window, wire=wire)
+
+    mcp = LoadingMcp(gateway, record_of("mcp"))
     ops = OpsApp(
         store,
         open_without_token=open_to_operators,
         exposition=None if metrics is None else metrics.exposition,
         health=lambda: {"audit records waiting": audit.pending, "audit records lost": audit.lost},
+        window=window,
+        store_health=health,
     )
-    app = RpcApp(
-        RpcService(gateway, record),
+    app = (RpcApp if metrics is None and tracer is None else ObservedRpcApp)(
+        RpcService(gateway, record_of("rpc")),
         store,
         max_body=gateway.limits.max_size,
-        record=record,
+        record=record_of("http"),
         mounts={"/mcp": mcp},
         routes=dict.fromkeys(PATHS, ops),
         lifespans=[
@@ -161,14 +186,69 @@ def build_gateway_app(
             audit.running,
             mcp.lifespan,
             *([] if metrics is None else [metrics.running]),
+            *([] if window is None else [window.running]),
         ],
         origins=origins,
         max_in_flight=(edge if edge is not None else EdgeLimits()).max_in_flight,
         count_in_flight=metrics is not None,
     )
+    if isinstance(app, ObservedRpcApp):
+        app.tracer = tracer
+        app.on_response = None if metrics is None else metrics.http_response
     if metrics is not None:
         metrics.requests_in_flight = lambda: app.requests_in_flight
+        metrics.audit_backlog = lambda: audit.pending
+        metrics.audit_lost = lambda: audit.lost_total
+        metrics.store_available = lambda: health.outage is None
+        metrics.store_outages = lambda: health.outages
     return app
+
+
+class ObservedRpcApp(RpcApp):
+    """`RpcApp`, telling `on_response` the path and status of every HTTP response (the
+    metrics' count of statuses), those answered in place (`answer_now`) too; and while
+    `tracer` makes spans, answering each request in its caller's trace context (W3C
+    `traceparent`), the store's work kept for its calls' spans."""
+
+    on_response: Callable[[str, int], None] | None = None
+    tracer: CallTracer | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await super().__call__(scope, receive, send)
+            return
+        on_response = self.on_response
+        if on_response is None:
+            answer = send
+        else:
+            path = scope["path"]
+
+            async def answer(message: Message) -> None:
+                if message["type"] == "http.response.start":
+                    on_response(path, message["status"])
+                await send(message)
+
+        tracer = self.tracer
+        if tracer is None or not tracer.active():
+            await super().__call__(scope, receive, answer)
+            return
+        from strictcall.ops.tracing import request_context
+
+        with request_context(scope["headers"]):
+            await super().__call__(scope, receive, answer)
+
+    def answer_now(self, scope: Scope, body: bytes | bytearray) -> Response | None:
+        tracer = self.tracer
+        if tracer is None or not tracer.active():
+            response = super().answer_now(scope, body)
+        else:
+            from strictcall.ops.tracing import request_context
+
+            with request_context(scope["headers"]):
+                response = super().answer_now(scope, body)
+        if response is not None and self.on_response is not None:
+            self.on_response(scope["path"], response[0])
+        return response
 
 
 class LoadingMcp:
@@ -226,16 +306,28 @@ class LoadingMcp:
         await app(scope, receive, send)
 
 
-def observed(record: Recorder, metrics: Metrics | None, tracer: CallTracer | None) -> Recorder:
-    """`record`, with each record also counted in `metrics` and traced by `tracer`."""
-    if metrics is None and tracer is None:
+def observed(
+    record: Recorder,
+    metrics: Metrics | None,
+    tracer: CallTracer | None,
+    *,
+    window: RecentCalls | None = None,
+    wire: str = "rpc",
+) -> Recorder:
+    """`record`, with each record of `wire` also counted in `metrics` and `window` and traced
+    by `tracer`."""
+    if metrics is None and tracer is None and window is None:
         return record
+    counted = None if metrics is None else metrics.observer(wire)
+    tallied = None if window is None else window.observer(wire)
 
     def observe(entry: AuditRecord) -> None:
-        if metrics is not None:
-            metrics.observe(entry)
+        if counted is not None:
+            counted(entry)
+        if tallied is not None:
+            tallied(entry)
         if tracer is not None:
-            tracer.observe(entry)
+            tracer.observe(entry, wire)
         record(entry)
 
     return observe
@@ -248,6 +340,23 @@ def _metrics(tools: Sequence[Tool]) -> Metrics | None:
     except MissingExtra:
         return None
     return Metrics(tool.name for tool in tools)
+
+
+def _window(health: StoreHealth) -> RecentCalls:
+    """The page's in-memory counts of the last hour."""
+    from strictcall.ops.window import RecentCalls
+
+    return RecentCalls(health)
+
+
+def _traced(store: Store) -> Store:
+    """`store`, its operations timed for the spans of the calls they serve (with the
+    OpenTelemetry API installed), else `store` itself."""
+    from strictcall.ops import tracing
+
+    if not tracing.available():
+        return store
+    return cast(Store, tracing.TracedStore(store))
 
 
 def _tracer() -> CallTracer | None:
@@ -302,6 +411,7 @@ def _config(app: RpcApp | str, host: str, port: int, **more: object) -> uvicorn.
         access_log=False,
         proxy_headers=False,  # nothing here reads the client's address
         log_level="warning",
+        log_config=log_config(),
         server_header=False,
         date_header=False,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,

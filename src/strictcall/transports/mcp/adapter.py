@@ -239,13 +239,19 @@ class McpTools:
         return method in self._methods
 
     def server(self) -> Server[Any]:
-        """A new low-level SDK server answering with these tools."""
-        return Server(
+        """A new low-level SDK server answering with these tools, without the SDK's own span
+        per message: it is named by the model's tool name and carries its request id, and
+        strictcall's span per call replaces it (`strictcall.ops.tracing`)."""
+        server: Server[Any] = Server(
             SERVER_NAME,
             version=_version(),
             on_list_tools=self.list_tools,
             on_call_tool=self.call_tool,
         )
+        server.middleware[:] = [
+            m for m in server.middleware if type(m).__name__ != "OpenTelemetryMiddleware"
+        ]
+        return server
 
     async def list_tools(
         self, ctx: Context, params: types.PaginatedRequestParams | None
