@@ -174,3 +174,35 @@ def quota_faults(server: RunningServer, client: httpx.Client) -> float:
             if sample.name == "strictcall_store_faults_total" and sample.labels["where"] == "quota":
                 return sample.value
     raise AssertionError("no quota faults counted")
+
+
+def test_an_event_loops_wire_awaits_shared_quotas_rather_than_block(prefix: str) -> None:
+    import asyncio
+
+    from strictcall import Gateway
+    from strictcall.core.gateway import AWAIT
+    from strictcall.core.policy import PolicyHolder, parse_policy
+    from strictcall.storage.quotas import RedisBuckets
+    from test_policy import _tool
+
+    text = (
+        f'[quotas]\nshared = "{redis_state.URL}"\nkey_prefix = "{prefix}"\n\n'
+        '[[rule]]\nname = "counted"\nwho = ["*"]\ntools = ["read_note"]\n'
+        'rate = "2/hour"\nburst = 2\n'
+    )
+    holder = PolicyHolder(parse_policy(text), shared=RedisBuckets)
+    gw = Gateway([_tool("read_note")], policy=holder)
+    call = {"name": "read_note", "arguments": {}}
+
+    async def calls() -> list[Any]:
+        async with holder.serving():
+            assert gw.settle(call, "u1", "c1", in_place=True) is AWAIT
+            assert gw.must_await(call, "u1") is True
+            return [(await gw.settle_async(call, "u1", f"c{i}")).answer for i in range(3)]
+
+    try:
+        answers = asyncio.run(calls())
+    finally:
+        holder.close()
+    assert [a["ok"] for a in answers] == [True, True, False]
+    assert answers[2]["error"]["code"] == RATE_LIMITED.code

@@ -204,7 +204,9 @@ def run_serve_mcp_stdio(db: str, identity: str, *, err: TextIO, policy: str | No
             # audited in batches written off the event loop, as the HTTP server audits: a
             # commit per call would cost more than the call, and wait on the notes' writes
             audit = AuditLog(store)
-            serve_stdio(gateway, identity, record=audit.record, lifespans=[audit.running])
+            serving = [] if holder is None else [holder.serving]
+            lifespans = [*serving, audit.running]
+            serve_stdio(gateway, identity, record=audit.record, lifespans=lifespans)
     except KeyboardInterrupt:
         interrupted = True
     finally:

@@ -233,7 +233,11 @@ class Gateway(ToolRegistry):
         if type(compiled) is Rejection:
             return fail(call_id, compiled, located=self._details)
         tool = compiled.tool
-        if in_place and (compiled.is_async or tool.timeout is not None):
+        if in_place and (
+            compiled.is_async
+            or tool.timeout is not None
+            or (compiled.grant is not None and compiled.grant.waits)
+        ):
             return AWAIT
         if self._envelope:  # 3. shape
             rejection = check_envelope(call)
@@ -306,7 +310,7 @@ class Gateway(ToolRegistry):
             if rejection is not None:
                 return fail(call_id, rejection, located=self._details)
         if grant is not None and grant.buckets:  # the policy's quotas, before execute
-            rejection = grant.limiter.admit(grant.buckets)
+            rejection = await grant.limiter.admit_async(grant.buckets)
             if rejection is not None:
                 return fail(call_id, rejection, located=self._details)
         pool = None if tool.timeout is None else self._workers()  # 5. execute

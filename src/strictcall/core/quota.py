@@ -79,8 +79,20 @@ class SharedBuckets(Protocol):
         """
         ...
 
+    async def take_async(self, buckets: Sequence[Bucket]) -> Refused | None:
+        """`take`, awaited on the running event loop.
+
+        Raises:
+            QuotaStoreDown: the shared state could not be reached.
+        """
+        ...
+
     def close(self) -> None:
         """Release the connections."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release the connections `take_async` made, on their event loop."""
         ...
 
 
@@ -196,6 +208,20 @@ class Limiter:
             return Rejection(QUOTA_UNAVAILABLE, frozen_details(details))
         return _refusal(buckets, self.local.take(buckets))
 
+    async def admit_async(self, buckets: Sequence[Bucket]) -> Rejection | None:
+        """`admit`, the shared state's round trip awaited (an event loop's wire)."""
+        shared = self.shared
+        if shared is None or self._clock() < self._down_until:
+            return self.admit(buckets)
+        try:
+            refused = await shared.take_async(buckets)
+        except QuotaStoreDown:
+            self._went_down()
+            return self.admit(buckets)  # down now: each rule's way
+        if self._down_until != 0.0:
+            self._came_back()
+        return _refusal(buckets, refused)
+
     def _went_down(self) -> None:
         """Note the shared state down for `DOWN_FOR_S`; say so once per outage."""
         with self._mutex:
@@ -219,6 +245,11 @@ class Limiter:
         """Release the shared state's connections."""
         if self.shared is not None:
             self.shared.close()
+
+    async def aclose(self) -> None:
+        """Release the shared state's awaited connections, on the loop that awaited them."""
+        if self.shared is not None:
+            await self.shared.aclose()
 
 
 def _refusal(buckets: Sequence[Bucket], refused: Refused | None) -> Rejection | None:

@@ -201,7 +201,12 @@ class ToolRegistry:
                 tools = self._tools if self._everyone else self.tools_for(identity, claims)
                 compiled = tools.get(name)
                 if compiled is not None:
-                    return compiled.is_async or compiled.tool.timeout is not None
+                    grant = compiled.grant
+                    return (
+                        compiled.is_async
+                        or compiled.tool.timeout is not None
+                        or (grant is not None and grant.waits)
+                    )
         return False
 
     def audit_pointer(self, tool: str | None, error: Mapping[str, object] | None) -> str | None:

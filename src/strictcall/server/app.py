@@ -183,6 +183,7 @@ def build_gateway_app(
         routes=dict.fromkeys(PATHS, ops),
         lifespans=[
             *lifespans,
+            *([] if gateway.policy is None else [gateway.policy.serving]),
             audit.running,
             mcp.lifespan,
             *([] if metrics is None else [metrics.running]),

@@ -136,11 +136,14 @@ def serve_proxy_stdio(proxy: Proxy, identity: str, *, store: Store | None = None
     """
     from strictcall.transports.mcp import serve_stdio  # the MCP SDK loads only for a server
 
+    policy = proxy.gateway.policy
+    serving = [] if policy is None else [policy.serving]
     if store is None:
-        serve_stdio(proxy.gateway, identity, lifespans=[proxy.lifespan], tools_change=True)
+        lifespans = [*serving, proxy.lifespan]
+        serve_stdio(proxy.gateway, identity, lifespans=lifespans, tools_change=True)
         return
     audit = AuditLog(store)
-    lifespans = [audit.running, proxy.lifespan]  # the audit's last records written last
+    lifespans = [*serving, audit.running, proxy.lifespan]  # the audit's last records last
     serve_stdio(
         proxy.gateway, identity, record=audit.record, lifespans=lifespans, tools_change=True
     )

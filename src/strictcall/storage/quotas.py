@@ -13,7 +13,7 @@ The client never retries on its own: a call that cannot reach Redis within the t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final
+from typing import Any, Final
 
 from strictcall.core.quota import Bucket, QuotaStoreDown, Refused
 from strictcall.errors import require_extra
@@ -71,6 +71,17 @@ class RedisBuckets:
             raise QuotaStoreDown(f"the shared quota state's URL: {type(exc).__name__}") from None
         self._take = self._client.register_script(TAKE)
         self._errors: tuple[type[Exception], ...] = (redis.RedisError, OSError)
+        self._url = url
+        self._timeout_s = timeout_s
+        self._awaited: Any = None  # redis.asyncio's script, made on the loop that first awaits
+        self._async_client: Any = None
+
+    def _args(self, buckets: Sequence[Bucket]) -> tuple[list[str], list[str]]:
+        args: list[str] = []
+        for bucket in buckets:
+            args.append(repr(bucket.interval_ms))
+            args.append(str(bucket.burst))
+        return [b.key for b in buckets], args
 
     def take(self, buckets: Sequence[Bucket]) -> Refused | None:
         """Take one token from each bucket, atomically, or none; the refusal if one is empty.
@@ -78,18 +89,52 @@ class RedisBuckets:
         Raises:
             QuotaStoreDown: Redis could not be reached, or did not answer in time.
         """
-        args: list[str] = []
-        for bucket in buckets:
-            args.append(repr(bucket.interval_ms))
-            args.append(str(bucket.burst))
+        keys, args = self._args(buckets)
         try:
-            index, wait = self._take(keys=[b.key for b in buckets], args=args)
+            index, wait = self._take(keys=keys, args=args)
         except self._errors as exc:
             raise QuotaStoreDown(type(exc).__name__) from None
         if index < 0:
             return None
         return Refused((int(index), int(wait)))
 
+    async def take_async(self, buckets: Sequence[Bucket]) -> Refused | None:
+        """`take`, awaited: the event loop serves other calls during the round trip.
+
+        Raises:
+            QuotaStoreDown: Redis could not be reached, or did not answer in time.
+        """
+        keys, args = self._args(buckets)
+        try:
+            if self._awaited is None:
+                self._awaited = self._async_script()
+            index, wait = await self._awaited(keys=keys, args=args)
+        except self._errors as exc:
+            raise QuotaStoreDown(type(exc).__name__) from None
+        if index < 0:
+            return None
+        return Refused((int(index), int(wait)))
+
+    def _async_script(self) -> Any:
+        import redis.asyncio
+        from redis.asyncio.retry import Retry
+        from redis.backoff import NoBackoff
+
+        client = self._async_client = redis.asyncio.Redis.from_url(
+            self._url,
+            socket_timeout=self._timeout_s,
+            socket_connect_timeout=self._timeout_s,
+            retry=Retry(NoBackoff(), 0),
+            retry_on_timeout=False,
+        )
+        return client.register_script(TAKE)
+
     def close(self) -> None:
-        """Close the connections."""
+        """Close the connections (the awaited ones: `aclose`, on their loop)."""
         self._client.close()
+
+    async def aclose(self) -> None:
+        """Close the connections made for `take_async`, on the loop that made them."""
+        client, self._async_client, self._awaited = self._async_client, None, None
+        if client is not None:
+            await client.aclose()

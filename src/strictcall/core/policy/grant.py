@@ -24,6 +24,12 @@ class Grant:
     buckets: tuple[Bucket, ...]
     limiter: Limiter
 
+    @property
+    def waits(self) -> bool:
+        """Whether a call must await its quotas: they are shared (a round trip away), so a
+        wire answering on its event loop awaits them rather than block it."""
+        return bool(self.buckets) and self.limiter.shared is not None
+
     def check_arguments(self, arguments: dict[str, JSONValue]) -> Rejection | None:
         """The arguments, as compact JSON, within the rule's limit (stage shape)."""
         limit = self.max_arguments_bytes

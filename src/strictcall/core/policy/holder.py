@@ -4,7 +4,8 @@ it was routed with, so calls in flight finish under the policy they started with
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
 from typing import Final
 
 from strictcall.core.pipeline import CompiledTool
@@ -111,3 +112,12 @@ class PolicyHolder:
     def close(self) -> None:
         """Release the shared state's connections."""
         self.limiter.close()
+
+    @asynccontextmanager
+    async def serving(self) -> AsyncIterator[None]:
+        """A server's lifespan: on the way out, close the connections its event loop awaited
+        the shared state on."""
+        try:
+            yield
+        finally:
+            await self.limiter.aclose()
