@@ -75,9 +75,19 @@ def http_part(
     with_policy = http_load.strictcall_target(cli, workdir / "with")
     with_policy.name = "strictcall serve --policy (100 rules, 3 buckets a call)"
     with_policy.command = [*with_policy.command, "--policy", str(policy)]
-    plain, judged = http_load.load_targets(
-        [without, with_policy], workdir, connections, duration, runs, 2, warmup
-    )
+    prefix = f"bench-{uuid.uuid4().hex[:8]}:"
+    shared_policy = workdir / "shared.toml"
+    shared_policy.write_text(hundred_rules(REDIS_URL, prefix), encoding="utf-8")
+    (workdir / "shared").mkdir(exist_ok=True)
+    with_shared = http_load.strictcall_target(cli, workdir / "shared")
+    with_shared.name = "strictcall serve --policy, quotas shared in Redis"
+    with_shared.command = [*with_shared.command, "--policy", str(shared_policy)]
+    try:
+        plain, judged, shared = http_load.load_targets(
+            [without, with_policy, with_shared], workdir, connections, duration, runs, 2, warmup
+        )
+    finally:
+        _forget_keys(prefix)
     rows = []
     for floor, load in zip(plain["loads"], judged["loads"], strict=True):
         ratio = load["req_s"] / floor["req_s"]
@@ -100,7 +110,24 @@ def http_part(
                 "ok": ratio >= GOAL,
             }
         )
-    return {"status": [plain.get("status"), judged.get("status")], "loads": rows}
+    for row, load in zip(rows, shared["loads"], strict=True):
+        row["shared_req_s"] = load["req_s"]
+        row["shared_p50_ms"] = load["p50_ms"]
+        row["shared_cpu_us"] = load["server_cpu_us_per_req"]
+    for row, load in zip(rows, judged["loads"], strict=True):
+        row["with_p50_ms"] = load["p50_ms"]
+    statuses = [plain.get("status"), judged.get("status"), shared.get("status")]
+    return {"status": statuses, "loads": rows}
+
+
+def _forget_keys(prefix: str) -> None:
+    import redis
+
+    client = redis.Redis.from_url(REDIS_URL)
+    keys = list(client.scan_iter(match=prefix + "*"))
+    if keys:
+        client.delete(*keys)
+    client.close()
 
 
 # --- 2. the shared state -------------------------------------------------------------------------
@@ -259,6 +286,21 @@ def table(result: dict[str, Any]) -> list[str]:
             f" | {row['ratio']:.3f}x; {row['paired_ratio']:.3f}x"
             f" | {'met' if row['ok'] else '**missed**'} |"
         )
+    loads = result.get("http", {}).get("loads", [])
+    if loads and "shared_req_s" in loads[0]:
+        out += [
+            "",
+            "| connections | quotas in the process: req/s, p50 | quotas shared in Redis:"
+            " req/s, p50, server CPU/req | p50 added by the shared state |",
+            "|---|---|---|---|",
+        ]
+        for row in loads:
+            out.append(
+                f"| {row['connections']} | {row['with_req_s']:,.0f}, {row['with_p50_ms']:.2f} ms"
+                f" | {row['shared_req_s']:,.0f}, {row['shared_p50_ms']:.2f} ms,"
+                f" {row['shared_cpu_us']:.0f} µs"
+                f" | {row['shared_p50_ms'] - row['with_p50_ms']:+.2f} ms |"
+            )
     state = result.get("state")
     if state:
         out += [

@@ -128,21 +128,21 @@ class LocalBuckets:
             get = tats.get
             found: list[float] = []
             for bucket in buckets:  # `gcra`, written out: every call of a policy takes it
-                tat = get(bucket.key)
-                if tat is None or tat < now:
-                    tat = now
-                after = tat + bucket.interval_ms
-                over = after - now - bucket.capacity_ms
-                if over > 0:
+                tat = get(bucket.key, now)
+                after = (tat if tat > now else now) + bucket.interval_ms
+                if after - now > bucket.capacity_ms:
+                    over = after - now - bucket.capacity_ms
                     return Refused((len(found), max(1, math.ceil(over))))
                 found.append(after)
             if len(tats) >= _LOCAL_KEPT:
                 self._forget(now)
                 tats = self._tats
+            known = self._buckets
             for bucket, tat in zip(buckets, found, strict=True):
-                if bucket.key not in tats:
-                    self._buckets[bucket.key] = bucket
-                tats[bucket.key] = tat
+                key = bucket.key
+                if key not in known:
+                    known[key] = bucket
+                tats[key] = tat
             return None
 
     def nearest(self, count: int) -> list[tuple[Bucket, float]]:

@@ -135,6 +135,10 @@ class ToolRegistry:
         them) may see and call, by name: what tools/list shows it and what tools/call routes."""
         holder = self.policy
         if holder is not None:
+            if claims is None and self._judged[0] is holder.current:  # every call's path
+                view = self._policy_views.get(identity)
+                if view is not None:
+                    return view
             return self._policy_view(holder, identity, claims)
         if self._allowed is None:
             return self._tools
