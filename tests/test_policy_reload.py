@@ -92,3 +92,29 @@ def test_sighup_reloads_under_load_refusing_a_bad_file_and_losing_no_call(tmp_pa
     assert set(answered) <= {"ok", UNKNOWN_TOOL.code}
     assert answered["ok"] > 0
     assert sum(answered.values()) == sent["count_notes"]
+
+
+def test_sighup_to_a_server_of_several_workers_checks_the_file_then_restarts_them(
+    tmp_path: Path,
+) -> None:
+    policy = tmp_path / "policy.toml"
+    policy.write_text(BOTH)
+    db = tmp_path / "notes.sqlite3"
+    token = create_token(db, "u1")
+    server = start_server(db, "--policy", str(policy), "--workers", "2")
+    try:
+        with httpx.Client(timeout=DEADLINE_S) as client:
+            assert call(client, server, token, "count_notes") == "ok"
+            policy.write_text(BAD)
+            server.process.send_signal(signal.SIGHUP)
+            assert "line 5" in next_line(server, "not reloaded")
+            assert call(client, server, token, "count_notes") == "ok"
+            policy.write_text(LISTING_ONLY)
+            server.process.send_signal(signal.SIGHUP)
+            deadline = time.monotonic() + DEADLINE_S * 2
+            while call(client, server, token, "count_notes") != UNKNOWN_TOOL.code:
+                assert time.monotonic() < deadline, "the workers kept the old policy"
+                time.sleep(0.1)
+            assert call(client, server, token, "list_notes") == "ok"
+    finally:
+        assert server.stop() == 0

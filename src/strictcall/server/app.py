@@ -28,7 +28,7 @@ from dataclasses import asdict
 from types import FrameType
 from typing import TYPE_CHECKING, Final, cast
 
-from strictcall.errors import MissingExtra
+from strictcall.errors import MissingExtra, PolicyFileError
 
 try:
     import uvicorn
@@ -452,10 +452,28 @@ class _Workers(Multiprocess):
         config: uvicorn.Config,
         sockets: list[socket.socket],
         on_ready: Callable[[str, int], None],
+        policy: str | None = None,
     ) -> None:
         super().__init__(config, sockets=sockets)
         self._sockets = sockets
         self._on_ready = on_ready
+        self._policy = policy
+
+    def handle_hup(self) -> None:
+        """SIGHUP: with a policy file, check it first; a bad one is refused with its line and
+        reason and the workers keep serving the old; a good one restarts them one by one,
+        each finishing its calls in flight, the new ones reading the file as they start."""
+        if self._policy is not None:
+            from strictcall.services.policy_file import read_policy
+
+            try:
+                read_policy(self._policy)
+            except PolicyFileError as exc:
+                log.error(
+                    "strictcall: policy %s not reloaded, the old one stays: %s", self._policy, exc
+                )
+                return
+        super().handle_hup()
 
     def init_processes(self) -> None:
         super().init_processes()
@@ -510,7 +528,7 @@ def serve_workers(
     )
     sockets = bind_listeners(host, port)
     try:
-        _Workers(config, sockets, on_ready).run()
+        _Workers(config, sockets, on_ready, policy).run()
     finally:
         for sock in sockets:
             sock.close()
