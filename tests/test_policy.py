@@ -286,6 +286,20 @@ def test_arguments_beyond_the_rules_limit_are_refused_before_the_tool_runs() -> 
     assert RAN == ["read_note"]
 
 
+def test_an_integer_beyond_64_bits_is_measured_not_let_through() -> None:
+    counted = Tool(
+        name="read_note",
+        description="Takes a number.",
+        input_schema={"type": "object", "properties": {"n": {"type": "integer"}}},
+        output_schema={"type": "integer"},
+        handler=lambda ctx, args: 1,
+    )
+    gw = gateway(LIMITS, read_note=counted)
+    assert call(gw, "read_note", "u1", '{"n": ' + "9" * 10 + "}")["ok"] is True
+    answer = call(gw, "read_note", "u1", '{"n": ' + "9" * 30 + "}")
+    assert answer["error"]["code"] == ARGUMENTS_TOO_LARGE.code  # 30 digits: over 20 bytes
+
+
 def test_a_result_beyond_the_rules_limit_is_withheld() -> None:
     gw = gateway(LIMITS, read_note=_tool("read_note", size=9))  # "xxxxxxxxx": 11 bytes
     answer = call(gw, "read_note", "u1")

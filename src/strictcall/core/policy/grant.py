@@ -5,6 +5,7 @@ size (output)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import orjson
@@ -33,7 +34,10 @@ class Grant:
     def check_arguments(self, arguments: dict[str, JSONValue]) -> Rejection | None:
         """The arguments, as compact JSON, within the rule's limit (stage shape)."""
         limit = self.max_arguments_bytes
-        if limit is None or len(orjson.dumps(arguments)) <= limit:
+        if limit is None:
+            return None
+        size = json_size(arguments)
+        if size is not None and size <= limit:
             return None
         return Rejection(ARGUMENTS_TOO_LARGE, frozen_details({"limit": limit, "rule": self.rule}))
 
@@ -42,10 +46,20 @@ class Grant:
         limit = self.max_result_bytes
         if limit is None:
             return None
-        try:
-            size = len(orjson.dumps(result))
-        except (TypeError, orjson.JSONEncodeError):
-            return None  # not JSON orjson writes: the output rung judges it
-        if size <= limit:
+        size = json_size(result)
+        if size is not None and size <= limit:
             return None
         return Rejection(RESULT_TOO_LARGE, frozen_details({"limit": limit, "rule": self.rule}))
+
+
+def json_size(value: JSONValue) -> int | None:
+    """The length of `value` as compact UTF-8 JSON, or None when it is not JSON at all (then
+    it is refused as too large: the output rung has withheld any such result already)."""
+    try:
+        return len(orjson.dumps(value))
+    except orjson.JSONEncodeError:  # an integer beyond 64 bits, which the stdlib writes
+        try:
+            text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        except (TypeError, ValueError, RecursionError):
+            return None
+        return len(text.encode("utf-8", "surrogatepass"))
