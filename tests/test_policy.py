@@ -432,3 +432,33 @@ def test_a_callers_claims_reach_the_policy_through_settle() -> None:
     claims = frozenset({"group:support"})
     assert gw.settle(call_, "u9", "c1", claims=claims).answer["ok"] is True
     assert gw.must_await(call_, "u9", claims) is False
+
+
+def test_the_readmes_policy_file_is_valid_and_says_what_the_readme_says() -> None:
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Who may call what, and how often: the policy", 1)[1]
+    text = section.split("```toml\n", 1)[1].split("```", 1)[0]
+    policy = parse_policy(text)
+    assert [rule.name for rule in policy.rules] == ["support", "everyone-reads"]
+    assert policy.shared == "redis://127.0.0.1:6379/0"
+    support = policy.rules[0]
+    assert support.rate is not None and (support.rate.count, support.rate.burst) == (60, 10)
+    assert policy.quotas[0].per == "identity"
+
+
+def test_policy_check_says_ok_or_the_line_and_exits_non_zero(tmp_path: Any) -> None:
+    from servers import strictcall
+
+    good = tmp_path / "good.toml"
+    good.write_text(POLICY, encoding="utf-8")
+    done = strictcall("policy", "check", str(good))
+    assert done.returncode == 0 and done.stderr == ""
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"rule": [\n  {"name": "a", "who": ["*"],\n   "tools": "x"}\n]}\n')
+    refused = strictcall("policy", "check", str(bad))
+    assert refused.returncode == 1 and refused.stdout == ""
+    assert refused.stderr.count("\n") == 1 and f"{bad}: line 3: " in refused.stderr
+    missing = strictcall("policy", "check", str(tmp_path / "none.toml"))
+    assert missing.returncode == 1 and missing.stderr.count("\n") == 1
