@@ -17,6 +17,7 @@ from typing import Any, Final
 
 from strictcall.core.quota import Bucket, QuotaStoreDown, Refused
 from strictcall.errors import require_extra
+from strictcall.storage.resp import RespScript
 
 TIMEOUT_S: Final = 0.25
 """How long one call waits for Redis (to connect, or for the script's answer)."""
@@ -75,6 +76,12 @@ class RedisBuckets:
         self._timeout_s = timeout_s
         self._awaited: Any = None  # redis.asyncio's script, made on the loop that first awaits
         self._async_client: Any = None
+        self._resp: RespScript | None = None
+        if url.startswith("redis://"):  # the small client; TLS and sockets go to redis-py
+            try:
+                self._resp = RespScript(url, TAKE, timeout_s)
+            except ValueError:
+                self._resp = None
 
     def _args(self, buckets: Sequence[Bucket]) -> tuple[list[str], list[str]]:
         args: list[str] = []
@@ -105,12 +112,15 @@ class RedisBuckets:
             QuotaStoreDown: Redis could not be reached, or did not answer in time.
         """
         keys, args = self._args(buckets)
-        try:
-            if self._awaited is None:
-                self._awaited = self._async_script()
-            index, wait = await self._awaited(keys=keys, args=args)
-        except self._errors as exc:
-            raise QuotaStoreDown(type(exc).__name__) from None
+        if self._resp is not None:
+            index, wait = await self._resp.run(keys, args)
+        else:
+            try:
+                if self._awaited is None:
+                    self._awaited = self._async_script()
+                index, wait = await self._awaited(keys=keys, args=args)
+            except self._errors as exc:
+                raise QuotaStoreDown(type(exc).__name__) from None
         if index < 0:
             return None
         return Refused((int(index), int(wait)))
@@ -138,3 +148,5 @@ class RedisBuckets:
         client, self._async_client, self._awaited = self._async_client, None, None
         if client is not None:
             await client.aclose()
+        if self._resp is not None:
+            await self._resp.aclose()
