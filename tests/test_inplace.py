@@ -1,12 +1,12 @@
-"""POST /rpc answered in place (`strictcall.server.coalesce`) against the same request run through
-the
-app: a real `strictcall serve`, raw HTTP/1.1 on a socket, so that how the bytes arrive (with
-the headers or after them, pipelined, closing) is the test's to choose."""
+"""POST /rpc answered in place (`strictcall.server._uvicorn`) against the same request
+run through the app: a real `strictcall serve`, raw HTTP/1.1 on a socket, so that how the
+bytes arrive (with the headers or after them, pipelined, closing) is the test's to choose."""
 
 from __future__ import annotations
 
 import json
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -181,3 +181,47 @@ def test_refusals_in_place_carry_their_status_and_headers(server: RunningServer)
     assert status == 401
     assert headers["www-authenticate"] == 'Bearer realm="strictcall"'
     assert json.loads(body)["error"]["data"]["code"] == errors.UNAUTHENTICATED.code
+
+
+@pytest.mark.parametrize(
+    ("who", "origin", "status", "code"),
+    [
+        ("unknown", None, 401, errors.UNAUTHENTICATED.code),
+        ("known", "http://evil.example", 403, errors.FORBIDDEN_ORIGIN.code),
+        ("unknown", "http://evil.example", 403, errors.FORBIDDEN_ORIGIN.code),
+    ],
+    ids=["no-token", "foreign-origin", "foreign-origin-and-no-token"],
+)
+def test_a_refusal_is_the_same_in_place_and_awaited(
+    server: RunningServer,
+    token: str,
+    db: Path,
+    who: str,
+    origin: str | None,
+    status: int,
+    code: str,
+) -> None:
+    """A body with its headers is answered in place; one after them, by the app: admission
+    refuses both alike (status, headers, body) and audits each once."""
+    presented = token if who == "known" else "sc_unknown"
+    extra = b"" if origin is None else b"Origin: " + origin.encode() + b"\r\n"
+    payload = request(presented, text(call("count_notes", {}, 9)), extra=extra)
+    head, _, rest = payload.partition(b"\r\n\r\n")
+    started = time.time()  # the server's records carry this machine's clock
+    answers = []
+    for pieces in ([payload], [head + b"\r\n\r\n", rest]):  # in place, then awaited
+        with connect(server) as sock:
+            reader = Reader(sock)
+            for piece in pieces:
+                sock.sendall(piece)
+            answers.append(reader.response())
+    in_place, awaited = answers
+    assert in_place[0] == status
+    assert in_place == awaited
+    assert json.loads(in_place[2])["error"]["data"]["code"] == code
+
+    def mine(records: list[Any]) -> list[tuple[str, str | None]]:
+        return [(r.code, r.identity) for r in records if r.at >= started]
+
+    audited = recent_audit(db, 50, lambda records: len(mine(records)) >= 2)
+    assert mine(audited) == [(code, None), (code, None)]

@@ -14,8 +14,9 @@
     strictcall notes add --owner ID --text TEXT [--db PATH|URL]
     strictcall notes list --owner ID [--db PATH|URL]
     strictcall audit [--limit N] [--db PATH|URL]
-    strictcall check OLD NEW [--contract reply] [--write-tests FILE] [--json]
-    strictcall lint PATH... [--format text|json|sarif] [--fix]
+    strictcall check OLD NEW [OLD NEW ...] [--contract reply] [--write-tests FILE] [--json]
+    strictcall lint PATH... [--format text|json|sarif|github] [--fix] [--confidence LEVEL]
+    strictcall lint --diff BASE [PATH...]
     strictcall audit [--limit N] [--follow] [--identity ID] [--tool NAME] [--since 15m]
                      [--errors] [--json] [--db PATH|URL]
     strictcall tokens create --operator --identity NAME [--db PATH|URL]
@@ -367,9 +368,15 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--max-examples", type=int, default=2000, help="inputs to generate")
     check.add_argument("--timeout", type=float, default=1.0, help="seconds allowed per call")
     lint = commands.add_parser("lint", help="find truthiness used where presence may be meant")
-    lint.add_argument("paths", nargs="+", metavar="PATH", help="Python files or directories")
-    lint.add_argument("--format", choices=["text", "json", "sarif"], default="text")
+    lint.add_argument("paths", nargs="*", metavar="PATH", help="Python files or directories")
+    lint.add_argument("--format", choices=["text", "json", "sarif", "github"], default="text")
     lint.add_argument("--fix", action="store_true", help="apply the fixes that are certain")
+    lint.add_argument(
+        "--confidence", choices=["high", "medium", "low"], default="medium", help="least shown"
+    )
+    lint.add_argument(
+        "--diff", metavar="BASE", help="only presence tests a change made truth tests"
+    )
     # for operators (issue 16): an operator's token, the audit as it comes, the breakdown
     create.add_argument(
         "--operator",
@@ -577,7 +584,13 @@ def _review(args: argparse.Namespace, out: TextIO) -> int:
                 err=sys.stderr,
             )
         return commands.run_lint(
-            args.paths, output=args.format, fix=args.fix, out=out, err=sys.stderr
+            args.paths,
+            output=args.format,
+            fix=args.fix,
+            confidence=args.confidence,
+            diff=args.diff,
+            out=out,
+            err=sys.stderr,
         )
     except (BrokenPipeError, ConnectionResetError):
         return EXIT_REFUSED

@@ -14,7 +14,7 @@ import inspect
 import itertools
 import random
 import textwrap
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -36,8 +36,10 @@ FALSY: tuple[Callable[[], Any], ...] = (
     lambda: 0.0,
     list,
     dict,
+    lambda: -0.0,
 )
-"""Every falsy JSON value, as factories so that no two inputs share a list or dict."""
+"""Every falsy JSON value, as factories so that no two inputs share a list or dict (and -0.0,
+which is falsy, equal to 0.0 and not the same value)."""
 
 TRUTHY: tuple[Callable[[], Any], ...] = (
     lambda: 1,
@@ -51,6 +53,28 @@ TRUTHY: tuple[Callable[[], Any], ...] = (
     lambda: " ",
 )
 """Truthy values beside them: bool beside int, 1 beside 1.0, containers holding a falsy value."""
+
+WIDE: tuple[Any, ...] = (
+    float("nan"),
+    float("inf"),
+    float("-inf"),
+    2**53,
+    2**53 + 1,
+    2**63 - 1,
+    2**63,
+    -(2**63),
+    "9" * 30,
+)
+"""Values at the edges: NaN, the infinities, integers where floats and 64-bit ints stop being
+exact, a digit string longer than any integer type."""
+
+TYPED: dict[str, tuple[Any, ...]] = {
+    "int": (0, 1, -1, 2, 2**53, 2**53 + 1, 2**63 - 1, 2**63, -(2**63)),
+    "float": (0.0, -0.0, 1.0, -1.0, 0.5, float("nan"), float("inf"), float("-inf"), 2.0**53),
+    "str": ("", "a", " ", "0", "9" * 30, "é"),
+    "bool": (False, True),
+}
+"""Values of a declared scalar type: its zero first."""
 
 MAX_KEYS = 12
 MAX_DEPTH = 3
@@ -132,6 +156,9 @@ class Hints:
     """Positions of parameters used as mappings somewhere: mostly dicts."""
     links: Mapping[Key, int] = field(default_factory=dict)
     """Keys whose value is compared with a parameter (`d.get("id") != expected_id`)."""
+    declared: Mapping[int, str] = field(default_factory=dict)
+    """Parameters whose annotation says what they hold: "mapping", "mappings" (a list of
+    mappings), "list", or a scalar type in TYPED; inputs are drawn in that type."""
 
 
 def mine_hints(functions: list[Callable[..., Any]], arity: int) -> Hints:
@@ -166,14 +193,62 @@ def mine_hints(functions: list[Callable[..., Any]], arity: int) -> Hints:
                 value = getattr(function, "__globals__", {}).get(node.id)
                 if _is_scalar(value) and not isinstance(value, bool):
                     constants.setdefault((type(value), value), value)
+    declared = declared_shapes(functions[0], arity) if functions else {}
     return Hints(
+        declared=declared,
         keys=tuple(keys)[:MAX_KEYS],
         constants=tuple(constants.values())[:64],
         values_for={k: tuple(v.values()) for k, v in values_for.items()},
-        mappings=frozenset(used_as_mapping - type_checked),
-        dictish=frozenset(used_as_mapping),
+        mappings=frozenset(
+            (used_as_mapping - type_checked)
+            | {i for i, shape in declared.items() if split_shape(shape)[0] == "mapping"}
+        ),
+        dictish=frozenset(
+            used_as_mapping | {i for i, shape in declared.items() if "mapping" in shape}
+        ),
         links=links,
     )
+
+
+def declared_shapes(function: Callable[..., Any], arity: int) -> dict[int, str]:
+    """What each positional parameter's annotation says it holds (see Hints.declared)."""
+    try:
+        parameters = list(inspect.signature(function).parameters.values())[:arity]
+    except (TypeError, ValueError):
+        return {}
+    shapes: dict[int, str] = {}
+    for i, parameter in enumerate(parameters):
+        annotation = parameter.annotation
+        text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
+        if not isinstance(annotation, str) and getattr(annotation, "__args__", None):
+            text = repr(annotation).replace("typing.", "")
+        shape = _shape_of(text.replace(" ", ""))
+        if shape:
+            shapes[i] = shape
+    return shapes
+
+
+def _shape_of(text: str) -> str:
+    """`list[dict[str, int]]` reads "mappings:int", `dict[str, Any]` "mapping", `int` "int"."""
+    for prefix in ("list[", "List[", "Sequence[", "Iterable["):
+        if text.startswith(prefix):
+            inner = _shape_of(text[len(prefix) : -1])
+            if inner.startswith("mapping"):
+                return "mappings" + inner[len("mapping") :]
+            return "list:" + inner if inner in TYPED else "list"
+    for prefix in ("dict[", "Dict[", "Mapping[", "MutableMapping["):
+        if text.startswith(prefix):
+            value = text[len(prefix) : -1].split(",", 1)[-1]
+            return "mapping:" + value if value in TYPED else "mapping"
+    if text in ("dict", "Dict", "Mapping", "MutableMapping"):
+        return "mapping"
+    return text if text in TYPED else ""
+
+
+def split_shape(shape: str) -> tuple[str, str]:
+    """A declared shape's kind and its element type ("" when any)."""
+    kind, _, element = shape.partition(":")
+    return kind, element
 
 
 def _tree_of(function: Callable[..., Any]) -> ast.AST | None:
@@ -268,7 +343,18 @@ def draw_arguments(
         order = sorted(range(arity), key=lambda i: i not in linked)
     builder = _Builder(source, hints)
     for i in order:
-        if i in hints.mappings or (i in hints.dictish and source.below(5) < 4):
+        shape, element = split_shape(hints.declared.get(i, ""))
+        if shape == "mappings":
+            builder.args[i] = [builder.mapping(1, element) for _ in range(source.below(4))]
+        elif shape == "list" and element:
+            builder.args[i] = [source.pick(TYPED[element]) for _ in range(source.below(4))]
+        elif shape == "list":
+            builder.args[i] = [builder.value(1) for _ in range(source.below(4))]
+        elif shape == "mapping" and element:
+            builder.args[i] = builder.mapping(0, element)
+        elif shape in TYPED:
+            builder.args[i] = source.pick(TYPED[shape])
+        elif i in hints.mappings or (i in hints.dictish and source.below(5) < 4):
             builder.args[i] = builder.mapping(0)
         else:
             builder.args[i] = builder.value(0, top=True)
@@ -281,6 +367,9 @@ def base_arguments(arity: int, hints: Hints) -> tuple[Any, ...]:
     args: list[Any] = ["a"] * arity
     for i in hints.dictish:
         args[i] = {}
+    for i, shape in hints.declared.items():
+        if shape in TYPED:
+            args[i] = TYPED[shape][1]
     for key, position in hints.links.items():
         for i in hints.dictish:
             if i != position and position < arity:
@@ -288,6 +377,9 @@ def base_arguments(arity: int, hints: Hints) -> tuple[Any, ...]:
     for key, choices in hints.values_for.items():
         for i in hints.dictish:
             args[i].setdefault(key, choices[0])
+    for i, shape in hints.declared.items():
+        if split_shape(shape)[0] == "mappings":
+            args[i] = [args[i] if isinstance(args[i], dict) else {}]
     return tuple(args)
 
 
@@ -326,16 +418,23 @@ class _Builder:
             self.seen.append(value)
         return value
 
-    def mapping(self, depth: int) -> dict[Any, Any]:
+    def mapping(self, depth: int, element: str = "") -> dict[Any, Any]:
+        """A dict of the keys the code reads, each present or not; values of type `element`
+        (a key of TYPED) when the annotation gives one."""
         keys = self.hints.keys or ("a",)
         present = self.source.below(1 << len(keys))  # one draw for all keys: bit i, key i
         result: dict[Any, Any] = {}
         for bit, key in enumerate(keys):
             if present >> bit & 1:
-                result[key] = self.value(depth, key)
+                result[key] = self._member(depth, key, element)
         if self.source.below(6) == 5:  # now and then a key the code never names
-            result["extra"] = self.value(depth)
+            result["extra"] = self._member(depth, None, element)
         return result
+
+    def _member(self, depth: int, key: Key | None, element: str) -> Any:
+        if element:
+            return self.source.pick(TYPED[element])
+        return self.value(depth, key)
 
 
 _TABLES: dict[tuple[int, Any, bool, bool, bool], tuple[tuple[str, Any], ...]] = {}
@@ -350,6 +449,7 @@ def _choices(
         return table
     choices: list[tuple[str, Any]] = [("make", make) for make in FALSY]
     choices += [("make", make) for make in TRUTHY]
+    choices += [("constant", value) for value in WIDE]
     hinted = hints.values_for.get(key, ()) if key is not None else ()
     if hinted:
         choices += [("constant", value) for value in hinted] * max(1, 8 // len(hinted))
@@ -374,7 +474,7 @@ def neighbours(
     """Inputs one step from `args`: one leaf replaced by each falsy and truthy value, one key
     left out, or one of `keys` added to a dict argument (an argument in `keep` is never
     replaced whole)."""
-    palette = [make() for make in (*FALSY, *TRUTHY)]
+    palette = [make() for make in (*FALSY, *TRUTHY)] + list(WIDE)
     for i, arg in enumerate(args):
         if isinstance(arg, dict):
             for key in keys:
@@ -420,7 +520,11 @@ def _replaced(value: Any, path: tuple[Any, ...], new: Any) -> Any:
             copy[head] = replaced
         return copy
     items = list(value)
-    items[head] = _replaced(value[head], rest, new)
+    replaced = _replaced(value[head], rest, new)
+    if replaced is _ABSENT:
+        del items[head]
+    else:
+        items[head] = replaced
     return tuple(items) if isinstance(value, tuple) else items
 
 
@@ -451,3 +555,59 @@ def order_key(value: Any) -> str:
     if isinstance(value, list | tuple):
         return "5[" + ",".join(order_key(item) for item in value) + "]"
     return _RANK.get(type(value), "7") + repr(value)
+
+
+def drop_key_paths(args: tuple[Any, ...], keep: frozenset[int]) -> Iterator[tuple[Any, ...]]:
+    """`args` with one dict key or one list item (at any depth) left out, the deepest first."""
+    paths = [path for path, parent in _paths(args, ()) if isinstance(parent, dict | list) and path]
+    for path in sorted(paths, key=len, reverse=True):
+        if len(path) == 1:
+            continue  # an argument itself is never left out
+        yield _replaced(args, path, _ABSENT)
+
+
+def shape_of(value: Any) -> str:
+    """A value with its leaves erased: its dicts' keys, its lists' lengths."""
+    if isinstance(value, dict) and value:
+        return "{" + ",".join(f"{k!r}:{shape_of(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list | tuple) and value:
+        return "[" + ",".join(shape_of(item) for item in value) + "]"
+    return "."  # a scalar, or an empty container: one of the falsy family
+
+
+def conforms(args: tuple[Any, ...], declared: Mapping[int, str]) -> bool:
+    """True when each argument with a declared shape has it, element types included (a bool
+    is not an int here, as the annotations mean; an int is a float, as in Python's typing)."""
+    for i, shape in declared.items():
+        kind, element = split_shape(shape)
+        value = args[i] if i < len(args) else None
+        if kind == "mappings":
+            if not isinstance(value, list) or not all(
+                isinstance(row, dict) and _all_of(row.values(), element) for row in value
+            ):
+                return False
+        elif kind == "mapping":
+            if not isinstance(value, dict) or not _all_of(value.values(), element):
+                return False
+        elif kind == "list":
+            if not isinstance(value, list) or not _all_of(value, element):
+                return False
+        elif not _is_a(value, kind):
+            return False
+    return True
+
+
+def _all_of(values: Iterable[Any], element: str) -> bool:
+    return not element or all(_is_a(value, element) for value in values)
+
+
+def _is_a(value: Any, kind: str) -> bool:
+    if kind == "bool":
+        return isinstance(value, bool)
+    if kind == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "float":
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if kind == "str":
+        return isinstance(value, str)
+    return True

@@ -1,9 +1,9 @@
 """Running the service: the notes gateway behind JSON-RPC and MCP on uvicorn.
 
 uvicorn (with httptools, and uvloop where installed) is the ASGI server, its socket writes
-coalesced to one per response (`strictcall.server.coalesce`). On SIGTERM or SIGINT it stops
-accepting,
-finishes the requests in flight, and only then does the store close. Every write is committed
+coalesced to one per response (`strictcall.server._uvicorn`, the one home of uvicorn's
+internals). On SIGTERM or SIGINT it stops accepting, finishes the requests in flight, and only
+then does the store close. Every write is committed
 before its answer is sent, so no acknowledged write is lost.
 
 `serve_workers` runs N such servers as processes on one listening socket (uvicorn's supervisor:
@@ -21,30 +21,21 @@ import importlib.util
 import json
 import logging
 import os
-import socket
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import asdict
-from types import FrameType
 from typing import TYPE_CHECKING, Final, cast
-
-from strictcall.errors import MissingExtra, PolicyFileError
-
-try:
-    import uvicorn
-    from uvicorn.supervisors import Multiprocess
-except ImportError:  # pragma: no cover - exercised in a venv without the extra
-    raise MissingExtra("server", "uvicorn") from None
 
 from strictcall.audit.log import AuditLog
 from strictcall.core.gateway import Gateway
 from strictcall.core.pipeline import Limits
 from strictcall.core.policy import PolicyHolder
 from strictcall.core.tools import Tool
+from strictcall.errors import MissingExtra, PolicyFileError
+from strictcall.server._uvicorn import Server, Workers, guarded_protocol, server_config
+from strictcall.server.admission import Admission
 from strictcall.server.edge import EdgeLimits, OriginPolicy
-from strictcall.server.guard import guarded_protocol
 from strictcall.server.listen import bind_listeners
-from strictcall.server.logs import log_config
 from strictcall.server.router import RpcApp
 from strictcall.services.notes import notes_gateway
 from strictcall.storage import AuditRecord, Store, StoreUnavailable
@@ -52,6 +43,10 @@ from strictcall.transports.asgi import ASGIApp, Message, Receive, Response, Scop
 from strictcall.transports.jsonrpc import Recorder, RpcService
 
 if TYPE_CHECKING:
+    import socket
+
+    import uvicorn
+
     from strictcall.ops.health import StoreHealth
     from strictcall.ops.metrics import Metrics
     from strictcall.ops.tracing import CallTracer
@@ -174,11 +169,19 @@ def build_gateway_app(
         window=window,
         store_health=health,
     )
+    record = record_of("http")  # refusals before the wire: admission's and the body's size
+    admission = Admission(
+        store,
+        record,
+        origins=origins,
+        max_in_flight=(edge if edge is not None else EdgeLimits()).max_in_flight,
+    )
     app = (RpcApp if metrics is None and tracer is None else ObservedRpcApp)(
         RpcService(gateway, record_of("rpc")),
         store,
         max_body=gateway.limits.max_size,
-        record=record_of("http"),
+        record=record,
+        admission=admission,
         mounts={"/mcp": mcp},
         routes=dict.fromkeys(PATHS, ops),
         lifespans=[
@@ -189,8 +192,6 @@ def build_gateway_app(
             *([] if metrics is None else [metrics.running]),
             *([] if window is None else [window.running]),
         ],
-        origins=origins,
-        max_in_flight=(edge if edge is not None else EdgeLimits()).max_in_flight,
         count_in_flight=metrics is not None,
     )
     if isinstance(app, ObservedRpcApp):
@@ -286,7 +287,7 @@ class LoadingMcp:
                 self._app = app
                 self._ready.set()
                 # The SDK lives as long as the server: out of the collector's generations, like
-                # everything loaded before it (see _Server.startup); left in, each full
+                # everything loaded before it (see _uvicorn.Server.startup); left in, each full
                 # collection walked all of it (~50 ms with the loop stalled).
                 gc.freeze()
                 await stop.wait()
@@ -367,59 +368,6 @@ def _tracer() -> CallTracer | None:
     return tracing.CallTracer() if tracing.available() else None
 
 
-class _Server(uvicorn.Server):
-    """uvicorn's server, telling `on_ready` the bound address once it listens."""
-
-    def __init__(
-        self,
-        config: uvicorn.Config,
-        on_ready: Callable[[str, int], None],
-        on_stopping: Callable[[], None] | None = None,
-    ) -> None:
-        super().__init__(config)
-        self._on_ready = on_ready
-        self._on_stopping = on_stopping
-
-    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        """Begin the graceful stop; the signal is not raised again after it (uvicorn would),
-        so the store is closed and the process exits 0."""
-        super().handle_exit(sig, frame)
-        self._captured_signals.clear()
-
-    async def startup(self, sockets: list[object] | None = None) -> None:  # type: ignore[override]
-        await super().startup(sockets)  # type: ignore[arg-type]
-        # Everything loaded so far lives as long as the server: keep it out of the collector's
-        # generations, so that collections triggered by calls look at calls' objects only.
-        gc.freeze()
-        if self.started and self.servers:
-            host, port = self.servers[0].sockets[0].getsockname()[:2]
-            self._on_ready(str(host), int(port))
-
-    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        # Told here, on the loop, not in the signal handler, which may interrupt a write.
-        if self._on_stopping is not None and self.started:
-            self._on_stopping()
-        await super().shutdown(sockets)
-
-
-def _config(app: RpcApp | str, host: str, port: int, **more: object) -> uvicorn.Config:
-    return uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        loop="uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
-        lifespan="on",
-        access_log=False,
-        proxy_headers=False,  # nothing here reads the client's address
-        log_level="warning",
-        log_config=log_config(),
-        server_header=False,
-        date_header=False,
-        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
-        **more,  # type: ignore[arg-type]
-    )
-
-
 def serve(
     app: RpcApp,
     host: str,
@@ -439,51 +387,41 @@ def serve(
         ListenError: the host does not resolve, or the port cannot be bound (in use, say).
     """
     sockets = bind_listeners(host, port)
-    # httptools, one write per response, slow requests cut off (strictcall.server.guard)
+    # httptools, one write per response, slow requests cut off (strictcall.server._uvicorn)
     protocol = guarded_protocol(edge if edge is not None else EdgeLimits())
-    _Server(_config(app, host, port, http=protocol), on_ready, on_stopping).run(sockets=sockets)
+    config = server_config(app, host, port, graceful_s=GRACEFUL_SHUTDOWN_S, http=protocol)
+    Server(config, on_ready, on_stopping).run(sockets=sockets)
 
 
-class _Workers(Multiprocess):
-    """uvicorn's supervisor, telling `on_ready` the bound address once every worker serves."""
+class _PolicyWorkers(Workers):
+    """The workers of a server with a policy file: SIGHUP checks the file first; a bad one is
+    refused with its line and reason and the workers keep serving the old; a good one restarts
+    them one by one (uvicorn's reload), each finishing its calls in flight, the new ones
+    reading the file as they start."""
 
     def __init__(
         self,
         config: uvicorn.Config,
         sockets: list[socket.socket],
         on_ready: Callable[[str, int], None],
-        policy: str | None = None,
+        *,
+        start_s: float,
+        policy: str,
     ) -> None:
-        super().__init__(config, sockets=sockets)
-        self._sockets = sockets
-        self._on_ready = on_ready
+        super().__init__(config, sockets, on_ready, start_s=start_s)
         self._policy = policy
 
     def handle_hup(self) -> None:
-        """SIGHUP: with a policy file, check it first; a bad one is refused with its line and
-        reason and the workers keep serving the old; a good one restarts them one by one,
-        each finishing its calls in flight, the new ones reading the file as they start."""
-        if self._policy is not None:
-            from strictcall.services.policy_file import read_policy
+        from strictcall.services.policy_file import read_policy
 
-            try:
-                read_policy(self._policy)
-            except PolicyFileError as exc:
-                log.error(
-                    "strictcall: policy %s not reloaded, the old one stays: %s", self._policy, exc
-                )
-                return
+        try:
+            read_policy(self._policy)
+        except PolicyFileError as exc:
+            log.error(
+                "strictcall: policy %s not reloaded, the old one stays: %s", self._policy, exc
+            )
+            return
         super().handle_hup()
-
-    def init_processes(self) -> None:
-        super().init_processes()
-        for process in self.processes:
-            if not process.wait_until_ready(WORKER_START_S, self.should_exit):
-                log.error("a worker did not start; stopping")
-                self.should_exit.set()
-                return
-        host, port = self._sockets[0].getsockname()[:2]
-        self._on_ready(str(host), int(port))
 
 
 def serve_workers(
@@ -517,10 +455,11 @@ def serve_workers(
         "policy": policy,
     }
     os.environ[WORKER_ENV] = json.dumps(settings)  # inherited by the spawned workers
-    config = _config(
+    config = server_config(
         "strictcall.server.processes:app",
         host,
         port,
+        graceful_s=GRACEFUL_SHUTDOWN_S,
         factory=True,
         workers=workers,
         http="strictcall.server.processes:Protocol",  # a class made in each worker,
@@ -528,7 +467,10 @@ def serve_workers(
     )
     sockets = bind_listeners(host, port)
     try:
-        _Workers(config, sockets, on_ready, policy).run()
+        if policy is None:
+            Workers(config, sockets, on_ready, start_s=WORKER_START_S).run()
+        else:
+            _PolicyWorkers(config, sockets, on_ready, start_s=WORKER_START_S, policy=policy).run()
     finally:
         for sock in sockets:
             sock.close()
