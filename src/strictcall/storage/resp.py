@@ -100,7 +100,7 @@ class RespScript:
         if parts.scheme != "redis" or parts.hostname is None:
             raise ValueError("a redis://host:port/db URL")
         self._host = parts.hostname
-        self._port = parts.port or 6379
+        self._port = 6379 if parts.port is None else parts.port
         path = parts.path.strip("/")
         self._db = int(path) if path else 0
         self._password = None if parts.password is None else unquote(parts.password)

@@ -358,6 +358,6 @@ class _Reader:
             raise self.fail(("quotas", "shared"), "shared is a redis://, rediss:// or unix:// URL")
         if "key_prefix" in section:
             prefix = section["key_prefix"]
-            if type(prefix) is not str or not prefix:
+            if type(prefix) is not str or prefix == "":
                 raise self.fail(("quotas", "key_prefix"), "key_prefix is a non-empty str")
         return url, prefix
