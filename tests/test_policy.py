@@ -462,3 +462,18 @@ def test_policy_check_says_ok_or_the_line_and_exits_non_zero(tmp_path: Any) -> N
     assert refused.stderr.count("\n") == 1 and f"{bad}: line 3: " in refused.stderr
     missing = strictcall("policy", "check", str(tmp_path / "none.toml"))
     assert missing.returncode == 1 and missing.stderr.count("\n") == 1
+
+
+def test_the_providers_path_and_listings_follow_the_policy_too() -> None:
+    # the agent loops call `call_arguments` with the model's name and arguments text
+    gw = gateway()
+    for spelling in ["delete_note", *SPELLINGS]:
+        answer = gw.call_arguments(spelling, "{}", "u1", "c1")
+        assert answer == gw.call_arguments("no_such_tool", "{}", "u1", "c1")
+    assert gw.call_arguments("read_note", "{}", "u1", "c1")["ok"] is True
+    for host in ("openai", "openai-responses", "anthropic"):
+        names = {
+            entry["function"]["name"] if "function" in entry else entry["name"]
+            for entry in gw.listing("u1", host)
+        }
+        assert names == {"read_note", "github__issues", "github__pulls"}
