@@ -19,7 +19,8 @@ from strictcall.cli.parser import main
 from strictcall.review.check import find_differences, probes_for
 from strictcall.review.commands import EXIT_DIFFERENT, EXIT_SAME, EXIT_TROUBLE
 from strictcall.review.contract import reply_arguments
-from strictcall.review.values import arguments, draw_arguments, mine_hints
+from strictcall.review.hints import mine_hints
+from strictcall.review.values import arguments, draw_arguments
 
 READERS = Path(readers.__file__).resolve()
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "review"

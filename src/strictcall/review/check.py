@@ -18,9 +18,9 @@ try:
 except ImportError:  # pragma: no cover - the review extra is part of dev
     raise MissingExtra("review", "hypothesis") from None
 
+from strictcall.review.hints import Hints
 from strictcall.review.outcome import Caller, Outcome, same_outcome, same_value
 from strictcall.review.values import (
-    Hints,
     RandomSource,
     Source,
     base_arguments,
@@ -293,7 +293,8 @@ def compare_functions(
 ) -> Report:
     """Search for inputs on which two functions of `arity` positional parameters differ, with
     inputs built from what their source reads (as `strictcall check OLD NEW` does)."""
-    from strictcall.review.values import arguments, conforms, draw_arguments, mine_hints
+    from strictcall.review.hints import mine_hints
+    from strictcall.review.values import arguments, conforms, draw_arguments
 
     hints = mine_hints([old, new], arity)
 

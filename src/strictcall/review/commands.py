@@ -91,9 +91,10 @@ def _check_one(
         return EXIT_TROUBLE
     from strictcall.review import contract as contracts
     from strictcall.review.check import find_differences, probes_for
+    from strictcall.review.hints import mine_hints
     from strictcall.review.load import Loaded, NotLoaded, load_function
     from strictcall.review.pin import write_regression_tests
-    from strictcall.review.values import arguments, conforms, draw_arguments, mine_hints
+    from strictcall.review.values import arguments, conforms, draw_arguments
 
     wanted = 1 if contract else 2
     if len(specs) != wanted:

@@ -194,6 +194,10 @@ class Workers(Multiprocess):
 AnswerNow = Callable[[Any, bytearray], "tuple[int, list[tuple[bytes, bytes]], bytes] | None"]
 """An app's `answer_now(scope, body)`: a request answered in place, or None to run the app."""
 
+IN_PLACE_PATHS: Final = frozenset({"/rpc", "/mcp"})
+"""The paths whose POSTs are offered to the app's `answer_now` (JSON-RPC, and MCP's plain
+stateless requests)."""
+
 _FAILED: Final = (
     500,
     [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", b"21")],
@@ -282,7 +286,7 @@ class CoalescingHttpToolsProtocol(HttpToolsProtocol):
             self._in_headers
             and self._answer_now is not None
             and app is self.app
-            and cycle.scope["path"] == "/rpc"
+            and cycle.scope["path"] in IN_PLACE_PATHS
             and cycle.scope["method"] == "POST"
             and not cycle.waiting_for_100_continue
         ):

@@ -39,7 +39,7 @@ from strictcall.server.listen import bind_listeners
 from strictcall.server.router import RpcApp
 from strictcall.services.notes import notes_gateway
 from strictcall.storage import AuditRecord, Store, StoreUnavailable
-from strictcall.transports.asgi import ASGIApp, Message, Receive, Response, Scope, Send
+from strictcall.transports.asgi import Message, Receive, Response, Scope, Send
 from strictcall.transports.jsonrpc import Recorder, RpcService
 
 if TYPE_CHECKING:
@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from strictcall.ops.metrics import Metrics
     from strictcall.ops.tracing import CallTracer
     from strictcall.ops.window import RecentCalls
+    from strictcall.transports.mcp import McpHttpApp
 
 DEFAULT_HOST: Final = "127.0.0.1"
 DEFAULT_PORT: Final = 8765
@@ -262,7 +263,7 @@ class LoadingMcp:
     def __init__(self, gateway: Gateway, record: Recorder) -> None:
         self._gateway = gateway
         self._record = record
-        self._app: ASGIApp | None = None
+        self._app: McpHttpApp | None = None
         self._ready: asyncio.Event | None = None
 
     @asynccontextmanager
@@ -306,6 +307,12 @@ class LoadingMcp:
             await send({"type": "http.response.body", "body": b""})
             return
         await app(scope, receive, send)
+
+    def answer_now(self, scope: Scope, body: bytes | bytearray) -> Response | None:
+        """A plain MCP request answered in place once the SDK is loaded (`McpHttpApp`); None
+        (the app then runs on it) before, or for anything else."""
+        app = self._app
+        return None if app is None else app.answer_now(scope, body)
 
 
 def observed(
