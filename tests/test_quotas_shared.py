@@ -5,6 +5,7 @@ bucket, not three; the state killed and restarted mid-load takes each rule's doc
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 import time
@@ -89,6 +90,9 @@ def test_three_servers_on_one_shared_state_accept_at_most_one_buckets_calls(
         for thread in threads:
             thread.join(DEADLINE_S * 4)
         elapsed = time.monotonic() - started
+        on_mcp = mcp_call(servers[0], token, "count_notes")  # the same bucket, on /mcp
+        assert on_mcp["isError"] is True
+        assert json.loads(on_mcp["content"][0]["text"])["code"] == RATE_LIMITED.code
     finally:
         for server in servers:
             assert server.stop() == 0
@@ -98,6 +102,26 @@ def test_three_servers_on_one_shared_state_accept_at_most_one_buckets_calls(
     assert BURST <= outcomes["ok"] <= BURST + refilled  # three local buckets: 3 * BURST at once
     assert outcomes["ok"] <= RATE_PER_MINUTE + BURST
     assert outcomes[RATE_LIMITED.code] == 90 - outcomes["ok"]
+
+
+def mcp_call(server: RunningServer, token: str, tool: str) -> dict[str, Any]:
+    """One tools/call on /mcp; its tool result."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call"}
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "Authorization": f"Bearer {token}",
+    }
+    params = {"name": tool, "arguments": {}}
+    response = httpx.post(
+        server.base_url + "/mcp",
+        content=json.dumps({**body, "params": params}),
+        headers=headers,
+        timeout=DEADLINE_S,
+    )
+    assert response.status_code == 200
+    result: dict[str, Any] = response.json()["result"]
+    return result
 
 
 def test_the_shared_state_killed_and_restarted_mid_load(tmp_path: Path, prefix: str) -> None:
