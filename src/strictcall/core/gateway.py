@@ -14,6 +14,11 @@ pointer, the stage, the time taken; `strictcall.core.record.record_of` makes the
 asks `listing` for tools/list, kept per identity and format until the tools change (the
 registry, `strictcall.core.registry`, which a Gateway is).
 
+With a policy (`strictcall.core.policy`), rung 2 routes on the caller's view of the tools (what
+its tools/list shows), and each tool in it carries its grant, which adds three checks where the
+policy sets them: the arguments' size (shape), the quotas (after resource, before the tool
+runs: `rate_limited`), the result's size (output).
+
 The ladder (rungs 2 to 6, `strictcall.core.pipeline`) is written once per form: `_ladder` (sync)
 and `_ladder_async`. `call` writes the sync one out once more after its parse, for speed: every
 in-process call takes it, and the frame it saves is measured in its docstring; a property test
