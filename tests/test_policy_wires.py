@@ -203,3 +203,15 @@ def test_refusals_are_audited_with_their_rule_and_counted_by_rule_and_code(
     assert counts.get((DEFAULT_DENY, UNKNOWN_TOOL.code), 0) >= 1
     # a name the model made up that is no tool is not a refusal of the policy
     assert all(rule in (DEFAULT_DENY, "counters", "readers") for rule, _ in counts)
+
+
+def test_the_operator_page_shows_who_is_nearest_a_quota(
+    server: RunningServer, tokens: dict[str, str]
+) -> None:
+    token = tokens["u2"]
+    for _ in range(3):  # u2's bucket of 2 an hour, empty whatever ran before
+        rpc(server, token, called("count_notes"))
+    stats = httpx.get(server.base_url + "/ops/stats.json", timeout=DEADLINE_S).json()
+    rows = {row["identity"]: row["nearest_quota"] for row in stats["live"]["identities"]}
+    assert rows["u2"] == "counters: 0 % left"
+    assert rows["u1"] is None  # u1's rules hold no quota: "none set" on the page

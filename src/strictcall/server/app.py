@@ -144,6 +144,8 @@ def build_gateway_app(
         limiter = holder.limiter
         metrics.quota_faults = lambda: limiter.faults
     window = _window(health) if observe else None
+    if window is not None and holder is not None:
+        window.nearest_quotas = holder.nearest_by_identity
     tracer = _tracer() if observe else None
 
     def audit_fault() -> None:

@@ -4,6 +4,7 @@ it was routed with, so calls in flight finish under the policy they started with
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Final
@@ -18,6 +19,8 @@ SharedFactory = Callable[[str], SharedBuckets]
 
 _SEP: Final = "\x1f"
 _NO_CLAIMS: Final[Claims] = frozenset()
+_PAGE_BUCKETS: Final = 10_000
+"""The emptiest buckets the page's column is made from (the rest are fuller)."""
 
 
 class PolicyHolder:
@@ -108,6 +111,15 @@ class PolicyHolder:
             {"identity": bucket.identity, "rule": bucket.rule, "left": round(left, 3)}
             for bucket, left in self.limiter.local.nearest(count)
         ]
+
+    def nearest_by_identity(self) -> dict[str, str]:
+        """Each identity's emptiest bucket in this process, as the operator's page shows it:
+        "RULE: N % left" (quotas shared in Redis are not read back for it)."""
+        shown: dict[str, str] = {}
+        for bucket, left in self.limiter.local.nearest(_PAGE_BUCKETS):
+            if bucket.identity is not None and bucket.identity not in shown:
+                shown[bucket.identity] = f"{bucket.rule}: {math.floor(left * 100)} % left"
+        return shown
 
     def close(self) -> None:
         """Release the shared state's connections."""
