@@ -43,10 +43,6 @@ from strictcall.transports.asgi import Message, Receive, Response, Scope, Send
 from strictcall.transports.jsonrpc import Recorder, RpcService
 
 if TYPE_CHECKING:
-    import socket
-
-    import uvicorn
-
     from strictcall.ops.health import StoreHealth
     from strictcall.ops.metrics import Metrics
     from strictcall.ops.tracing import CallTracer
@@ -402,35 +398,22 @@ def serve(
     Server(config, on_ready, on_stopping).run(sockets=sockets)
 
 
-class _PolicyWorkers(Workers):
-    """The workers of a server with a policy file: SIGHUP checks the file first; a bad one is
-    refused with its line and reason and the workers keep serving the old; a good one restarts
-    them one by one (uvicorn's reload), each finishing its calls in flight, the new ones
-    reading the file as they start."""
+def _policy_checked(path: str) -> Callable[[], bool]:
+    """SIGHUP to the workers' parent: whether the policy file checks (else one line says why,
+    and the workers keep serving the old one; when it does, they restart one by one, each
+    finishing its calls in flight, the new ones reading the file as they start)."""
 
-    def __init__(
-        self,
-        config: uvicorn.Config,
-        sockets: list[socket.socket],
-        on_ready: Callable[[str, int], None],
-        *,
-        start_s: float,
-        policy: str,
-    ) -> None:
-        super().__init__(config, sockets, on_ready, start_s=start_s)
-        self._policy = policy
-
-    def handle_hup(self) -> None:
+    def check() -> bool:
         from strictcall.services.policy_file import read_policy
 
         try:
-            read_policy(self._policy)
+            read_policy(path)
         except PolicyFileError as exc:
-            log.error(
-                "strictcall: policy %s not reloaded, the old one stays: %s", self._policy, exc
-            )
-            return
-        super().handle_hup()
+            log.error("strictcall: policy %s not reloaded, the old one stays: %s", path, exc)
+            return False
+        return True
+
+    return check
 
 
 def serve_workers(
@@ -476,10 +459,8 @@ def serve_workers(
     )
     sockets = bind_listeners(host, port)
     try:
-        if policy is None:
-            Workers(config, sockets, on_ready, start_s=WORKER_START_S).run()
-        else:
-            _PolicyWorkers(config, sockets, on_ready, start_s=WORKER_START_S, policy=policy).run()
+        checked = None if policy is None else _policy_checked(policy)
+        Workers(config, sockets, on_ready, start_s=WORKER_START_S, before_restart=checked).run()
     finally:
         for sock in sockets:
             sock.close()
