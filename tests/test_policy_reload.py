@@ -118,3 +118,32 @@ def test_sighup_to_a_server_of_several_workers_checks_the_file_then_restarts_the
             assert call(client, server, token, "list_notes") == "ok"
     finally:
         assert server.stop() == 0
+
+
+def test_a_server_or_proxy_given_a_bad_policy_does_not_start_and_says_where(
+    tmp_path: Path,
+) -> None:
+    from servers import strictcall
+
+    policy = tmp_path / "policy.toml"
+    policy.write_text(BAD)
+    db = str(tmp_path / "notes.sqlite3")
+    for command in (
+        ["serve", "--port", "0", "--db", db, "--policy", str(policy)],
+        ["serve", "--mcp-stdio", "--identity", "u1", "--db", db, "--policy", str(policy)],
+        [
+            "proxy",
+            "--upstream-cmd",
+            "true",
+            "--stdio",
+            "--identity",
+            "u1",
+            "--db",
+            db,
+            "--policy",
+            str(policy),
+        ],
+    ):
+        done = strictcall(*command)
+        assert done.returncode == 1, command
+        assert done.stderr.count("\n") == 1 and "line 5: " in done.stderr, command
