@@ -180,12 +180,21 @@ class Workers(Multiprocess):
         on_ready: Callable[[str, int], None],
         *,
         start_s: float,
+        before_restart: Callable[[], bool] | None = None,
     ) -> None:
-        """`start_s`: how long to wait for each worker to be ready before saying it listens."""
+        """`start_s`: how long to wait for each worker to be ready before saying it listens;
+        `before_restart`: asked on SIGHUP, before uvicorn restarts the workers (False: they
+        serve on as they are; a policy file that does not check)."""
         super().__init__(config, sockets=sockets)
         self._sockets = sockets
         self._on_ready = on_ready
         self._start_s = start_s
+        self._before_restart = before_restart
+
+    def handle_hup(self) -> None:
+        if self._before_restart is not None and not self._before_restart():
+            return
+        super().handle_hup()
 
     def init_processes(self) -> None:
         super().init_processes()

@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Final, cast
 from strictcall.audit.log import AuditLog
 from strictcall.core.gateway import Gateway
 from strictcall.core.pipeline import Limits
-from strictcall.errors import MissingExtra
+from strictcall.core.policy import PolicyHolder
+from strictcall.errors import MissingExtra, PolicyFileError
 from strictcall.server._uvicorn import Server, Workers, guarded_protocol, server_config
 from strictcall.server.admission import Admission
 from strictcall.server.edge import EdgeLimits, OriginPolicy
@@ -80,9 +81,11 @@ def build_app(
     close_store: bool = False,
     open_to_operators: bool = False,
     observe: bool = True,
+    policy: PolicyHolder | None = None,
 ) -> RpcApp:
     """The ASGI app serving the notes tools from `store` (see `build_gateway_app`). With
-    `close_store`, the app closes the store when the server stops, after the last audit batch."""
+    `close_store`, the app closes the store when the server stops, after the last audit batch.
+    `policy`: who may list and call which tools, and how often (None: everyone, every tool)."""
 
     @asynccontextmanager
     async def closing() -> AsyncIterator[None]:
@@ -93,7 +96,7 @@ def build_app(
                 store.close()
 
     return build_gateway_app(
-        notes_gateway(_traced(store) if observe else store, limits=limits),
+        notes_gateway(_traced(store) if observe else store, limits=limits, policy=policy),
         store,
         origins=origins,
         edge=edge,
@@ -131,7 +134,13 @@ def build_gateway_app(
 
     health = StoreHealth()
     metrics = _metrics(gateway) if observe else None
+    holder = gateway.policy
+    if metrics is not None and holder is not None:
+        limiter = holder.limiter
+        metrics.quota_faults = lambda: limiter.faults
     window = _window(health) if observe else None
+    if window is not None and holder is not None:
+        window.nearest_quotas = holder.nearest_by_identity
     tracer = _tracer() if observe else None
 
     def audit_fault() -> None:
@@ -175,6 +184,7 @@ def build_gateway_app(
         routes=dict.fromkeys(PATHS, ops),
         lifespans=[
             *lifespans,
+            *([] if gateway.policy is None else [gateway.policy.serving]),
             audit.running,
             mcp.lifespan,
             *([] if metrics is None else [metrics.running]),
@@ -400,6 +410,24 @@ def serve(
     Server(config, on_ready, on_stopping).run(sockets=sockets)
 
 
+def _policy_checked(path: str) -> Callable[[], bool]:
+    """SIGHUP to the workers' parent: whether the policy file checks (else one line says why,
+    and the workers keep serving the old one; when it does, they restart one by one, each
+    finishing its calls in flight, the new ones reading the file as they start)."""
+
+    def check() -> bool:
+        from strictcall.services.policy_file import read_policy
+
+        try:
+            read_policy(path)
+        except PolicyFileError as exc:
+            log.error("strictcall: policy %s not reloaded, the old one stays: %s", path, exc)
+            return False
+        return True
+
+    return check
+
+
 def serve_workers(
     db: str,
     host: str,
@@ -411,6 +439,7 @@ def serve_workers(
     allow_origins: Sequence[str] = (),
     loopback: bool = False,
     open_to_operators: bool = False,
+    policy: str | None = None,
 ) -> None:
     """Serve the notes tools from `db` in `workers` processes on the sockets bound to `host`
     and `port`, until SIGTERM or SIGINT to this process (or SIGINT to its process group, as
@@ -427,6 +456,7 @@ def serve_workers(
         "origins": sorted(allow_origins),
         "loopback": loopback,
         "open_to_operators": open_to_operators,
+        "policy": policy,
     }
     os.environ[WORKER_ENV] = json.dumps(settings)  # inherited by the spawned workers
     config = server_config(
@@ -441,7 +471,8 @@ def serve_workers(
     )
     sockets = bind_listeners(host, port)
     try:
-        Workers(config, sockets, on_ready, start_s=WORKER_START_S).run()
+        checked = None if policy is None else _policy_checked(policy)
+        Workers(config, sockets, on_ready, start_s=WORKER_START_S, before_restart=checked).run()
     finally:
         for sock in sockets:
             sock.close()

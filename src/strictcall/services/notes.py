@@ -22,6 +22,7 @@ import orjson
 
 from strictcall.core.gateway import Gateway
 from strictcall.core.pipeline import Limits
+from strictcall.core.policy import PolicyHolder
 from strictcall.core.tools import (
     Arguments,
     ForbiddenOrMissing,
@@ -267,9 +268,11 @@ def _awaited_handlers(store: AwaitedNotes) -> tuple[Handler, ...]:
     return (read_note, list_notes, count_notes, create_note, delete_note)
 
 
-def notes_gateway(store: NotesStore, *, limits: Limits | None = None) -> Gateway:
+def notes_gateway(
+    store: NotesStore, *, limits: Limits | None = None, policy: PolicyHolder | None = None
+) -> Gateway:
     """A gateway serving the notes tools from `store`. Its worker threads run the calls that
     have to wait, as many as the store takes at once: on SQLite one, for the writes that wait
     for the lock (SQLite takes one writer at a time anyway, and one thread spares them a queue
     at the lock); on PostgreSQL several, for every call (each waits a round trip)."""
-    return Gateway(notes_tools(store), limits=limits, workers=store.concurrent_calls)
+    return Gateway(notes_tools(store), limits=limits, workers=store.concurrent_calls, policy=policy)
