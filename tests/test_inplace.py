@@ -225,3 +225,55 @@ def test_a_refusal_is_the_same_in_place_and_awaited(
 
     audited = recent_audit(db, 50, lambda records: len(mine(records)) >= 2)
     assert mine(audited) == [(code, None), (code, None)]
+
+
+MCP_ACCEPT = b"Accept: application/json, text/event-stream\r\n"
+
+
+def mcp_request(token: str, body: bytes, extra: bytes = b"") -> bytes:
+    return request(token, body, extra=MCP_ACCEPT + extra).replace(b"POST /rpc ", b"POST /mcp ", 1)
+
+
+@pytest.mark.parametrize(
+    ("payload", "extra"),
+    [
+        (text(call("count_notes", {}, 7)), b""),
+        (text(call("read_note", {"note_id": 5}, 8)), b""),
+        (text({"jsonrpc": "2.0", "id": 9, "method": "tools/list"}), b""),
+        (
+            text(
+                {
+                    **call("count_notes", {}, 10),
+                    "params": {
+                        "name": "count_notes",
+                        "arguments": {},
+                        "_meta": {
+                            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                            "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+                            "io.modelcontextprotocol/clientCapabilities": {},
+                        },
+                    },
+                }
+            ),
+            b"Mcp-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\n"
+            b"Mcp-Name: count_notes\r\n",
+        ),
+    ],
+    ids=["call", "refused call", "tools/list", "2026-07-28 call"],
+)
+def test_mcp_with_its_body_in_place_and_after_its_headers_get_the_same_answer(
+    server: RunningServer, token: str, payload: bytes, extra: bytes
+) -> None:
+    with connect(server) as sock:
+        reader = Reader(sock)
+        sock.sendall(mcp_request(token, payload, extra))  # in one piece: answered in place
+        whole = reader.response()
+        head, _, rest = mcp_request(token, payload, extra).partition(b"\r\n\r\n")
+        sock.sendall(head + b"\r\n\r\n")
+        sock.sendall(rest)  # the body after the headers: through the app
+        split = reader.response()
+    assert whole[0] == split[0] == 200
+    assert whole[1]["content-type"] == split[1]["content-type"] == "application/json"
+    mine, theirs = json.loads(whole[2]), json.loads(split[2])
+    assert mine == theirs
+    assert "result" in mine

@@ -17,6 +17,7 @@ from strictcall.server._uvicorn import guarded_protocol
 from strictcall.server.app import WORKER_ENV, build_app
 from strictcall.server.edge import EdgeLimits, OriginPolicy
 from strictcall.server.router import RpcApp
+from strictcall.services.policy_file import load_holder
 from strictcall.storage import open_store
 
 _SETTINGS: Final[dict[str, Any] | None] = (
@@ -40,6 +41,8 @@ def app() -> RpcApp:
             f"a worker needs ${WORKER_ENV}, set by strictcall.server.app.serve_workers"
         )
     origins = OriginPolicy(frozenset(_SETTINGS["origins"]), loopback=_SETTINGS["loopback"])
+    path = _SETTINGS.get("policy")
+    policy = None if path is None else load_holder(path)  # checked by the parent already
     oauth = _SETTINGS.get("oauth")  # absent: a parent that predates the [oauth] block
     settings = None if oauth is None else load_settings(**oauth)
     return build_app(
@@ -48,5 +51,6 @@ def app() -> RpcApp:
         edge=_EDGE,
         close_store=True,
         open_to_operators=_SETTINGS["open_to_operators"],
+        policy=policy,
         oauth=settings,
     )

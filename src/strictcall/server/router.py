@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Final
+from typing import Final, cast
 
 import orjson
 
@@ -121,12 +121,13 @@ class RpcApp:
         keep `requests_in_flight`, all requests (for the metrics)."""
         self.admission: Final = admission if admission is not None else Admission(store, record)
         self.service: Final = service
+        service.calls_in_flight = self.admission.in_flight  # a batch counts as its calls
         self.store: Final = store
         self.max_body: Final = max_body
         self.rpc: Final[Wire] = self.admission.around(RpcEndpoint(service, max_body, record))
         """POST /rpc, behind admission."""
         self.mounts: Final = {
-            prefix: self.admission.around(AwaitedOnly(app))
+            prefix: self.admission.around(_wire_of(app))
             for prefix, app in (mounts if mounts is not None else {}).items()
         }
         self.routes: Final = dict(routes) if routes is not None else {}
@@ -181,8 +182,19 @@ class RpcApp:
         return None
 
     def answer_now(self, scope: Scope, body: bytes | bytearray) -> Response | None:
-        """A POST to /rpc whose whole `body` has arrived, answered in place (status, headers,
-        body) as `__call__` would answer it: admission, size, then the service. None, with
-        nothing run or audited, when it must be awaited (a token looked up over the network,
-        an async tool, one with a time limit): the server then runs the app on the request."""
-        return self.rpc.answer_now(scope, body)
+        """A POST to /rpc (or to a mount that answers in place: /mcp's plain requests) whose
+        whole `body` has arrived, answered in place (status, headers, body) as `__call__` would
+        answer it: admission, size, then the wire. None, with nothing run or audited, when it
+        must be awaited (a token looked up over the network, an async tool, one with a time
+        limit): the server then runs the app on the request."""
+        path = scope["path"]
+        if path == "/rpc":
+            return self.rpc.answer_now(scope, body)
+        mounted = self._mounted(path)
+        return None if mounted is None else mounted.answer_now(scope, body)
+
+
+def _wire_of(app: ASGIApp) -> Wire:
+    """A mounted app as admission wraps it: itself when it answers in place (it has an
+    `answer_now`), else an `AwaitedOnly`."""
+    return cast(Wire, app) if callable(getattr(app, "answer_now", None)) else AwaitedOnly(app)

@@ -49,7 +49,14 @@ from strictcall.core.tools import ToolFailure
 from strictcall.errors import RETRY_AFTER_MS, UPSTREAM_UNAVAILABLE, JSONValue, StrictcallError
 from strictcall.services.proxy._mcp_sdk import http_client, sender_context
 from strictcall.services.proxy.credentials import ClientCredentials, ClientCredentialsAuth
-from strictcall.services.proxy.stdio import PipeClosed, UpstreamPipe, open_upstream
+from strictcall.services.proxy.stdio import (
+    MAX_RESULT_BYTES,
+    AnswerTooLarge,
+    PipeClosed,
+    UnreadableAnswer,
+    UpstreamPipe,
+    open_upstream,
+)
 
 log = logging.getLogger("strictcall")
 
@@ -198,8 +205,11 @@ class Upstream:
         restart_min_s: float = RESTART_MIN_S,
         restart_max_s: float = RESTART_MAX_S,
         ping_s: float = PING_S,
+        max_result_bytes: int = MAX_RESULT_BYTES,
     ) -> None:
         self.spec: Final = spec
+        self.max_result_bytes: Final = max_result_bytes
+        """The longest answer a call may get (one line on stdio; a result's JSON over HTTP)."""
         self._on_listing = on_listing
         self._errlog = errlog
         self._restart_min_s = restart_min_s
@@ -254,6 +264,7 @@ class Upstream:
                 call.
             MCPError: the upstream answered with a JSON-RPC error.
             UnreadableAnswer: the upstream's answer is not a JSON-RPC response (stdio).
+            AnswerTooLarge: the answer is longer than `max_result_bytes`.
             ValidationError: the upstream's result is not a tools/call result.
         """
         live = self._live
@@ -281,7 +292,11 @@ class Upstream:
         try:
             # send_request, not call_tool: call_tool validates structured content itself (and
             # may list the tools first); the gateway checks the result at stage output.
-            return await live.session.send_request(request, types.CallToolResult)
+            result = await live.session.send_request(request, types.CallToolResult)
+            # the SDK has read it whole by now: at least it is not passed on
+            if len(result.model_dump_json(by_alias=True)) > self.max_result_bytes:
+                raise AnswerTooLarge
+            return result
         except MCPError as exc:
             # The SDK answers a call whose connection broke with CONNECTION_CLOSED, a code
             # servers use for their own errors too: a ping tells the two apart.
@@ -422,7 +437,7 @@ class Upstream:
             client.event_hooks = {**hooks, "response": [*hooks["response"], self._saw_response]}
             return _http(self.spec.url, client)
         # the upstream sees the environment it would have had if the host had launched it
-        return _stdio(self.spec.command, self._errlog)
+        return _stdio(self.spec.command, self._errlog, self.max_result_bytes)
 
     def _note(self, line: str) -> None:
         self._errlog.write(f"strictcall proxy: {line}\n")
@@ -437,9 +452,11 @@ async def _http(url: str, client: Any) -> AsyncIterator[tuple[Any, Any, None]]:
 
 @asynccontextmanager
 async def _stdio(
-    command: tuple[str, ...], errlog: TextIO
+    command: tuple[str, ...], errlog: TextIO, max_answer_bytes: int
 ) -> AsyncIterator[tuple[Any, Any, UpstreamPipe]]:
-    async with open_upstream(command, env=os.environ, errlog=errlog) as pipe:
+    async with open_upstream(
+        command, env=os.environ, errlog=errlog, max_answer_bytes=max_answer_bytes
+    ) as pipe:
         yield pipe.read, pipe.write, pipe
 
 
@@ -530,11 +547,6 @@ def _kind(exc: BaseException) -> str:
     if isinstance(exc, MCPError):
         return f"it answered with a JSON-RPC error (code {exc.code})"
     return type(exc).__name__
-
-
-class UnreadableAnswer(StrictcallError):
-    """The upstream's answer to a call is not a JSON-RPC response: withheld like a result
-    that is not a tools/call result."""
 
 
 class UpstreamFailed(StrictcallError):

@@ -28,14 +28,14 @@ from mcp.server.lowlevel.server import Server
 from mcp_types.methods import SPEC_CLIENT_METHODS, serialize_server_result
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from strictcall.core.gateway import Gateway, Outcome
+from strictcall.core.gateway import AWAIT, Gateway, Outcome
 from strictcall.core.jsontext import dump_text
 from strictcall.core.listing import RESULT_MEMBER, result_is_wrapped
 from strictcall.core.pipeline import fail
 from strictcall.core.record import AuditRecord, record_of, refusal_record
-from strictcall.core.refusals import NO_TOKEN, WITHHELD
+from strictcall.core.refusals import NO_TOKEN, WITHHELD, withheld_for_size
 from strictcall.errors import JSONValue
-from strictcall.transports.jsonrpc import Recorder
+from strictcall.transports.jsonrpc import MAX_REPLY_BYTES, Recorder
 
 SERVER_NAME: Final = "strictcall"
 
@@ -86,14 +86,14 @@ def answered(
     success)."""
     if answer["ok"] is True:
         value = answer["result"]
-        text = json_text(value)
-        if text is not None:
+        text = _result_text(value)
+        if type(text) is str:
             structured = {RESULT_MEMBER: value} if wrapped else value
             result = types.CallToolResult(
                 content=[types.TextContent(text=text)], structured_content=structured
             )
             return result, None
-        error = WITHHELD.as_error()
+        error = text if type(text) is dict else WITHHELD.as_error()
     else:
         error = answer["error"]
     return error_result(error), error
@@ -116,12 +116,12 @@ def answered_json(
     members in the order the SDK writes them), and the structured error it carries."""
     if answer["ok"] is True:
         value = answer["result"]
-        text = json_text(value)
-        if text is not None:
+        written = _result_text(value)
+        if type(written) is str:
             structured = {RESULT_MEMBER: value} if wrapped else value
-            block: dict[str, JSONValue] = {"text": text, "type": "text"}
+            block: dict[str, JSONValue] = {"text": written, "type": "text"}
             return {"content": [block], "isError": False, "structuredContent": structured}, None
-        error = WITHHELD.as_error()
+        error = written if type(written) is dict else WITHHELD.as_error()
     else:
         error = answer["error"]
     text = json_text(error)
@@ -178,6 +178,17 @@ def listing_message(
         "id": request_id,
         "result": serialize_server_result("tools/list", version, dumped),
     }
+
+
+def _result_text(value: JSONValue) -> str | dict[str, JSONValue] | None:
+    """A result as JSON text; or, when it is longer than `MAX_REPLY_BYTES`, the error it is
+    withheld with (result_too_large, the limit named); None when it cannot be written."""
+    text = dump_text(value)
+    if text is None:
+        return None
+    if len(text) > MAX_REPLY_BYTES:
+        return withheld_for_size(MAX_REPLY_BYTES, batch=False).as_error()
+    return text.decode("utf-8")
 
 
 def json_text(value: JSONValue) -> str | None:
@@ -305,12 +316,52 @@ class McpTools:
         for wire `version` (the JSON `result_message` and the SDK's transports write, without
         building and dumping their models)."""
         outcome = await self._settle(params, request_id, identity)
+        return self._line(outcome, request_id, identity, version)
+
+    def answer_call_line_now(
+        self,
+        params: dict[str, JSONValue],
+        request_id: types.RequestId,
+        identity: str | None,
+        version: str = HANDSHAKE_ERA,
+    ) -> bytes | None:
+        """`answer_call_line` answered in place, inside the event loop; None, with nothing run
+        or audited, when the call names a tool that must be awaited."""
+        call, call_id = self._call_of(params, request_id)
+        if identity is None:  # a transport that forgot the caller: refuse, never guess
+            outcome = self._refused_unknown(call, call_id)
+        else:
+            settled = self.gateway.settle(call, identity, call_id, in_place=True)
+            if settled is AWAIT:
+                return None
+            assert isinstance(settled, Outcome)
+            outcome = settled
+        return self._line(outcome, request_id, identity, version)
+
+    def _line(
+        self, outcome: Outcome, request_id: types.RequestId, identity: str | None, version: str
+    ) -> bytes:
+        """An outcome audited and written as the line of JSON-RPC that carries it."""
         result, error = answered_json(outcome.answer, wrapped=outcome.tool in self._wrapped)
         self._audit(outcome, error, identity)
         if version in MODERN_PROTOCOL_VERSIONS:
             result["resultType"] = "complete"
             result["_meta"] = {types.SERVER_INFO_META_KEY: _server_info()}
         return dump_line({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+    def _call_of(
+        self, params: dict[str, JSONValue], request_id: types.RequestId | None
+    ) -> tuple[dict[str, JSONValue], str]:
+        """A tools/call's params as the gateway reads a call, and its call id."""
+        self._follow()
+        call = {key: value for key, value in params.items() if key not in MCP_PARAMS}
+        return call, self.call_id(request_id)
+
+    def _refused_unknown(self, call: dict[str, JSONValue], call_id: str) -> Outcome:
+        """The outcome of a call from a caller the transport did not name."""
+        answer = fail(call_id, NO_TOKEN)
+        stage = answer["error"]["stage"]
+        return Outcome(answer, self.gateway.tool_named(call), None, stage, 0)
 
     async def _settle(
         self,
@@ -319,14 +370,9 @@ class McpTools:
         identity: str | None,
     ) -> Outcome:
         """The gateway's outcome of a call, its call id the request's in this connection."""
-        call = {key: value for key, value in params.items() if key not in MCP_PARAMS}
-        call_id = self.call_id(request_id)
-        self._follow()
+        call, call_id = self._call_of(params, request_id)
         if identity is None:  # a transport that forgot the caller: refuse, never guess
-            answer = fail(call_id, NO_TOKEN)
-            stage = answer["error"]["stage"]
-            return Outcome(answer, self.gateway.tool_named(call), None, stage, 0)
-        # only a gateway whose tools take numbers needs to know (Gateway.reads_numbers)
+            return self._refused_unknown(call, call_id)
         return await self.gateway.settle_async(call, identity, call_id)
 
     def call_id(self, request_id: types.RequestId | None) -> str:
