@@ -427,12 +427,9 @@ class Upstream:
 
     def _connect(self) -> AbstractAsyncContextManager[tuple[Any, Any, UpstreamPipe | None]]:
         if self.spec.url is not None:
-            client = http_client(dict(self.spec.headers))
-            from mcp.shared._httpx_utils import create_mcp_http_client
-
             credentials = self.spec.credentials
             auth = None if credentials is None else ClientCredentialsAuth(credentials)
-            client = create_mcp_http_client(headers=dict(self.spec.headers), auth=auth)
+            client = http_client(dict(self.spec.headers), auth)
             hooks = client.event_hooks
             client.event_hooks = {**hooks, "response": [*hooks["response"], self._saw_response]}
             return _http(self.spec.url, client)
