@@ -6,6 +6,10 @@ psycopg_pool `ConnectionPool` and psycopg's cursors; the calls a server's event 
 (`*_async`) go through the loop's own connections (`connections.LoopPool`), its reads as
 statements prepared through libpq (`session.Session`). The twins share their statements
 (`strictcall.storage.sql`, `statements`) and their row code (`strictcall.storage.queries`).
+
+Past 600 lines because each job's method stands beside its awaited twin, one pair after
+another, so that a change to one is seen next to the other; the statements, connections,
+session and schema it calls on are modules of their own.
 """
 
 from __future__ import annotations
