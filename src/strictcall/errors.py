@@ -208,6 +208,8 @@ class StrictcallError(Exception):
     ├── PipeClosed                              a proxy's stdio upstream stopped answering
     ├── UnreadableAnswer                        a proxy's upstream answered no JSON-RPC response
     ├── PolicyError (also ValueError)           a proxy's allow-list file is malformed
+    ├── ConfigError (also ValueError)           a federation's config file is malformed
+    ├── FederationFailed                        a federation cannot start (a name collision)
     ├── StoreError                              raised by a store (storage.base)
     │   ├── StoreUnavailable                    the database cannot serve now (retryable)
     │   │   └── SchemaTooNew                    ... its schema is newer than this code
@@ -338,6 +340,14 @@ UPSTREAM_UNAVAILABLE: Final = ErrorKind(
 )
 """The proxied MCP server crashed, hung or is not running; strictcall restarts it."""
 
+TOOL_CHANGED: Final = ErrorKind(
+    "tool_changed",
+    Stage.EXECUTE,
+    False,
+    "Do not retry; the upstream changed this tool since it was pinned: an operator must approve.",
+)
+"""A pinned upstream tool's name, description or schemas changed; not served until approved."""
+
 IDEMPOTENCY_CONFLICT: Final = ErrorKind(
     "idempotency_conflict",
     Stage.EXECUTE,
@@ -401,6 +411,7 @@ CATALOGUE: Final[tuple[ErrorKind, ...]] = (
     IDEMPOTENCY_CONFLICT,
     TOOL_ERROR,
     UPSTREAM_UNAVAILABLE,
+    TOOL_CHANGED,
     INVALID_TOOL_RESULT,
     UNAUTHENTICATED,
     FORBIDDEN_ORIGIN,

@@ -5,6 +5,7 @@
     strictcall_call_duration_seconds{tool}                 latency of calls naming a tool
     strictcall_store_faults_total{where}                   call, auth or audit: the store failed
     strictcall_requests_in_flight                          HTTP requests being answered
+    strictcall_tool_changes_total                          pinned tools seen changed upstream
 
 No label holds an identity, an argument or a note: `tool` is a registered tool's name or
 "unknown", `stage`/`code` come from the catalogue ("none" for a success).
@@ -96,6 +97,10 @@ _FAULTS: Final = (
     " audit batch not written (audit).",
 )
 _IN_FLIGHT: Final = ("strictcall_requests_in_flight", "HTTP requests being answered.")
+_TOOL_CHANGES: Final = (
+    "strictcall_tool_changes",
+    "Pinned tools seen changed upstream (each new definition once), held until approved.",
+)
 
 _Key = tuple[str | None, str, str | None, str | None]
 """(tool, outcome, stage, code) of a record."""
@@ -126,6 +131,8 @@ class Metrics(Collector):
         self._faults: dict[str, int] = dict.fromkeys(_WHERE, 0)
         self.requests_in_flight: Callable[[], int] = lambda: 0
         """How many HTTP requests are being answered now (set by whoever counts them)."""
+        self.tool_changes: Callable[[], int] | None = None
+        """How many pinned tools were seen changed (a federation's; None: no pinning)."""
         self.registry: Final = CollectorRegistry()
         self._shared = multiprocess_dir() is not None
         if self._shared:
@@ -225,6 +232,8 @@ class Metrics(Collector):
             faults.add_metric([where], self._faults[where])
         yield faults
         yield GaugeMetricFamily(*_IN_FLIGHT, value=self.requests_in_flight())
+        if self.tool_changes is not None:
+            yield CounterMetricFamily(*_TOOL_CHANGES, value=self.tool_changes())
 
     def exposition(self) -> bytes:
         """The metrics in Prometheus' text format: this process's, or in multiprocess mode

@@ -118,6 +118,7 @@ def build_gateway_app(
     lifespans: Sequence[Callable[[], AbstractAsyncContextManager[None]]] = (),
     open_to_operators: bool = False,
     observe: bool = True,
+    tool_changes: Callable[[], int] | None = None,
 ) -> RpcApp:
     """The ASGI app serving any gateway's tools: JSON-RPC at /rpc, MCP at /mcp, the callers'
     tokens and the audit log in `store`, for the browser `origins` admitted and within
@@ -129,10 +130,13 @@ def build_gateway_app(
     Every call's audit record also feeds the Prometheus metrics (with strictcall[metrics]) and
     an OpenTelemetry span (with strictcall[otel] and an SDK's tracer provider set); with
     `observe` false, neither (the floor `bench/ops.py` measures their cost against).
+    `tool_changes` counts the pinned tools seen changed (a federation's), for /metrics.
     """
     from strictcall.server.ops import PATHS, OpsApp
 
     metrics = _metrics(gateway.tools) if observe else None
+    if metrics is not None and tool_changes is not None:
+        metrics.tool_changes = tool_changes
     audit = AuditLog(store, on_fault=None if metrics is None else metrics.audit_fault)
     record = observed(audit.record, metrics, _tracer() if observe else None)
     mcp = LoadingMcp(gateway, record)

@@ -27,7 +27,7 @@ import os
 import re
 import shlex
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any, Final, TextIO, get_args
@@ -63,11 +63,13 @@ Listing = list[types.Tool]
 
 @dataclass(frozen=True, slots=True)
 class UpstreamSpec:
-    """Where the upstream server is: a command to run (stdio) or a URL (streamable HTTP)."""
+    """Where the upstream server is: a command to run (stdio) or a URL (streamable HTTP);
+    `headers` are sent to a URL, `env` added to a command's environment (its credentials)."""
 
     command: tuple[str, ...] = ()
     url: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def of_command(cls, command_line: str) -> UpstreamSpec:
@@ -188,6 +190,8 @@ class Upstream:
         ping_s: float = PING_S,
     ) -> None:
         self.spec: Final = spec
+        self.log_as = "strictcall proxy"
+        """What each line of its log starts with."""
         self._on_listing = on_listing
         self._errlog = errlog
         self._restart_min_s = restart_min_s
@@ -407,10 +411,11 @@ class Upstream:
             client.event_hooks = {**hooks, "response": [*hooks["response"], self._saw_response]}
             return _http(self.spec.url, client)
         # the upstream sees the environment it would have had if the host had launched it
-        return _stdio(self.spec.command, self._errlog)
+        env = {**os.environ, **self.spec.env} if self.spec.env else os.environ
+        return _stdio(self.spec.command, env, self._errlog)
 
     def _note(self, line: str) -> None:
-        self._errlog.write(f"strictcall proxy: {line}\n")
+        self._errlog.write(f"{self.log_as}: {line}\n")
         self._errlog.flush()
 
 
@@ -422,9 +427,9 @@ async def _http(url: str, client: Any) -> AsyncIterator[tuple[Any, Any, None]]:
 
 @asynccontextmanager
 async def _stdio(
-    command: tuple[str, ...], errlog: TextIO
+    command: tuple[str, ...], env: Mapping[str, str], errlog: TextIO
 ) -> AsyncIterator[tuple[Any, Any, UpstreamPipe]]:
-    async with open_upstream(command, env=os.environ, errlog=errlog) as pipe:
+    async with open_upstream(command, env=env, errlog=errlog) as pipe:
         yield pipe.read, pipe.write, pipe
 
 
