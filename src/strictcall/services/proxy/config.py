@@ -18,8 +18,9 @@
     pass_errors = ["search"]          # its tools whose error text reaches the caller
 
 Every key is checked: an unknown key, a wrong type, a name or prefix hosts would refuse, two
-upstreams with one prefix, is a `ConfigError` naming the key. The caller's own token never goes
-upstream: an upstream's credentials are the ones written here.
+upstreams with one prefix, is a `ConfigError` naming the key (two without a prefix may serve
+different names: a collision of served names is refused when the federation starts). The
+caller's own token never goes upstream: an upstream's credentials are the ones written here.
 """
 
 from __future__ import annotations
@@ -130,6 +131,8 @@ def federation_config(data: Mapping[str, object]) -> FederationConfig:
     upstreams = tuple(_upstream(name, table, timeout) for name, table in tables.items())
     by_prefix: dict[str, str] = {}
     for upstream in upstreams:
+        if not upstream.prefix:  # unprefixed upstreams may differ in names: checked at start
+            continue
         other = by_prefix.setdefault(upstream.prefix, upstream.name)
         if other != upstream.name:
             raise ConfigError(

@@ -203,8 +203,9 @@ class Federation:
                         f"tool name {json.dumps(served)} of upstream {config.name} collides"
                         f" with the same name of upstream {owner}: give one of them another prefix"
                     )
-                    if self._collision is None and not self._started:
-                        self._collision = line
+                    if not self._started:  # refused at start, in this one line
+                        self._collision = self._collision or line
+                        continue
                     refused[served] = (
                         f"upstream {config.name}'s tool collides with upstream {owner}'s"
                     )
