@@ -238,6 +238,26 @@ def test_each_upstream_serves_its_tools_under_its_prefix(federation: Federation)
     assert "add" in federation.calls.read_text().split()
 
 
+def test_an_upstreams_list_changed_reaches_the_downstream_stdio_session(
+    federation: Federation,
+) -> None:
+    peer = federation.peer
+    assert "notes_late" not in {tool["name"] for tool in federation.listing()}
+    peer.send(
+        b'{"jsonrpc":"2.0","id":"grow","method":"tools/call",'
+        b'"params":{"name":"notes_grow","arguments":{}}}'
+    )
+    seen: list[dict[str, Any]] = []
+    while not (
+        any(m.get("method") == LIST_CHANGED for m in seen)
+        and any(m.get("id") == "grow" for m in seen)
+    ):
+        seen.append(peer.message())
+    names = [tool["name"] for tool in federation.listing()]
+    assert "notes_late" in names and names == sorted(names)  # a new tool: pinned, served
+    assert peer.call("notes_late", {})["isError"] is False
+
+
 def test_a_start_with_an_upstream_missing_serves_the_rest_and_names_it(
     federation: Federation,
 ) -> None:
@@ -370,3 +390,41 @@ def test_tools_diff_on_a_store_with_no_pins_says_so(tmp_path: Path) -> None:
     done = run_cli("tools", "diff", "--db", str(tmp_path / "empty.sqlite3"))
     assert done.returncode == 0
     assert re.match(r"no pinned tool changed \(0 pinned\)", done.stdout)
+
+
+# --- the official TypeScript client --------------------------------------------------------------
+
+
+def test_the_typescript_client_sees_prefixed_tools_and_a_rug_pull_held_back(tmp_path: Path) -> None:
+    from node_client import TS_DIR, node_with_packages
+
+    node = node_with_packages()
+    config = tmp_path / "federation.toml"
+    notes = toml_text(f"{fastmcp_command()} --rug-pull")
+    config.write_text(
+        f"[upstreams.notes]\ncommand = {notes}\n"
+        f"[upstreams.everything]\ncommand = {toml_text(everything_command())}\n",
+        encoding="utf-8",
+    )
+    argv = federate_argv(config, tmp_path / "db.sqlite3", "--stdio", "--identity", "u1")
+    done = subprocess.run(
+        [node, str(TS_DIR / "federation.mjs"), *argv],
+        cwd=TS_DIR,
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_S * 2,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["names"] == sorted(report["names"])
+    assert {"notes_add", "everything_echo"} <= set(report["names"])
+    assert report["added"]["structuredContent"] == {"result": 5}
+    assert report["pulled"]["isError"] is False
+    held = json.loads(report["held"]["content"][0]["text"])
+    assert (held["code"], held["stage"], held["retryable"]) == (
+        TOOL_CHANGED.code,
+        TOOL_CHANGED.stage.value,
+        TOOL_CHANGED.retryable,
+    )
+    assert "id_rsa" not in report["listedAdd"]["description"]  # listed as pinned
