@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -428,3 +429,16 @@ def test_the_typescript_client_sees_prefixed_tools_and_a_rug_pull_held_back(tmp_
         TOOL_CHANGED.retryable,
     )
     assert "id_rsa" not in report["listedAdd"]["description"]  # listed as pinned
+
+
+# --- the README --------------------------------------------------------------------------------
+
+
+def test_the_readmes_config_example_is_one_federate_reads() -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"```toml\n(# federation.toml\n.*?)```", readme, re.DOTALL)
+    assert block is not None
+    config = federation_config(tomllib.loads(block.group(1)))
+    assert [u.name for u in config.upstreams] == ["files", "tickets"]
+    assert [u.prefix for u in config.upstreams] == ["files", "jira"]
+    assert config.upstreams[1].served_name("search", config.separator) == "jira_search"
