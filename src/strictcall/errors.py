@@ -207,6 +207,7 @@ class StrictcallError(Exception):
     ├── UpstreamFailed                          a proxy's upstream did not start (proxy)
     ├── PipeClosed                              a proxy's stdio upstream stopped answering
     ├── UnreadableAnswer                        a proxy's upstream answered no JSON-RPC response
+    ├── HttpCallFailed                          ... an HTTP upstream's call got none (its status)
     ├── PolicyError (also ValueError)           a proxy's allow-list file is malformed
     ├── ConfigError (also ValueError)           a federation's config file is malformed
     ├── FederationFailed                        a federation cannot start (a name collision)

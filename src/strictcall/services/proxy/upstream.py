@@ -17,7 +17,9 @@ request on the wire, its answer read by id off the pipe and validated once as th
 that path leaves out of the session's: the OpenTelemetry span and trace context in `_meta` (the
 proxy runs no tracer), progress (the proxy asks for none). An answer that is not exactly a
 result object or an error {code: int, message: str} is withheld (the SDK's envelope would read
-one with both as an error). Over streamable HTTP, calls are the session's.
+one with both as an error). Over streamable HTTP, a tools/call in a handshake-era session is one
+POST on the session's client (`strictcall.services.proxy.http`), read the same way; in a
+2026-07-28 session it is the session's.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from urllib.parse import urlsplit, urlunsplit
 import anyio
 import httpx2
 import mcp_types as types
+import orjson
 from anyio.abc import TaskStatus
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
@@ -47,6 +50,7 @@ from pydantic import BaseModel
 
 from strictcall.core.tools import ToolFailure
 from strictcall.errors import RETRY_AFTER_MS, UPSTREAM_UNAVAILABLE, JSONValue, StrictcallError
+from strictcall.services.proxy.http import HttpCaller, HttpCallFailed
 from strictcall.services.proxy.stdio import PipeClosed, UpstreamPipe, open_upstream
 
 log = logging.getLogger("strictcall")
@@ -165,6 +169,8 @@ class _Connection:
         self.session = session
         self.ended = ended
         self.pipe = pipe
+        self.http: HttpCaller | None = None
+        """The upstream's HTTP calls' own path, when it is on streamable HTTP."""
         self.suspect = anyio.Event()
         self.relist = anyio.Event()
         self.later_members: frozenset[str] = frozenset()
@@ -199,6 +205,7 @@ class Upstream:
         self._ping_s = ping_s
         self._live: _Connection | None = None
         self._current: _Connection | None = None
+        self._caller: HttpCaller | None = None
         self._back_at = 0.0
         self.starts = 0
         """How many times the server was started and answered its first tools/list."""
@@ -259,10 +266,28 @@ class Upstream:
                     live.ended.set()
                     raise self.unavailable() from None
                 return _call_result(answer, live.later_members)
+            if live.http is not None and live.http.takes_calls():
+                return await self._call_by_post(live, live.http, name, arguments)
             return await self._call_by_session(live, name, arguments)
         except anyio.get_cancelled_exc_class():
             live.suspect.set()  # timed out (or the caller left): is the server still there?
             raise
+
+    async def _call_by_post(
+        self, live: _Connection, http: HttpCaller, name: str, arguments: dict[str, JSONValue]
+    ) -> types.CallToolResult:
+        try:
+            answer = await http.call_tool(name, arguments)
+        except (httpx2.TransportError, HttpCallFailed) as exc:
+            # 404 on a session: the upstream forgot it (it restarted): start a new one
+            forgotten = isinstance(exc, HttpCallFailed) and exc.status == 404
+            if live.ended.is_set() or forgotten or not await self._answers_ping(live):
+                live.ended.set()
+                raise self.unavailable() from None
+            raise UnreadableAnswer from None
+        except orjson.JSONDecodeError:
+            raise UnreadableAnswer from None
+        return _call_result(answer, live.later_members)
 
     async def _call_by_session(
         self, live: _Connection, name: str, arguments: dict[str, JSONValue]
@@ -313,10 +338,13 @@ class Upstream:
                     ) as session,
                 ):
                     live = _Connection(session, ended, pipe)
+                    live.http = self._caller
                     self._current = live  # a list_changed during the start is kept
                     with anyio.fail_after(START_TIMEOUT_S):
                         started = await session.initialize()
                         live.later_members = later_members(started.protocol_version)
+                        if live.http is not None:
+                            live.http.version = started.protocol_version
                         self._on_listing(await _list_tools(session))
                     self.starts += 1
                     self._note(f"upstream started ({self.spec.describe()})")
@@ -407,8 +435,14 @@ class Upstream:
             from mcp.shared._httpx_utils import create_mcp_http_client
 
             client = create_mcp_http_client(headers=dict(self.spec.headers))
+            caller = self._caller = HttpCaller(self.spec.url, client)
+
+            async def saw(response: httpx2.Response) -> None:
+                caller.saw(response)
+                await self._saw_response(response)
+
             hooks = client.event_hooks
-            client.event_hooks = {**hooks, "response": [*hooks["response"], self._saw_response]}
+            client.event_hooks = {**hooks, "response": [*hooks["response"], saw]}
             return _http(self.spec.url, client)
         # the upstream sees the environment it would have had if the host had launched it
         env = {**os.environ, **self.spec.env} if self.spec.env else os.environ
