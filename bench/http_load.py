@@ -741,7 +741,9 @@ def _check_calls(target: HttpTarget, port: int) -> list[str]:
     wrong = []
     for call in target.calls:
         try:
-            status, body = request(port, "POST", target.path, call.body, call.headers)
+            status, body = request(
+                port, "POST", target.path, call.body, call.headers, timeout=WRK_TIMEOUT_S
+            )
             why = call.check(status, body)
         except OSError as exc:
             why = f"{type(exc).__name__}: {exc}"

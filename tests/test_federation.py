@@ -358,6 +358,30 @@ def test_a_name_collision_is_refused_at_start_in_one_line_naming_both(tmp_path: 
     assert done.stdout == ""
 
 
+def test_a_name_collision_over_http_is_one_line_and_exit_1_before_listening(
+    tmp_path: Path,
+) -> None:
+    notes = toml_text(fastmcp_command())
+    config = tmp_path / "collide.toml"
+    config.write_text(
+        f'[upstreams.first]\ncommand = {notes}\nprefix = ""\n'
+        f'[upstreams.second]\ncommand = {notes}\nprefix = ""\n',
+        encoding="utf-8",
+    )
+    done = subprocess.run(
+        federate_argv(config, tmp_path / "db.sqlite3", "--port", "0"),
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_S * 2,
+        check=False,
+    )
+    assert done.returncode == 1
+    ours = [line for line in done.stderr.splitlines() if line.startswith("strictcall federate:")]
+    assert ours[-1].count("collides") == 1 and "first" in ours[-1] and "second" in ours[-1]
+    assert "Traceback" not in done.stderr and "startup failed" not in done.stderr
+    assert "listening" not in done.stdout
+
+
 @pytest.mark.parametrize(
     "args",
     [["--stdio"], ["--stdio", "--identity", "u1", "--port", "1"], ["--identity", "u1"]],

@@ -57,7 +57,7 @@ def run_federate(
         else:
             from strictcall.server.app import DEFAULT_PORT, serve
             from strictcall.server.edge import OriginPolicy, is_loopback_host
-            from strictcall.server.federation import federation_app
+            from strictcall.server.federation import federation_app, quiet_failed_start
 
             def ready(bound_host: str, bound_port: int) -> None:
                 out.write(f"strictcall federate listening on http://{bound_host}:{bound_port}")
@@ -66,7 +66,8 @@ def run_federate(
 
             origins = OriginPolicy(frozenset(allow_origins), loopback=is_loopback_host(host))
             app = federation_app(federation, store, origins=origins, edge=edge)
-            serve(app, host, DEFAULT_PORT if port is None else port, ready, edge=edge)
+            with quiet_failed_start(federation):
+                serve(app, host, DEFAULT_PORT if port is None else port, ready, edge=edge)
     except ListenError as exc:
         err.write(f"strictcall federate: {exc}\n")
         return EXIT_FAILED

@@ -204,7 +204,8 @@ class Federation:
                         f" with the same name of upstream {owner}: give one of them another prefix"
                     )
                     if not self._started:  # refused at start, in this one line
-                        self._collision = self._collision or line
+                        if self._collision is None:  # the first one is said
+                            self._collision = line
                         continue
                     refused[served] = (
                         f"upstream {config.name}'s tool collides with upstream {owner}'s"
