@@ -4,7 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run demo test lint typecheck unit browser bench fuzz atheris load clean
+.PHONY: install run demo test lint typecheck unit browser promtool docker image bench fuzz atheris \
+	load clean
 
 $(STAMP): pyproject.toml
 	@echo "strictcall: first run: creating $(VENV) and installing strictcall with its dev tools (about a minute)..."
@@ -34,12 +35,38 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-unit: $(STAMP) browser
+unit: $(STAMP) browser promtool docker
 	$(BIN)/pytest --cov --cov-report=term
 
 ## browser: Debian's chromium for the operator page's test (apt-get, when root and missing)
 browser: $(STAMP)
 	$(BIN)/python tests/browser.py
+
+## promtool: Debian's prometheus for promtool, which checks /metrics and the alert rules
+promtool: $(STAMP)
+	$(BIN)/python tests/promtool.py
+
+## docker: Debian's docker.io and debootstrap for the container image's test (apt-get, when
+## root and missing), and its daemon started when none answers
+docker: $(STAMP)
+	$(BIN)/python tests/container_setup.py
+
+## image: the container image (Dockerfile) as $(IMAGE). The wheels are made here first, so the
+## build itself needs no network; BASE defaults to the official slim Python of .venv's version
+VERSION = $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+IMAGE ?= strictcall:$(VERSION)
+BASE ?= python:$(shell $(BIN)/python -c 'import sys; print("%d.%d" % sys.version_info[:2])')-slim
+image: $(STAMP)
+	rm -rf build
+	$(BIN)/python -m pip wheel --quiet --disable-pip-version-check --wheel-dir build/image/wheels \
+		'.[server,postgres,metrics]'
+	docker build --network none --tag $(IMAGE) --build-arg BASE=$(BASE) \
+		--build-arg VERSION=$(VERSION) \
+		--build-arg "REVISION=$$(git rev-parse HEAD 2>/dev/null)" \
+		--build-arg "SOURCE=$$(git remote get-url origin 2>/dev/null | sed 's#//[^/@]*@#//#')" .
+	docker image prune --force --filter label=strictcall.stage=install >/dev/null
+	@docker image inspect --format '{{.Size}}' $(IMAGE) \
+		| awk '{printf "strictcall: built $(IMAGE), %.0f MB\n", $$1 / 1e6}'
 
 ## bench: the side-by-side benchmark (peers installed into bench/.venv-peers; granian, for the
 ## server comparison, from the `bench` extra; ContextForge into bench/.venv-contextforge);

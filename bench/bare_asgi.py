@@ -14,7 +14,7 @@ database through psycopg's pool, on 8 worker threads (strictcall's way with Post
 it awaited its calls); `--postgres URL --awaited` with that SELECT awaited on the event loop
 through 8 psycopg AsyncConnections; `--postgres URL --awaited --libpq` the same, each SELECT
 sent through libpq as a statement prepared on its connection (strictcall's own way now, for
-its reads); and `--coalesced` serves on strictcall's own protocol (`strictcall.server.coalesce`, one
+its reads); and `--coalesced` serves on strictcall's own protocol (`strictcall.server._uvicorn`, one
 write per answer) instead of uvicorn's stock httptools one.
 """
 
@@ -276,7 +276,7 @@ def main() -> None:
     args = parser.parse_args()
     http: Any = "httptools"
     if args.coalesced:
-        from strictcall.server.coalesce import CoalescingHttpToolsProtocol
+        from strictcall.server._uvicorn import CoalescingHttpToolsProtocol
 
         http = CoalescingHttpToolsProtocol
     with tempfile.TemporaryDirectory(prefix="bare-sqlite-") as workdir:

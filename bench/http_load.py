@@ -426,7 +426,7 @@ def bare_target(
     """The raw ASGI app (bench/bare_asgi.py) on uvicorn: loads, lookups, dumps, no checks.
 
     Reference variants: `sqlite`, the note read by one indexed sqlite3 SELECT; `coalesced`, on
-    strictcall's own protocol (`strictcall.server.coalesce`, one write per answer) instead of
+    strictcall's own protocol (`strictcall.server._uvicorn`, one write per answer) instead of
     uvicorn's stock one (needs strictcall in `python`'s venv).
     """
 

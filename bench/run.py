@@ -38,6 +38,7 @@ PEERS_REQUIREMENTS = BENCH / "requirements-peers.txt"
 sys.path.insert(0, str(BENCH))
 
 import adapters  # noqa: E402
+import container  # noqa: E402
 import http_load  # noqa: E402
 import ops  # noqa: E402
 import postgres_http  # noqa: E402
@@ -555,7 +556,7 @@ count and socket errors (connect, read, write, timeout), summed over the runs. S
 user+system time of the server's process group during a run, per request.
 - strictcall serve: POST /rpc, JSON-RPC 2.0 tools/call, bearer token, SQLite store, every
   call audited; uvicorn with uvloop and httptools, through strictcall's protocol that writes
-  each answer in one send() (`strictcall.server.coalesce`).
+  each answer in one send() (`strictcall.server._uvicorn`).
 - FastMCP: the POST fastmcp.Client 4.x sends (2026-07-28 wire, `Mcp-Method`/`Mcp-Name`
   headers, no session), answer checked.
 - bare: a raw ASGI app on uvicorn (`bench/bare_asgi.py`: loads, token and note lookups, dumps;
@@ -658,6 +659,14 @@ def render(report: dict[str, Any], args: argparse.Namespace) -> str:
         f"Medians of {args.startup_runs} runs ({args.serve_runs} server starts).",
         "",
         *startup_table(report["startup"]),
+        "",
+        "## The container image (issue 34)",
+        "",
+        *(
+            container.lines(json.loads(container.RESULTS.read_text("utf-8")))
+            if container.RESULTS.exists()
+            else ["Not measured: run `python bench/container.py IMAGE` after `make image`."]
+        ),
         "",
     ]
     if report.get("ops") is not None:

@@ -6,12 +6,12 @@ tests skip with the reason, except under CI=true, where they fail."""
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Final
 
 import pytest
+
+from debian import install_package
 
 CHROMIUM: Final = Path("/usr/bin/chromium")
 LAUNCH_ARGS: Final = (
@@ -23,7 +23,6 @@ LAUNCH_ARGS: Final = (
     "--disable-sync",
     "--no-first-run",
 )
-INSTALL_TIMEOUT_S: Final = 900
 ARTIFACTS: Final = Path(__file__).resolve().parent / "artifacts"
 """Screenshots the tests keep (ignored by git)."""
 
@@ -31,25 +30,7 @@ ARTIFACTS: Final = Path(__file__).resolve().parent / "artifacts"
 def install_chromium() -> str | None:
     """Install Debian's chromium if it is missing and we may; None when it is there now, else
     why it is not."""
-    if CHROMIUM.exists():
-        return None
-    if os.name != "posix" or os.geteuid() != 0:
-        return "chromium is not installed and this user cannot install it (not root)"
-    apt = shutil.which("apt-get")
-    if apt is None:
-        return "chromium is not installed and there is no apt-get to install it"
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for command in (
-        [apt, "install", "-y", "--no-install-recommends", "chromium"],
-        [apt, "update"],
-        [apt, "install", "-y", "--no-install-recommends", "chromium"],
-    ):
-        done = subprocess.run(
-            command, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, env=env
-        )
-        if command[1] == "install" and done.returncode == 0 and CHROMIUM.exists():
-            return None
-    return f"apt-get could not install chromium: {done.stderr.strip()[-300:]}"
+    return install_package("chromium", CHROMIUM)
 
 
 def need_chromium() -> Path:

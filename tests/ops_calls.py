@@ -81,3 +81,28 @@ def burst(server: RunningServer, token: str, *, good: int = 6, refused: int = 2)
         assert isinstance(wrong_type, dict) and wrong_type["reason"] == "type"
         done.add(("create_note", "error", "shape", "invalid_arguments"))
     return done
+
+
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+def mcp_headers(server: RunningServer, token: str, **extra: str) -> dict[str, str]:
+    """The headers of raw HTTP requests to /mcp as `token`'s caller, after an initialize
+    (with its session's id, when the server gives one); `extra` headers go on each."""
+    headers = {**MCP_HEADERS, "Authorization": f"Bearer {token}", **extra}
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": "init-1",
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "strictcall-tests", "version": "1"},
+        },
+    }
+    started = httpx.post(server.base_url + "/mcp", json=initialize, headers=headers, timeout=30)
+    assert started.status_code == 200
+    session = started.headers.get("mcp-session-id")
+    if session is not None:
+        headers["mcp-session-id"] = session
+    return headers

@@ -148,3 +148,49 @@ def strict_reply(reply: Any, expected_id: str | int) -> dict[str, Any]:
     if type(error["code"]) is not int or not isinstance(error["message"], str):
         return {"status": "invalid"}
     return {"status": "error", "error": error}
+
+
+def total_by_presence(rows: list[dict[str, int]]) -> int:
+    """Sums each row's count, 0 included; a row without one counts as 1."""
+    return sum(row.get("count", 1) for row in rows)
+
+
+def total_by_truth(rows: list[dict[str, int]]) -> int:
+    """The refactor: a count of 0 now counts as 1."""
+    return sum(row.get("count") or 1 for row in rows)  # strictcall: ignore -- on purpose
+
+
+def half(value: float) -> float:
+    """Half of a float."""
+    return value / 2
+
+
+def half_by_truth(value: float) -> float:
+    """Half of a float, but a falsy one becomes 0.0 (and -0.0 loses its sign)."""
+    return value / 2 if value else 0.0
+
+
+def exact(value: int) -> int:
+    """The int itself."""
+    return value
+
+
+def through_float(value: int) -> int:
+    """The int through a float: exact below 2**53 only."""
+    return int(float(value))
+
+
+def noisy_reader(reply: dict[str, Any]) -> dict[str, Any]:
+    """The seed's truth refactor, in a function that reads other keys too."""
+    trace = reply.get("trace")
+    if reply.get("result"):  # strictcall: ignore -- on purpose
+        return {"status": "ok", "value": reply["result"], "traced": trace is not None}
+    return {"status": "missing", "traced": trace is not None}
+
+
+def noisy_presence(reply: dict[str, Any]) -> dict[str, Any]:
+    """The seed's presence reader, in a function that reads other keys too."""
+    trace = reply.get("trace")
+    if "result" in reply:
+        return {"status": "ok", "value": reply["result"], "traced": trace is not None}
+    return {"status": "missing", "traced": trace is not None}

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from typing import Any
 
-from strictcall.server.coalesce import CoalescedWrites
+from strictcall.server._uvicorn import CoalescedWrites
 
 DEADLINE_S = 5.0
 

@@ -15,7 +15,8 @@ import pytest
 
 from servers import RunningServer, create_token, recent_audit, start_server
 from strictcall import errors
-from strictcall.server.edge import EdgeLimits, InFlight, OriginPolicy, is_loopback_host
+from strictcall.server.admission import InFlight
+from strictcall.server.edge import EdgeLimits, OriginPolicy, is_loopback_host
 
 DEADLINE_S = 20.0
 CALL = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"count_notes"}}'

@@ -1,12 +1,12 @@
-"""POST /rpc answered in place (`strictcall.server.coalesce`) against the same request run through
-the
-app: a real `strictcall serve`, raw HTTP/1.1 on a socket, so that how the bytes arrive (with
-the headers or after them, pipelined, closing) is the test's to choose."""
+"""POST /rpc answered in place (`strictcall.server._uvicorn`) against the same request
+run through the app: a real `strictcall serve`, raw HTTP/1.1 on a socket, so that how the
+bytes arrive (with the headers or after them, pipelined, closing) is the test's to choose."""
 
 from __future__ import annotations
 
 import json
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -181,3 +181,99 @@ def test_refusals_in_place_carry_their_status_and_headers(server: RunningServer)
     assert status == 401
     assert headers["www-authenticate"] == 'Bearer realm="strictcall"'
     assert json.loads(body)["error"]["data"]["code"] == errors.UNAUTHENTICATED.code
+
+
+@pytest.mark.parametrize(
+    ("who", "origin", "status", "code"),
+    [
+        ("unknown", None, 401, errors.UNAUTHENTICATED.code),
+        ("known", "http://evil.example", 403, errors.FORBIDDEN_ORIGIN.code),
+        ("unknown", "http://evil.example", 403, errors.FORBIDDEN_ORIGIN.code),
+    ],
+    ids=["no-token", "foreign-origin", "foreign-origin-and-no-token"],
+)
+def test_a_refusal_is_the_same_in_place_and_awaited(
+    server: RunningServer,
+    token: str,
+    db: Path,
+    who: str,
+    origin: str | None,
+    status: int,
+    code: str,
+) -> None:
+    """A body with its headers is answered in place; one after them, by the app: admission
+    refuses both alike (status, headers, body) and audits each once."""
+    presented = token if who == "known" else "sc_unknown"
+    extra = b"" if origin is None else b"Origin: " + origin.encode() + b"\r\n"
+    payload = request(presented, text(call("count_notes", {}, 9)), extra=extra)
+    head, _, rest = payload.partition(b"\r\n\r\n")
+    started = time.time()  # the server's records carry this machine's clock
+    answers = []
+    for pieces in ([payload], [head + b"\r\n\r\n", rest]):  # in place, then awaited
+        with connect(server) as sock:
+            reader = Reader(sock)
+            for piece in pieces:
+                sock.sendall(piece)
+            answers.append(reader.response())
+    in_place, awaited = answers
+    assert in_place[0] == status
+    assert in_place == awaited
+    assert json.loads(in_place[2])["error"]["data"]["code"] == code
+
+    def mine(records: list[Any]) -> list[tuple[str, str | None]]:
+        return [(r.code, r.identity) for r in records if r.at >= started]
+
+    audited = recent_audit(db, 50, lambda records: len(mine(records)) >= 2)
+    assert mine(audited) == [(code, None), (code, None)]
+
+
+MCP_ACCEPT = b"Accept: application/json, text/event-stream\r\n"
+
+
+def mcp_request(token: str, body: bytes, extra: bytes = b"") -> bytes:
+    return request(token, body, extra=MCP_ACCEPT + extra).replace(b"POST /rpc ", b"POST /mcp ", 1)
+
+
+@pytest.mark.parametrize(
+    ("payload", "extra"),
+    [
+        (text(call("count_notes", {}, 7)), b""),
+        (text(call("read_note", {"note_id": 5}, 8)), b""),
+        (text({"jsonrpc": "2.0", "id": 9, "method": "tools/list"}), b""),
+        (
+            text(
+                {
+                    **call("count_notes", {}, 10),
+                    "params": {
+                        "name": "count_notes",
+                        "arguments": {},
+                        "_meta": {
+                            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                            "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+                            "io.modelcontextprotocol/clientCapabilities": {},
+                        },
+                    },
+                }
+            ),
+            b"Mcp-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\n"
+            b"Mcp-Name: count_notes\r\n",
+        ),
+    ],
+    ids=["call", "refused call", "tools/list", "2026-07-28 call"],
+)
+def test_mcp_with_its_body_in_place_and_after_its_headers_get_the_same_answer(
+    server: RunningServer, token: str, payload: bytes, extra: bytes
+) -> None:
+    with connect(server) as sock:
+        reader = Reader(sock)
+        sock.sendall(mcp_request(token, payload, extra))  # in one piece: answered in place
+        whole = reader.response()
+        head, _, rest = mcp_request(token, payload, extra).partition(b"\r\n\r\n")
+        sock.sendall(head + b"\r\n\r\n")
+        sock.sendall(rest)  # the body after the headers: through the app
+        split = reader.response()
+    assert whole[0] == split[0] == 200
+    assert whole[1]["content-type"] == split[1]["content-type"] == "application/json"
+    mine, theirs = json.loads(whole[2]), json.loads(split[2])
+    assert mine == theirs
+    assert "result" in mine

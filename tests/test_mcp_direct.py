@@ -267,6 +267,12 @@ def corpus(note: str) -> list[Case]:
             False,
         ),
         Case(
+            "modern Mcp-Method twice",
+            call("count_notes", {}, meta=True),
+            (*modern_headers("tools/call", "count_notes"), ("mcp-method", "tools/call")),
+            False,
+        ),
+        Case(
             "modern Mcp-Param header",
             call("count_notes", {}, meta=True),
             (*modern_headers("tools/call", "count_notes"), ("mcp-param-x", "1")),
@@ -430,3 +436,37 @@ def test_the_accept_header_is_read_as_the_sdk_reads_it(accept: str) -> None:
     scope = {"type": "http", "headers": [(b"accept", accept.encode("latin-1"))]}
     has_json, _ = check_accept_headers(Request(scope))
     assert accepts_json(accept.encode("latin-1")) is has_json
+
+
+def test_plain_requests_are_answered_in_place_as_the_sdk_answers_them(
+    store: SQLiteStore,
+) -> None:
+    note = store.add_note("u1", "The refund window is 7 days.").note_id
+    cases = corpus(note)
+    gateway = notes_gateway(store)
+    in_place: list[str] = []
+
+    async def scenario() -> None:
+        direct = McpHttpApp(gateway, record=lambda record: None)
+        sdk = McpHttpApp(gateway, record=lambda record: None, direct=False)
+        async with serving(direct), serving(sdk):
+            for case in cases:
+                body = json.dumps(case.message).encode()
+                now = direct.answer_now(scope_of(case, "u1"), body)
+                if not case.direct:
+                    assert now is None, case.name
+                    continue
+                if now is None:  # a call whose tool must be awaited: the app answers it
+                    continue
+                in_place.append(case.name)
+                status, headers, raw = now
+                theirs = await post(sdk, case, "u1")
+                assert status == theirs.status, case.name
+                assert dict(headers)[b"content-type"].decode() == theirs.content_type, case.name
+                mine = json.loads(raw)
+                assert without_created_id(mine) == without_created_id(theirs.body), case.name
+
+    anyio.run(scenario)
+    assert {"read own note", "tools/list", "ping", "modern read", "modern tools/list"} <= set(
+        in_place
+    )

@@ -20,13 +20,13 @@ from prometheus_client.samples import Sample
 
 from ops_calls import SECRET_VALUES, burst, rpc
 from servers import RunningServer, create_token, start_server, strictcall
-from strictcall.ops.metrics import (
+from strictcall.ops.drains import (
     BUSY_DRAIN,
     BUSY_DRAIN_EVERY_S,
     DRAIN_EVERY_S,
-    Metrics,
     drain_interval_after,
 )
+from strictcall.ops.metrics import Metrics
 from strictcall.services.notes import notes_gateway
 from strictcall.storage import AuditRecord
 from strictcall.storage.sqlite import SQLiteStore
@@ -68,9 +68,9 @@ def test_metrics_count_the_calls_made_by_tool_outcome_stage_and_code(
         for s in samples(server, "strictcall_calls_total")
     }
     assert counted == {key: float(n) for key, n in done.counts.items()}
-    durations = {
-        s.labels["tool"]: s.value for s in samples(server, "strictcall_call_duration_seconds_count")
-    }
+    durations: dict[str, float] = {}
+    for s in samples(server, "strictcall_call_duration_seconds_count"):  # by outcome and wire
+        durations[s.labels["tool"]] = durations.get(s.labels["tool"], 0.0) + s.value
     named: dict[str, int] = {}
     for (tool, _, _, _), n in done.counts.items():
         if tool != "unknown":
@@ -91,7 +91,7 @@ def test_no_label_holds_an_identity_an_argument_or_a_made_up_name(
     for secret in (*SECRET_VALUES, IDENTITY):
         assert secret not in text
     with closing(SQLiteStore(db)) as store:
-        tools = {tool.name for tool in notes_gateway(store).tools} | {"unknown"}
+        tools = {tool.name for tool in notes_gateway(store).tools} | {"unknown", "unrouted"}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             if "tool" in sample.labels:
@@ -223,18 +223,27 @@ def test_with_a_multiprocess_directory_the_counts_go_through_it(tmp_path: Path) 
         for family in text_string_to_metric_families(done.stdout)
         for sample in family.samples
     }
-    ok = (("code", "none"), ("outcome", "ok"), ("stage", "none"), ("tool", "read_note"))
+    ok = (
+        ("code", "none"),
+        ("outcome", "ok"),
+        ("stage", "none"),
+        ("tool", "read_note"),
+        ("transport", "rpc"),
+    )
     route = (
         ("code", "unknown_tool"),
         ("outcome", "error"),
         ("stage", "route"),
         ("tool", "unknown"),
+        ("transport", "rpc"),
     )
     assert found[("strictcall_calls_total", ok)] == 3.0
     assert found[("strictcall_calls_total", route)] == 1.0
-    assert found[("strictcall_call_duration_seconds_count", (("tool", "read_note"),))] == 3.0
-    bucket = ("strictcall_call_duration_seconds_bucket", (("le", "0.0005"), ("tool", "read_note")))
+    latency = (("outcome", "ok"), ("tool", "read_note"), ("transport", "rpc"))
+    assert found[("strictcall_call_duration_seconds_count", latency)] == 3.0
+    bucket = ("strictcall_call_duration_seconds_bucket", (("le", "0.0005"), *latency))
     assert found[bucket] == 2.0
+    assert any(name == "strictcall_build_info" for name, _ in found)
 
 
 def test_a_busy_server_drains_its_records_often_and_counts_each_once() -> None:

@@ -7,15 +7,23 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, ConsoleMessage, Page, sync_playwright
+from playwright.sync_api import Browser, ConsoleMessage, Page, ViewportSize, sync_playwright
 
+import pg
 from browser import ARTIFACTS, LAUNCH_ARGS, need_chromium
 from ops_calls import SECRET_VALUES, Burst, burst, rpc
 from servers import RunningServer, create_token, start_server
-from strictcall.errors import FORBIDDEN_OR_MISSING, INVALID_ARGUMENTS, Stage
+from strictcall.errors import (
+    AUTH_UNAVAILABLE,
+    FORBIDDEN_OR_MISSING,
+    INVALID_ARGUMENTS,
+    STORE_UNAVAILABLE,
+    Stage,
+)
 
 IDENTITY = "<img src=x id=injected>agent"  # an identity is shown: escaped, never markup
 DEADLINE_S = 20.0
@@ -142,3 +150,121 @@ def test_the_tables_are_there_without_javascript(
     assert cells(page, "top-failures")
     assert cells(page, "recent-refusals")
     context.close()
+
+
+# --- in an incident (issue 29): phone width, a failed refresh, the store down ------------------
+
+PHONE: ViewportSize = {"width": 390, "height": 844}
+DESKTOP: ViewportSize = {"width": 1280, "height": 900}
+SCREENSHOTS = ARTIFACTS
+"""Where the store-down screenshots go (ignored by git): docs/screenshots/ keeps a copy of
+them (cp tests/artifacts/operator-page-store-down-*.png docs/screenshots/ to renew it)."""
+MIN_TEXT_PX = 12.0
+
+READABILITY = """(minPx) => {
+  const problems = [];
+  for (const el of document.querySelectorAll('body *')) {
+    const own = Array.from(el.childNodes).some(n => n.nodeType === 3 && n.textContent.trim());
+    if (!el.getClientRects().length) continue;
+    const box = el.getBoundingClientRect();
+    if (box.right > window.innerWidth + 0.5) problems.push('beyond: ' + el.tagName + ' ' + el.id);
+    const px = parseFloat(getComputedStyle(el).fontSize);
+    if (own && px < minPx) problems.push(el.tagName + ' ' + px + 'px');
+  }
+  return {width: document.documentElement.scrollWidth, problems: problems};
+}"""
+
+
+def readable(page: Page) -> None:
+    """No element, table or chart reaching beyond the viewport's right edge (the document does
+    not scroll sideways) and no text under `MIN_TEXT_PX`."""
+    found = page.evaluate(READABILITY, MIN_TEXT_PX)
+    assert page.viewport_size is not None
+    assert found["width"] <= page.viewport_size["width"]
+    assert found["problems"] == []
+
+
+def test_the_page_reads_at_phone_width_with_latency_wires_and_identities(
+    browser: Browser, served: tuple[RunningServer, str]
+) -> None:
+    server, token = served
+    done = burst(server, token, good=3, refused=1)
+    recorded(server, done.total)
+    page = browser.new_page(viewport=PHONE)
+    page.goto(server.base_url + "/")
+    readable(page)
+    latency = {row[0]: row for row in cells(page, "latency")}
+    assert {"count_notes", "read_note"} <= latency.keys()
+    assert all(row[2].endswith(("ms", " s")) for row in latency.values())
+    wires = {row[0] for row in cells(page, "wires")}
+    assert "rpc" in wires
+    identities = {row[0]: row for row in cells(page, "identities")}
+    calls, failed, top_code = identities[IDENTITY][1:4]
+    assert int(calls) >= done.total and int(failed) >= done.failed
+    assert top_code in {code for (_, outcome, _, code) in done.counts if outcome == "error"}
+    assert int(page.inner_text("#recent-calls")) > 0
+    assert page.locator("#injected").count() == 0
+    page.close()
+
+
+def test_a_failed_refresh_shows_a_stale_banner_at_the_top(browser: Browser, tmp_path: Path) -> None:
+    server = start_server(tmp_path / "stale.sqlite3")
+    try:
+        page = browser.new_page(viewport=PHONE)
+        page.goto(server.base_url + "/")
+        assert page.locator("#stale").is_hidden()
+        assert "refreshes every" in page.inner_text("#refresh-note")
+    finally:
+        server.stop()
+    deadline = time.monotonic() + DEADLINE_S
+    while page.locator("#stale").is_hidden():
+        assert time.monotonic() < deadline, "no stale banner after the server stopped"
+        page.wait_for_timeout(100)
+    assert page.inner_text("#stale").startswith("stale since ")
+    assert "not refreshed since" in page.inner_text("#refresh-note")
+    box = page.locator("#stale").bounding_box()
+    assert box is not None and box["y"] < 40  # the first thing on the page
+    readable(page)
+    page.close()
+
+
+def test_with_the_store_down_the_page_keeps_its_figures_under_a_banner(
+    browser: Browser, pg_url: str
+) -> None:
+    token = create_token(pg_url, "u1")
+    server = start_server(pg_url)
+    try:
+        for n in range(4):
+            assert rpc(server, token, "count_notes", {}, 10 + n) == 0
+        pg.allow_connections(pg_url, False)
+        pg.terminate_backends(pg_url)
+        refused = 0
+        for n in range(6):
+            answer = rpc(server, token, "count_notes", {}, 100 + n)
+            assert isinstance(answer, dict)
+            assert answer["code"] in (STORE_UNAVAILABLE.code, AUTH_UNAVAILABLE.code)
+            refused += 1
+        SCREENSHOTS.mkdir(exist_ok=True)
+        sizes: tuple[tuple[str, ViewportSize], ...] = (("1280", DESKTOP), ("390", PHONE))
+        for name, viewport in sizes:
+            page = browser.new_page(viewport=viewport)
+            deadline = time.monotonic() + DEADLINE_S
+            while True:
+                page.goto(server.base_url + "/")
+                banner = page.locator("#store-banner")
+                if banner.count() and f"{refused} calls refused" in banner.inner_text():
+                    break
+                assert time.monotonic() < deadline, "no store banner with the refused calls"
+                page.wait_for_timeout(200)
+            assert banner.inner_text().startswith("store unavailable since ")
+            box = banner.bounding_box()
+            assert box is not None and box["y"] < 40 and box["y"] + box["height"] < 200
+            assert page.inner_text("#total-calls") == str(4 + refused)
+            assert page.inner_text("#failed-calls") == str(refused)
+            assert "unavailable" in page.inner_text("#store-state")
+            readable(page)
+            page.screenshot(path=str(SCREENSHOTS / f"operator-page-store-down-{name}.png"))
+            page.close()
+    finally:
+        pg.allow_connections(pg_url, True)
+        server.stop()

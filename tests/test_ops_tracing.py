@@ -68,6 +68,7 @@ def test_a_success_is_one_span_with_every_stage_passed(
     assert dict(span.attributes or {}) == {
         "strictcall.outcome": "ok",
         "strictcall.tool": "count_notes",
+        "strictcall.transport": "rpc",
     }
     assert events(span) == [(stage, "passed") for stage in STAGES]
     assert span.status.status_code is not StatusCode.ERROR
@@ -90,6 +91,7 @@ def test_a_refusal_has_its_code_stage_reason_and_safe_pointer_and_no_value(
         "strictcall.code": INVALID_ARGUMENTS.code,
         "strictcall.reason": "unexpected_member",
         "strictcall.pointer": "/arguments/*",
+        "strictcall.transport": "rpc",
     }
     assert events(shape) == [("parse", "passed"), ("route", "passed"), ("shape", "failed")]
     assert shape.status.status_code is StatusCode.ERROR
@@ -167,4 +169,5 @@ def test_a_server_traces_its_calls_once_an_sdk_sets_the_global_provider(tmp_path
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert orjson.loads(done.stdout) == ["call count_notes"]
+    # the call's span, after its child: the store's work for it
+    assert orjson.loads(done.stdout) == ["store count_notes", "call count_notes"]

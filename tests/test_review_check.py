@@ -19,7 +19,8 @@ from strictcall.cli.parser import main
 from strictcall.review.check import find_differences, probes_for
 from strictcall.review.commands import EXIT_DIFFERENT, EXIT_SAME, EXIT_TROUBLE
 from strictcall.review.contract import reply_arguments
-from strictcall.review.values import arguments, draw_arguments, mine_hints
+from strictcall.review.hints import mine_hints
+from strictcall.review.values import arguments, draw_arguments
 
 READERS = Path(readers.__file__).resolve()
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "review"
@@ -299,3 +300,55 @@ def test_the_reply_contract_finds_the_seeds_null_result_in_the_half_fixed_reader
         "expected_id": "call-7",
     }
     assert report["counterexamples"][0]["old"]["value"] == {"status": "ok", "value": None}
+
+
+def test_a_list_of_dicts_is_drawn_in_its_declared_type_and_the_real_cause_comes_first() -> None:
+    status, report = check_json(spec("total_by_presence"), spec("total_by_truth"))
+    assert status == EXIT_DIFFERENT
+    inputs = [c["input"] for c in report["counterexamples"]]
+    assert all(isinstance(i, list) and all(isinstance(r, dict) for r in i) for i in inputs)
+    assert inputs[0] == [{"count": 0}]
+    assert all(type(v) is int for i in inputs for row in i for v in row.values())
+    assert inputs == [[{"count": 0}]]  # rows the difference does not need are dropped
+
+
+def test_minus_zero_is_a_value_of_its_own() -> None:
+    status, report = check_json(spec("half"), spec("half_by_truth"))
+    assert status == EXIT_DIFFERENT
+    [example] = report["counterexamples"]
+    assert repr(example["input"]) == "-0.0"
+
+
+def test_integers_beyond_2_53_are_tried() -> None:
+    status, report = check_json(spec("exact"), spec("through_float"))
+    assert status == EXIT_DIFFERENT
+    assert all(abs(c["input"]) > 2**53 for c in report["counterexamples"])
+
+
+def test_json_numbers_each_counterexample_s_cause_in_the_order_shown() -> None:
+    _, report = check_json(spec("noisy_presence"), spec("noisy_reader"))
+    assert report["causes"] == 1
+    assert {c["cause"] for c in report["counterexamples"]} == {1}
+    assert report["counterexamples"][0]["input"] == {"result": 0}
+
+
+def test_counterexamples_are_grouped_by_cause_and_shrunk_to_the_key_that_matters() -> None:
+    status, out, _ = check(spec("noisy_presence"), spec("noisy_reader"))
+    assert status == EXIT_DIFFERENT
+    header, _, first, *_ = out.splitlines()
+    assert "1 cause" in header
+    assert first == '1. input: {"result": 0}'
+    assert "same cause: " in out
+
+
+def test_several_old_new_pairs_run_in_one_check() -> None:
+    status, report = check_json(
+        spec("read_by_presence"),
+        spec("read_by_truth"),
+        spec("read_by_presence"),
+        spec("read_by_lookup"),
+    )
+    assert status == EXIT_DIFFERENT
+    first, second = report["pairs"]
+    assert first["different"] is True
+    assert second["different"] is False

@@ -396,7 +396,7 @@ def test_a_body_declared_too_long_is_refused_before_it_is_sent(
 def test_pipelined_requests_on_one_connection_are_answered_whole_and_in_order(
     server: RunningServer, tokens: dict[str, str]
 ) -> None:
-    """Responses are written one write each (strictcall.server.coalesce): several requests sent at
+    """Responses are written one write each (strictcall.server._uvicorn): several requests sent at
     once on one connection, the last asking to close it, get every answer whole, in order."""
     host, port = server.base_url.removeprefix("http://").split(":")
     ids = list(range(1, 6))

@@ -151,6 +151,13 @@ RETRY_AFTER_MS: Final = 250
 `at_capacity`'s: there it is the tool's time limit, by when a worker thread is likely free."""
 
 
+MAX_CALL_ID_LENGTH: Final = 256
+"""The longest call id (a JSON-RPC request's str id, in characters) the transports take: a
+longer one is refused at intake as invalid_request (reason max_length, `expected` and `limit`
+this limit, pointer /id), answered with id null and never stored (an operator's audit would
+print it)."""
+
+
 @dataclass(frozen=True, slots=True)
 class ErrorKind:
     """A stable (code, stage, retryable) triple and what the agent should do about it."""
@@ -213,9 +220,12 @@ class StrictcallError(Exception):
     ├── FederationFailed                        a federation cannot start (a name collision)
     ├── StoreError                              raised by a store (storage.base)
     │   ├── StoreUnavailable                    the database cannot serve now (retryable)
-    │   │   └── SchemaTooNew                    ... its schema is newer than this code
+    │   │   ├── SchemaTooNew                    ... its schema is newer than this code
+    │   │   └── StoreUnreachable                ... it cannot be reached (psql's reason)
     │   ├── StoreBusy                           a write asked not to wait would have had to
     │   └── IdempotencyConflict                 a call id reused for another write
+    ├── PoolFull                                no PostgreSQL connection came free in time
+    ├── NoValue                                 a PostgreSQL NULL where the schema holds none
     ├── ListenError                             a server cannot listen there (listen)
     └── ClientError                             raised by the client (client)
         ├── ToolError                           the server answered with a JSON-RPC error
@@ -420,3 +430,7 @@ CATALOGUE: Final[tuple[ErrorKind, ...]] = (
     INVALID_REQUEST,
 )
 """Every kind the project can emit, in stage order."""
+
+STORE_DOWN_CODES: Final = frozenset({STORE_UNAVAILABLE.code, AUTH_UNAVAILABLE.code})
+"""The codes of calls refused because the store could not serve (what operations count as an
+outage's refused calls)."""

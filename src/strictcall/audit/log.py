@@ -10,7 +10,8 @@ writer takes its core on a 2-core machine. What a kill -9
 can lose is the last interval's audit records, never a note: writes to notes commit before their
 answer is sent. While the store cannot take records they are kept (at most
 `MAX_KEPT`, the oldest dropped first) and written once it recovers; a loss is logged once when
-it begins and once, with its count, when the store takes records again.
+it begins and once, with its count, when the store takes records again. `on_fault` is told once
+per outage of the writes (not once per retry), `on_written` after each batch the store took.
 """
 
 from __future__ import annotations
@@ -39,12 +40,23 @@ def interval_after(batch: int) -> float:
 class AuditLog:
     """Audit records waiting to be written to a store."""
 
-    def __init__(self, store: AuditStore, *, on_fault: Callable[[], None] | None = None) -> None:
-        """`on_fault`: told each time the store cannot take a batch (a metric counts it)."""
+    def __init__(
+        self,
+        store: AuditStore,
+        *,
+        on_fault: Callable[[], None] | None = None,
+        on_written: Callable[[], None] | None = None,
+    ) -> None:
+        """`on_fault`: told when the store begins refusing batches (once, until it takes one
+        again: a metric counts outages, not retries); `on_written`: told after each batch the
+        store took."""
         self._store = store
         self._pending: list[AuditRecord] = []
         self._lost = 0
+        self._lost_total = 0
+        self._failing = False
         self._on_fault = on_fault
+        self._on_written = on_written
 
     @property
     def pending(self) -> int:
@@ -56,6 +68,11 @@ class AuditLog:
         """How many records were dropped since the store last took a batch."""
         return self._lost
 
+    @property
+    def lost_total(self) -> int:
+        """How many records were dropped since the log was made."""
+        return self._lost_total
+
     def record(self, entry: AuditRecord) -> None:
         """Keep one call's record until the next write."""
         self._pending.append(entry)
@@ -63,6 +80,7 @@ class AuditLog:
             if not self._lost:  # once, not once per record: an outage must not flood the log
                 log.warning("audit: the store cannot take records; dropping the oldest")
             self._lost += len(self._pending) - MAX_KEPT
+            self._lost_total += len(self._pending) - MAX_KEPT
             del self._pending[: len(self._pending) - MAX_KEPT]
 
     def flush(self) -> None:
@@ -80,10 +98,21 @@ class AuditLog:
         try:
             self._store.record_calls(batch)
         except StoreUnavailable:
+            self._faulted()
+            return batch
+        self._written()
+        return []
+
+    def _faulted(self) -> None:
+        if not self._failing:
+            self._failing = True
             if self._on_fault is not None:
                 self._on_fault()
-            return batch
-        return []
+
+    def _written(self) -> None:
+        self._failing = False
+        if self._on_written is not None:
+            self._on_written()
 
     def _keep(self, unwritten: list[AuditRecord]) -> None:
         if unwritten:
@@ -125,8 +154,8 @@ class AuditLog:
             try:
                 await awaited.record_calls_async(batch)
             except StoreUnavailable:
-                if self._on_fault is not None:
-                    self._on_fault()
+                self._faulted()
                 self._keep(batch)
             else:
+                self._written()
                 self._keep([])

@@ -10,9 +10,10 @@ import shlex
 import time
 from collections.abc import Callable, Sequence
 from contextlib import closing
-from typing import Any, Final, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TextIO, TypeVar
 
 from strictcall.errors import FORBIDDEN_OR_MISSING, ErrorKind, MissingExtra
+from strictcall.ops.terminal import json_shown, shown
 from strictcall.server.edge import EdgeLimits
 from strictcall.services.demo import NOTES as SEED_NOTES
 from strictcall.storage import (
@@ -27,6 +28,9 @@ from strictcall.storage import (
     token_cache_s,
     unavailable_because,
 )
+
+if TYPE_CHECKING:
+    from strictcall.ops.audit_query import AuditQuery
 
 T = TypeVar("T")
 
@@ -66,7 +70,10 @@ def run_serve(
 
         def ready(bound_host: str, bound_port: int) -> None:
             base = f"http://{bound_host}:{bound_port}"
-            out.write(f"strictcall listening on {base} (store: {shown_db(db)}); Ctrl-C stops it\n")
+            out.write(
+                f"strictcall listening on {base} (store: {shown_db(db)}; operator page {base}/,"
+                f" metrics {base}/metrics); Ctrl-C stops it\n"
+            )
             if demo:  # minted once listening: a server that fails to start mints none
                 try:
                     _print_demo(out, base, _demo_tokens(store), store)
@@ -116,10 +123,12 @@ def run_serve_mcp_stdio(db: str, identity: str, *, err: TextIO) -> int:
     Standard output carries MCP alone; the one line about the store goes to `err`.
     """
     from strictcall.audit.log import AuditLog
+    from strictcall.server.logs import configure_logging
     from strictcall.services.notes import notes_gateway
     from strictcall.transports.mcp import serve_stdio  # the MCP SDK loads only here
     from strictcall.transports.mcp.stdio import exit_interrupted
 
+    configure_logging()  # log lines on stderr stamped with their time, as the HTTP server's
     store = _open_store(db, err)
     if store is None:
         return EXIT_FAILED
@@ -408,41 +417,83 @@ def run_notes_add(db: str, owner: str, text: str, *, out: TextIO, err: TextIO) -
 
 def run_notes_list(db: str, owner: str, *, out: TextIO, err: TextIO) -> int:
     """List an owner's notes, oldest first: id, a tab, the text (as JSON, one line)."""
-    import json
-
     notes = _with_store(db, err, lambda store: store.list_notes(owner))
     if notes is None:  # [] is an owner without notes, not a failure
         return EXIT_FAILED
     if not notes:
         err.write(f"strictcall: {owner} has no notes in {shown_db(db)}\n")
     for note in notes:
-        out.write(f"{note.note_id}\t{json.dumps(note.text, ensure_ascii=False)}\n")
+        out.write(f"{shown(note.note_id)}\t{json_shown(note.text)}\n")  # a model wrote it
     return EXIT_OK
 
 
-def run_audit(db: str, limit: int, *, out: TextIO, err: TextIO) -> int:
-    """Print recent calls and the counts by outcome, stage and code."""
-    read = _with_store(db, err, lambda store: (store.recent_calls(limit), store.call_counts()))
-    if read is None:
+def run_audit(
+    db: str,
+    limit: int,
+    *,
+    out: TextIO,
+    err: TextIO,
+    query: AuditQuery | None = None,
+    as_json: bool = False,
+) -> int:
+    """Print the newest calls that match `query` (all by default) and their counts by
+    outcome, stage and code; with `as_json`, the calls alone, one JSON object a line."""
+    from strictcall.ops.audit_query import AuditQuery, audit_json, audit_line, find_calls
+
+    asked = query if query is not None else AuditQuery()
+
+    def read(
+        store: Store,
+    ) -> tuple[list[AuditRecord], list[tuple[str, str | None, str | None, int]]]:
+        if asked.filters:
+            return find_calls(store, asked, limit)
+        return store.recent_calls(limit), store.call_counts()
+
+    found = _with_store(db, err, read)
+    if found is None:
         return EXIT_FAILED
-    recent, counts = read
+    recent, counts = found
+    if as_json:
+        for r in recent:
+            out.write(audit_json(r))
+        return EXIT_OK
     out.write(f"recent calls (newest first, at most {limit}):\n")
     for r in recent:
-        at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(r.at))
-        out.write(
-            f"  {at}  {r.outcome:5}  {_shown(r.stage):8}  {_shown(r.code):22}"
-            f"  {_shown(r.tool):12}  {_shown(r.identity):10}  {r.latency_us:>7} us"
-            f"  call {_shown(r.call_id)}\n"
-        )
+        out.write(audit_line(r))
     out.write("counts by outcome, stage and code:\n")
     for outcome, stage, code, n in counts:
-        out.write(f"  {n:>8}  {outcome:5}  {_shown(stage):8}  {_shown(code)}\n")
+        out.write(f"  {n:>8}  {outcome:5}  {shown(stage):8}  {shown(code)}\n")
     return EXIT_OK
 
 
-def _shown(value: str | None) -> str:
-    """An audit column as printed: "-" where the record has none (an empty str stays "")."""
-    return "-" if value is None else value
+def run_audit_asked(
+    db: str,
+    limit: int,
+    *,
+    identity: str | None,
+    tool: str | None,
+    since: str | None,
+    errors: bool,
+    as_json: bool,
+    follow: bool,
+    out: TextIO,
+    err: TextIO,
+) -> int:
+    """`strictcall audit`: the records an operator asked for (issue 29: who, which tool, since
+    when, failures only), printed or (`follow`) followed; 2 for a `since` it cannot read."""
+    from strictcall.ops.audit_query import AuditQuery
+    from strictcall.ops.stats import parse_span
+
+    moment = None
+    if since is not None:
+        try:
+            moment = time.time() - parse_span(since)
+        except ValueError as exc:
+            err.write(f"strictcall audit: --since: {exc}\n")
+            return 2
+    query = AuditQuery(identity, tool, moment, errors)
+    run = run_audit_follow if follow else run_audit
+    return run(db, limit, out=out, err=err, query=query, as_json=as_json)
 
 
 # --- for operators (issue 16): operator tokens, the audit as it comes, the breakdown ----------
@@ -460,18 +511,22 @@ def run_operator_token(db: str, name: str, *, out: TextIO, err: TextIO) -> int:
     return EXIT_OK
 
 
-def _audit_line(r: AuditRecord) -> str:
-    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(r.at))
-    return (
-        f"  {at}  {r.outcome:5}  {_shown(r.stage):8}  {_shown(r.code):22}"
-        f"  {_shown(r.tool):12}  {_shown(r.identity):10}  {r.latency_us:>7} us"
-        f"  call {_shown(r.call_id)}  {_shown(r.reason)}  {_shown(r.pointer)}\n"
-    )
-
-
-def run_audit_follow(db: str, limit: int, *, out: TextIO, err: TextIO) -> int:
+def run_audit_follow(
+    db: str,
+    limit: int,
+    *,
+    out: TextIO,
+    err: TextIO,
+    query: AuditQuery | None = None,
+    as_json: bool = False,
+) -> int:
     """Print the last `limit` calls, oldest first, then each new one as it is recorded, until
-    Ctrl-C (exit 0) or the store fails (exit 1)."""
+    Ctrl-C (exit 0) or the store fails (exit 1); only those that match `query`, as lines of
+    columns or (`as_json`) one JSON object a line."""
+    from strictcall.ops.audit_query import AuditQuery, audit_json, audit_line, find_calls
+
+    asked = query if query is not None else AuditQuery()
+    write = audit_json if as_json else audit_line
     try:
         store = open_store(db)
     except StoreUnavailable:
@@ -479,12 +534,17 @@ def run_audit_follow(db: str, limit: int, *, out: TextIO, err: TextIO) -> int:
         return EXIT_FAILED
     try:
         newest, _ = store.calls_after(None, 0)
-        # the cursor counts records: start `limit` before the newest, and miss none after it
-        cursor = max(newest - limit, 0)
+        cursor = newest
+        if asked.filters:  # the last `limit` that match, however far back
+            for r in reversed(find_calls(store, asked, limit)[0]):
+                out.write(write(r))
+        else:  # the cursor counts records: start `limit` before the newest
+            cursor = max(newest - limit, 0)
         while True:
             cursor, records = store.calls_after(cursor, FOLLOW_BATCH)
             for r in records:
-                out.write(_audit_line(r))
+                if asked.matches(r):
+                    out.write(write(r))
             out.flush()
             if len(records) < FOLLOW_BATCH:
                 time.sleep(FOLLOW_POLL_S)
@@ -501,6 +561,7 @@ def run_stats(db: str, since: str, *, as_json: bool, out: TextIO, err: TextIO) -
     """Print the breakdown the operator page shows, over the last `since` (e.g. 1h)."""
     import json
 
+    from strictcall.ops.audit_query import audit_line
     from strictcall.ops.stats import breakdown, parse_span
 
     try:
@@ -514,23 +575,23 @@ def run_stats(db: str, since: str, *, as_json: bool, out: TextIO, err: TextIO) -
             err.write(f"strictcall: the store at {shown_db(db)} is unavailable\n")
         return EXIT_FAILED
     if as_json:
-        out.write(json.dumps(stats.as_json(), ensure_ascii=False) + "\n")
+        out.write(json.dumps(stats.as_json(), ensure_ascii=True) + "\n")  # no raw control text
         return EXIT_OK
     rate = f"{100 * stats.failed / stats.calls:.1f} %" if stats.calls else "-"
     out.write(f"calls in the last {since}: {stats.calls}, failed {stats.failed} ({rate})\n")
     out.write("failures by stage and code:\n")
     for stage, code, n in stats.by_stage_code:
-        out.write(f"  {n:>8}  {stage:8}  {code}\n")
+        out.write(f"  {n:>8}  {shown(stage):8}  {shown(code)}\n")
     out.write("calls by tool (calls, failed):\n")
     for tool, n, failed in stats.by_tool:
-        out.write(f"  {n:>8}  {failed:>8}  {tool}\n")
+        out.write(f"  {n:>8}  {failed:>8}  {shown(tool)}\n")
     out.write("top failing (tool, code, reason, pointer):\n")
     for row in stats.top_failures:
         out.write(
-            f"  {row.calls:>8}  {_shown(row.tool):12}  {_shown(row.code):22}"
-            f"  {_shown(row.reason):18}  {_shown(row.pointer)}\n"
+            f"  {row.calls:>8}  {shown(row.tool):12}  {shown(row.code):22}"
+            f"  {shown(row.reason):18}  {shown(row.pointer)}\n"
         )
     out.write("most recent refusals (newest first):\n")
     for r in stats.recent_refusals:
-        out.write(_audit_line(r))
+        out.write(audit_line(r))
     return EXIT_OK

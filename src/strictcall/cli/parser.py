@@ -18,9 +18,11 @@
     strictcall notes add --owner ID --text TEXT [--db PATH|URL]
     strictcall notes list --owner ID [--db PATH|URL]
     strictcall audit [--limit N] [--db PATH|URL]
-    strictcall check OLD NEW [--contract reply] [--write-tests FILE] [--json]
-    strictcall lint PATH... [--format text|json|sarif] [--fix]
-    strictcall audit [--limit N] [--follow] [--db PATH|URL]
+    strictcall check OLD NEW [OLD NEW ...] [--contract reply] [--write-tests FILE] [--json]
+    strictcall lint PATH... [--format text|json|sarif|github] [--fix] [--confidence LEVEL]
+    strictcall lint --diff BASE [PATH...]
+    strictcall audit [--limit N] [--follow] [--identity ID] [--tool NAME] [--since 15m]
+                     [--errors] [--json] [--db PATH|URL]
     strictcall tokens create --operator --identity NAME [--db PATH|URL]
     strictcall stats [--since 1h] [--json] [--db PATH|URL]
 
@@ -381,9 +383,15 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--max-examples", type=int, default=2000, help="inputs to generate")
     check.add_argument("--timeout", type=float, default=1.0, help="seconds allowed per call")
     lint = commands.add_parser("lint", help="find truthiness used where presence may be meant")
-    lint.add_argument("paths", nargs="+", metavar="PATH", help="Python files or directories")
-    lint.add_argument("--format", choices=["text", "json", "sarif"], default="text")
+    lint.add_argument("paths", nargs="*", metavar="PATH", help="Python files or directories")
+    lint.add_argument("--format", choices=["text", "json", "sarif", "github"], default="text")
     lint.add_argument("--fix", action="store_true", help="apply the fixes that are certain")
+    lint.add_argument(
+        "--confidence", choices=["high", "medium", "low"], default="medium", help="least shown"
+    )
+    lint.add_argument(
+        "--diff", metavar="BASE", help="only presence tests a change made truth tests"
+    )
     # for operators (issue 16): an operator's token, the audit as it comes, the breakdown
     create.add_argument(
         "--operator",
@@ -393,6 +401,12 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument(
         "--follow", action="store_true", help="then print new calls as they come (Ctrl-C stops)"
     )
+    # issue 29: the operator's questions (who, which tool, since when, refusals only)
+    audit.add_argument("--identity", type=_name, help="only this caller's calls")
+    audit.add_argument("--tool", type=_name, help="only calls naming this tool")
+    audit.add_argument("--since", help="only the last 90s, 15m, 1h, 7d, ...")
+    audit.add_argument("--errors", action="store_true", help="only failed calls")
+    audit.add_argument("--json", action="store_true", help="one JSON object a line, calls only")
     stats = commands.add_parser("stats", help="calls and failures by stage, code and tool")
     stats.add_argument("--since", default="1h", help="the window: 90s, 15m, 1h, 7d (default 1h)")
     stats.add_argument("--json", action="store_true", help="one JSON document")
@@ -505,8 +519,6 @@ def _operate(args: argparse.Namespace, out: TextIO) -> int:
         return commands.run_operator_token(db, args.identity, out=out, err=err)
     if args.command == "stats":
         return commands.run_stats(db, args.since, as_json=args.json, out=out, err=err)
-    if args.command == "audit" and args.follow:
-        return commands.run_audit_follow(db, args.limit, out=out, err=err)
     if args.command == "proxy":
         if args.stdio != (args.identity is not None) or (args.stdio and args.port is not None):
             err.write("strictcall proxy: --stdio takes --identity ID (and no --port)\n")
@@ -575,7 +587,18 @@ def _operate(args: argparse.Namespace, out: TextIO) -> int:
         return commands.run_notes_add(db, args.owner, args.text, out=out, err=err)
     if args.command == "notes":
         return commands.run_notes_list(db, args.owner, out=out, err=err)
-    return commands.run_audit(db, args.limit, out=out, err=err)
+    return commands.run_audit_asked(  # audit
+        db,
+        args.limit,
+        identity=args.identity,
+        tool=args.tool,
+        since=args.since,
+        errors=args.errors,
+        as_json=args.json,
+        follow=args.follow,
+        out=out,
+        err=err,
+    )
 
 
 def _review(args: argparse.Namespace, out: TextIO) -> int:
@@ -594,7 +617,13 @@ def _review(args: argparse.Namespace, out: TextIO) -> int:
                 err=sys.stderr,
             )
         return commands.run_lint(
-            args.paths, output=args.format, fix=args.fix, out=out, err=sys.stderr
+            args.paths,
+            output=args.format,
+            fix=args.fix,
+            confidence=args.confidence,
+            diff=args.diff,
+            out=out,
+            err=sys.stderr,
         )
     except (BrokenPipeError, ConnectionResetError):
         return EXIT_REFUSED

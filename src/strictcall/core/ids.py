@@ -1,8 +1,8 @@
 """Request ids: the one rule that the gateway, the transports and the reply reader share.
 
 An id a strict peer mints is a non-empty str or an int (never a bool, a float or null). A server
-answers only to ids every JSON-RPC peer can hold without loss: a non-empty str, or an int that
-fits 64 bits.
+answers only to ids every JSON-RPC peer can hold without loss: a non-empty str of at most
+`MAX_CALL_ID_LENGTH` characters, or an int that fits 64 bits.
 
 Call ids, which idempotency rests on (a write is done once per identity and call id), are
 minted here alone (`mint_call_id`): for a call whose caller gave none (a JSON-RPC notification,
@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from typing import Final
 
-from strictcall.errors import JSONValue
+from strictcall.errors import MAX_CALL_ID_LENGTH, JSONValue
 
 MIN_WIRE_ID: Final = -(2**63)
 MAX_WIRE_ID: Final = 2**63 - 1
@@ -48,10 +48,10 @@ def check_request_id(request_id: object) -> None:
 
 
 def wire_id(request_id: JSONValue) -> str | int | None:
-    """`request_id` if a strict server answers to it (a non-empty str, or an int that fits 64
-    bits), else None."""
+    """`request_id` if a strict server answers to it (a non-empty str of at most
+    `MAX_CALL_ID_LENGTH` characters, or an int that fits 64 bits), else None."""
     if type(request_id) is str:
-        return request_id if request_id else None
+        return request_id if 0 < len(request_id) <= MAX_CALL_ID_LENGTH else None
     if type(request_id) is int and MIN_WIRE_ID <= request_id <= MAX_WIRE_ID:
         return request_id
     return None
@@ -63,3 +63,11 @@ def valid_id(message: JSONValue) -> str | int | None:
     if type(message) is not dict:
         return None
     return wire_id(message.get("id"))
+
+
+def id_too_long(message: JSONValue) -> bool:
+    """Whether a JSON-RPC message's id is a str longer than `MAX_CALL_ID_LENGTH`."""
+    if type(message) is not dict:
+        return False
+    request_id = message.get("id")
+    return type(request_id) is str and len(request_id) > MAX_CALL_ID_LENGTH

@@ -19,6 +19,7 @@ from strictcall.errors import (
     INVALID_ARGUMENTS,
     INVALID_JSON,
     INVALID_REQUEST,
+    MAX_CALL_ID_LENGTH,
     RETRY_AFTER_MS,
     UNAUTHENTICATED,
     UNKNOWN_METHOD,
@@ -31,6 +32,7 @@ __all__ = [
     "AUTH_DOWN",
     "CALLER_BUSY",
     "FOREIGN_ORIGIN",
+    "ID_TOO_LONG",
     "NOT_A_REQUEST",
     "NO_SUCH_METHOD",
     "NO_TOKEN",
@@ -58,6 +60,20 @@ NOT_A_REQUEST: Final = Rejection(INVALID_REQUEST)
 
 NO_SUCH_METHOD: Final = Rejection(UNKNOWN_METHOD)
 """A JSON-RPC method the server does not have."""
+
+ID_TOO_LONG: Final = Rejection(
+    INVALID_REQUEST,
+    MappingProxyType(
+        {
+            "pointer": "/id",
+            "reason": Reason.MAX_LENGTH.value,
+            "expected": MAX_CALL_ID_LENGTH,  # as a schema's maxLength error says it
+            "limit": MAX_CALL_ID_LENGTH,  # as request_too_large says its limit
+        }
+    ),
+)
+"""A request whose str id is longer than `MAX_CALL_ID_LENGTH`: answered with id null, the id
+never stored."""
 
 
 def malformed_call(pointer: str, reason: Reason, expected: JSONValue = None) -> Rejection:

@@ -1,33 +1,42 @@
 """Prometheus metrics of the calls, from their audit records (`prometheus_client`, the extra
 `strictcall[metrics]`).
 
-    strictcall_calls_total{tool, outcome, stage, code}     every call, by how it ended
-    strictcall_call_duration_seconds{tool}                 latency of calls naming a tool
-    strictcall_store_faults_total{where}                   call, auth or audit: the store failed
-    strictcall_requests_in_flight                          HTTP requests being answered
-    strictcall_tool_changes_total                          pinned tools seen changed upstream
+    strictcall_calls_total{tool, outcome, stage, code, transport}   every call, by how it ended
+    strictcall_call_duration_seconds{tool, outcome, transport}      latency of calls naming a tool
+    strictcall_store_faults_total{where}       call, auth: calls refused; audit: audit outages
+    strictcall_store_available                 1 while the store answers, 0 in an outage
+    strictcall_store_outages_total             outages seen (one each, however many retries)
+    strictcall_http_responses_total{path, code} HTTP responses by path group and status
+    strictcall_audit_backlog_records           audit records waiting to be written
+    strictcall_audit_records_lost_total        audit records dropped (the store down too long)
+    strictcall_requests_in_flight              HTTP requests being answered
+    strictcall_tool_changes_total              pinned tools seen changed upstream (a federation)
+    strictcall_build_info{version, python}     1
+    process_*, python_*                        prometheus_client's process and runtime collectors
 
-No label holds an identity, an argument or a note: `tool` is a registered tool's name or
-"unknown", `stage`/`code` come from the catalogue ("none" for a success).
+No label holds an identity, an argument or a note: `tool` is a registered tool's name,
+"unknown" for a call naming none that reached routing (an unregistered name: the model's text),
+or "unrouted" for a call refused before routing (auth, protocol, parse: it named no tool yet);
+`stage`/`code` come from the catalogue ("none" for a success); `transport` is rpc, mcp or stdio.
 
-A call costs one list append: the records are counted in plain dicts when /metrics is read and
-every `DRAIN_EVERY_S`, `BUSY_DRAIN_EVERY_S` under load (prometheus_client's own metric objects
-cost microseconds per update, which at 15,000 calls/s would be several per cent of the
-server). With
-`PROMETHEUS_MULTIPROC_DIR` set before the server starts (several worker processes), the counts
-go into prometheus_client's metric objects instead, which write them to that directory, and
-/metrics sums every worker's (its multiprocess mode; requests in flight are then sampled at
-each drain, summed over the live workers).
+A call costs one list append (its wire's list): the records are counted in plain dicts when
+/metrics is read and while the server runs (`strictcall.ops.drains`) (prometheus_client's
+own metric objects cost microseconds per update, which at 15,000 calls/s would be several per
+cent of the server). With `PROMETHEUS_MULTIPROC_DIR` set before the server starts (several
+worker processes), the counts go into prometheus_client's metric objects instead, which write
+them to that directory, and /metrics sums every worker's (its multiprocess mode; the gauges are
+then sampled at each drain, summed over the live workers; the process collector is the
+answering worker's).
 """
 
 from __future__ import annotations
 
-import asyncio
 import bisect
 import os
+import platform
 from collections import Counter as Counter_
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
-from contextlib import asynccontextmanager, suppress
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractAsyncContextManager
 from functools import partial
 from operator import itemgetter
 from typing import Final
@@ -36,6 +45,9 @@ from strictcall.errors import MissingExtra
 
 try:
     from prometheus_client import (
+        GC_COLLECTOR,
+        PLATFORM_COLLECTOR,
+        PROCESS_COLLECTOR,
         CollectorRegistry,
         Counter,
         Gauge,
@@ -55,9 +67,22 @@ except ImportError:  # pragma: no cover - exercised in a venv without the extra
     raise MissingExtra("metrics", "prometheus-client") from None
 
 from strictcall.core.record import AuditRecord
+from strictcall.ops.drains import (
+    MAX_PENDING,
+    appender,
+    draining,
+    taken,
+)
 
 UNKNOWN_TOOL: Final = "unknown"
-"""The tool label of a call that names no registered tool (its name is the model's text)."""
+"""The tool label of a call that reached routing naming no registered tool (its name is the
+model's text)."""
+UNROUTED: Final = "unrouted"
+"""The tool label of a call refused before routing (auth, protocol, parse): it named none."""
+_BEFORE_ROUTING: Final = frozenset({"auth", "protocol", "parse"})
+WIRES: Final = ("rpc", "mcp", "stdio")
+PATH_GROUPS: Final = {"/rpc": "rpc", "/healthz": "healthz", "/": "ops", "/ops/stats.json": "ops"}
+"""The `path` label of an HTTP response (/mcp and below: mcp; /metrics: metrics; else other)."""
 NONE: Final = "none"
 """The stage and code labels of a success."""
 CONTENT_TYPE: Final = CONTENT_TYPE_LATEST
@@ -69,22 +94,9 @@ LATENCY_BUCKETS_S: Final = (
 )  # fmt: skip
 
 _STORE_FAULT_CODES: Final = {"store_unavailable": "call", "auth_unavailable": "auth"}
+_LABELS: Final = ["tool", "outcome", "stage", "code", "transport"]
+_LATENCY_LABELS: Final = ["tool", "outcome", "transport"]
 _WHERE: Final = ("call", "auth", "audit")
-
-DRAIN_EVERY_S: Final = 1.0
-BUSY_DRAIN_EVERY_S: Final = 0.05
-BUSY_DRAIN: Final = 500
-"""After a drain of this many records or more, the next comes after `BUSY_DRAIN_EVERY_S`: a
-second's records at 20,000 calls/s took the loop ~15 ms in one go (every request waiting
-then), a twentieth of them under a millisecond, for the same work in all."""
-MAX_PENDING: Final = 50_000
-"""Records kept uncounted at most (a server without its lifespan, never scraped)."""
-
-
-def drain_interval_after(drained: int) -> float:
-    """How long the next drain waits after one of `drained` records: less under load."""
-    return BUSY_DRAIN_EVERY_S if drained >= BUSY_DRAIN else DRAIN_EVERY_S
-
 
 _CALLS: Final = ("strictcall_calls", "Calls, by registered tool, outcome, stage and code.")
 _LATENCY: Final = (
@@ -94,19 +106,51 @@ _LATENCY: Final = (
 _FAULTS: Final = (
     "strictcall_store_faults",
     "Store faults: a call answered store_unavailable (call), a token not checked (auth), an"
-    " audit batch not written (audit).",
+    " outage of the audit's writes (audit: once, however many retries).",
 )
 _IN_FLIGHT: Final = ("strictcall_requests_in_flight", "HTTP requests being answered.")
 _TOOL_CHANGES: Final = (
     "strictcall_tool_changes",
     "Pinned tools seen changed upstream (each new definition once), held until approved.",
 )
+_HTTP: Final = ("strictcall_http_responses", "HTTP responses, by path group and status code.")
+_BACKLOG: Final = ("strictcall_audit_backlog_records", "Audit records waiting to be written.")
+_LOST: Final = (
+    "strictcall_audit_records_lost",
+    "Audit records dropped: the store could not take them for too long.",
+)
+_AVAILABLE: Final = ("strictcall_store_available", "1 while the store answers, 0 in an outage.")
+_OUTAGES: Final = ("strictcall_store_outages", "Store outages seen by this server.")
+_BUILD: Final = ("strictcall_build_info", "The running strictcall's version, and Python's.")
 
 _Key = tuple[str | None, str, str | None, str | None]
 """(tool, outcome, stage, code) of a record."""
 _KEY_OF: Final[Callable[[AuditRecord], _Key]] = itemgetter(3, 4, 6, 5)
 _TOOL_OF: Final[Callable[[AuditRecord], str | None]] = itemgetter(3)
+_OUTCOME_OF: Final[Callable[[AuditRecord], str]] = itemgetter(4)
+_TOOL_OUTCOME_OF: Final[Callable[[AuditRecord], tuple[str | None, str]]] = itemgetter(3, 4)
 _LATENCY_OF: Final[Callable[[AuditRecord], int]] = itemgetter(7)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("strictcall")
+    except PackageNotFoundError:  # pragma: no cover - run from a source tree
+        return "unknown"
+
+
+def path_group(path: str) -> str:
+    """The `path` label of a request's path: a fixed set, never the caller's text."""
+    group = PATH_GROUPS.get(path)
+    if group is not None:
+        return group
+    if path == "/metrics":
+        return "metrics"
+    return "mcp" if path == "/mcp" or path.startswith("/mcp/") else "other"
+
+
 LATENCY_BUCKETS_US: Final = tuple(round(b * 1_000_000) for b in LATENCY_BUCKETS_S)
 
 
@@ -118,57 +162,104 @@ def multiprocess_dir() -> str | None:
     )
 
 
+_LabelValues = tuple[str, str, str, str, str]
+"""(tool, outcome, stage, code, transport) as labelled."""
+_LatencyKey = tuple[str, str, str]
+"""(tool, outcome, transport) of a latency histogram."""
+
+
 class Metrics(Collector):
     """The server's metrics: its calls counted from their audit records."""
 
     def __init__(self, tools: Iterable[str]) -> None:
         self._tools: Final = frozenset(tools)
-        self._pending: list[AuditRecord] = []
-        self._calls: dict[_Key, int] = {}
-        self._labels: dict[_Key, tuple[str, str, str, str]] = {}
-        self._buckets: dict[str, list[int]] = {}  # per tool: per bucket, the last is +Inf
-        self._sums: dict[str, int] = {}  # microseconds
+        self._pending: dict[str, list[AuditRecord]] = {wire: [] for wire in WIRES}
+        self._calls: dict[tuple[_Key, str], int] = {}
+        self._labels: dict[tuple[_Key, str], _LabelValues] = {}
+        self._buckets: dict[_LatencyKey, list[int]] = {}  # per bucket, the last is +Inf
+        self._sums: dict[_LatencyKey, int] = {}  # microseconds
         self._faults: dict[str, int] = dict.fromkeys(_WHERE, 0)
+        self._http: dict[tuple[str, int], int] = {}
+        self._audit_lost = 0
         self.requests_in_flight: Callable[[], int] = lambda: 0
         """How many HTTP requests are being answered now (set by whoever counts them)."""
         self.tool_changes: Callable[[], int] | None = None
         """How many pinned tools were seen changed (a federation's; None: no pinning)."""
+        self.audit_backlog: Callable[[], int] = lambda: 0
+        """How many audit records wait to be written (set by whoever keeps them)."""
+        self.audit_lost: Callable[[], int] = lambda: 0
+        """How many audit records were dropped since the server started."""
+        self.store_available: Callable[[], bool] = lambda: True
+        """Whether the store answers now (`strictcall.ops.health`)."""
+        self.store_outages: Callable[[], int] = lambda: 0
+        """How many outages of the store were seen."""
         self.registry: Final = CollectorRegistry()
         self._shared = multiprocess_dir() is not None
         if self._shared:
             # the objects write every update to the directory, for /metrics in any worker
-            self._calls_shared = Counter(*_CALLS, ["tool", "outcome", "stage", "code"])
-            self._latency_shared = Histogram(*_LATENCY, ["tool"], buckets=LATENCY_BUCKETS_S)
+            self._calls_shared = Counter(*_CALLS, _LABELS)
+            self._latency_shared = Histogram(*_LATENCY, _LATENCY_LABELS, buckets=LATENCY_BUCKETS_S)
             self._faults_shared = Counter(*_FAULTS, ["where"])
+            self._http_shared = Counter(*_HTTP, ["path", "code"])
             self._in_flight_shared = Gauge(*_IN_FLIGHT, multiprocess_mode="livesum")
+            self._backlog_shared = Gauge(*_BACKLOG, multiprocess_mode="livesum")
+            self._lost_shared = Counter(*_LOST)
+            self._available_shared = Gauge(*_AVAILABLE, multiprocess_mode="livemin")
             for where in _WHERE:
                 self._faults_shared.labels(where)
         else:
             self.registry.register(self)
+            for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+                self.registry.register(collector)
 
-    def observe(self, entry: AuditRecord) -> None:
+    def observer(self, wire: str) -> Callable[[AuditRecord], None]:
+        """What a wire calls with each record (`strictcall.ops.drains.appender`)."""
+        return appender(self._pending.setdefault(wire, []), self.drain)
+
+    def observe(self, entry: AuditRecord, wire: str = "rpc") -> None:
         """Count one call from its audit record (later: see the module's docstring)."""
-        self._pending.append(entry)
-        if len(self._pending) >= MAX_PENDING:
+        pending = self._pending.setdefault(wire, [])
+        pending.append(entry)
+        if len(pending) >= MAX_PENDING:
             self.drain()
 
     def audit_fault(self) -> None:
-        """Count an audit batch the store could not take."""
+        """Count an outage of the audit's writes (told once per outage, not per retry)."""
         self._fault("audit")
+
+    def http_response(self, path: str, status: int) -> None:
+        """Count one HTTP response to a request for `path`."""
+        key = (path_group(path), status)
+        self._http[key] = self._http.get(key, 0) + 1
+        if self._shared:
+            self._http_shared.labels(key[0], str(status)).inc()
 
     def drain(self) -> int:
         """Count the records observed since the last drain (grouped by C-level counting: a
         drain costs a fraction of a microsecond per record); how many there were."""
-        batch, self._pending = self._pending, []
-        if not batch:
-            if self._shared:
-                self._in_flight_shared.set(self.requests_in_flight())
-            return 0
+        drained = 0
+        for wire, pending in self._pending.items():
+            batch = taken(pending)
+            if batch:
+                self._count(wire, batch)
+                drained += len(batch)
+        if self._shared:
+            self._in_flight_shared.set(self.requests_in_flight())
+            self._backlog_shared.set(self.audit_backlog())
+            self._available_shared.set(1 if self.store_available() else 0)
+            lost = self.audit_lost()
+            if lost > self._audit_lost:
+                self._lost_shared.inc(lost - self._audit_lost)
+                self._audit_lost = lost
+        return drained
+
+    def _count(self, wire: str, batch: list[AuditRecord]) -> None:
         for key, n in Counter_(map(_KEY_OF, batch)).items():
-            self._calls[key] = self._calls.get(key, 0) + n
-            labels = self._labels.get(key)
+            wired = (key, wire)
+            self._calls[wired] = self._calls.get(wired, 0) + n
+            labels = self._labels.get(wired)
             if labels is None:
-                labels = self._labels[key] = self._label_values(key)
+                labels = self._labels[wired] = self._label_values(key, wire)
             if self._shared:
                 self._calls_shared.labels(*labels).inc(n)
             code = key[3]
@@ -176,64 +267,84 @@ class Metrics(Collector):
                 self._fault(_STORE_FAULT_CODES[code], n)
         tools = self._tools
         places = map(partial(bisect.bisect_left, LATENCY_BUCKETS_US), map(_LATENCY_OF, batch))
-        for (tool, place), n in Counter_(zip(map(_TOOL_OF, batch), places, strict=True)).items():
+        keys = zip(map(_TOOL_OF, batch), map(_OUTCOME_OF, batch), places, strict=True)
+        for (tool, outcome, place), n in Counter_(keys).items():
             if tool is not None and tool in tools:
-                buckets = self._buckets.get(tool)
+                histogram = (tool, outcome, wire)
+                buckets = self._buckets.get(histogram)
                 if buckets is None:
-                    buckets = self._buckets[tool] = [0] * (len(LATENCY_BUCKETS_US) + 1)
-                    self._sums[tool] = 0
+                    buckets = self._buckets[histogram] = [0] * (len(LATENCY_BUCKETS_US) + 1)
+                    self._sums[histogram] = 0
                 buckets[place] += n
-        sums = self._sums
-        for tool, latency_us in zip(map(_TOOL_OF, batch), map(_LATENCY_OF, batch), strict=True):
-            if tool in sums:
-                sums[tool] += latency_us
+        # the latencies' sums per (tool, outcome): keys made in C, one dict lookup a record
+        local = {(tool, outcome): 0 for tool, outcome, w in self._sums if w == wire}
+        latencies = zip(map(_TOOL_OUTCOME_OF, batch), map(_LATENCY_OF, batch), strict=True)
+        for pair, latency_us in latencies:
+            if pair in local:
+                local[pair] += latency_us
+        for (tool, outcome), total in local.items():
+            self._sums[(tool, outcome, wire)] += total
         if self._shared:
             for entry in batch:
                 if entry.tool is not None and entry.tool in tools:
-                    self._latency_shared.labels(entry.tool).observe(entry.latency_us / 1e6)
-            self._in_flight_shared.set(self.requests_in_flight())
-        return len(batch)
+                    self._latency_shared.labels(entry.tool, entry.outcome, wire).observe(
+                        entry.latency_us / 1e6
+                    )
 
     def _fault(self, where: str, n: int = 1) -> None:
         self._faults[where] += n
         if self._shared:
             self._faults_shared.labels(where).inc(n)
 
-    def _label_values(self, key: _Key) -> tuple[str, str, str, str]:
+    def _label_values(self, key: _Key, wire: str) -> _LabelValues:
         tool, outcome, stage, code = key
+        if tool is not None and tool in self._tools:
+            label = tool
+        else:
+            label = UNROUTED if stage in _BEFORE_ROUTING else UNKNOWN_TOOL
         return (
-            tool if tool is not None and tool in self._tools else UNKNOWN_TOOL,
+            label,
             outcome,
             NONE if stage is None else stage,
             NONE if code is None else code,
+            wire,
         )
 
     def collect(self) -> Iterator[Metric]:
         """The metrics as prometheus_client's families (the single-process registry)."""
-        calls = CounterMetricFamily(*_CALLS, labels=["tool", "outcome", "stage", "code"])
-        merged: dict[tuple[str, str, str, str], int] = {}
+        calls = CounterMetricFamily(*_CALLS, labels=_LABELS)
+        merged: dict[_LabelValues, int] = {}
         for key, n in self._calls.items():
             labels = self._labels[key]
             merged[labels] = merged.get(labels, 0) + n
         for labels, n in sorted(merged.items()):
             calls.add_metric(list(labels), n)
         yield calls
-        latency = HistogramMetricFamily(*_LATENCY, labels=["tool"])
+        latency = HistogramMetricFamily(*_LATENCY, labels=_LATENCY_LABELS)
         bounds = [*(repr(float(b)) for b in LATENCY_BUCKETS_S), "+Inf"]
-        for tool, buckets in sorted(self._buckets.items()):
+        for histogram, buckets in sorted(self._buckets.items()):
             cumulative, running = [], 0
             for bound, n in zip(bounds, buckets, strict=True):
                 running += n
                 cumulative.append((bound, float(running)))
-            latency.add_metric([tool], cumulative, self._sums[tool] / 1_000_000)
+            latency.add_metric(list(histogram), cumulative, self._sums[histogram] / 1_000_000)
         yield latency
         faults = CounterMetricFamily(*_FAULTS, labels=["where"])
         for where in _WHERE:
             faults.add_metric([where], self._faults[where])
         yield faults
+        yield GaugeMetricFamily(*_AVAILABLE, value=1 if self.store_available() else 0)
+        yield CounterMetricFamily(*_OUTAGES, value=self.store_outages())
+        http = CounterMetricFamily(*_HTTP, labels=["path", "code"])
+        for (path, status), n in sorted(self._http.items()):
+            http.add_metric([path, str(status)], n)
+        yield http
+        yield GaugeMetricFamily(*_BACKLOG, value=self.audit_backlog())
+        yield CounterMetricFamily(*_LOST, value=self.audit_lost())
         yield GaugeMetricFamily(*_IN_FLIGHT, value=self.requests_in_flight())
         if self.tool_changes is not None:
             yield CounterMetricFamily(*_TOOL_CHANGES, value=self.tool_changes())
+        yield _build_info()
 
     def exposition(self) -> bytes:
         """The metrics in Prometheus' text format: this process's, or in multiprocess mode
@@ -243,24 +354,24 @@ class Metrics(Collector):
             return bytes(generate_latest(self.registry))
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+        registry.register(_BuildInfo())
+        registry.register(PROCESS_COLLECTOR)
         return bytes(generate_latest(registry))
 
-    @asynccontextmanager
-    async def running(self) -> AsyncIterator[None]:
+    def running(self) -> AbstractAsyncContextManager[None]:
         """Drain every `DRAIN_EVERY_S` while the server runs, every `BUSY_DRAIN_EVERY_S`
         while it is busy."""
+        return draining(self.drain)
 
-        async def drain_every_interval() -> None:
-            interval = DRAIN_EVERY_S
-            while True:
-                await asyncio.sleep(interval)
-                interval = drain_interval_after(self.drain())
 
-        task = asyncio.get_running_loop().create_task(drain_every_interval())
-        try:
-            yield
-        finally:
-            task.cancel()
-            with suppress(asyncio.CancelledError):
-                await task
-            self.drain()
+def _build_info() -> GaugeMetricFamily:
+    info = GaugeMetricFamily(*_BUILD, labels=["version", "python"])
+    info.add_metric([_version(), platform.python_version()], 1)
+    return info
+
+
+class _BuildInfo(Collector):
+    """`strictcall_build_info` alone (multiprocess mode's registry)."""
+
+    def collect(self) -> Iterator[Metric]:
+        yield _build_info()

@@ -18,9 +18,9 @@ try:
 except ImportError:  # pragma: no cover - the review extra is part of dev
     raise MissingExtra("review", "hypothesis") from None
 
+from strictcall.review.hints import Hints
 from strictcall.review.outcome import Caller, Outcome, same_outcome, same_value
 from strictcall.review.values import (
-    Hints,
     RandomSource,
     Source,
     base_arguments,
@@ -63,6 +63,8 @@ class Search:
     old: Callable[..., Any]
     new: Callable[..., Any]
     caller: Caller
+    accept: Callable[[tuple[Any, ...]], bool] | None = None
+    """Inputs outside the declared types are not run."""
     found: dict[str, Counterexample] = field(default_factory=dict)
     inputs_run: int = 0
     stopped: str = ""
@@ -81,11 +83,19 @@ class Search:
     def sorted(self) -> list[Counterexample]:
         """The counterexamples found, smallest first, without those that only add keys to a
         smaller one with the same two outcomes."""
-        kept: list[Counterexample] = []
-        for example in sorted(self.found.values(), key=Counterexample.sort_key):
-            if not any(_adds_to(smaller, example) for smaller in kept):
-                kept.append(example)
-        return kept
+        return _smallest(self.found.values())
+
+
+def _smallest(examples: Iterable[Counterexample]) -> list[Counterexample]:
+    kept: list[Counterexample] = []
+    seen: set[str] = set()
+    for example in sorted(examples, key=Counterexample.sort_key):
+        key = order_key(example.args)
+        if key in seen or any(_adds_to(smaller, example) for smaller in kept):
+            continue
+        seen.add(key)
+        kept.append(example)
+    return kept
 
 
 def _adds_to(smaller: Counterexample, larger: Counterexample) -> bool:
@@ -138,8 +148,9 @@ def find_differences(
     fast: Callable[[Source], tuple[Any, ...]] | None = None,
     max_examples: int = 2000,
     timeout: float = 1.0,
+    accept: Callable[[tuple[Any, ...]], bool] | None = None,
 ) -> Report:
-    """Search for inputs on which `old` and `new` differ.
+    """Search for inputs on which `old` and `new` differ (only inputs `accept` takes).
 
     `probes` are tried first; then hypothesis draws up to HYPOTHESIS_EXAMPLES inputs from
     `strategy` and shrinks the first difference it meets; `fast` (the same generator on a
@@ -148,7 +159,7 @@ def find_differences(
     each key left out.
     """
     with Caller(timeout) as caller, contextlib.redirect_stdout(io.StringIO()):
-        search = Search(old, new, caller)
+        search = Search(old, new, caller, accept)
         try:
             for args in probes:
                 _compare_or_stop(search, args)
@@ -164,13 +175,65 @@ def find_differences(
             for smallest in search.sorted()[:3]:
                 for args in neighbours(smallest.args, keep, keys):
                     _compare_or_stop(search, args)
+            shrunk = [_shrink(search, example, keep) for example in search.sorted()[:MAX_KEPT]]
         except _StopSearch:
-            pass
-    kept = tuple(search.sorted()[:MAX_KEPT])
+            shrunk = search.sorted()
+    kept = tuple(_smallest(shrunk)[:MAX_KEPT])
     return Report(kept, search.inputs_run, search.stopped)
 
 
+SHRINK_STEPS = 40
+"""Calls spent dropping keys from one counterexample."""
+
+
+def _shrink(search: Search, example: Counterexample, keep: frozenset[int]) -> Counterexample:
+    """Drop every key whose absence keeps the same difference (the same two outcome kinds):
+    what is left is what the difference needs."""
+    from strictcall.review.values import drop_key_paths
+
+    current = example
+    steps = 0
+    changed = True
+    while changed and steps < SHRINK_STEPS:
+        changed = False
+        for smaller in drop_key_paths(current.args, keep):
+            steps += 1
+            found = _compare_or_stop(search, smaller)
+            if found is not None and cause_of(found)[:4] == cause_of(current)[:4]:
+                current = found
+                changed = True
+                break
+            if steps >= SHRINK_STEPS:
+                break
+    return current
+
+
+def cause_of(example: Counterexample) -> tuple[str, str, str, str, str]:
+    """What a difference is, apart from the values that show it: each side's kind of outcome
+    (and exception), and the shape of the input (its keys, its values' places)."""
+    from strictcall.review.values import shape_of
+
+    return (
+        example.old.kind + ":" + example.old.exception,
+        example.new.kind + ":" + example.new.exception,
+        str(example.old.mutated),
+        str(example.new.mutated),
+        shape_of(example.args),
+    )
+
+
+def group_by_cause(examples: Iterable[Counterexample]) -> list[list[Counterexample]]:
+    """Counterexamples grouped by cause, each group smallest first (the plain 0 case leads),
+    the groups in the order of their smallest member."""
+    groups: dict[tuple[str, ...], list[Counterexample]] = {}
+    for example in sorted(examples, key=Counterexample.sort_key):
+        groups.setdefault(cause_of(example), []).append(example)
+    return list(groups.values())
+
+
 def _compare_or_stop(search: Search, args: tuple[Any, ...]) -> Counterexample | None:
+    if search.accept is not None and not search.accept(args):
+        return None
     found = search.compare(args)
     if search.caller.timeouts >= MAX_TIMEOUTS:
         search.stopped = f"stopped after {MAX_TIMEOUTS} calls ran out of time"
@@ -218,3 +281,35 @@ def probes_for(arity: int, hints: Hints) -> list[tuple[Any, ...]]:
         return []
     base = base_arguments(arity, hints)
     return [base, *neighbours(base, hints.mappings, hints.keys)]
+
+
+def compare_functions(
+    old: Callable[..., Any],
+    new: Callable[..., Any],
+    arity: int,
+    *,
+    max_examples: int = 2000,
+    timeout: float = 1.0,
+) -> Report:
+    """Search for inputs on which two functions of `arity` positional parameters differ, with
+    inputs built from what their source reads (as `strictcall check OLD NEW` does)."""
+    from strictcall.review.hints import mine_hints
+    from strictcall.review.values import arguments, conforms, draw_arguments
+
+    hints = mine_hints([old, new], arity)
+
+    def fast(source: Source) -> tuple[Any, ...]:
+        return draw_arguments(source, arity, hints)
+
+    return find_differences(
+        old,
+        new,
+        arguments(arity, hints),
+        probes=probes_for(arity, hints),
+        keep=hints.mappings,
+        keys=hints.keys,
+        fast=fast,
+        max_examples=max_examples,
+        timeout=timeout,
+        accept=lambda args: conforms(args, hints.declared),
+    )

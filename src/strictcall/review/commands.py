@@ -4,6 +4,7 @@ as `diff` does (0 nothing found, 1 found, 2 could not run)."""
 from __future__ import annotations
 
 import inspect
+import io
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -13,7 +14,9 @@ EXIT_SAME: Final = 0
 EXIT_DIFFERENT: Final = 1
 EXIT_TROUBLE: Final = 2
 SHOWN: Final = 10
-"""Counterexamples printed as text; --json gives all that were kept."""
+"""Causes printed as text; --json gives every counterexample kept."""
+SAME_CAUSE_SHOWN: Final = 9
+"""Inputs named on a cause's "same cause" line, its first included."""
 
 
 def run_check(
@@ -27,7 +30,58 @@ def run_check(
     out: TextIO,
     err: TextIO,
 ) -> int:
-    """Search for inputs on which OLD and NEW (or NEW and a contract) differ."""
+    """Search for inputs on which OLD and NEW (or NEW and a contract) differ; several OLD NEW
+    pairs are checked one after the other, and the worst status is the answer."""
+    if contract is not None or len(specs) <= 2 or len(specs) % 2:
+        return _check_one(
+            specs,
+            contract=contract,
+            write_tests=write_tests,
+            as_json=as_json,
+            max_examples=max_examples,
+            timeout=timeout,
+            out=out,
+            err=err,
+        )
+    if write_tests is not None:
+        err.write("strictcall check: --write-tests takes one OLD NEW pair\n")
+        return EXIT_TROUBLE
+    statuses = []
+    documents = []
+    for index in range(0, len(specs), 2):
+        pair = specs[index : index + 2]
+        buffer = io.StringIO()
+        if not as_json:
+            out.write(f"{'' if index == 0 else chr(10)}== OLD {pair[0]}  NEW {pair[1]}\n")
+        status = _check_one(
+            pair,
+            contract=None,
+            write_tests=None,
+            as_json=as_json,
+            max_examples=max_examples,
+            timeout=timeout,
+            out=buffer if as_json else out,
+            err=err,
+        )
+        statuses.append(status)
+        if as_json and buffer.getvalue():
+            documents.append(json.loads(buffer.getvalue()))
+    if as_json:
+        out.write(json.dumps({"pairs": documents}, ensure_ascii=False, indent=2) + "\n")
+    return max(statuses)
+
+
+def _check_one(
+    specs: Sequence[str],
+    *,
+    contract: str | None,
+    write_tests: str | None,
+    as_json: bool,
+    max_examples: int,
+    timeout: float,
+    out: TextIO,
+    err: TextIO,
+) -> int:
     from strictcall.errors import MissingExtra
 
     try:
@@ -37,13 +91,14 @@ def run_check(
         return EXIT_TROUBLE
     from strictcall.review import contract as contracts
     from strictcall.review.check import find_differences, probes_for
+    from strictcall.review.hints import mine_hints
     from strictcall.review.load import Loaded, NotLoaded, load_function
     from strictcall.review.pin import write_regression_tests
-    from strictcall.review.values import arguments, draw_arguments, mine_hints
+    from strictcall.review.values import arguments, conforms, draw_arguments
 
     wanted = 1 if contract else 2
     if len(specs) != wanted:
-        usage = "check --contract reply NEW" if contract else "check OLD NEW"
+        usage = "check --contract reply NEW" if contract else "check OLD NEW [OLD NEW ...]"
         err.write(f"strictcall check: usage: strictcall {usage}\n")
         return EXIT_TROUBLE
     if contract is not None and contract not in contracts.CONTRACTS:
@@ -105,6 +160,7 @@ def run_check(
         probes = probes_for(old_arity, hints)
         names = _names(old_function, old_arity)
 
+    declared = {} if contract else hints.declared
     report = find_differences(
         old_function,
         new.function,
@@ -115,6 +171,7 @@ def run_check(
         fast=fast,
         max_examples=max_examples,
         timeout=timeout,
+        accept=lambda args: conforms(args, declared),
     )
     left = "contract" if contract else "OLD"
     if as_json:
@@ -191,21 +248,31 @@ def _describe(outcome: Any, timeout: float, names: Sequence[str]) -> str:
 
 
 def _write_text(report: Any, left: str, names: Sequence[str], timeout: float, out: TextIO) -> None:
+    from strictcall.review.check import group_by_cause
+
     found = report.counterexamples
     if not found:
         out.write(f"strictcall check: no difference in {report.inputs_run} inputs\n")
         return
-    more = f" (the {SHOWN} smallest shown)" if len(found) > SHOWN else ""
+    groups = group_by_cause(found)
     differ = "input differs" if len(found) == 1 else "inputs differ"
+    causes = "1 cause" if len(groups) == 1 else f"{len(groups)} causes"
+    more = f" (the first {SHOWN} shown)" if len(groups) > SHOWN else ""
     out.write(
-        f"strictcall check: {len(found)} {differ}, in {report.inputs_run} tried; "
+        f"strictcall check: {len(found)} {differ}, in {report.inputs_run} tried; {causes}, "
         f"smallest first{more}\n"
     )
     width = max(len(left), len("NEW"))
-    for number, example in enumerate(found[:SHOWN], start=1):
+    for number, group in enumerate(groups[:SHOWN], start=1):
+        example = group[0]
         out.write(f"\n{number}. input: {render_input(example.args, names)}\n")
         out.write(f"   {left:<{width}} {_describe(example.old, timeout, names)}\n")
         out.write(f"   {'NEW':<{width}} {_describe(example.new, timeout, names)}\n")
+        if len(group) > 1:
+            shown = ", ".join(render_input(e.args, names) for e in group[1:SAME_CAUSE_SHOWN])
+            rest = len(group) - SAME_CAUSE_SHOWN
+            tail = f" and {rest} more" if rest > 0 else ""
+            out.write(f"   same cause: {shown}{tail}\n")
 
 
 def _outcome_json(outcome: Any, timeout: float, names: Sequence[str]) -> dict[str, Any]:
@@ -224,6 +291,9 @@ def _write_json(
     timeout: float,
     out: TextIO,
 ) -> None:
+    from strictcall.review.check import group_by_cause
+
+    groups = group_by_cause(report.counterexamples)
     document = {
         "old": old_spec,
         "new": new_spec,
@@ -231,25 +301,45 @@ def _write_json(
         "inputs_run": report.inputs_run,
         "different": bool(report.counterexamples),
         "stopped": report.stopped or None,
+        "causes": len(groups),
         "counterexamples": [
             {
                 "input": input_json(example.args, names),
                 "args": [input_json((arg,), names) for arg in example.args],
                 "old": _outcome_json(example.old, timeout, names),
                 "new": _outcome_json(example.new, timeout, names),
+                "cause": cause,
             }
-            for example in report.counterexamples
+            for cause, group in enumerate(groups, start=1)
+            for example in group
         ],
     }
     out.write(json.dumps(document, ensure_ascii=False, indent=2) + "\n")
 
 
-def run_lint(paths: Sequence[str], *, output: str, fix: bool, out: TextIO, err: TextIO) -> int:
-    """Lint Python files for truthiness used where presence may be meant."""
+def run_lint(
+    paths: Sequence[str],
+    *,
+    output: str,
+    fix: bool,
+    out: TextIO,
+    err: TextIO,
+    confidence: str = "medium",
+    diff: str | None = None,
+) -> int:
+    """Lint Python files for truthiness used where presence may be meant; with `diff`, only
+    the presence tests that the changes since that git revision turned into truth tests."""
     from strictcall.review.fix import apply_fixes
-    from strictcall.review.lint import Finding, lint_source, python_files
-    from strictcall.review.sarif import sarif_log
+    from strictcall.review.lint import Finding, lint_source, project_facts, python_files
 
+    level: Any = confidence
+    if diff is not None:
+        from strictcall.review.diff import run_diff
+
+        return run_diff(diff, list(paths), output=output, out=out, err=err)
+    if not paths:
+        err.write("strictcall lint: give a PATH, or --diff BASE\n")
+        return EXIT_TROUBLE
     findings: list[Finding] = []
     trouble = False
     fixed = 0
@@ -258,18 +348,25 @@ def run_lint(paths: Sequence[str], *, output: str, fix: bool, out: TextIO, err: 
     except FileNotFoundError as exc:
         err.write(f"strictcall lint: no such file or directory: {exc.args[0]}\n")
         return EXIT_TROUBLE
+    sources: dict[Path, str] = {}
     for path in files:
+        try:
+            sources[path] = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            err.write(f"strictcall lint: {path}: cannot read ({type(exc).__name__})\n")
+            trouble = True
+    facts = project_facts(list(sources.values()))
+    for path, source in sources.items():
         shown = str(path)
         try:
-            source = path.read_text(encoding="utf-8")
-            found = lint_source(source, shown)
+            found = lint_source(source, shown, confidence=level, project=facts)
             if fix and any(f.fix is not None for f in found):
                 source, count = apply_fixes(source, found)
                 path.write_text(source, encoding="utf-8")
                 fixed += count
-                found = lint_source(source, shown)
-        except (OSError, UnicodeDecodeError) as exc:
-            err.write(f"strictcall lint: {shown}: cannot read ({type(exc).__name__})\n")
+                found = lint_source(source, shown, confidence=level, project=facts)
+        except OSError as exc:
+            err.write(f"strictcall lint: {shown}: cannot write ({type(exc).__name__})\n")
             trouble = True
             continue
         except SyntaxError as exc:
@@ -277,19 +374,29 @@ def run_lint(paths: Sequence[str], *, output: str, fix: bool, out: TextIO, err: 
             trouble = True
             continue
         findings.extend(found)
-    if output == "json":
-        document = {"findings": [f.as_json() for f in findings], "count": len(findings)}
-        out.write(json.dumps(document, ensure_ascii=False, indent=2) + "\n")
-    elif output == "sarif":
-        out.write(json.dumps(sarif_log(findings, _version()), ensure_ascii=False, indent=2) + "\n")
-    else:
-        for finding in findings:
-            out.write(finding.as_text() + "\n")
+    write_findings(findings, output, out)
     if fix:
         err.write(f"strictcall lint: fixed {fixed}\n")
     if trouble:
         return EXIT_TROUBLE
     return EXIT_DIFFERENT if findings else EXIT_SAME
+
+
+def write_findings(findings: Sequence[Any], output: str, out: TextIO) -> None:
+    """Findings as text (one line each, the CI form), GitHub annotations, JSON or SARIF."""
+    from strictcall.review.sarif import sarif_log
+
+    if output == "json":
+        document = {"findings": [f.as_json() for f in findings], "count": len(findings)}
+        out.write(json.dumps(document, ensure_ascii=False, indent=2) + "\n")
+    elif output == "sarif":
+        out.write(json.dumps(sarif_log(findings, _version()), ensure_ascii=False, indent=2) + "\n")
+    elif output == "github":
+        for finding in findings:
+            out.write(finding.as_github() + "\n")
+    else:
+        for finding in findings:
+            out.write(finding.as_text() + "\n")
 
 
 def _version() -> str:

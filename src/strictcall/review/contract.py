@@ -8,10 +8,10 @@ from typing import Any, Final
 
 from strictcall.client.reply import interpret_tool_reply
 from strictcall.errors import MissingExtra
+from strictcall.review.hints import Hints
 from strictcall.review.values import (
     FALSY,
     TRUTHY,
-    Hints,
     HypothesisSource,
     Source,
     _Builder,

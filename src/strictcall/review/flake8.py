@@ -31,6 +31,5 @@ class TruthinessChecker:
     def run(self) -> Iterator[tuple[int, int, str, type[TruthinessChecker]]]:
         """The findings of one file, suppressions applied."""
         for finding in lint_source("".join(self.lines), self.filename):
-            text = f"{finding.rule.id} {finding.message}. {finding.question} "
-            text += f"Tells them apart: {finding.input}"
+            text = f"{finding.rule.id} {finding.detail()}"
             yield finding.line, finding.col - 1, text, type(self)

@@ -52,7 +52,9 @@ def same_value(a: object, b: object) -> bool:
         return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, float):
         assert isinstance(b, float)
-        return (math.isnan(a) and math.isnan(b)) or a == b
+        if math.isnan(a) or math.isnan(b):
+            return math.isnan(a) and math.isnan(b)
+        return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)  # -0.0 is not 0.0
     try:
         return bool(a == b)
     except Exception:  # an object whose == raises is equal only to itself

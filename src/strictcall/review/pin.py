@@ -65,7 +65,9 @@ def same(a: Any, b: Any) -> bool:
     if isinstance(a, list | tuple):
         return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
     if isinstance(a, float):
-        return (math.isnan(a) and math.isnan(b)) or a == b
+        if math.isnan(a) or math.isnan(b):
+            return math.isnan(a) and math.isnan(b)
+        return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
     return bool(a == b)
 
 

@@ -50,10 +50,8 @@ def _result(finding: Finding, index: int) -> dict[str, Any]:
     return {
         "ruleId": finding.rule.id,
         "ruleIndex": index,
-        "level": "warning",
-        "message": {
-            "text": f"{finding.message}. {finding.question} Tells them apart: {finding.input}"
-        },
+        "level": "warning" if finding.confidence != "low" else "note",
+        "message": {"text": finding.detail()},
         "locations": [
             {
                 "physicalLocation": {
@@ -67,7 +65,14 @@ def _result(finding: Finding, index: int) -> dict[str, Any]:
                 }
             }
         ],
-        "properties": {"question": finding.question, "input": finding.input},
+        "properties": {
+            "question": finding.question,
+            "input": finding.input,
+            "falsy": list(finding.falsy),
+            "why": finding.why,
+            "remedy": finding.remedy,
+            "confidence": finding.confidence,
+        },
     }
 
 

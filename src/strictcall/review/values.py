@@ -1,4 +1,5 @@
-"""The inputs `strictcall check` tries: JSON-like values built for the truthiness bug class.
+"""The inputs `strictcall check` tries: JSON-like values built for the truthiness bug class
+(what the functions' source says about them is `strictcall.review.hints`).
 
 Dicts have each key present or absent; a value is any of the falsy ones (0, 0.0, False, "",
 [], {}, None) beside truthy ones, bool beside int and 1 beside 1.0, nested. Keys and the
@@ -9,16 +10,14 @@ match the id a caller expects.
 
 from __future__ import annotations
 
-import ast
-import inspect
-import itertools
 import random
-import textwrap
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from strictcall.errors import MissingExtra
+
+if TYPE_CHECKING:
+    from strictcall.review.hints import Hints
 
 try:
     from hypothesis import strategies as st
@@ -36,8 +35,10 @@ FALSY: tuple[Callable[[], Any], ...] = (
     lambda: 0.0,
     list,
     dict,
+    lambda: -0.0,
 )
-"""Every falsy JSON value, as factories so that no two inputs share a list or dict."""
+"""Every falsy JSON value, as factories so that no two inputs share a list or dict (and -0.0,
+which is falsy, equal to 0.0 and not the same value)."""
 
 TRUTHY: tuple[Callable[[], Any], ...] = (
     lambda: 1,
@@ -51,6 +52,28 @@ TRUTHY: tuple[Callable[[], Any], ...] = (
     lambda: " ",
 )
 """Truthy values beside them: bool beside int, 1 beside 1.0, containers holding a falsy value."""
+
+WIDE: tuple[Any, ...] = (
+    float("nan"),
+    float("inf"),
+    float("-inf"),
+    2**53,
+    2**53 + 1,
+    2**63 - 1,
+    2**63,
+    -(2**63),
+    "9" * 30,
+)
+"""Values at the edges: NaN, the infinities, integers where floats and 64-bit ints stop being
+exact, a digit string longer than any integer type."""
+
+TYPED: dict[str, tuple[Any, ...]] = {
+    "int": (0, 1, -1, 2, 2**53, 2**53 + 1, 2**63 - 1, 2**63, -(2**63)),
+    "float": (0.0, -0.0, 1.0, -1.0, 0.5, float("nan"), float("inf"), float("-inf"), 2.0**53),
+    "str": ("", "a", " ", "0", "9" * 30, "é"),
+    "bool": (False, True),
+}
+"""Values of a declared scalar type: its zero first."""
 
 MAX_KEYS = 12
 MAX_DEPTH = 3
@@ -116,133 +139,14 @@ class RandomSource(Source):
         return self.random.randrange(size)
 
 
-@dataclass(frozen=True, slots=True)
-class Hints:
-    """What the source of the functions under check says about their inputs."""
-
-    keys: tuple[Key, ...] = ()
-    """Keys the functions read (`.get(k)`, `d[k]`, `k in d`), in order of appearance."""
-    constants: tuple[Any, ...] = ()
-    """Other str and number constants in the functions."""
-    values_for: Mapping[Key, tuple[Any, ...]] = field(default_factory=dict)
-    """Constants a key's value is compared with (`d.get("jsonrpc") != "2.0"`)."""
-    mappings: frozenset[int] = frozenset()
-    """Positions of parameters used only as mappings (never type-checked): dicts only."""
-    dictish: frozenset[int] = frozenset()
-    """Positions of parameters used as mappings somewhere: mostly dicts."""
-    links: Mapping[Key, int] = field(default_factory=dict)
-    """Keys whose value is compared with a parameter (`d.get("id") != expected_id`)."""
+def split_shape(shape: str) -> tuple[str, str]:
+    """A declared shape's kind and its element type ("" when any)."""
+    kind, _, element = shape.partition(":")
+    return kind, element
 
 
-def mine_hints(functions: list[Callable[..., Any]], arity: int) -> Hints:
-    """Read keys, constants and mapping parameters from the functions' source."""
-    keys: dict[Key, None] = {}
-    constants: dict[tuple[type, Any], Any] = {}
-    values_for: dict[Key, dict[tuple[type, Any], Any]] = {}
-    links: dict[Key, int] = {}
-    used_as_mapping: set[int] = set()
-    type_checked: set[int] = set()
-    for function in functions:
-        tree = _tree_of(function)
-        if tree is None:
-            continue
-        names = _positional_names(function)[:arity]
-        for node in ast.walk(tree):
-            key = _read_key(node)
-            if key is not None:
-                keys.setdefault(key[1])
-                receiver = key[0]
-                if isinstance(receiver, ast.Name) and receiver.id in names:
-                    used_as_mapping.add(names.index(receiver.id))
-            if isinstance(node, ast.Compare):
-                _compared(node, values_for, links, names)
-            if isinstance(node, ast.Call) and _is_type_check(node):
-                for arg in node.args[:1]:
-                    if isinstance(arg, ast.Name) and arg.id in names:
-                        type_checked.add(names.index(arg.id))
-            if isinstance(node, ast.Constant) and _is_scalar(node.value):
-                constants.setdefault((type(node.value), node.value), node.value)
-            if isinstance(node, ast.Name):
-                value = getattr(function, "__globals__", {}).get(node.id)
-                if _is_scalar(value) and not isinstance(value, bool):
-                    constants.setdefault((type(value), value), value)
-    return Hints(
-        keys=tuple(keys)[:MAX_KEYS],
-        constants=tuple(constants.values())[:64],
-        values_for={k: tuple(v.values()) for k, v in values_for.items()},
-        mappings=frozenset(used_as_mapping - type_checked),
-        dictish=frozenset(used_as_mapping),
-        links=links,
-    )
-
-
-def _tree_of(function: Callable[..., Any]) -> ast.AST | None:
-    try:
-        return ast.parse(textwrap.dedent(inspect.getsource(function)))
-    except (OSError, TypeError, SyntaxError):
-        return None
-
-
-def _positional_names(function: Callable[..., Any]) -> list[str]:
-    try:
-        parameters = inspect.signature(function).parameters.values()
-    except (TypeError, ValueError):
-        return []
-    return [p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-
-
-def _is_scalar(value: object) -> bool:
+def is_scalar(value: object) -> bool:
     return isinstance(value, str | int | float) and not (isinstance(value, str) and len(value) > 40)
-
-
-def _read_key(node: ast.AST) -> tuple[ast.expr, Key] | None:
-    """The receiver and key of `d.get(k)`, `d[k]`, `d.pop(k)` or `k in d` with a constant k."""
-    if (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and node.func.attr in ("get", "pop", "setdefault")
-        and node.args
-        and isinstance(node.args[0], ast.Constant)
-        and isinstance(node.args[0].value, str | int)
-    ):
-        return node.func.value, node.args[0].value
-    if (
-        isinstance(node, ast.Subscript)
-        and isinstance(node.slice, ast.Constant)
-        and isinstance(node.slice.value, str)
-    ):
-        return node.value, node.slice.value
-    if (
-        isinstance(node, ast.Compare)
-        and len(node.ops) == 1
-        and isinstance(node.ops[0], ast.In | ast.NotIn)
-        and isinstance(node.left, ast.Constant)
-        and isinstance(node.left.value, str | int)
-    ):
-        return node.comparators[0], node.left.value
-    return None
-
-
-def _compared(
-    node: ast.Compare,
-    values_for: dict[Key, dict[tuple[type, Any], Any]],
-    links: dict[Key, int],
-    names: list[str],
-) -> None:
-    operands = [node.left, *node.comparators]
-    for a, b in itertools.pairwise(operands):
-        for read, other in ((a, b), (b, a)):
-            key = _read_key(read)
-            if key is not None and isinstance(other, ast.Name) and other.id in names:
-                links.setdefault(key[1], names.index(other.id))
-            if key is not None and isinstance(other, ast.Constant) and _is_scalar(other.value):
-                values_for.setdefault(key[1], {}).setdefault(
-                    (type(other.value), other.value), other.value
-                )
-
-
-def _is_type_check(node: ast.Call) -> bool:
-    return isinstance(node.func, ast.Name) and node.func.id in ("isinstance", "type")
 
 
 def arguments(arity: int, hints: Hints) -> st.SearchStrategy[tuple[Any, ...]]:
@@ -268,7 +172,18 @@ def draw_arguments(
         order = sorted(range(arity), key=lambda i: i not in linked)
     builder = _Builder(source, hints)
     for i in order:
-        if i in hints.mappings or (i in hints.dictish and source.below(5) < 4):
+        shape, element = split_shape(hints.declared.get(i, ""))
+        if shape == "mappings":
+            builder.args[i] = [builder.mapping(1, element) for _ in range(source.below(4))]
+        elif shape == "list" and element:
+            builder.args[i] = [source.pick(TYPED[element]) for _ in range(source.below(4))]
+        elif shape == "list":
+            builder.args[i] = [builder.value(1) for _ in range(source.below(4))]
+        elif shape == "mapping" and element:
+            builder.args[i] = builder.mapping(0, element)
+        elif shape in TYPED:
+            builder.args[i] = source.pick(TYPED[shape])
+        elif i in hints.mappings or (i in hints.dictish and source.below(5) < 4):
             builder.args[i] = builder.mapping(0)
         else:
             builder.args[i] = builder.value(0, top=True)
@@ -281,6 +196,9 @@ def base_arguments(arity: int, hints: Hints) -> tuple[Any, ...]:
     args: list[Any] = ["a"] * arity
     for i in hints.dictish:
         args[i] = {}
+    for i, shape in hints.declared.items():
+        if shape in TYPED:
+            args[i] = TYPED[shape][1]
     for key, position in hints.links.items():
         for i in hints.dictish:
             if i != position and position < arity:
@@ -288,6 +206,9 @@ def base_arguments(arity: int, hints: Hints) -> tuple[Any, ...]:
     for key, choices in hints.values_for.items():
         for i in hints.dictish:
             args[i].setdefault(key, choices[0])
+    for i, shape in hints.declared.items():
+        if split_shape(shape)[0] == "mappings":
+            args[i] = [args[i] if isinstance(args[i], dict) else {}]
     return tuple(args)
 
 
@@ -322,20 +243,27 @@ class _Builder:
             value = payload
         else:
             value = 0
-        if _is_scalar(value) or isinstance(value, bool):
+        if is_scalar(value) or isinstance(value, bool):
             self.seen.append(value)
         return value
 
-    def mapping(self, depth: int) -> dict[Any, Any]:
+    def mapping(self, depth: int, element: str = "") -> dict[Any, Any]:
+        """A dict of the keys the code reads, each present or not; values of type `element`
+        (a key of TYPED) when the annotation gives one."""
         keys = self.hints.keys or ("a",)
         present = self.source.below(1 << len(keys))  # one draw for all keys: bit i, key i
         result: dict[Any, Any] = {}
         for bit, key in enumerate(keys):
             if present >> bit & 1:
-                result[key] = self.value(depth, key)
+                result[key] = self._member(depth, key, element)
         if self.source.below(6) == 5:  # now and then a key the code never names
-            result["extra"] = self.value(depth)
+            result["extra"] = self._member(depth, None, element)
         return result
+
+    def _member(self, depth: int, key: Key | None, element: str) -> Any:
+        if element:
+            return self.source.pick(TYPED[element])
+        return self.value(depth, key)
 
 
 _TABLES: dict[tuple[int, Any, bool, bool, bool], tuple[tuple[str, Any], ...]] = {}
@@ -350,6 +278,7 @@ def _choices(
         return table
     choices: list[tuple[str, Any]] = [("make", make) for make in FALSY]
     choices += [("make", make) for make in TRUTHY]
+    choices += [("constant", value) for value in WIDE]
     hinted = hints.values_for.get(key, ()) if key is not None else ()
     if hinted:
         choices += [("constant", value) for value in hinted] * max(1, 8 // len(hinted))
@@ -374,7 +303,7 @@ def neighbours(
     """Inputs one step from `args`: one leaf replaced by each falsy and truthy value, one key
     left out, or one of `keys` added to a dict argument (an argument in `keep` is never
     replaced whole)."""
-    palette = [make() for make in (*FALSY, *TRUTHY)]
+    palette = [make() for make in (*FALSY, *TRUTHY)] + list(WIDE)
     for i, arg in enumerate(args):
         if isinstance(arg, dict):
             for key in keys:
@@ -420,7 +349,11 @@ def _replaced(value: Any, path: tuple[Any, ...], new: Any) -> Any:
             copy[head] = replaced
         return copy
     items = list(value)
-    items[head] = _replaced(value[head], rest, new)
+    replaced = _replaced(value[head], rest, new)
+    if replaced is _ABSENT:
+        del items[head]
+    else:
+        items[head] = replaced
     return tuple(items) if isinstance(value, tuple) else items
 
 
@@ -451,3 +384,59 @@ def order_key(value: Any) -> str:
     if isinstance(value, list | tuple):
         return "5[" + ",".join(order_key(item) for item in value) + "]"
     return _RANK.get(type(value), "7") + repr(value)
+
+
+def drop_key_paths(args: tuple[Any, ...], keep: frozenset[int]) -> Iterator[tuple[Any, ...]]:
+    """`args` with one dict key or one list item (at any depth) left out, the deepest first."""
+    paths = [path for path, parent in _paths(args, ()) if isinstance(parent, dict | list) and path]
+    for path in sorted(paths, key=len, reverse=True):
+        if len(path) == 1:
+            continue  # an argument itself is never left out
+        yield _replaced(args, path, _ABSENT)
+
+
+def shape_of(value: Any) -> str:
+    """A value with its leaves erased: its dicts' keys, its lists' lengths."""
+    if isinstance(value, dict) and value:
+        return "{" + ",".join(f"{k!r}:{shape_of(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list | tuple) and value:
+        return "[" + ",".join(shape_of(item) for item in value) + "]"
+    return "."  # a scalar, or an empty container: one of the falsy family
+
+
+def conforms(args: tuple[Any, ...], declared: Mapping[int, str]) -> bool:
+    """True when each argument with a declared shape has it, element types included (a bool
+    is not an int here, as the annotations mean; an int is a float, as in Python's typing)."""
+    for i, shape in declared.items():
+        kind, element = split_shape(shape)
+        value = args[i] if i < len(args) else None
+        if kind == "mappings":
+            if not isinstance(value, list) or not all(
+                isinstance(row, dict) and _all_of(row.values(), element) for row in value
+            ):
+                return False
+        elif kind == "mapping":
+            if not isinstance(value, dict) or not _all_of(value.values(), element):
+                return False
+        elif kind == "list":
+            if not isinstance(value, list) or not _all_of(value, element):
+                return False
+        elif not _is_a(value, kind):
+            return False
+    return True
+
+
+def _all_of(values: Iterable[Any], element: str) -> bool:
+    return not element or all(_is_a(value, element) for value in values)
+
+
+def _is_a(value: Any, kind: str) -> bool:
+    if kind == "bool":
+        return isinstance(value, bool)
+    if kind == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "float":
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if kind == "str":
+        return isinstance(value, str)
+    return True

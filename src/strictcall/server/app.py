@@ -1,9 +1,9 @@
 """Running the service: the notes gateway behind JSON-RPC and MCP on uvicorn.
 
 uvicorn (with httptools, and uvloop where installed) is the ASGI server, its socket writes
-coalesced to one per response (`strictcall.server.coalesce`). On SIGTERM or SIGINT it stops
-accepting,
-finishes the requests in flight, and only then does the store close. Every write is committed
+coalesced to one per response (`strictcall.server._uvicorn`, the one home of uvicorn's
+internals). On SIGTERM or SIGINT it stops accepting, finishes the requests in flight, and only
+then does the store close. Every write is committed
 before its answer is sent, so no acknowledged write is lost.
 
 `serve_workers` runs N such servers as processes on one listening socket (uvicorn's supervisor:
@@ -21,37 +21,32 @@ import importlib.util
 import json
 import logging
 import os
-import socket
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import asdict
-from types import FrameType
-from typing import TYPE_CHECKING, Final
-
-from strictcall.errors import MissingExtra
-
-try:
-    import uvicorn
-    from uvicorn.supervisors import Multiprocess
-except ImportError:  # pragma: no cover - exercised in a venv without the extra
-    raise MissingExtra("server", "uvicorn") from None
+from typing import TYPE_CHECKING, Final, cast
 
 from strictcall.audit.log import AuditLog
 from strictcall.core.gateway import Gateway
 from strictcall.core.pipeline import Limits
 from strictcall.core.tools import Tool
+from strictcall.errors import MissingExtra
+from strictcall.server._uvicorn import Server, Workers, guarded_protocol, server_config
+from strictcall.server.admission import Admission
 from strictcall.server.edge import EdgeLimits, OriginPolicy
-from strictcall.server.guard import guarded_protocol
 from strictcall.server.listen import bind_listeners
 from strictcall.server.router import RpcApp
 from strictcall.services.notes import notes_gateway
 from strictcall.storage import AuditRecord, Store, StoreUnavailable
-from strictcall.transports.asgi import ASGIApp, Receive, Scope, Send
+from strictcall.transports.asgi import Message, Receive, Response, Scope, Send
 from strictcall.transports.jsonrpc import Recorder, RpcService
 
 if TYPE_CHECKING:
+    from strictcall.ops.health import StoreHealth
     from strictcall.ops.metrics import Metrics
     from strictcall.ops.tracing import CallTracer
+    from strictcall.ops.window import RecentCalls
+    from strictcall.transports.mcp import McpHttpApp
 
 DEFAULT_HOST: Final = "127.0.0.1"
 DEFAULT_PORT: Final = 8765
@@ -99,7 +94,7 @@ def build_app(
                 store.close()
 
     return build_gateway_app(
-        notes_gateway(store, limits=limits),
+        notes_gateway(_traced(store) if observe else store, limits=limits),
         store,
         origins=origins,
         edge=edge,
@@ -127,30 +122,60 @@ def build_gateway_app(
     `open_to_operators` (a server bound to a loopback address). `lifespans` are entered at
     startup before the server's own (e.g. a proxy's upstream session) and left after them.
 
-    Every call's audit record also feeds the Prometheus metrics (with strictcall[metrics]) and
-    an OpenTelemetry span (with strictcall[otel] and an SDK's tracer provider set); with
-    `observe` false, neither (the floor `bench/ops.py` measures their cost against).
+    Every call's audit record also feeds the Prometheus metrics (with strictcall[metrics]), an
+    OpenTelemetry span (with strictcall[otel] and an SDK's tracer provider set) and the page's
+    in-memory counts of the last hour (`strictcall.ops.window`), each told its wire (rpc, mcp,
+    or http for a request refused at the edge before either); with `observe` false, none of
+    them (the floor `bench/ops.py` measures their cost against).
     `tool_changes` counts the pinned tools seen changed (a federation's), for /metrics.
     """
+    from strictcall.ops.health import StoreHealth
     from strictcall.server.ops import PATHS, OpsApp
 
+    health = StoreHealth()
     metrics = _metrics(gateway.tools) if observe else None
     if metrics is not None and tool_changes is not None:
         metrics.tool_changes = tool_changes
-    audit = AuditLog(store, on_fault=None if metrics is None else metrics.audit_fault)
-    record = observed(audit.record, metrics, _tracer() if observe else None)
-    mcp = LoadingMcp(gateway, record)
+    window = _window(health) if observe else None
+    tracer = _tracer() if observe else None
+
+    def audit_fault() -> None:
+        health.failed()
+        if metrics is not None:
+            metrics.audit_fault()
+
+    def store_answered() -> None:
+        if window is not None:  # the refused calls not yet tallied belong to the outage
+            window.drain()
+        health.answered()
+
+    audit = AuditLog(store, on_fault=audit_fault, on_written=store_answered)
+
+    def record_of(wire: str) -> Recorder:
+        return observed(audit.record, metrics, tracer, window=window, wire=wire)
+
+    mcp = LoadingMcp(gateway, record_of("mcp"))
     ops = OpsApp(
         store,
         open_without_token=open_to_operators,
         exposition=None if metrics is None else metrics.exposition,
         health=lambda: {"audit records waiting": audit.pending, "audit records lost": audit.lost},
+        window=window,
+        store_health=health,
     )
-    app = RpcApp(
-        RpcService(gateway, record),
+    record = record_of("http")  # refusals before the wire: admission's and the body's size
+    admission = Admission(
+        store,
+        record,
+        origins=origins,
+        max_in_flight=(edge if edge is not None else EdgeLimits()).max_in_flight,
+    )
+    app = (RpcApp if metrics is None and tracer is None else ObservedRpcApp)(
+        RpcService(gateway, record_of("rpc")),
         store,
         max_body=gateway.limits.max_size,
         record=record,
+        admission=admission,
         mounts={"/mcp": mcp},
         routes=dict.fromkeys(PATHS, ops),
         lifespans=[
@@ -158,14 +183,67 @@ def build_gateway_app(
             audit.running,
             mcp.lifespan,
             *([] if metrics is None else [metrics.running]),
+            *([] if window is None else [window.running]),
         ],
-        origins=origins,
-        max_in_flight=(edge if edge is not None else EdgeLimits()).max_in_flight,
         count_in_flight=metrics is not None,
     )
+    if isinstance(app, ObservedRpcApp):
+        app.tracer = tracer
+        app.on_response = None if metrics is None else metrics.http_response
     if metrics is not None:
         metrics.requests_in_flight = lambda: app.requests_in_flight
+        metrics.audit_backlog = lambda: audit.pending
+        metrics.audit_lost = lambda: audit.lost_total
+        metrics.store_available = lambda: health.outage is None
+        metrics.store_outages = lambda: health.outages
     return app
+
+
+class ObservedRpcApp(RpcApp):
+    """`RpcApp`, telling `on_response` the path and status of every HTTP response (the
+    metrics' count of statuses), those answered in place (`answer_now`) too; and while
+    `tracer` makes spans, answering each request in its caller's trace context (W3C
+    `traceparent`), the store's work kept for its calls' spans."""
+
+    on_response: Callable[[str, int], None] | None = None
+    tracer: CallTracer | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await super().__call__(scope, receive, send)
+            return
+        on_response = self.on_response
+        if on_response is None:
+            answer = send
+        else:
+            path = scope["path"]
+
+            async def answer(message: Message) -> None:
+                if message["type"] == "http.response.start":
+                    on_response(path, message["status"])
+                await send(message)
+
+        tracer = self.tracer
+        if tracer is None or not tracer.active():
+            await super().__call__(scope, receive, answer)
+            return
+        from strictcall.ops.tracing import request_context
+
+        with request_context(scope["headers"]):
+            await super().__call__(scope, receive, answer)
+
+    def answer_now(self, scope: Scope, body: bytes | bytearray) -> Response | None:
+        tracer = self.tracer
+        if tracer is None or not tracer.active():
+            response = super().answer_now(scope, body)
+        else:
+            from strictcall.ops.tracing import request_context
+
+            with request_context(scope["headers"]):
+                response = super().answer_now(scope, body)
+        if response is not None and self.on_response is not None:
+            self.on_response(scope["path"], response[0])
+        return response
 
 
 class LoadingMcp:
@@ -177,7 +255,7 @@ class LoadingMcp:
     def __init__(self, gateway: Gateway, record: Recorder) -> None:
         self._gateway = gateway
         self._record = record
-        self._app: ASGIApp | None = None
+        self._app: McpHttpApp | None = None
         self._ready: asyncio.Event | None = None
 
     @asynccontextmanager
@@ -202,7 +280,7 @@ class LoadingMcp:
                 self._app = app
                 self._ready.set()
                 # The SDK lives as long as the server: out of the collector's generations, like
-                # everything loaded before it (see _Server.startup); left in, each full
+                # everything loaded before it (see _uvicorn.Server.startup); left in, each full
                 # collection walked all of it (~50 ms with the loop stalled).
                 gc.freeze()
                 await stop.wait()
@@ -222,17 +300,35 @@ class LoadingMcp:
             return
         await app(scope, receive, send)
 
+    def answer_now(self, scope: Scope, body: bytes | bytearray) -> Response | None:
+        """A plain MCP request answered in place once the SDK is loaded (`McpHttpApp`); None
+        (the app then runs on it) before, or for anything else."""
+        app = self._app
+        return None if app is None else app.answer_now(scope, body)
 
-def observed(record: Recorder, metrics: Metrics | None, tracer: CallTracer | None) -> Recorder:
-    """`record`, with each record also counted in `metrics` and traced by `tracer`."""
-    if metrics is None and tracer is None:
+
+def observed(
+    record: Recorder,
+    metrics: Metrics | None,
+    tracer: CallTracer | None,
+    *,
+    window: RecentCalls | None = None,
+    wire: str = "rpc",
+) -> Recorder:
+    """`record`, with each record of `wire` also counted in `metrics` and `window` and traced
+    by `tracer`."""
+    if metrics is None and tracer is None and window is None:
         return record
+    counted = None if metrics is None else metrics.observer(wire)
+    tallied = None if window is None else window.observer(wire)
 
     def observe(entry: AuditRecord) -> None:
-        if metrics is not None:
-            metrics.observe(entry)
+        if counted is not None:
+            counted(entry)
+        if tallied is not None:
+            tallied(entry)
         if tracer is not None:
-            tracer.observe(entry)
+            tracer.observe(entry, wire)
         record(entry)
 
     return observe
@@ -247,63 +343,28 @@ def _metrics(tools: Sequence[Tool]) -> Metrics | None:
     return Metrics(tool.name for tool in tools)
 
 
+def _window(health: StoreHealth) -> RecentCalls:
+    """The page's in-memory counts of the last hour."""
+    from strictcall.ops.window import RecentCalls
+
+    return RecentCalls(health)
+
+
+def _traced(store: Store) -> Store:
+    """`store`, its operations timed for the spans of the calls they serve (with the
+    OpenTelemetry API installed), else `store` itself."""
+    from strictcall.ops import tracing
+
+    if not tracing.available():
+        return store
+    return cast(Store, tracing.TracedStore(store))
+
+
 def _tracer() -> CallTracer | None:
     """A tracer of calls, or None without the OpenTelemetry API (no cost at all then)."""
     from strictcall.ops import tracing
 
     return tracing.CallTracer() if tracing.available() else None
-
-
-class _Server(uvicorn.Server):
-    """uvicorn's server, telling `on_ready` the bound address once it listens."""
-
-    def __init__(
-        self,
-        config: uvicorn.Config,
-        on_ready: Callable[[str, int], None],
-        on_stopping: Callable[[], None] | None = None,
-    ) -> None:
-        super().__init__(config)
-        self._on_ready = on_ready
-        self._on_stopping = on_stopping
-
-    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        """Begin the graceful stop; the signal is not raised again after it (uvicorn would),
-        so the store is closed and the process exits 0."""
-        super().handle_exit(sig, frame)
-        self._captured_signals.clear()
-
-    async def startup(self, sockets: list[object] | None = None) -> None:  # type: ignore[override]
-        await super().startup(sockets)  # type: ignore[arg-type]
-        # Everything loaded so far lives as long as the server: keep it out of the collector's
-        # generations, so that collections triggered by calls look at calls' objects only.
-        gc.freeze()
-        if self.started and self.servers:
-            host, port = self.servers[0].sockets[0].getsockname()[:2]
-            self._on_ready(str(host), int(port))
-
-    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        # Told here, on the loop, not in the signal handler, which may interrupt a write.
-        if self._on_stopping is not None and self.started:
-            self._on_stopping()
-        await super().shutdown(sockets)
-
-
-def _config(app: RpcApp | str, host: str, port: int, **more: object) -> uvicorn.Config:
-    return uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        loop="uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
-        lifespan="on",
-        access_log=False,
-        proxy_headers=False,  # nothing here reads the client's address
-        log_level="warning",
-        server_header=False,
-        date_header=False,
-        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
-        **more,  # type: ignore[arg-type]
-    )
 
 
 def serve(
@@ -325,33 +386,10 @@ def serve(
         ListenError: the host does not resolve, or the port cannot be bound (in use, say).
     """
     sockets = bind_listeners(host, port)
-    # httptools, one write per response, slow requests cut off (strictcall.server.guard)
+    # httptools, one write per response, slow requests cut off (strictcall.server._uvicorn)
     protocol = guarded_protocol(edge if edge is not None else EdgeLimits())
-    _Server(_config(app, host, port, http=protocol), on_ready, on_stopping).run(sockets=sockets)
-
-
-class _Workers(Multiprocess):
-    """uvicorn's supervisor, telling `on_ready` the bound address once every worker serves."""
-
-    def __init__(
-        self,
-        config: uvicorn.Config,
-        sockets: list[socket.socket],
-        on_ready: Callable[[str, int], None],
-    ) -> None:
-        super().__init__(config, sockets=sockets)
-        self._sockets = sockets
-        self._on_ready = on_ready
-
-    def init_processes(self) -> None:
-        super().init_processes()
-        for process in self.processes:
-            if not process.wait_until_ready(WORKER_START_S, self.should_exit):
-                log.error("a worker did not start; stopping")
-                self.should_exit.set()
-                return
-        host, port = self._sockets[0].getsockname()[:2]
-        self._on_ready(str(host), int(port))
+    config = server_config(app, host, port, graceful_s=GRACEFUL_SHUTDOWN_S, http=protocol)
+    Server(config, on_ready, on_stopping).run(sockets=sockets)
 
 
 def serve_workers(
@@ -383,10 +421,11 @@ def serve_workers(
         "open_to_operators": open_to_operators,
     }
     os.environ[WORKER_ENV] = json.dumps(settings)  # inherited by the spawned workers
-    config = _config(
+    config = server_config(
         "strictcall.server.processes:app",
         host,
         port,
+        graceful_s=GRACEFUL_SHUTDOWN_S,
         factory=True,
         workers=workers,
         http="strictcall.server.processes:Protocol",  # a class made in each worker,
@@ -394,7 +433,7 @@ def serve_workers(
     )
     sockets = bind_listeners(host, port)
     try:
-        _Workers(config, sockets, on_ready).run()
+        Workers(config, sockets, on_ready, start_s=WORKER_START_S).run()
     finally:
         for sock in sockets:
             sock.close()

@@ -1,16 +1,16 @@
 """The HTTP edge's policy: which origins may call, how slow a request may arrive, how many
 connections may be open, how many calls one identity may have in flight.
 
-It is decided here and enforced by `strictcall.server.router` (origins, calls in flight) and by
-`strictcall.server.guard` (deadlines, connections). The defaults hold a load of 64 connections and a
-few identities well within them; every number is a `strictcall serve` flag.
+It is decided here and enforced by `strictcall.server.admission` (origins, calls in flight) and
+by the connection's guard in `strictcall.server._uvicorn` (deadlines, connections). The
+defaults hold a load of 64 connections and a few identities well within them; every number is
+a `strictcall serve` flag.
 """
 
 from __future__ import annotations
 
 import ipaddress
-from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Final
 from urllib.parse import urlsplit
 
@@ -94,26 +94,3 @@ def is_loopback_host(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
-
-
-@dataclass
-class InFlight:
-    """Calls being answered, per identity, against a limit (one event loop: no lock)."""
-
-    limit: int
-    _count: Counter[str] = field(default_factory=Counter)
-
-    def enter(self, identity: str) -> bool:
-        """Count one more call for `identity`; False (nothing counted) when it is at its limit."""
-        if self._count[identity] >= self.limit:
-            return False
-        self._count[identity] += 1
-        return True
-
-    def leave(self, identity: str) -> None:
-        """One call of `identity` is answered."""
-        left = self._count[identity] - 1
-        if left > 0:
-            self._count[identity] = left
-        else:
-            del self._count[identity]

@@ -20,8 +20,10 @@ from typing import Final
 
 import orjson
 
+from strictcall.ops.health import StoreHealth
 from strictcall.ops.page import CONTENT_SECURITY_POLICY, render_fragment, render_page
 from strictcall.ops.stats import breakdown
+from strictcall.ops.window import RecentCalls, Snapshot
 from strictcall.server.edge import is_loopback_host
 from strictcall.storage import Store, StoreUnavailable
 from strictcall.transports.asgi import Receive, Scope, Send, bearer_token
@@ -76,14 +78,20 @@ class OpsApp:
         exposition: Callable[[], bytes] | None,
         content_type: str = "text/plain; version=0.0.4; charset=utf-8",
         health: Callable[[], dict[str, object]] = dict,
+        window: RecentCalls | None = None,
+        store_health: StoreHealth | None = None,
     ) -> None:
         """`exposition`: the metrics in Prometheus' text format (None: the extra is missing);
-        `health`: what the page says of the store besides whether it answers."""
+        `health`: what the page says of the store besides whether it answers; `window`: the
+        server's own counts of the last hour (latency, wires, callers; the summary while the
+        store is down); `store_health`: its outages, for the page's banner."""
         self.store: Final = store
         self.open_without_token: Final = open_without_token
         self._exposition = exposition
         self._content_type = content_type.encode("ascii")
         self._health = health
+        self._window = window
+        self._store_health = store_health if store_health is not None else StoreHealth()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["method"] not in ("GET", "HEAD"):
@@ -113,12 +121,24 @@ class OpsApp:
 
     def _render(self, path: str) -> tuple[bytes, bytes]:
         stats = breakdown(self.store)
+        if stats.store_ok:
+            self._store_health.answered()
+        else:
+            self._store_health.failed()
+        outage = self._store_health.outage
+        snapshot = None if self._window is None else self._window.snapshot()
         health = self._health()
         if path == "/":
-            return render_page(stats, health).encode("utf-8"), b"text/html; charset=utf-8"
+            page = render_page(stats, health, snapshot, outage)
+            return page.encode("utf-8"), b"text/html; charset=utf-8"
         document = stats.as_json()
         document["health"] = health
-        document["html"] = render_fragment(stats, health)
+        document["outage"] = (
+            None if outage is None else {"since": outage.since, "refused": outage.refused}
+        )
+        if snapshot is not None:
+            document["live"] = snapshot_json(snapshot)
+        document["html"] = render_fragment(stats, health, snapshot, outage)
         return orjson.dumps(document), b"application/json"
 
     async def _operator(self, scope: Scope, send: Send) -> bool:
@@ -141,6 +161,49 @@ class OpsApp:
             await _send(send, scope, 401, b"an operator token is needed\n", extra=[challenge])
             return False
         return True
+
+
+def snapshot_json(snapshot: Snapshot) -> dict[str, object]:
+    """The server's own counts as plain JSON (identities are the callers' names, as on the
+    page; never a value a model sent)."""
+    return {
+        "started": snapshot.started,
+        "hour": {"calls": snapshot.hour.calls, "failed": snapshot.hour.failed},
+        "recent": {"calls": snapshot.recent.calls, "failed": snapshot.recent.failed},
+        "wires": [
+            {
+                "wire": w.wire,
+                "calls": w.hour.calls,
+                "failed": w.hour.failed,
+                "recent_calls": w.recent.calls,
+                "recent_failed": w.recent.failed,
+            }
+            for w in snapshot.wires
+        ],
+        "latency": [
+            {
+                "tool": r.tool,
+                "calls": r.calls,
+                "p50_us": r.p50_us,
+                "p99_us": r.p99_us,
+                "recent_calls": r.recent_calls,
+                "recent_p50_us": r.recent_p50_us,
+                "recent_p99_us": r.recent_p99_us,
+            }
+            for r in snapshot.latency
+        ],
+        "identities": [
+            {
+                "identity": r.identity,
+                "calls": r.calls,
+                "failed": r.failed,
+                "top_code": r.top_code,
+                "recent_calls": r.recent_calls,
+                "nearest_quota": r.nearest_quota,
+            }
+            for r in snapshot.identities
+        ],
+    }
 
 
 async def _send(

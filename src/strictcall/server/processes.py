@@ -12,9 +12,9 @@ import json
 import os
 from typing import Any, Final
 
+from strictcall.server._uvicorn import guarded_protocol
 from strictcall.server.app import WORKER_ENV, build_app
 from strictcall.server.edge import EdgeLimits, OriginPolicy
-from strictcall.server.guard import guarded_protocol
 from strictcall.server.router import RpcApp
 from strictcall.storage import open_store
 

@@ -28,11 +28,12 @@ import orjson
 from strictcall.core.gateway import AWAIT as AWAIT
 from strictcall.core.gateway import Await as Await
 from strictcall.core.gateway import Gateway, Outcome
-from strictcall.core.ids import mint_call_id, valid_id
+from strictcall.core.ids import id_too_long, mint_call_id, valid_id
 from strictcall.core.jsontext import Document, dump_text
 from strictcall.core.pipeline import read_message
 from strictcall.core.record import AuditRecord, record_of, refusal_record
 from strictcall.core.refusals import (
+    ID_TOO_LONG,
     NO_SUCH_METHOD,
     NOT_A_REQUEST,
     POSITIONAL_PARAMS,
@@ -244,7 +245,7 @@ def read_request(message: JSONValue) -> _Request | Rejection:
         return NOT_A_REQUEST
     request_id = message.get("id")
     if "id" in message and valid_id(message) is None:
-        return NOT_A_REQUEST
+        return ID_TOO_LONG if id_too_long(message) else NOT_A_REQUEST
     params = message.get("params")
     if type(params) is list:  # by position: a valid request, but no method takes those
         return POSITIONAL_PARAMS

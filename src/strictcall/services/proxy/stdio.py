@@ -34,10 +34,11 @@ from typing import Any, Final, TextIO
 import anyio
 import mcp_types as types
 import orjson
-from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared.message import SessionMessage
 
 from strictcall.errors import JSONValue, StrictcallError
+from strictcall.services.proxy._asyncio import close_transport
+from strictcall.services.proxy._mcp_sdk import terminate_tree
 from strictcall.transports.pipes import TOO_LONG, Output, Splitter, pipe_output
 
 CALL_IDS: Final = 1 << 32
@@ -364,14 +365,10 @@ async def _stop(process: asyncio.subprocess.Process, stdin: Output | None) -> No
     if stdin is not None:
         stdin.close()
     if not await _exited(process, TERMINATION_S):
-        await terminate_posix_process_tree(process, TERMINATION_S)  # type: ignore[arg-type]
+        await terminate_tree(process, TERMINATION_S)
         await _exited(process, TERMINATION_S)
     # asyncio's transport of a process without pipes of its own is closed by nobody else
-    transport = getattr(process, "_transport", None)
-    close = getattr(transport, "close", None)
-    if callable(close):
-        with contextlib.suppress(PermissionError):  # re-killing a setuid child (<= 3.12)
-            close()
+    close_transport(process)
 
 
 async def _exited(process: asyncio.subprocess.Process, within_s: float) -> bool:

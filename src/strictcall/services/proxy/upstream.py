@@ -50,6 +50,7 @@ from pydantic import BaseModel
 
 from strictcall.core.tools import ToolFailure
 from strictcall.errors import RETRY_AFTER_MS, UPSTREAM_UNAVAILABLE, JSONValue, StrictcallError
+from strictcall.services.proxy._mcp_sdk import http_client, sender_context
 from strictcall.services.proxy.http import HttpCaller, HttpCallFailed
 from strictcall.services.proxy.stdio import PipeClosed, UpstreamPipe, open_upstream
 
@@ -130,7 +131,7 @@ class _Watched:
 
     @property
     def last_context(self) -> object:
-        return getattr(self._inner, "last_context", None)
+        return sender_context(self._inner)
 
     async def receive(self) -> Any:
         try:
@@ -432,9 +433,7 @@ class Upstream:
 
     def _connect(self) -> AbstractAsyncContextManager[tuple[Any, Any, UpstreamPipe | None]]:
         if self.spec.url is not None:
-            from mcp.shared._httpx_utils import create_mcp_http_client
-
-            client = create_mcp_http_client(headers=dict(self.spec.headers))
+            client = http_client(dict(self.spec.headers))
             caller = self._caller = HttpCaller(self.spec.url, client)
 
             async def saw(response: httpx2.Response) -> None:

@@ -39,6 +39,7 @@ from typing import Any, Final, TypeVar
 import psycopg
 from psycopg import pq
 
+from strictcall.errors import StrictcallError
 from strictcall.storage.base import StoreUnavailable
 from strictcall.storage.postgres.faults import RETRY_POOL_WAIT_S, Faults, is_lost
 from strictcall.storage.postgres.session import (
@@ -66,7 +67,7 @@ NoteRead = tuple[str, str, "asyncio.Future[bytes | None]"]
 """A note asked for: its owner, its id, and the future its text (None: no such note) is set on."""
 
 
-class PoolFull(Exception):
+class PoolFull(StrictcallError):
     """No connection came free within the wait."""
 
 

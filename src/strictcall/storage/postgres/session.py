@@ -13,6 +13,7 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg import pq
 
+from strictcall.errors import StrictcallError
 from strictcall.storage.base import Note
 from strictcall.storage.postgres._libpq import error_of
 from strictcall.storage.postgres.statements import Prepared, text_of
@@ -183,7 +184,7 @@ def text_pair(result: pq.abc.PGresult) -> tuple[str, str] | None:
     return _cell(result, 0, 0).decode("utf-8"), _cell(result, 0, 1).decode("utf-8")
 
 
-class NoValue(Exception):
+class NoValue(StrictcallError):
     """A NULL where the schema holds none."""
 
 

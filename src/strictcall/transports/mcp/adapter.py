@@ -28,7 +28,7 @@ from mcp.server.lowlevel.server import Server
 from mcp_types.methods import SPEC_CLIENT_METHODS, serialize_server_result
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from strictcall.core.gateway import Gateway, Outcome
+from strictcall.core.gateway import AWAIT, Gateway, Outcome
 from strictcall.core.jsontext import dump_text
 from strictcall.core.listing import RESULT_MEMBER, result_is_wrapped
 from strictcall.core.pipeline import fail
@@ -239,13 +239,19 @@ class McpTools:
         return method in self._methods
 
     def server(self) -> Server[Any]:
-        """A new low-level SDK server answering with these tools."""
-        return Server(
+        """A new low-level SDK server answering with these tools, without the SDK's own span
+        per message: it is named by the model's tool name and carries its request id, and
+        strictcall's span per call replaces it (`strictcall.ops.tracing`)."""
+        server: Server[Any] = Server(
             SERVER_NAME,
             version=_version(),
             on_list_tools=self.list_tools,
             on_call_tool=self.call_tool,
         )
+        server.middleware[:] = [
+            m for m in server.middleware if type(m).__name__ != "OpenTelemetryMiddleware"
+        ]
+        return server
 
     async def list_tools(
         self, ctx: Context, params: types.PaginatedRequestParams | None
@@ -299,12 +305,52 @@ class McpTools:
         for wire `version` (the JSON `result_message` and the SDK's transports write, without
         building and dumping their models)."""
         outcome = await self._settle(params, request_id, identity)
+        return self._line(outcome, request_id, identity, version)
+
+    def answer_call_line_now(
+        self,
+        params: dict[str, JSONValue],
+        request_id: types.RequestId,
+        identity: str | None,
+        version: str = HANDSHAKE_ERA,
+    ) -> bytes | None:
+        """`answer_call_line` answered in place, inside the event loop; None, with nothing run
+        or audited, when the call names a tool that must be awaited."""
+        call, call_id = self._call_of(params, request_id)
+        if identity is None:  # a transport that forgot the caller: refuse, never guess
+            outcome = self._refused_unknown(call, call_id)
+        else:
+            settled = self.gateway.settle(call, identity, call_id, in_place=True)
+            if settled is AWAIT:
+                return None
+            assert isinstance(settled, Outcome)
+            outcome = settled
+        return self._line(outcome, request_id, identity, version)
+
+    def _line(
+        self, outcome: Outcome, request_id: types.RequestId, identity: str | None, version: str
+    ) -> bytes:
+        """An outcome audited and written as the line of JSON-RPC that carries it."""
         result, error = answered_json(outcome.answer, wrapped=outcome.tool in self._wrapped)
         self._audit(outcome, error, identity)
         if version in MODERN_PROTOCOL_VERSIONS:
             result["resultType"] = "complete"
             result["_meta"] = {types.SERVER_INFO_META_KEY: _server_info()}
         return dump_line({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+    def _call_of(
+        self, params: dict[str, JSONValue], request_id: types.RequestId | None
+    ) -> tuple[dict[str, JSONValue], str]:
+        """A tools/call's params as the gateway reads a call, and its call id."""
+        self._follow()
+        call = {key: value for key, value in params.items() if key not in MCP_PARAMS}
+        return call, self.call_id(request_id)
+
+    def _refused_unknown(self, call: dict[str, JSONValue], call_id: str) -> Outcome:
+        """The outcome of a call from a caller the transport did not name."""
+        answer = fail(call_id, NO_TOKEN)
+        stage = answer["error"]["stage"]
+        return Outcome(answer, self.gateway.tool_named(call), None, stage, 0)
 
     async def _settle(
         self,
@@ -313,14 +359,9 @@ class McpTools:
         identity: str | None,
     ) -> Outcome:
         """The gateway's outcome of a call, its call id the request's in this connection."""
-        call = {key: value for key, value in params.items() if key not in MCP_PARAMS}
-        call_id = self.call_id(request_id)
-        self._follow()
+        call, call_id = self._call_of(params, request_id)
         if identity is None:  # a transport that forgot the caller: refuse, never guess
-            answer = fail(call_id, NO_TOKEN)
-            stage = answer["error"]["stage"]
-            return Outcome(answer, self.gateway.tool_named(call), None, stage, 0)
-        # only a gateway whose tools take numbers needs to know (Gateway.reads_numbers)
+            return self._refused_unknown(call, call_id)
         return await self.gateway.settle_async(call, identity, call_id)
 
     def call_id(self, request_id: types.RequestId | None) -> str:

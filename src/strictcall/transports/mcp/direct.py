@@ -33,7 +33,6 @@ from mcp.shared.inbound import (
     MCP_PARAM_HEADER_PREFIX,
     InboundModernRoute,
     classify_inbound_request,
-    find_duplicated_routing_header,
 )
 from mcp_types.methods import validate_client_request
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
@@ -118,7 +117,7 @@ def direct_request(
         return None
     if method == "tools/call" and params.get("name") in declares_headers:
         return None
-    if not _modern_route_passes(scope, message, modern, method, params):
+    if not _modern_route_passes(headers, message, modern, params):
         return None
     return DirectRequest(request_id, method, params, modern)
 
@@ -157,35 +156,43 @@ def accepts_json(accept: bytes) -> bool:
 _JSON_TYPES: Final = frozenset({"application/json", "application/*", "*/*"})
 
 
+_ROUTING: Final = (b"mcp-protocol-version", b"mcp-method", b"mcp-name")
+"""The headers the SDK's classifier reads (each read once here: `_headers_read_once` refuses a
+repeated one, as the SDK's `find_duplicated_routing_header` does)."""
+
+
 def _modern_route_passes(
-    scope: Scope, message: dict[str, Any], version: str, method: str, params: dict[str, Any]
+    headers: Mapping[bytes, bytes], message: dict[str, Any], version: str, params: dict[str, Any]
 ) -> bool:
-    """The SDK's own checks of a 2026-07-28 request: its routing headers, its classifier of the
-    headers against the body, and its model of the method's params."""
-    raw = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in scope["headers"]]
-    if find_duplicated_routing_header(raw) is not None:
-        return False
-    verdict = classify_inbound_request(message, headers=dict(raw))
-    if not isinstance(verdict, InboundModernRoute):
-        return False
-    if verdict.protocol_version != version:
-        return False
-    return _valid_params(method, verdict.protocol_version, params)
-
-
-_VALIDATED_KEPT: Final = 256
-_validated: dict[bytes, bool] = {}
-"""The SDK's verdict on the envelopes seen lately, by method, version and the `_meta`'s JSON
-text: a host sends the same envelope with every request, and the model's validation is most
-of this path's cost. The rest of the params is a name that is a str and arguments that are an
-object or absent (the intake sends any other to the gateway as a `DirectCall`), which the
-model always takes: the envelope decides."""
+    """The SDK's own checks of a 2026-07-28 request: its classifier of the routing headers
+    against the body, and its model of the method's params. A host sends the same envelope
+    and headers with every call of a tool, so the verdict is kept by what the checks read."""
+    routing = {
+        name.decode("latin-1"): value.decode("latin-1")
+        for name in _ROUTING
+        if (value := headers.get(name)) is not None
+    }
+    method = message["method"]
+    key = orjson.dumps([method, params.get("name"), params.get("_meta"), routing])
+    known = _verdicts.get(key)
+    if known is not None:
+        return known
+    verdict = classify_inbound_request(message, headers=routing)
+    passes = isinstance(verdict, InboundModernRoute) and verdict.protocol_version == version
+    if passes:
+        try:
+            validate_client_request(method, version, params)
+        except ValidationError:
+            passes = False
+    _keep(key, passes)
+    return passes
 
 
 def _valid_params(method: str, version: str, params: dict[str, Any]) -> bool:
-    """Whether the SDK's model of `method`'s params at `version` takes `params`."""
+    """Whether the SDK's model of `method`'s params at `version` takes `params` (a handshake-
+    era request's progress token), kept by the envelope as `_verdicts` says."""
     key = orjson.dumps([method, version, params.get("_meta")])
-    known = _validated.get(key)
+    known = _verdicts.get(key)
     if known is not None:
         return known
     try:
@@ -193,7 +200,19 @@ def _valid_params(method: str, version: str, params: dict[str, Any]) -> bool:
         valid = True
     except ValidationError:
         valid = False
-    if len(_validated) >= _VALIDATED_KEPT:
-        _validated.clear()
-    _validated[key] = valid
+    _keep(key, valid)
     return valid
+
+
+_VERDICTS_KEPT: Final = 256
+_verdicts: dict[bytes, bool] = {}
+"""The SDK's verdicts on the requests seen lately, by what its checks read: the method, the
+tool's name, the `_meta` and the routing headers. The rest of the params is arguments that are
+an object or absent (the intake sends any other call to the gateway as a `DirectCall`), which
+the SDK's model always takes: these decide."""
+
+
+def _keep(key: bytes, verdict: bool) -> None:
+    if len(_verdicts) >= _VERDICTS_KEPT:
+        _verdicts.clear()
+    _verdicts[key] = verdict

@@ -25,6 +25,7 @@ from strictcall.core.ids import mint_call_id
 from strictcall.core.record import refusal_record
 from strictcall.core.refusals import protocol_refusal
 from strictcall.transports.asgi import IDENTITY_KEY, Message, Receive, Scope, Send, read_body
+from strictcall.transports.asgi import Response as Answered
 from strictcall.transports.jsonrpc import Recorder
 from strictcall.transports.mcp.adapter import (
     Context,
@@ -128,23 +129,47 @@ class McpHttpApp:
         """A plain request answered here, as the SDK's stateless JSON-response path answers it."""
         identity = scope.get(IDENTITY_KEY)
         caller = identity if isinstance(identity, str) else None
-        request_id = request.request_id
-        if request.method == "tools/call":
+        body = self._reply_now(request, caller)
+        if body is None:  # a call whose tool must be awaited
             line = await self._tools.answer_call_line(
-                request.params, request_id, caller, request.version
+                request.params, request.request_id, caller, request.version
             )
             body = line[:-1]  # the line's newline: a body is the message alone
-        elif request.method == "tools/list":
-            listing = [] if caller is None else self._tools.gateway.listing(caller, "mcp")
-            body = orjson.dumps(listing_message(request_id, listing, request.version))
-        else:  # ping
-            body = orjson.dumps({"jsonrpc": "2.0", "id": request_id, "result": {}})
-        headers = [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode("ascii")),
-        ]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        status, headers, body = _json_response(body)
+        await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
+
+    def answer_now(self, scope: Scope, body: bytes | bytearray) -> Answered | None:
+        """A POST whose whole `body` has arrived, answered in place when it is a plain request
+        (`strictcall.transports.mcp.direct`) whose answer needs no await; None, with nothing
+        run or audited, otherwise (the server then runs the app on it)."""
+        if not self._direct or len(body) > self.limits.max_size:
+            return None
+        tools = self._tools
+        message = read_message(
+            bytes(body),
+            self.limits,
+            tools.serves,
+            answers_itself=lambda read: direct_request(scope, read, tools.declares_headers),
+        )
+        if not isinstance(message, DirectRequest):
+            return None
+        identity = scope.get(IDENTITY_KEY)
+        reply = self._reply_now(message, identity if isinstance(identity, str) else None)
+        return None if reply is None else _json_response(reply)
+
+    def _reply_now(self, request: DirectRequest, caller: str | None) -> bytes | None:
+        """A plain request's reply, made now; None for a call whose tool must be awaited."""
+        request_id = request.request_id
+        if request.method == "tools/call":
+            line = self._tools.answer_call_line_now(
+                request.params, request_id, caller, request.version
+            )
+            return None if line is None else line[:-1]  # a body is the message alone
+        if request.method == "tools/list":
+            listing = [] if caller is None else self._tools.gateway.listing(caller, "mcp")
+            return orjson.dumps(listing_message(request_id, listing, request.version))
+        return orjson.dumps({"jsonrpc": "2.0", "id": request_id, "result": {}})  # ping
 
     async def _refuse(
         self, refused: Refused, status: int, scope: Scope, receive: Receive, send: Send
@@ -210,6 +235,15 @@ class SdkErrors:
             refusal = protocol_refusal(code).as_error()
             self._record(refusal_record(refusal, self._identity))
         return orjson.dumps({**reply, "error": scrubbed(error)})
+
+
+def _json_response(body: bytes) -> Answered:
+    """A 200 carrying a JSON body, as the SDK's JSON responses are sent."""
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode("ascii")),
+    ]
+    return 200, headers, body
 
 
 def _is_json(start: Message) -> bool:

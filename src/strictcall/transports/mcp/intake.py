@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from strictcall.core.ids import valid_id
 from strictcall.core.pipeline import Limits, too_large
 from strictcall.core.pipeline import read_message as read_text
-from strictcall.core.refusals import NO_SUCH_METHOD, NOT_A_REQUEST, POSITIONAL_PARAMS
+from strictcall.core.refusals import ID_TOO_LONG, NO_SUCH_METHOD, NOT_A_REQUEST, POSITIONAL_PARAMS
 from strictcall.errors import JSONValue, Rejection
 from strictcall.transports.jsonrpc import NO_VERSION, NOT_VERSION_2, error_reply, read_request
 from strictcall.transports.mcp.direct import DirectRequest
@@ -128,6 +128,8 @@ def read_message(
         acceptable = _is_response(message)
     else:
         request = read_request(message)
+        if request is ID_TOO_LONG:  # answered with id null: the id is never echoed or kept
+            return Refused(None, ID_TOO_LONG, named_tool(message))
         if request is POSITIONAL_PARAMS:  # a notification among them gets no answer
             return Refused(valid_id(message), POSITIONAL_PARAMS, answered="id" in message)
         if request is NO_VERSION or request is NOT_VERSION_2:  # named, as on /rpc
