@@ -48,6 +48,31 @@ def rss_kib(pid: int) -> int:
     return 0
 
 
+def answers_wrong(port: int, token: str) -> list[str]:
+    """The calls of the load not answered with a success (each checked once)."""
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "Mcp-Protocol-Version": "2025-11-25",
+        "Authorization": f"Bearer {token}",
+    }
+    wrong = []
+    for name, arguments in CALLS:
+        body = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": name, "arguments": arguments},
+        }
+        status, answer = http_load.request(
+            port, "POST", "/mcp", json.dumps(body).encode(), headers, timeout=30
+        )
+        result = json.loads(answer).get("result") if status == 200 else None
+        if not isinstance(result, dict) or result.get("isError") is not False:
+            wrong.append(f"{name}: HTTP {status} {answer[:160]!r}")
+    return wrong
+
+
 def wrk_script(token: str, path: Path) -> Path:
     bodies = [
         json.dumps(
@@ -106,6 +131,9 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
         command = [*cli, "federate", "--config", str(config), "--host", HOST, "--port", str(port)]
         with http_load.running([*command, "--db", str(db)], workdir / "federate.log") as server:
             http_load.wait_until(lambda: http_load.answers(port, "GET", "/healthz"), server, 120.0)
+            wrong = answers_wrong(port, token)
+            if wrong:
+                raise RuntimeError(f"wrong answers before the load: {wrong}")
             script = wrk_script(token, workdir / "load.lua")
             url = f"http://{HOST}:{port}/mcp"
             samples: list[dict[str, Any]] = []
@@ -123,6 +151,7 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
                 )
                 http_load.log(f"  rss {samples[-1]['rss_kib'] / 1024:.1f} MiB, {samples[-1]}")
             alive = server.alive()
+            wrong_after = answers_wrong(port, token)
     start, end = samples[0]["rss_kib"] / 1024, samples[-1]["rss_kib"] / 1024
     growth = end / start - 1
     report = {
@@ -134,8 +163,9 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
         "end_mib": round(end, 1),
         "peak_mib": round(max(s["rss_kib"] for s in samples) / 1024, 1),
         "growth": round(growth, 4),
-        "met": end < TARGET_MIB and growth < TARGET_GROWTH,
+        "met": end < TARGET_MIB and growth < TARGET_GROWTH and not wrong_after,
         "alive_at_end": alive,
+        "wrong_after": wrong_after,
         "samples": samples,
     }
     write_markdown(report, args.markdown)
@@ -161,7 +191,8 @@ def write_markdown(report: dict[str, Any], path: Path) -> None:
         f" {100 * report['growth']:.1f} %; target under {TARGET_MIB:g} MiB and under"
         f" {100 * TARGET_GROWTH:g} %: {verdict}",
         f"- req/s per chunk: {min(rates):,}-{max(rates):,}; non-2xx and socket errors: {errors};"
-        f" still serving at the end: {report['alive_at_end']}",
+        f" still serving at the end: {report['alive_at_end']}; every call answered right"
+        f" before and after: {not report['wrong_after']}",
     ]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
