@@ -195,6 +195,8 @@ def test_uvicorn_still_has_the_httptools_protocol_that_strictcall_subclasses() -
         "timeout_keep_alive_handler": ["self"],
         "_start_asgi_task": ["self", "cycle", "app"],
         "_unset_keepalive_if_required": ["self"],
+        "_should_upgrade": ["self"],  # overridden: an Upgrade is refused, never handed on
+        "_unsupported_upgrade_warning": ["self"],
     }.items():
         assert_signature(protocol, method, parameters, UVICORN_HOME)
     assert_sets(

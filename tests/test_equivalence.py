@@ -28,6 +28,7 @@ from stdio_peer import StdioPeer
 from strictcall import errors
 from strictcall.core.gateway import Gateway
 from strictcall.core.jsontext import MAX_DEPTH, MAX_SIZE
+from strictcall.errors import MAX_CALL_ID_LENGTH
 from strictcall.services.notes import MAX_NOTE_LENGTH, notes_gateway
 from strictcall.storage.sqlite import SQLiteStore
 
@@ -41,10 +42,11 @@ EXCEPTIONS: dict[str, str] = {
         "the call itself for Gateway.call, the JSON-RPC message around it on the wires."
     ),
     "wire_id": (
-        "An id the wire refuses (a bool, a float, null, an empty str, an int beyond 64 bits) "
-        "makes the message an invalid_request (id null) on JSON-RPC and MCP. Gateway.call "
-        "takes its call id from its caller: a bool, float, None or empty str is the caller's "
-        "TypeError/ValueError there, and any int is a call id."
+        "An id the wire refuses (a bool, a float, null, an empty str, an int beyond 64 bits, "
+        "a str longer than MAX_CALL_ID_LENGTH) makes the message an invalid_request (id null) "
+        "on JSON-RPC and MCP. Gateway.call takes its call id from its caller: a bool, float, "
+        "None or empty str is the caller's TypeError/ValueError there, and any int or longer "
+        "str is a call id."
     ),
     "params_not_object": (
         "A call that is not a JSON object is unknown_tool (route) through Gateway.call; on the "
@@ -108,12 +110,22 @@ def corpus() -> list[Case]:
     add("delete-missing", call_text("delete_note", {"note_id": "nxyz"}), identity="u3")
     add("read-odd-id-text", call_text("read_note", {"note_id": "\u00e9\U0001f600 \\/"}))
     # odd request ids that every wire carries
-    ids: list[Any] = [0, -1, "0", "x" * 1000, 2**63 - 1, -(2**63), "\u00e9", 2**53 + 1]
+    ids: list[Any] = [
+        0,
+        -1,
+        "0",
+        "x" * MAX_CALL_ID_LENGTH,
+        2**63 - 1,
+        -(2**63),
+        "\u00e9",
+        2**53 + 1,
+    ]
     for number, request_id in enumerate(ids):
         add(f"id-{number}", call_text("count_notes", {}), identity="u3", request_id=request_id)
         add(f"id-{number}-refused", call_text("read_note", {}), request_id=request_id)
     # ids the wires refuse
-    for number, request_id in enumerate([True, 1.0, None, "", 2**63, -(2**63) - 1]):
+    too_long = "x" * (MAX_CALL_ID_LENGTH + 1)  # refused at intake, never stored
+    for number, request_id in enumerate([True, 1.0, None, "", 2**63, -(2**63) - 1, too_long]):
         add(
             f"wire-id-{number}",
             call_text("count_notes", {}),
@@ -361,7 +373,8 @@ def test_every_transport_gives_the_same_answer(transports: Transports, case: Cas
             assert outcome.compared() == outcomes["gateway"].compared()
     elif case.exception == "wire_id":
         raised = outcomes["gateway"].kind == "raised"
-        assert raised or type(case.request_id) is int
+        long_str = type(case.request_id) is str and len(case.request_id) > MAX_CALL_ID_LENGTH
+        assert raised or type(case.request_id) is int or long_str
         for outcome in wires:
             assert outcome.kind == "error"
             assert outcome.value["code"] == errors.INVALID_REQUEST.code

@@ -22,7 +22,13 @@ import pytest
 
 from mcp_peers import error_of, everything_command, fastmcp_command
 from stdio_peer import DEADLINE_S, StdioPeer
-from strictcall.errors import TOOL_CHANGED, UPSTREAM_UNAVAILABLE, ErrorKind
+from strictcall.errors import (
+    RATE_LIMITED,
+    TOOL_CHANGED,
+    UNKNOWN_TOOL,
+    UPSTREAM_UNAVAILABLE,
+    ErrorKind,
+)
 from strictcall.services.proxy.config import (
     HOST_NAME,
     ConfigError,
@@ -466,3 +472,33 @@ def test_the_readmes_config_example_is_one_federate_reads() -> None:
     assert [u.name for u in config.upstreams] == ["files", "tickets"]
     assert [u.prefix for u in config.upstreams] == ["files", "jira"]
     assert config.upstreams[1].served_name("search", config.separator) == "jira_search"
+
+
+# --- the policy file ---------------------------------------------------------------------------
+
+
+def test_the_policy_file_judges_the_served_prefixed_names_on_list_and_call(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.toml"
+    policy.write_text(
+        '[[rule]]\nname = "notes"\nwho = ["u1"]\ntools = ["notes_read_*", "notes_add"]\n'
+        'rate = "1/hour"\nburst = 1\n',
+        encoding="utf-8",
+    )
+    config = tmp_path / "federation.toml"
+    config.write_text(f"[upstreams.notes]\ncommand = {toml_text(fastmcp_command())}\n")
+    argv = federate_argv(config, tmp_path / "db.sqlite3", "--stdio", "--identity", "u1")
+    with (tmp_path / "stderr").open("wb") as stderr:
+        peer = StdioPeer([*argv, "--policy", str(policy)], stderr)
+        try:
+            peer.initialize()
+            assert peer.tool_names() == {"notes_add", "notes_read_note"}
+            error = error_of(peer.call("notes_slow", {"seconds": 0}))
+            assert (error["code"], error["available"]) == (
+                UNKNOWN_TOOL.code,
+                ["notes_add", "notes_read_note"],
+            )
+            assert peer.call("notes_add", {"a": 1, "b": 1})["structuredContent"] == {"result": 2}
+            over = error_of(peer.call("notes_add", {"a": 1, "b": 1}))
+            assert (over["code"], over["rule"]) == (RATE_LIMITED.code, "notes")
+        finally:
+            assert peer.close() == 0

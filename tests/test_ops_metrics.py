@@ -79,7 +79,7 @@ def test_metrics_count_the_calls_made_by_tool_outcome_stage_and_code(
     # the scrape itself is the one request in flight
     assert [s.value for s in samples(server, "strictcall_requests_in_flight")] == [1.0]
     faults = {s.labels["where"]: s.value for s in samples(server, "strictcall_store_faults_total")}
-    assert faults == {"call": 0.0, "auth": 0.0, "audit": 0.0}
+    assert faults == {"call": 0.0, "auth": 0.0, "audit": 0.0, "quota": 0.0}
 
 
 def test_no_label_holds_an_identity_an_argument_or_a_made_up_name(

@@ -215,14 +215,18 @@ class StrictcallError(Exception):
     ├── PipeClosed                              a proxy's stdio upstream stopped answering
     ├── UnreadableAnswer                        a proxy's upstream answered no JSON-RPC response
     ├── HttpCallFailed                          ... an HTTP upstream's call got none (its status)
+    ├── AnswerTooLarge                          ... or one longer than the proxy's cap
     ├── PolicyError (also ValueError)           a proxy's allow-list file is malformed
+    ├── PolicyFileError (also ValueError)       a policy file is not valid (its line, the reason)
     ├── ConfigError (also ValueError)           a federation's config file is malformed
     ├── FederationFailed                        a federation cannot start (a name collision)
+    ├── QuotaStoreDown                          the shared quota state cannot be reached (quota)
     ├── StoreError                              raised by a store (storage.base)
     │   ├── StoreUnavailable                    the database cannot serve now (retryable)
     │   │   ├── SchemaTooNew                    ... its schema is newer than this code
     │   │   └── StoreUnreachable                ... it cannot be reached (psql's reason)
     │   ├── StoreBusy                           a write asked not to wait would have had to
+    │   ├── StoreRefused                        the database refused a value of the call itself
     │   └── IdempotencyConflict                 a call id reused for another write
     ├── PoolFull                                no PostgreSQL connection came free in time
     ├── NoValue                                 a PostgreSQL NULL where the schema holds none
@@ -235,6 +239,15 @@ class StrictcallError(Exception):
     Catching `StrictcallError` catches all of them; nothing else that strictcall raises is a
     subclass (a programmer's error, such as a bad `call_id`, is a plain TypeError/ValueError).
     """
+
+
+class PolicyFileError(StrictcallError, ValueError):
+    """A policy file is not valid: `line` (from 1; 0 when the whole file) and `reason`."""
+
+    def __init__(self, line: int, reason: str) -> None:
+        super().__init__(f"line {line}: {reason}" if line > 0 else reason)
+        self.line = line
+        self.reason = reason
 
 
 class MissingExtra(StrictcallError, ImportError):
@@ -285,6 +298,14 @@ UNKNOWN_METHOD: Final = ErrorKind(
 """The JSON-RPC request names a method the server does not have."""
 
 # --- shape -------------------------------------------------------------------------------------
+
+ARGUMENTS_TOO_LARGE: Final = ErrorKind(
+    "arguments_too_large",
+    Stage.SHAPE,
+    False,
+    "Send smaller arguments; the policy caps this tool's arguments at `limit` bytes.",
+)
+"""The call's arguments, as JSON, are longer than the policy's limit for this tool (`limit`)."""
 
 INVALID_ARGUMENTS: Final = ErrorKind(
     "invalid_arguments",
@@ -367,7 +388,47 @@ IDEMPOTENCY_CONFLICT: Final = ErrorKind(
 )
 """The call id was already used by this caller for a different write."""
 
+VALUE_REFUSED: Final = ErrorKind(
+    "value_refused",
+    Stage.EXECUTE,
+    False,
+    "Do not retry the same call; the store refused one of its values as too long or unstorable.",
+)
+"""The store refused a value of the call itself (longer than its index allows): no fault."""
+
+RATE_LIMITED: Final = ErrorKind(
+    "rate_limited",
+    Stage.EXECUTE,
+    True,
+    "Retry after `retry_after_ms`; the call never started: a quota of the policy is used up.",
+)
+"""A quota (`rule`) has no token left; the call never ran (`retry_after_ms` from its bucket)."""
+
+QUOTA_UNAVAILABLE: Final = ErrorKind(
+    "quota_unavailable",
+    Stage.EXECUTE,
+    True,
+    "Retry after `retry_after_ms`; the call never started: the shared quota state is down.",
+)
+"""A quota shared across servers could not be read and its rule fails closed; it never ran."""
+
 # --- output ------------------------------------------------------------------------------------
+
+RESULT_TOO_LARGE: Final = ErrorKind(
+    "result_too_large",
+    Stage.OUTPUT,
+    False,
+    "Ask for less (a page, a filter); the result is larger than `limit` bytes and was withheld.",
+)
+"""The tool's result is larger than its `limit` in bytes (reply, proxy or policy); withheld."""
+
+REPLY_TOO_LARGE: Final = ErrorKind(
+    "reply_too_large",
+    Stage.OUTPUT,
+    False,
+    "The call ran; send it alone or in a smaller batch: the batch's reply passed `limit` bytes.",
+)
+"""The batch's reply would pass its limit (`limit`, bytes): this call's result was withheld."""
 
 INVALID_TOOL_RESULT: Final = ErrorKind(
     "invalid_tool_result",
@@ -413,6 +474,7 @@ CATALOGUE: Final[tuple[ErrorKind, ...]] = (
     UNKNOWN_TOOL,
     UNKNOWN_METHOD,
     INVALID_ARGUMENTS,
+    ARGUMENTS_TOO_LARGE,
     FORBIDDEN_OR_MISSING,
     INTERNAL_ERROR,
     TIMEOUT,
@@ -420,10 +482,15 @@ CATALOGUE: Final[tuple[ErrorKind, ...]] = (
     AT_CAPACITY,
     STORE_UNAVAILABLE,
     IDEMPOTENCY_CONFLICT,
+    VALUE_REFUSED,
     TOOL_ERROR,
     UPSTREAM_UNAVAILABLE,
     TOOL_CHANGED,
+    RATE_LIMITED,
+    QUOTA_UNAVAILABLE,
     INVALID_TOOL_RESULT,
+    RESULT_TOO_LARGE,
+    REPLY_TOO_LARGE,
     UNAUTHENTICATED,
     FORBIDDEN_ORIGIN,
     AUTH_UNAVAILABLE,

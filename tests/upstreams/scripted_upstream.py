@@ -18,6 +18,11 @@ Every line it receives is appended to RECEIVED_LOG, so that a test can see what 
                   reading), then the result
     later_member  a result with `resultType`, a member of a later revision
     hang          no answer, and no more answers to anything (pings included): the server hangs
+    nan           an answer holding NaN (not JSON)
+    surrogate     an answer holding a lone surrogate escape (names no character)
+    deep          an answer nested 5,000 levels deep
+    wrong_id      the result under the request's id written as a float (4294967296.0)
+    huge          a result of 100 MB in one line, written in pieces (the proxy must not keep it)
 
 With REMOTE_REF (a URL), it also lists `remote_ref`, whose input schema refers to that URL and
 to a file (`$ref`): the proxy must fetch and read neither, and serve the others.
@@ -42,7 +47,13 @@ TOOLS = [
     "flood",
     "later_member",
     "hang",
+    "nan",
+    "surrogate",
+    "deep",
+    "wrong_id",
+    "huge",
 ]
+HUGE_MB = 100
 FLOOD = 2_000
 FLOOD_LOG = {"level": "info", "data": "flooding"}
 BIG = "x" * 300_000
@@ -82,6 +93,28 @@ def answer_call(request_id: Any, name: str) -> None:
     elif name == "later_member":
         result = {**text_result("complete"), "resultType": "complete"}
         write({"jsonrpc": "2.0", "id": request_id, "result": result})
+    elif name == "nan":
+        result = {**text_result("not a number"), "n": float("nan")}
+        write(json.dumps({"jsonrpc": "2.0", "id": request_id, "result": result}))  # NaN
+    elif name == "surrogate":
+        escaped = json.dumps(text_result("\ud800"))  # ASCII: the escape \ud800, alone
+        write(f'{{"jsonrpc":"2.0","id":{request_id},"result":{escaped}}}')
+    elif name == "deep":
+        nested = "[" * 5_000 + "]" * 5_000
+        write(f'{{"jsonrpc":"2.0","id":{request_id},"result":{{"content":[],"d":{nested}}}}}')
+    elif name == "wrong_id":
+        written = json.dumps(text_result("x"))
+        write(f'{{"jsonrpc":"2.0","id":{request_id}.0,"result":{written}}}')
+    elif name == "huge":
+        out = sys.stdout.buffer
+        sys.stdout.flush()
+        head = f'{{"jsonrpc":"2.0","id":{request_id},"result":{{"content":[{{"type":"text",'
+        out.write((head + '"text":"').encode())
+        chunk = b"x" * (1024 * 1024)
+        for _ in range(HUGE_MB):
+            out.write(chunk)
+        out.write(b'"}],"isError":false}}\n')
+        out.flush()
     elif name == "hang":
         time.sleep(3600)  # until the proxy gives up on it and stops it
     # "never": no answer

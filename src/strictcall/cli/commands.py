@@ -10,9 +10,9 @@ import shlex
 import time
 from collections.abc import Callable, Sequence
 from contextlib import closing
-from typing import TYPE_CHECKING, Any, Final, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Literal, TextIO, TypeVar
 
-from strictcall.errors import FORBIDDEN_OR_MISSING, ErrorKind, MissingExtra
+from strictcall.errors import FORBIDDEN_OR_MISSING, ErrorKind, MissingExtra, PolicyFileError
 from strictcall.ops.terminal import json_shown, shown
 from strictcall.server.edge import EdgeLimits
 from strictcall.services.demo import NOTES as SEED_NOTES
@@ -30,6 +30,7 @@ from strictcall.storage import (
 )
 
 if TYPE_CHECKING:
+    from strictcall.core.policy import PolicyHolder
     from strictcall.ops.audit_query import AuditQuery
 
 T = TypeVar("T")
@@ -50,6 +51,7 @@ def run_serve(
     edge: EdgeLimits | None = None,
     allow_origins: Sequence[str] = (),
     workers: int = 1,
+    policy: str | None = None,
 ) -> int:
     """Serve the notes tools over HTTP until stopped. Browser origins in `allow_origins` may
     call, and loopback ones when bound to a loopback address; `edge` bounds slow requests,
@@ -61,9 +63,13 @@ def run_serve(
     from strictcall.server.listen import ListenError
 
     origins = OriginPolicy(frozenset(allow_origins), loopback=is_loopback_host(host))
+    holder = _policy_of(policy, "strictcall", err)
+    if holder is False:
+        return EXIT_FAILED
     store = _open_store(db, err)
     if store is None:
         return EXIT_FAILED
+    restore = None
     try:
         if demo:
             _prepare_demo(store)
@@ -101,23 +107,75 @@ def run_serve(
                     allow_origins=allow_origins,
                     loopback=origins.loopback,
                     open_to_operators=open_to_operators,
+                    policy=policy,
                 )
             else:
                 app = build_app(
-                    store, origins=origins, edge=edge, open_to_operators=open_to_operators
+                    store,
+                    origins=origins,
+                    edge=edge,
+                    open_to_operators=open_to_operators,
+                    policy=holder,
                 )
+                if holder is not None and policy is not None:
+                    restore = _reload_on_hangup(holder, policy, err)
                 serve(app, host, port, ready, edge=edge, on_stopping=stopping)
         except ListenError as exc:
             err.write(f"strictcall: {exc}\n")
             return EXIT_FAILED
     finally:
+        if restore is not None:
+            restore()
+        if holder is not None:
+            holder.close()
         store.close()
     out.write("strictcall: stopped\n")
     out.flush()
     return EXIT_OK
 
 
-def run_serve_mcp_stdio(db: str, identity: str, *, err: TextIO) -> int:
+def _policy_of(path: str | None, command: str, err: TextIO) -> PolicyHolder | Literal[False] | None:
+    """The policy in the file at `path` in force (None without one), or False after one line
+    on `err` saying why it cannot be (its line and reason)."""
+    if path is None:
+        return None
+    from strictcall.services.policy_file import load_holder
+
+    try:
+        return load_holder(path)
+    except PolicyFileError as exc:
+        err.write(f"{command}: policy {path}: {exc}\n")
+        return False
+
+
+def _reload_on_hangup(holder: PolicyHolder, path: str, err: TextIO) -> Callable[[], None] | None:
+    """Reload the policy on SIGHUP, where this process can be told so (POSIX, main thread)."""
+    import signal
+    import threading
+
+    if not hasattr(signal, "SIGHUP") or threading.current_thread() is not threading.main_thread():
+        return None
+    from strictcall.services.policy_file import reload_on_sighup
+
+    return reload_on_sighup(holder, path, err)
+
+
+def run_policy_check(path: str, *, out: TextIO, err: TextIO) -> int:
+    """Check the policy file at `path`: one line saying what it holds, or one line with the
+    line number and the reason it is not valid (exit 1)."""
+    from strictcall.services.policy_file import read_policy
+
+    try:
+        policy = read_policy(path)
+    except PolicyFileError as exc:
+        err.write(f"{path}: {exc}\n")
+        return EXIT_FAILED
+    shared = "" if policy.shared is None else ", quotas shared"
+    out.write(f"{path}: ok: {len(policy.rules)} rules, {len(policy.quotas)} quotas{shared}\n")
+    return EXIT_OK
+
+
+def run_serve_mcp_stdio(db: str, identity: str, *, err: TextIO, policy: str | None = None) -> int:
     """Serve the notes tools as MCP on stdin and stdout, as `identity`, until stdin ends.
 
     Standard output carries MCP alone; the one line about the store goes to `err`.
@@ -129,21 +187,33 @@ def run_serve_mcp_stdio(db: str, identity: str, *, err: TextIO) -> int:
     from strictcall.transports.mcp.stdio import exit_interrupted
 
     configure_logging()  # log lines on stderr stamped with their time, as the HTTP server's
+    holder = _policy_of(policy, "strictcall", err)
+    if holder is False:
+        return EXIT_FAILED
     store = _open_store(db, err)
     if store is None:
         return EXIT_FAILED
     interrupted = False
+    restore = None
     try:
         err.write(f"strictcall: MCP on stdio for {identity} (store: {shown_db(db)})\n")
         err.flush()
-        with notes_gateway(store) as gateway:
+        if holder is not None and policy is not None:
+            restore = _reload_on_hangup(holder, policy, err)
+        with notes_gateway(store, policy=holder) as gateway:
             # audited in batches written off the event loop, as the HTTP server audits: a
             # commit per call would cost more than the call, and wait on the notes' writes
             audit = AuditLog(store)
-            serve_stdio(gateway, identity, record=audit.record, lifespans=[audit.running])
+            serving = [] if holder is None else [holder.serving]
+            lifespans = [*serving, audit.running]
+            serve_stdio(gateway, identity, record=audit.record, lifespans=lifespans)
     except KeyboardInterrupt:
         interrupted = True
     finally:
+        if restore is not None:
+            restore()
+        if holder is not None:
+            holder.close()
         store.close()
     if interrupted:
         exit_interrupted()  # 130, without waiting on threads still in a read or a write
@@ -164,11 +234,13 @@ def run_proxy(
     port: int | None,
     allow: str | None,
     pass_errors: list[str],
+    policy: str | None = None,
     timeout: float,
     out: TextIO,
     err: TextIO,
     edge: EdgeLimits | None = None,
     allow_origins: Sequence[str] = (),
+    max_result_bytes: int | None = None,
 ) -> int:
     """Serve one upstream MCP server's tools through the gateway: MCP on stdio as `identity`
     (when given), else HTTP on `port` with the store's tokens, behind the same edge as
@@ -178,6 +250,7 @@ def run_proxy(
     from strictcall.server.listen import ListenError
     from strictcall.server.proxy import Proxy, upstream_failure  # the MCP SDK loads only here
     from strictcall.services.proxy import PolicyError, UpstreamFailed, UpstreamSpec, load_allow_list
+    from strictcall.services.proxy.stdio import MAX_RESULT_BYTES
 
     try:
         spec = (
@@ -189,10 +262,24 @@ def run_proxy(
     except (ValueError, PolicyError) as exc:
         err.write(f"strictcall proxy: {exc}\n")
         return EXIT_FAILED
+    holder = _policy_of(policy, "strictcall proxy", err)
+    if holder is False:
+        return EXIT_FAILED
     store = _open_store(db, err)
     if store is None:
         return EXIT_FAILED
-    proxy = Proxy(spec, errlog=err, allowed=allowed, pass_errors=pass_errors, timeout=timeout)
+    proxy = Proxy(
+        spec,
+        errlog=err,
+        allowed=allowed,
+        policy=holder,
+        pass_errors=pass_errors,
+        timeout=timeout,
+        max_result_bytes=MAX_RESULT_BYTES if max_result_bytes is None else max_result_bytes,
+    )
+    restore = None
+    if holder is not None and policy is not None:
+        restore = _reload_on_hangup(holder, policy, err)
     try:
         if identity is not None:
             from strictcall.server.proxy import serve_proxy_stdio
@@ -229,6 +316,10 @@ def run_proxy(
         err.write(f"strictcall proxy: {failed}\n")
         return EXIT_FAILED
     finally:
+        if restore is not None:
+            restore()
+        if holder is not None:
+            holder.close()
         proxy.gateway.close()
         store.close()
     return EXIT_OK

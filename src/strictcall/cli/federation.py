@@ -8,7 +8,13 @@ import json
 from collections.abc import Sequence
 from typing import TextIO
 
-from strictcall.cli.commands import EXIT_FAILED, EXIT_OK, _open_store
+from strictcall.cli.commands import (
+    EXIT_FAILED,
+    EXIT_OK,
+    _open_store,
+    _policy_of,
+    _reload_on_hangup,
+)
 from strictcall.server.edge import EdgeLimits
 from strictcall.storage import StoreUnavailable, shown_db
 
@@ -22,6 +28,7 @@ def run_federate(
     port: int | None,
     allow: str | None,
     out: TextIO,
+    policy: str | None = None,
     err: TextIO,
     edge: EdgeLimits | None = None,
     allow_origins: Sequence[str] = (),
@@ -39,10 +46,16 @@ def run_federate(
     except (ConfigError, PolicyError) as exc:
         err.write(f"strictcall federate: {exc}\n")
         return EXIT_FAILED
+    holder = _policy_of(policy, "strictcall federate", err)
+    if holder is False:
+        return EXIT_FAILED
     store = _open_store(db, err)
     if store is None:
         return EXIT_FAILED
-    federation = Federation(config, errlog=err, pins=store, allowed=allowed)
+    federation = Federation(config, errlog=err, pins=store, allowed=allowed, policy=holder)
+    restore = None
+    if holder is not None and policy is not None:
+        restore = _reload_on_hangup(holder, policy, err)
     names = ", ".join(upstream.name for upstream in config.upstreams)
     try:
         if identity is not None:
@@ -82,6 +95,8 @@ def run_federate(
         err.write(f"strictcall federate: {federation.failed}\n")
         return EXIT_FAILED
     finally:
+        if restore is not None:
+            restore()
         federation.gateway.close()
         store.close()
     return EXIT_OK

@@ -254,6 +254,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--identity", type=_name, help="with --mcp-stdio: the caller every call runs as"
     )
+    serve.add_argument(
+        "--policy",
+        type=_utf8_text,
+        metavar="FILE",
+        help="who may list and call which tools, and how often (TOML, or JSON for .json);"
+        " read again on SIGHUP",
+    )
     _add_edge_arguments(serve)
 
     proxy = commands.add_parser(
@@ -281,8 +288,15 @@ def build_parser() -> argparse.ArgumentParser:
     proxy.add_argument("--host", default="127.0.0.1", help="HTTP: default 127.0.0.1")
     proxy.add_argument("--port", type=_port, help="HTTP: 0-65535, default 8765; 0 picks a free one")
     proxy.add_argument("--db", type=_db_path, help=db_help + "; tokens and the audit log")
-    proxy.add_argument(
+    allowing = proxy.add_mutually_exclusive_group()
+    allowing.add_argument(
         "--allow", type=_utf8_text, metavar="FILE", help="allow-list: identity -> tool names"
+    )
+    allowing.add_argument(
+        "--policy",
+        type=_utf8_text,
+        metavar="FILE",
+        help="a policy file, as for serve (read again on SIGHUP)",
     )
     proxy.add_argument(
         "--pass-errors",
@@ -294,6 +308,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     proxy.add_argument(
         "--timeout", type=float, default=60.0, help="seconds a call may take (default 60)"
+    )
+    proxy.add_argument(
+        "--max-result-bytes",
+        type=int,
+        default=8 * 1024 * 1024,
+        metavar="N",
+        help="the longest answer one call may get from the upstream (default 8 MiB)",
     )
     _add_edge_arguments(proxy)
 
@@ -316,8 +337,15 @@ def build_parser() -> argparse.ArgumentParser:
     federate.add_argument(
         "--db", type=_db_path, help=db_help + "; tokens, the audit log and the tool pins"
     )
-    federate.add_argument(
+    federate_allowing = federate.add_mutually_exclusive_group()
+    federate_allowing.add_argument(
         "--allow", type=_utf8_text, metavar="FILE", help="allow-list: identity -> served names"
+    )
+    federate_allowing.add_argument(
+        "--policy",
+        type=_utf8_text,
+        metavar="FILE",
+        help="a policy file, as for serve, by served names (read again on SIGHUP)",
     )
     _add_edge_arguments(federate)
 
@@ -329,6 +357,14 @@ def build_parser() -> argparse.ArgumentParser:
     approve = pinned.add_parser("approve", help="serve a pinned tool's changed definition")
     approve.add_argument("name", type=_utf8_text, metavar="NAME", help="as `tools diff` shows")
     approve.add_argument("--db", type=_db_path, help=db_help)
+
+    policy = commands.add_parser(
+        "policy", help="the policy file: check it before serving or reloading it"
+    ).add_subparsers(dest="action", required=True, metavar="ACTION", action=_Commands)
+    policy_check = policy.add_parser(
+        "check", help="check a policy file: ok, or one line with the line number and reason"
+    )
+    policy_check.add_argument("file", type=_utf8_text, metavar="FILE")
 
     tokens = commands.add_parser(
         "tokens", help="the API tokens callers send: create, list, revoke"
@@ -451,6 +487,14 @@ def main(
             return EXIT_OK
         if args.command == "call":
             return _call(args, stdin if stdin is not None else _buffer_of(sys.stdin), out)
+        if args.command == "policy":
+            from strictcall.cli import commands
+
+            text = io.TextIOWrapper(out, encoding="utf-8", write_through=True)
+            try:
+                return commands.run_policy_check(args.file, out=text, err=sys.stderr)
+            finally:
+                text.detach()
         return _operate(args, io.TextIOWrapper(out, encoding="utf-8", write_through=True))
     except MissingExtra as exc:  # one line naming the extra, never an ImportError traceback
         print(f"strictcall {args.command}: {exc}", file=sys.stderr)
@@ -501,7 +545,7 @@ def _operate(args: argparse.Namespace, out: TextIO) -> int:
             err.write(f"strictcall serve: {misuse}\n")
             return EXIT_USAGE
     if args.command == "serve" and args.mcp_stdio:
-        return commands.run_serve_mcp_stdio(db, args.identity, err=err)
+        return commands.run_serve_mcp_stdio(db, args.identity, err=err, policy=args.policy)
     if args.command == "serve":
         edge = _edge_of(args)
         return commands.run_serve(
@@ -514,6 +558,7 @@ def _operate(args: argparse.Namespace, out: TextIO) -> int:
             edge=edge,
             allow_origins=args.allow_origin,
             workers=args.workers,
+            policy=args.policy,
         )
     if args.command == "tokens" and args.action == "create" and args.operator:
         return commands.run_operator_token(db, args.identity, out=out, err=err)
@@ -529,6 +574,9 @@ def _operate(args: argparse.Namespace, out: TextIO) -> int:
         if not args.timeout > 0:
             err.write("strictcall proxy: --timeout is a positive number of seconds\n")
             return EXIT_USAGE
+        if args.max_result_bytes < 1:
+            err.write("strictcall proxy: --max-result-bytes is a positive number of bytes\n")
+            return EXIT_USAGE
         edge_given = _edge_flags_given(args)
         if args.stdio and edge_given is not None:
             err.write(f"strictcall proxy: {edge_given} is for HTTP; leave it out with --stdio\n")
@@ -542,8 +590,10 @@ def _operate(args: argparse.Namespace, out: TextIO) -> int:
             host=args.host,
             port=args.port,
             allow=args.allow,
+            policy=args.policy,
             pass_errors=args.pass_errors,
             timeout=args.timeout,
+            max_result_bytes=args.max_result_bytes,
             edge=_edge_of(args),
             allow_origins=args.allow_origin,
             out=out,
@@ -566,6 +616,7 @@ def _operate(args: argparse.Namespace, out: TextIO) -> int:
             host=args.host,
             port=args.port,
             allow=args.allow,
+            policy=args.policy,
             edge=_edge_of(args),
             allow_origins=args.allow_origin,
             out=out,

@@ -14,6 +14,11 @@ pointer, the stage, the time taken; `strictcall.core.record.record_of` makes the
 asks `listing` for tools/list, kept per identity and format until the tools change (the
 registry, `strictcall.core.registry`, which a Gateway is).
 
+With a policy (`strictcall.core.policy`), rung 2 routes on the caller's view of the tools (what
+its tools/list shows), and each tool in it carries its grant, which adds three checks where the
+policy sets them: the arguments' size (shape), the quotas (after resource, before the tool
+runs: `rate_limited`), the result's size (output).
+
 The ladder (rungs 2 to 6, `strictcall.core.pipeline`) is written once per form: `_ladder` (sync)
 and `_ladder_async`. `call` writes the sync one out once more after its parse, for speed: every
 in-process call takes it, and the frame it saves is measured in its docstring; a property test
@@ -52,6 +57,8 @@ from strictcall.core.pipeline import (
     text_refusal,
     unknown_tool,
 )
+from strictcall.core.policy.holder import PolicyHolder
+from strictcall.core.policy.model import Claims
 from strictcall.core.registry import Allowed, ToolRegistry
 from strictcall.core.tools import Tool, ToolContext
 from strictcall.errors import JSONValue, Rejection
@@ -106,6 +113,7 @@ class Gateway(ToolRegistry):
         limits: Limits | None = None,
         workers: int = _WORKERS,
         allowed: Allowed | None = None,
+        policy: PolicyHolder | None = None,
         details: bool = True,
         envelope: bool = True,
     ) -> None:
@@ -113,9 +121,11 @@ class Gateway(ToolRegistry):
         held by a call past its time limit is replaced (see `strictcall.core.threads`).
         `allowed`: which tools each identity may see and call; a tool it may not is answered
         at route exactly like one that does not exist (its `available` lists only the
-        caller's tools). `details=False` answers an error's code, stage and retryable only,
-        and `envelope=False` lets a call hold members besides "name" and "arguments" (both as
-        seed 002's `handle` answers, `strictcall.services.demo`)."""
+        caller's tools). `policy`: the policy in force (`strictcall.core.policy`: who may list
+        and call which tools, their limits and quotas), instead of `allowed`. `details=False`
+        answers an error's code, stage and retryable only, and `envelope=False` lets a call
+        hold members besides "name" and "arguments" (both as seed 002's `handle` answers,
+        `strictcall.services.demo`)."""
         if workers < 1:
             raise ValueError("a gateway needs at least one worker thread")
         self.limits: Final = limits if limits is not None else Limits()
@@ -123,7 +133,7 @@ class Gateway(ToolRegistry):
         self._pool_size: Final = workers
         self._details: Final = details
         self._envelope: Final = envelope
-        super().__init__(tools, allowed=allowed)
+        super().__init__(tools, allowed=allowed, policy=policy)
 
     def call(self, raw: str | bytes, identity: str, call_id: str | int) -> dict[str, JSONValue]:
         """Check and run one call; never raises for any text.
@@ -145,7 +155,7 @@ class Gateway(ToolRegistry):
         if type(document) is Rejection:
             return fail(call_id, document, located=self._details)
         parsed = document.value
-        tools = self._tools if self._allowed is None else self.tools_for(identity)
+        tools = self._tools if self._everyone else self.tools_for(identity)
         compiled = route_call(parsed, tools)  # 2. route
         if type(compiled) is Rejection:
             return fail(call_id, compiled, located=self._details)
@@ -156,10 +166,19 @@ class Gateway(ToolRegistry):
         arguments = check_arguments(parsed, compiled, document.has_float)
         if type(arguments) is Rejection:
             return fail(call_id, arguments, located=self._details)
+        grant = compiled.grant
+        if grant is not None and grant.max_arguments_bytes is not None:  # the policy's size
+            rejection = grant.check_arguments(arguments)
+            if rejection is not None:
+                return fail(call_id, rejection, located=self._details)
         tool = compiled.tool
         ctx = _new_context(ToolContext, (identity, call_id, tool.name))
         if tool.authorize is not None:  # 4. resource
             rejection = authorize_call(compiled, ctx, arguments)
+            if rejection is not None:
+                return fail(call_id, rejection, located=self._details)
+        if grant is not None and grant.buckets:  # the policy's quotas, before execute
+            rejection = grant.limiter.admit(grant.buckets)
             if rejection is not None:
                 return fail(call_id, rejection, located=self._details)
         if tool.timeout is None and not compiled.is_async:  # 5. execute: in place, untimed
@@ -173,6 +192,8 @@ class Gateway(ToolRegistry):
             if rejection is not None:
                 return fail(call_id, rejection, located=self._details)
         rejection = check_result(compiled, arguments, result, ctx)  # 6. output
+        if rejection is None and grant is not None and grant.max_result_bytes is not None:
+            rejection = grant.check_result(result)
         if rejection is not None:
             return fail(call_id, rejection, located=self._details)
         return succeed(call_id, result)
@@ -185,11 +206,18 @@ class Gateway(ToolRegistry):
         identity: str,
         call_id: str | int,
         in_place: Literal[False] = False,
+        claims: Claims | None = None,
     ) -> dict[str, JSONValue]: ...
 
     @overload
     def _ladder(
-        self, call: JSONValue, has_float: bool, identity: str, call_id: str | int, in_place: bool
+        self,
+        call: JSONValue,
+        has_float: bool,
+        identity: str,
+        call_id: str | int,
+        in_place: bool,
+        claims: Claims | None = None,
     ) -> dict[str, JSONValue] | Await: ...
 
     def _ladder(
@@ -199,16 +227,22 @@ class Gateway(ToolRegistry):
         identity: str,
         call_id: str | int,
         in_place: bool = False,
+        claims: Claims | None = None,
     ) -> dict[str, JSONValue] | Await:
         """Rungs 2 to 6, the sync form: route, shape, resource, execute, output; first failure
         wins. `in_place`: a call routed to a tool that must be awaited (async, or with a time
-        limit) is `AWAIT`, before anything of it runs."""
-        tools = self._tools if self._allowed is None else self.tools_for(identity)
+        limit) is `AWAIT`, before anything of it runs. `claims`: the caller's, for the
+        policy ("group:G", "scope:S")."""
+        tools = self._tools if self._everyone else self.tools_for(identity, claims)
         compiled = route_call(call, tools)  # 2. route
         if type(compiled) is Rejection:
             return fail(call_id, compiled, located=self._details)
         tool = compiled.tool
-        if in_place and (compiled.is_async or tool.timeout is not None):
+        if in_place and (
+            compiled.is_async
+            or tool.timeout is not None
+            or (compiled.grant is not None and compiled.grant.waits)
+        ):
             return AWAIT
         if self._envelope:  # 3. shape
             rejection = check_envelope(call)
@@ -217,9 +251,18 @@ class Gateway(ToolRegistry):
         arguments = check_arguments(call, compiled, has_float)
         if type(arguments) is Rejection:
             return fail(call_id, arguments, located=self._details)
+        grant = compiled.grant
+        if grant is not None and grant.max_arguments_bytes is not None:  # the policy's size
+            rejection = grant.check_arguments(arguments)
+            if rejection is not None:
+                return fail(call_id, rejection, located=self._details)
         ctx = _new_context(ToolContext, (identity, call_id, tool.name))
         if tool.authorize is not None:  # 4. resource
             rejection = authorize_call(compiled, ctx, arguments)
+            if rejection is not None:
+                return fail(call_id, rejection, located=self._details)
+        if grant is not None and grant.buckets:  # the policy's quotas, before execute
+            rejection = grant.limiter.admit(grant.buckets)
             if rejection is not None:
                 return fail(call_id, rejection, located=self._details)
         if tool.timeout is None and not compiled.is_async:  # 5. execute: in place, untimed
@@ -233,16 +276,23 @@ class Gateway(ToolRegistry):
             if rejection is not None:
                 return fail(call_id, rejection, located=self._details)
         rejection = check_result(compiled, arguments, result, ctx)  # 6. output
+        if rejection is None and grant is not None and grant.max_result_bytes is not None:
+            rejection = grant.check_result(result)
         if rejection is not None:
             return fail(call_id, rejection, located=self._details)
         return succeed(call_id, result)
 
     async def _ladder_async(
-        self, call: JSONValue, has_float: bool, identity: str, call_id: str | int
+        self,
+        call: JSONValue,
+        has_float: bool,
+        identity: str,
+        call_id: str | int,
+        claims: Claims | None = None,
     ) -> dict[str, JSONValue]:
         """Rungs 2 to 6, the async form: as `_ladder`, async handlers awaited and sync ones
         with a time limit timed out from the event loop."""
-        tools = self._tools if self._allowed is None else self.tools_for(identity)
+        tools = self._tools if self._everyone else self.tools_for(identity, claims)
         compiled = route_call(call, tools)  # 2. route
         if type(compiled) is Rejection:
             return fail(call_id, compiled, located=self._details)
@@ -253,16 +303,27 @@ class Gateway(ToolRegistry):
         arguments = check_arguments(call, compiled, has_float)
         if type(arguments) is Rejection:
             return fail(call_id, arguments, located=self._details)
+        grant = compiled.grant
+        if grant is not None and grant.max_arguments_bytes is not None:  # the policy's size
+            rejection = grant.check_arguments(arguments)
+            if rejection is not None:
+                return fail(call_id, rejection, located=self._details)
         tool = compiled.tool
         ctx = _new_context(ToolContext, (identity, call_id, tool.name))
         if tool.authorize is not None:  # 4. resource
             rejection = authorize_call(compiled, ctx, arguments)
             if rejection is not None:
                 return fail(call_id, rejection, located=self._details)
+        if grant is not None and grant.buckets:  # the policy's quotas, before execute
+            rejection = await grant.limiter.admit_async(grant.buckets)
+            if rejection is not None:
+                return fail(call_id, rejection, located=self._details)
         pool = None if tool.timeout is None else self._workers()  # 5. execute
         result, rejection = await execute_call_async(compiled, ctx, arguments, pool)
         if rejection is None:
             rejection = check_result(compiled, arguments, result, ctx)  # 6. output
+        if rejection is None and grant is not None and grant.max_result_bytes is not None:
+            rejection = grant.check_result(result)
         if rejection is not None:
             return fail(call_id, rejection, located=self._details)
         return succeed(call_id, result)
@@ -326,7 +387,7 @@ class Gateway(ToolRegistry):
         else:
             value, has_float = {}, False
         if type(name) is not str:  # the call made here would route on it: refuse it the same
-            tools = self._tools if self._allowed is None else self.tools_for(identity)
+            tools = self._tools if self._everyone else self.tools_for(identity)
             return fail(call_id, unknown_tool(tools), located=self._details)
         return self._ladder({"name": name, "arguments": value}, has_float, identity, call_id)
 
@@ -355,6 +416,7 @@ class Gateway(ToolRegistry):
         *,
         has_float: bool | None = None,
         in_place: Literal[False] = False,
+        claims: Claims | None = None,
     ) -> Outcome: ...
 
     @overload
@@ -366,6 +428,7 @@ class Gateway(ToolRegistry):
         *,
         has_float: bool | None = None,
         in_place: bool,
+        claims: Claims | None = None,
     ) -> Outcome | Await: ...
 
     def settle(
@@ -376,8 +439,10 @@ class Gateway(ToolRegistry):
         *,
         has_float: bool | None = None,
         in_place: bool = False,
+        claims: Claims | None = None,
     ) -> Outcome | Await:
         """`call_parsed`, answered as an `Outcome`: the one question a wire asks of a call.
+        `claims`: the caller's token's ("group:G", "scope:S"), which the policy may match.
 
         `in_place`: for a wire answering inside an event loop, a call naming a tool that must
         be awaited (async, or with a time limit) is `AWAIT`, nothing of it run (ask
@@ -392,13 +457,19 @@ class Gateway(ToolRegistry):
         if has_float is None:
             has_float = self._numbers and may_hold_float(call)
         started = perf_counter_ns()
-        answer = self._ladder(call, has_float, identity, call_id, in_place)
+        answer = self._ladder(call, has_float, identity, call_id, in_place, claims)
         if answer is AWAIT:
             return AWAIT
         return self._settled(call, answer, started)
 
     async def settle_async(
-        self, call: JSONValue, identity: str, call_id: str | int, *, has_float: bool | None = None
+        self,
+        call: JSONValue,
+        identity: str,
+        call_id: str | int,
+        *,
+        has_float: bool | None = None,
+        claims: Claims | None = None,
     ) -> Outcome:
         """`call_parsed_async`, answered as an `Outcome`.
 
@@ -409,7 +480,7 @@ class Gateway(ToolRegistry):
         if has_float is None:
             has_float = self._numbers and may_hold_float(call)
         started = perf_counter_ns()
-        answer = await self._ladder_async(call, has_float, identity, call_id)
+        answer = await self._ladder_async(call, has_float, identity, call_id, claims)
         return self._settled(call, answer, started)
 
     def settle_text(self, raw: str | bytes, identity: str, call_id: str | int) -> Outcome:

@@ -26,7 +26,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
-    pass
+    from strictcall.core.policy.grant import Grant
 
 from strictcall.core.jsontext import (
     MAX_DEPTH,
@@ -84,6 +84,9 @@ class CompiledTool:
     refusals: dict[Hashable, Rejection] = field(default_factory=dict)
     """Rejections already built for this tool's argument violations whose expected value is
     a scalar (so shared answers share nothing mutable); at most `REFUSALS_KEPT`."""
+    grant: Grant | None = None
+    """What the policy grants the caller whose view holds this copy (limits, quotas), or
+    None: no policy."""
 
     @classmethod
     def compile(cls, tool: Tool) -> CompiledTool:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from strictcall.core.ids import mint_call_id
+from strictcall.core.policy.model import DEFAULT_DENY
 
 if TYPE_CHECKING:
     from strictcall.core.gateway import Outcome
@@ -37,7 +38,8 @@ class AuditRecord(NamedTuple):
     stage: str | None
     latency_us: int
     reason: str | None = None
-    """The catalogue's reason of a parse or shape error (`strictcall.errors.Reason`)."""
+    """The catalogue's reason of a parse or shape error (`strictcall.errors.Reason`); for a
+    refusal of the policy, the name of its rule (`default-deny` for a tool no rule grants)."""
     pointer: str | None = None
     """Where a shape error is, as the gateway's `audit_pointer` shows it: member names the
     tool's schema declares, any other name as "*" (a name the model made up is its text)."""
@@ -88,6 +90,8 @@ def record_of(outcome: Outcome, identity: str | None) -> AuditRecord:
         return _new_record(AuditRecord, (*fields, None, None))
     error = answer["error"]
     reason = error.get("reason")
+    if type(reason) is not str:
+        reason = _policy_rule(error, outcome.tool)
     return _new_record(
         AuditRecord,
         (
@@ -103,6 +107,25 @@ def record_of(outcome: Outcome, identity: str | None) -> AuditRecord:
             outcome.pointer,
         ),
     )
+
+
+POLICY_CODES: Final = frozenset(
+    {"rate_limited", "quota_unavailable", "arguments_too_large", "result_too_large"}
+)
+"""The refusals a policy's rule makes; their record's `reason` is the rule's name."""
+
+
+def _policy_rule(error: Mapping[str, Any], tool: str | None) -> str | None:
+    """The policy's rule that refused a call, as its record keeps it in `reason`: the rule a
+    policy refusal names, or `DEFAULT_DENY` for a registered tool the caller may not see (the
+    caller is told `unknown_tool`, as for a tool that does not exist; the operator is not)."""
+    code = error["code"]
+    if code in POLICY_CODES:
+        rule = error.get("rule")
+        return rule if type(rule) is str else None
+    if code == "unknown_tool" and tool is not None:
+        return DEFAULT_DENY
+    return None
 
 
 def refusal_record(

@@ -20,6 +20,8 @@ from strictcall.errors import (
     INVALID_JSON,
     INVALID_REQUEST,
     MAX_CALL_ID_LENGTH,
+    REPLY_TOO_LARGE,
+    RESULT_TOO_LARGE,
     RETRY_AFTER_MS,
     UNAUTHENTICATED,
     UNKNOWN_METHOD,
@@ -41,6 +43,7 @@ __all__ = [
     "malformed_call",
     "protocol_refusal",
     "too_large",
+    "withheld_for_size",
 ]
 
 NO_TOKEN: Final = Rejection(UNAUTHENTICATED)
@@ -74,6 +77,13 @@ ID_TOO_LONG: Final = Rejection(
 )
 """A request whose str id is longer than `MAX_CALL_ID_LENGTH`: answered with id null, the id
 never stored."""
+
+
+def withheld_for_size(limit: int, *, batch: bool) -> Rejection:
+    """A result withheld for its size, the limit named: result_too_large past one call's
+    reply limit, reply_too_large past its batch's."""
+    kind = REPLY_TOO_LARGE if batch else RESULT_TOO_LARGE
+    return Rejection(kind, MappingProxyType({"limit": limit}))
 
 
 def malformed_call(pointer: str, reason: Reason, expected: JSONValue = None) -> Rejection:

@@ -14,6 +14,8 @@ from typing import Final
 
 from strictcall.core.listing import ToolFormat, describe_tool
 from strictcall.core.pipeline import CompiledTool
+from strictcall.core.policy.holder import PolicyHolder
+from strictcall.core.policy.model import Claims, Policy
 from strictcall.core.record import ENVELOPE_NAMES, kept_pointer, member_names
 from strictcall.core.schema import SchemaDefinitionError
 from strictcall.core.tools import Tool
@@ -25,6 +27,9 @@ Allowed = Callable[[str], AbstractSet[str] | None]
 _VIEWS_KEPT: Final = 256
 """Per-identity views of the tools kept at once (one per distinct allow-list, usually few)."""
 
+_POLICY_VIEWS_KEPT: Final = 4096
+"""Callers whose policy views are kept at once (each a dict of its tools and their grants)."""
+
 _LISTINGS_KEPT: Final = 256
 """Listings kept at once, one per identity and format asked for."""
 
@@ -32,14 +37,32 @@ _LISTINGS_KEPT: Final = 256
 class ToolRegistry:
     """Tools registered by name, each compiled once, and who may see and call which."""
 
-    def __init__(self, tools: Iterable[Tool] = (), *, allowed: Allowed | None = None) -> None:
-        """`allowed`: which tools each identity may see and call (None: every tool)."""
+    def __init__(
+        self,
+        tools: Iterable[Tool] = (),
+        *,
+        allowed: Allowed | None = None,
+        policy: PolicyHolder | None = None,
+    ) -> None:
+        """`allowed`: which tools each identity may see and call (None: every tool);
+        `policy`: the policy in force (`strictcall.core.policy`), which then decides instead.
+
+        Raises:
+            ValueError: both `allowed` and `policy` are given.
+        """
+        if allowed is not None and policy is not None:
+            raise ValueError("give an allow-list or a policy, not both")
         self._tools: dict[str, CompiledTool] = {}
         self._numbers = False
         self._declared: dict[str, frozenset[str]] = {}
         self._allowed = allowed
+        self.policy: Final = policy
+        """The policy in force, or None (then `allowed`, or every tool for everyone)."""
+        self._everyone = allowed is None and policy is None
+        self._judged: tuple[Policy | None, dict[str, CompiledTool]] = (None, {})
+        self._policy_views: dict[object, dict[str, CompiledTool]] = {}
         self._views: dict[frozenset[str], dict[str, CompiledTool]] = {}
-        self._listings: dict[tuple[str | None, str], list[dict[str, JSONValue]]] = {}
+        self._listings: dict[tuple[object, ...], list[dict[str, JSONValue]]] = {}
         self.generation = 0
         """Bumped whenever the set of tools changes, for those who cache a listing."""
         self._watchers: list[Callable[[], None]] = []
@@ -59,6 +82,7 @@ class ToolRegistry:
         self._tools[tool.name] = compiled
         self._numbers = self._numbers or compiled.arguments.admits_numbers
         self._views.clear()
+        self._policy_views = {}
         self._listings = {}
         self.generation += 1
         return tool
@@ -85,6 +109,7 @@ class ToolRegistry:
         self._tools = compiled
         self._numbers = any(c.arguments.admits_numbers for c in compiled.values())
         self._views = {}
+        self._policy_views = {}
         self._declared = {}
         self._listings = {}  # after the tools: a listing kept now is of the new ones
         self.generation += 1
@@ -105,8 +130,16 @@ class ToolRegistry:
 
         return unwatch
 
-    def tools_for(self, identity: str) -> Mapping[str, CompiledTool]:
-        """The tools `identity` may see and call, by name."""
+    def tools_for(self, identity: str, claims: Claims | None = None) -> Mapping[str, CompiledTool]:
+        """The tools `identity` (with `claims`, "group:G" / "scope:S", where its token says
+        them) may see and call, by name: what tools/list shows it and what tools/call routes."""
+        holder = self.policy
+        if holder is not None:
+            if claims is None and self._judged[0] is holder.current:  # every call's path
+                view = self._policy_views.get(identity)
+                if view is not None:
+                    return view
+            return self._policy_view(holder, identity, claims)
         if self._allowed is None:
             return self._tools
         names = self._allowed(identity)
@@ -119,6 +152,25 @@ class ToolRegistry:
             if len(self._views) >= _VIEWS_KEPT:
                 self._views.clear()
             self._views[key] = view
+        return view
+
+    def _policy_view(
+        self, holder: PolicyHolder, identity: str, claims: Claims | None
+    ) -> Mapping[str, CompiledTool]:
+        """The policy's view for this caller, kept until the tools or the policy change."""
+        policy = holder.current
+        views = self._policy_views
+        if self._judged[0] is not policy:
+            views = self._policy_views = {}
+            self._judged = (policy, {})
+            self._listings = {}
+        key: object = identity if claims is None else (identity, claims)
+        view = views.get(key)
+        if view is None:
+            view = holder.view(self._tools, identity, claims, policy)
+            if len(views) >= _POLICY_VIEWS_KEPT:
+                views.clear()
+            views[key] = view
         return view
 
     @property
@@ -143,17 +195,22 @@ class ToolRegistry:
                 return name
         return None
 
-    def must_await(self, call: JSONValue, identity: str) -> bool:
+    def must_await(self, call: JSONValue, identity: str, claims: Claims | None = None) -> bool:
         """Whether `call_parsed_async` would await for this parsed call: it names a tool
         `identity` may call that is async or has a time limit. Every other call (one refused
         before execute included) `call_parsed` answers in place, inside an event loop too."""
         if type(call) is dict:
             name = call.get("name")
             if type(name) is str:
-                tools = self._tools if self._allowed is None else self.tools_for(identity)
+                tools = self._tools if self._everyone else self.tools_for(identity, claims)
                 compiled = tools.get(name)
                 if compiled is not None:
-                    return compiled.is_async or compiled.tool.timeout is not None
+                    grant = compiled.grant
+                    return (
+                        compiled.is_async
+                        or compiled.tool.timeout is not None
+                        or (grant is not None and grant.waits)
+                    )
         return False
 
     def audit_pointer(self, tool: str | None, error: Mapping[str, object] | None) -> str | None:
@@ -174,27 +231,36 @@ class ToolRegistry:
         return kept_pointer(pointer, names)
 
     def list_tools(
-        self, format: ToolFormat = "mcp", *, identity: str | None = None
+        self,
+        format: ToolFormat = "mcp",
+        *,
+        identity: str | None = None,
+        claims: Claims | None = None,
     ) -> list[dict[str, JSONValue]]:
         """The tools as an agent host lists them: "mcp", "openai", "openai-responses" or
         "anthropic"; the schemas are the strict ones the gateway enforces. With `identity`,
-        only the tools that identity may call."""
-        tools = self._tools if identity is None else self.tools_for(identity)
+        only the tools that identity (with `claims`) may call."""
+        tools = self._tools if identity is None else self.tools_for(identity, claims)
         return [
             describe_tool(c.tool, c.arguments.advertised, c.result.advertised, format)
             for c in tools.values()
         ]
 
     def listing(
-        self, identity: str | None = None, format: ToolFormat = "mcp"
+        self,
+        identity: str | None = None,
+        format: ToolFormat = "mcp",
+        claims: Claims | None = None,
     ) -> list[dict[str, JSONValue]]:
-        """`list_tools(format, identity=identity)`, kept until the tools change: the wires'
-        tools/list. The list is shared: read it, never change it."""
+        """`list_tools(format, identity=identity, claims=claims)`, kept until the tools or the
+        policy change: the wires' tools/list. The list is shared: read it, never change it."""
+        if self.policy is not None and self._judged[0] is not self.policy.current:
+            self._listings = {}  # a reload: the views and listings of the old policy go
         listings = self._listings  # the one `replace_tools` empties, were it to run meanwhile
-        key = (identity, format)
+        key = (identity, format) if claims is None else (identity, format, claims)
         listed = listings.get(key)
         if listed is None:
-            listed = self.list_tools(format, identity=identity)
+            listed = self.list_tools(format, identity=identity, claims=claims)
             if len(listings) >= _LISTINGS_KEPT:
                 listings.clear()
             listings[key] = listed

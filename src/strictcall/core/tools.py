@@ -23,7 +23,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, NamedTuple, NotRequired, Required, get_type_hints
 
-from strictcall.errors import ErrorKind, JSONValue, Stage, StrictcallError
+from strictcall.errors import RESULT_TOO_LARGE, ErrorKind, JSONValue, Stage, StrictcallError
 
 Arguments = dict[str, JSONValue]
 Handler = Callable[["ToolContext", Arguments], JSONValue | Awaitable[JSONValue]]
@@ -123,7 +123,9 @@ class Tool:
         if not isinstance(self.name, str) or not self.name:
             raise ValueError("a tool's name is a non-empty str")
         for kind in self.failures:
-            if kind.stage is not Stage.EXECUTE:
+            # and result_too_large: a tool that fetches its result (a proxy's) may refuse it
+            # unread, as stage output would refuse it read
+            if kind.stage is not Stage.EXECUTE and kind is not RESULT_TOO_LARGE:
                 raise ValueError("a tool declares failures of stage execute only")
         if self.timeout is not None and not self.timeout > 0:
             raise ValueError("a tool's timeout is a positive number of seconds")

@@ -10,6 +10,7 @@
     strictcall_audit_backlog_records           audit records waiting to be written
     strictcall_audit_records_lost_total        audit records dropped (the store down too long)
     strictcall_requests_in_flight              HTTP requests being answered
+    strictcall_policy_refusals_total{rule, code} calls the policy refused, by its rule
     strictcall_tool_changes_total              pinned tools seen changed upstream (a federation)
     strictcall_build_info{version, python}     1
     process_*, python_*                        prometheus_client's process and runtime collectors
@@ -35,7 +36,7 @@ import bisect
 import os
 import platform
 from collections import Counter as Counter_
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator
 from contextlib import AbstractAsyncContextManager
 from functools import partial
 from operator import itemgetter
@@ -66,7 +67,8 @@ try:
 except ImportError:  # pragma: no cover - exercised in a venv without the extra
     raise MissingExtra("metrics", "prometheus-client") from None
 
-from strictcall.core.record import AuditRecord
+from strictcall.core.policy import DEFAULT_DENY
+from strictcall.core.record import POLICY_CODES, AuditRecord
 from strictcall.ops.drains import (
     MAX_PENDING,
     appender,
@@ -96,7 +98,8 @@ LATENCY_BUCKETS_S: Final = (
 _STORE_FAULT_CODES: Final = {"store_unavailable": "call", "auth_unavailable": "auth"}
 _LABELS: Final = ["tool", "outcome", "stage", "code", "transport"]
 _LATENCY_LABELS: Final = ["tool", "outcome", "transport"]
-_WHERE: Final = ("call", "auth", "audit")
+_WHERE: Final = ("call", "auth", "audit", "quota")
+_POLICY_CODES: Final = POLICY_CODES | {"unknown_tool"}
 
 _CALLS: Final = ("strictcall_calls", "Calls, by registered tool, outcome, stage and code.")
 _LATENCY: Final = (
@@ -106,7 +109,13 @@ _LATENCY: Final = (
 _FAULTS: Final = (
     "strictcall_store_faults",
     "Store faults: a call answered store_unavailable (call), a token not checked (auth), an"
-    " outage of the audit's writes (audit: once, however many retries).",
+    " outage of the audit's writes (audit: once, however many retries), a call whose quota the"
+    " shared state could not count (quota).",
+)
+_REFUSALS: Final = (
+    "strictcall_policy_refusals",
+    "Calls the policy refused, by the rule's name (default-deny: no rule grants the tool) and"
+    " code.",
 )
 _IN_FLIGHT: Final = ("strictcall_requests_in_flight", "HTTP requests being answered.")
 _TOOL_CHANGES: Final = (
@@ -130,6 +139,7 @@ _TOOL_OF: Final[Callable[[AuditRecord], str | None]] = itemgetter(3)
 _OUTCOME_OF: Final[Callable[[AuditRecord], str]] = itemgetter(4)
 _TOOL_OUTCOME_OF: Final[Callable[[AuditRecord], tuple[str | None, str]]] = itemgetter(3, 4)
 _LATENCY_OF: Final[Callable[[AuditRecord], int]] = itemgetter(7)
+_REFUSED_OF: Final[Callable[[AuditRecord], tuple[str | None, str | None]]] = itemgetter(8, 5)
 
 
 def _version() -> str:
@@ -171,8 +181,10 @@ _LatencyKey = tuple[str, str, str]
 class Metrics(Collector):
     """The server's metrics: its calls counted from their audit records."""
 
-    def __init__(self, tools: Iterable[str]) -> None:
-        self._tools: Final = frozenset(tools)
+    def __init__(self, tools: Iterable[str] | Container[str]) -> None:
+        # a container, not copied, for tools that change while serving (a proxy's, listed
+        # after the app is built): its names count as they come
+        self._tools: Final = tools if isinstance(tools, Container) else frozenset(tools)
         self._pending: dict[str, list[AuditRecord]] = {wire: [] for wire in WIRES}
         self._calls: dict[tuple[_Key, str], int] = {}
         self._labels: dict[tuple[_Key, str], _LabelValues] = {}
@@ -193,6 +205,9 @@ class Metrics(Collector):
         """Whether the store answers now (`strictcall.ops.health`)."""
         self.store_outages: Callable[[], int] = lambda: 0
         """How many outages of the store were seen."""
+        self.quota_faults: Callable[[], int] = lambda: 0
+        """Calls whose shared quota state could not be read (set by whoever holds it)."""
+        self._refusals: dict[tuple[str, str], int] = {}
         self.registry: Final = CollectorRegistry()
         self._shared = multiprocess_dir() is not None
         if self._shared:
@@ -200,6 +215,7 @@ class Metrics(Collector):
             self._calls_shared = Counter(*_CALLS, _LABELS)
             self._latency_shared = Histogram(*_LATENCY, _LATENCY_LABELS, buckets=LATENCY_BUCKETS_S)
             self._faults_shared = Counter(*_FAULTS, ["where"])
+            self._refusals_shared = Counter(*_REFUSALS, ["rule", "code"])
             self._http_shared = Counter(*_HTTP, ["path", "code"])
             self._in_flight_shared = Gauge(*_IN_FLIGHT, multiprocess_mode="livesum")
             self._backlog_shared = Gauge(*_BACKLOG, multiprocess_mode="livesum")
@@ -254,6 +270,7 @@ class Metrics(Collector):
         return drained
 
     def _count(self, wire: str, batch: list[AuditRecord]) -> None:
+        refused = False
         for key, n in Counter_(map(_KEY_OF, batch)).items():
             wired = (key, wire)
             self._calls[wired] = self._calls.get(wired, 0) + n
@@ -265,6 +282,10 @@ class Metrics(Collector):
             code = key[3]
             if code is not None and code in _STORE_FAULT_CODES:
                 self._fault(_STORE_FAULT_CODES[code], n)
+            elif code is not None and code in _POLICY_CODES:
+                refused = True
+        if refused:
+            self._count_refusals(batch)
         tools = self._tools
         places = map(partial(bisect.bisect_left, LATENCY_BUCKETS_US), map(_LATENCY_OF, batch))
         keys = zip(map(_TOOL_OF, batch), map(_OUTCOME_OF, batch), places, strict=True)
@@ -290,6 +311,17 @@ class Metrics(Collector):
                     self._latency_shared.labels(entry.tool, entry.outcome, wire).observe(
                         entry.latency_us / 1e6
                     )
+
+    def _count_refusals(self, batch: list[AuditRecord]) -> None:
+        """Count the batch's refusals by the policy, by rule and code."""
+        for (rule, code), n in Counter_(map(_REFUSED_OF, batch)).items():
+            if rule is None or code is None or code not in _POLICY_CODES:
+                continue
+            if code == "unknown_tool" and rule != DEFAULT_DENY:
+                continue
+            self._refusals[(rule, code)] = self._refusals.get((rule, code), 0) + n
+            if self._shared:
+                self._refusals_shared.labels(rule, code).inc(n)
 
     def _fault(self, where: str, n: int = 1) -> None:
         self._faults[where] += n
@@ -330,9 +362,14 @@ class Metrics(Collector):
             latency.add_metric(list(histogram), cumulative, self._sums[histogram] / 1_000_000)
         yield latency
         faults = CounterMetricFamily(*_FAULTS, labels=["where"])
+        self._faults["quota"] = self.quota_faults()
         for where in _WHERE:
             faults.add_metric([where], self._faults[where])
         yield faults
+        refusals = CounterMetricFamily(*_REFUSALS, labels=["rule", "code"])
+        for (rule, code), n in sorted(self._refusals.items()):
+            refusals.add_metric([rule, code], n)
+        yield refusals
         yield GaugeMetricFamily(*_AVAILABLE, value=1 if self.store_available() else 0)
         yield CounterMetricFamily(*_OUTAGES, value=self.store_outages())
         http = CounterMetricFamily(*_HTTP, labels=["path", "code"])

@@ -16,7 +16,7 @@ import bisect
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from functools import partial
@@ -89,7 +89,8 @@ class IdentityRow:
     top_code: str | None
     recent_calls: int
     nearest_quota: str | None = None
-    """How close the caller is to its nearest quota (none exist yet: always None)."""
+    """How close the caller is to its nearest quota ("per-caller: 20 % left"), None when no
+    quota of this process holds any of its calls now."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +125,9 @@ class RecentCalls:
         self._health = health
         self._lock = threading.Lock()  # the page reads on a worker thread, the loop drains
         self.started: Final = time.time()
+        self.nearest_quotas: Callable[[], Mapping[str, str]] = dict
+        """Each identity's nearest quota, as the page shows it (set by whoever holds the
+        policy: `PolicyHolder.nearest_by_identity`); none without a policy."""
 
     def observer(self, wire: str) -> Callable[[AuditRecord], None]:
         """What a wire calls with each record (`strictcall.ops.drains.appender`)."""
@@ -210,7 +214,7 @@ class RecentCalls:
             by_stage_code=_by_stage_code(hour),
             wires=_wires(hour, recent),
             latency=_latency(hour, recent),
-            identities=_identities(hour, recent),
+            identities=_identities(hour, recent, self.nearest_quotas()),
         )
 
     def running(self) -> AbstractAsyncContextManager[None]:
@@ -299,7 +303,9 @@ def _latency(hour: list[_Minute], recent: list[_Minute]) -> list[ToolLatency]:
     return sorted(rows, key=lambda r: (-r.calls, r.tool))
 
 
-def _identities(hour: list[_Minute], recent: list[_Minute]) -> list[IdentityRow]:
+def _identities(
+    hour: list[_Minute], recent: list[_Minute], quotas: Mapping[str, str]
+) -> list[IdentityRow]:
     def per_identity(minutes: list[_Minute]) -> dict[str, Counter[str | None]]:
         found: dict[str, Counter[str | None]] = {}
         for minute in minutes:
@@ -319,6 +325,7 @@ def _identities(hour: list[_Minute], recent: list[_Minute]) -> list[IdentityRow]
                 sum(failures.values()),
                 None if top is None else top[0],
                 sum(in_recent.get(identity, Counter()).values()),
+                quotas.get(identity),  # absent: no bucket of this caller holds a call now
             )
         )
     return sorted(rows, key=lambda r: (-r.calls, r.identity))

@@ -13,6 +13,8 @@ What is leaned on (all of uvicorn 0.30 to 0.54):
       .on_headers_complete / on_message_complete /  parser callbacks, overridden
        on_message_begin / on_body / data_received /
        connection_made / connection_lost
+      ._should_upgrade(), ._unsupported_upgrade_warning()  overridden: an Upgrade is refused 400
+      .parser.should_upgrade()                      called: a request to switch protocols
       .on_response_complete, .timeout_keep_alive_handler, .pipeline, .flow,
        .server_state.total_requests, .connections, .timeout_keep_alive, .loop, .app, .logger
     httptools_impl.RequestResponseCycle             .scope .body .keep_alive
@@ -61,7 +63,14 @@ Three parts:
     connection, for its first request): else 408 and the connection is closed;
   - its body must keep up a minimum rate: `body_grace_s`, plus one second per `body_min_rate`
     bytes received; else the connection is closed (the app sees the client disconnect);
-  - at most `max_connections` are open at once: one more is answered 503 and closed at once.
+  - at most `max_connections` are open at once: one more is answered 503 and closed at once;
+  - a request line longer than `MAX_REQUEST_LINE_BYTES` is answered 414, a head (line and
+    headers) longer than `MAX_HEADER_BYTES` 431, and the connection closed: counted as the
+    bytes arrive, before the parser sees more of them (httptools spends quadratic time on one
+    long header line, and holds what it is given);
+  - a request to switch protocols (`Upgrade:`, a WebSocket handshake among them) is answered
+    400 and closed: nothing here speaks another protocol, and uvicorn would hand a WebSocket
+    to the app, which answers none (500).
 
   None of this holds a worker: the deadlines are timers on the event loop. A connection keeps
   at most one timer, moved only when a deadline comes sooner than it: a request that ends
@@ -94,7 +103,7 @@ try:
 except ImportError:  # pragma: no cover - exercised in a venv without the extra
     raise MissingExtra("server", "uvicorn") from None
 
-from strictcall.server.edge import EdgeLimits
+from strictcall.server.edge import MAX_HEADER_BYTES, MAX_REQUEST_LINE_BYTES, EdgeLimits
 from strictcall.server.logs import log_config
 from strictcall.transports.asgi import ASGIApp
 
@@ -171,12 +180,21 @@ class Workers(Multiprocess):
         on_ready: Callable[[str, int], None],
         *,
         start_s: float,
+        before_restart: Callable[[], bool] | None = None,
     ) -> None:
-        """`start_s`: how long to wait for each worker to be ready before saying it listens."""
+        """`start_s`: how long to wait for each worker to be ready before saying it listens;
+        `before_restart`: asked on SIGHUP, before uvicorn restarts the workers (False: they
+        serve on as they are; a policy file that does not check)."""
         super().__init__(config, sockets=sockets)
         self._sockets = sockets
         self._on_ready = on_ready
         self._start_s = start_s
+        self._before_restart = before_restart
+
+    def handle_hup(self) -> None:
+        if self._before_restart is not None and not self._before_restart():
+            return
+        super().handle_hup()
 
     def init_processes(self) -> None:
         super().init_processes()
@@ -358,6 +376,20 @@ _FULL: Final = (
 )
 
 
+_URI_TOO_LONG: Final = (
+    b"HTTP/1.1 414 URI Too Long\r\ncontent-type: text/plain; charset=utf-8\r\n"
+    b"content-length: 21\r\nconnection: close\r\n\r\nrequest line too long"
+)
+_HEAD_TOO_LARGE: Final = (
+    b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: text/plain; charset=utf-8"
+    b"\r\ncontent-length: 25\r\nconnection: close\r\n\r\nrequest headers too large"
+)
+_NO_UPGRADE: Final = (
+    b"HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain; charset=utf-8\r\n"
+    b"content-length: 21\r\nconnection: close\r\n\r\nupgrade not supported"
+)
+
+
 def guarded_protocol(limits: EdgeLimits) -> type[CoalescingHttpToolsProtocol]:
     """uvicorn's httptools protocol class, coalesced and guarded by `limits`."""
 
@@ -369,6 +401,10 @@ def guarded_protocol(limits: EdgeLimits) -> type[CoalescingHttpToolsProtocol]:
         _then: Callable[[], None] | None = None
         _body_started = 0.0
         _body_received = 0
+        _in_head = True  # the bytes arriving are a request's head
+        _head_seen = 0  # of its bytes, how many have arrived before this chunk
+        _line_seen = False  # its request line has ended
+        _upgrade_refused = False
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -384,6 +420,33 @@ def guarded_protocol(limits: EdgeLimits) -> type[CoalescingHttpToolsProtocol]:
                 self._timer.cancel()
                 self._timer = None
             super().connection_lost(exc)
+
+        def data_received(self, data: bytes) -> None:
+            if self._in_head:
+                refusal = self._head_refusal(data)
+                if refusal is not None:
+                    if not self.transport.is_closing():
+                        self.transport.write(refusal)
+                        self.transport.close()
+                    return
+            super().data_received(data)
+
+        def _head_refusal(self, data: bytes) -> bytes | None:
+            """414 or 431 when `data` takes the request's line or head past its limit, else
+            None (the bytes counted). A chunk that ends one request and begins the next
+            pipelined one counts for neither: it is at most one read, far below the limits'
+            reason (megabytes)."""
+            seen = self._head_seen
+            if not self._line_seen:
+                line_end = data.find(b"\n")
+                if (len(data) if line_end < 0 else line_end) + seen > MAX_REQUEST_LINE_BYTES:
+                    return _URI_TOO_LONG
+                self._line_seen = line_end >= 0
+            head_end = data.find(b"\r\n\r\n")
+            if (len(data) if head_end < 0 else head_end) + seen > MAX_HEADER_BYTES:
+                return _HEAD_TOO_LARGE
+            self._head_seen = seen + len(data)
+            return None
 
         def on_message_begin(self) -> None:
             super().on_message_begin()
@@ -407,7 +470,14 @@ def guarded_protocol(limits: EdgeLimits) -> type[CoalescingHttpToolsProtocol]:
             self.timeout_keep_alive_handler()
 
         def on_headers_complete(self) -> None:
+            self._in_head = False
             self._disarm()
+            if self.parser.should_upgrade():  # Upgrade: (or CONNECT): not for this server
+                self._upgrade_refused = True
+                if not self.transport.is_closing():
+                    self.transport.write(_NO_UPGRADE)
+                    self.transport.close()
+                return
             super().on_headers_complete()
             self._body_started = self.loop.time()
             self._body_received = 0
@@ -419,7 +489,16 @@ def guarded_protocol(limits: EdgeLimits) -> type[CoalescingHttpToolsProtocol]:
 
         def on_message_complete(self) -> None:
             self._disarm()
+            self._in_head, self._head_seen, self._line_seen = True, 0, False
+            if self._upgrade_refused:
+                return
             super().on_message_complete()
+
+        def _should_upgrade(self) -> bool:
+            return False  # answered 400 above, never handed to a WebSocket protocol
+
+        def _unsupported_upgrade_warning(self) -> None:
+            pass  # answered 400 above: nothing to warn of
 
         def _arm(self, delay: float, then: Callable[[], None]) -> None:
             """Call `then` in `delay` seconds, unless disarmed (or armed again) first."""

@@ -259,6 +259,22 @@ class InFlight:
         self._count[identity] = count + 1
         return True
 
+    def enter_many(self, identity: str, count: int) -> bool:
+        """Count `count` more calls for `identity` (a batch's others), all or none."""
+        held = self._count.get(identity, 0)  # absent: none in flight
+        if held + count > self.limit:
+            return False
+        self._count[identity] = held + count
+        return True
+
+    def leave_many(self, identity: str, count: int) -> None:
+        """`count` calls of `identity` are answered."""
+        left = self._count[identity] - count
+        if left > 0:
+            self._count[identity] = left
+        else:
+            del self._count[identity]
+
     def leave(self, identity: str) -> None:
         """One call of `identity` is answered."""
         left = self._count[identity] - 1

@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Final, cast
 from strictcall.audit.log import AuditLog
 from strictcall.core.gateway import Gateway
 from strictcall.core.pipeline import Limits
-from strictcall.core.tools import Tool
-from strictcall.errors import MissingExtra
+from strictcall.core.policy import PolicyHolder
+from strictcall.errors import MissingExtra, PolicyFileError
 from strictcall.server._uvicorn import Server, Workers, guarded_protocol, server_config
 from strictcall.server.admission import Admission
 from strictcall.server.edge import EdgeLimits, OriginPolicy
@@ -81,9 +81,11 @@ def build_app(
     close_store: bool = False,
     open_to_operators: bool = False,
     observe: bool = True,
+    policy: PolicyHolder | None = None,
 ) -> RpcApp:
     """The ASGI app serving the notes tools from `store` (see `build_gateway_app`). With
-    `close_store`, the app closes the store when the server stops, after the last audit batch."""
+    `close_store`, the app closes the store when the server stops, after the last audit batch.
+    `policy`: who may list and call which tools, and how often (None: everyone, every tool)."""
 
     @asynccontextmanager
     async def closing() -> AsyncIterator[None]:
@@ -94,7 +96,7 @@ def build_app(
                 store.close()
 
     return build_gateway_app(
-        notes_gateway(_traced(store) if observe else store, limits=limits),
+        notes_gateway(_traced(store) if observe else store, limits=limits, policy=policy),
         store,
         origins=origins,
         edge=edge,
@@ -133,10 +135,16 @@ def build_gateway_app(
     from strictcall.server.ops import PATHS, OpsApp
 
     health = StoreHealth()
-    metrics = _metrics(gateway.tools) if observe else None
+    metrics = _metrics(gateway) if observe else None
+    holder = gateway.policy
+    if metrics is not None and holder is not None:
+        limiter = holder.limiter
+        metrics.quota_faults = lambda: limiter.faults
     if metrics is not None and tool_changes is not None:
         metrics.tool_changes = tool_changes
     window = _window(health) if observe else None
+    if window is not None and holder is not None:
+        window.nearest_quotas = holder.nearest_by_identity
     tracer = _tracer() if observe else None
 
     def audit_fault() -> None:
@@ -180,6 +188,7 @@ def build_gateway_app(
         routes=dict.fromkeys(PATHS, ops),
         lifespans=[
             *lifespans,
+            *([] if gateway.policy is None else [gateway.policy.serving]),
             audit.running,
             mcp.lifespan,
             *([] if metrics is None else [metrics.running]),
@@ -334,13 +343,26 @@ def observed(
     return observe
 
 
-def _metrics(tools: Sequence[Tool]) -> Metrics | None:
+def _metrics(gateway: Gateway) -> Metrics | None:
     """The app's metrics, or None without strictcall[metrics] (then /metrics says so)."""
     try:
         from strictcall.ops.metrics import Metrics
     except MissingExtra:
         return None
-    return Metrics(tool.name for tool in tools)
+    return Metrics(_ToolNames(gateway))
+
+
+class _ToolNames:
+    """The names of the tools `gateway` serves now, as a container: a proxy's tools are
+    listed after the app is built, and change (metrics label their calls by name)."""
+
+    __slots__ = ("_gateway",)
+
+    def __init__(self, gateway: Gateway) -> None:
+        self._gateway = gateway
+
+    def __contains__(self, name: object) -> bool:
+        return type(name) is str and self._gateway.tool_named({"name": name}) is not None
 
 
 def _window(health: StoreHealth) -> RecentCalls:
@@ -392,6 +414,24 @@ def serve(
     Server(config, on_ready, on_stopping).run(sockets=sockets)
 
 
+def _policy_checked(path: str) -> Callable[[], bool]:
+    """SIGHUP to the workers' parent: whether the policy file checks (else one line says why,
+    and the workers keep serving the old one; when it does, they restart one by one, each
+    finishing its calls in flight, the new ones reading the file as they start)."""
+
+    def check() -> bool:
+        from strictcall.services.policy_file import read_policy
+
+        try:
+            read_policy(path)
+        except PolicyFileError as exc:
+            log.error("strictcall: policy %s not reloaded, the old one stays: %s", path, exc)
+            return False
+        return True
+
+    return check
+
+
 def serve_workers(
     db: str,
     host: str,
@@ -403,6 +443,7 @@ def serve_workers(
     allow_origins: Sequence[str] = (),
     loopback: bool = False,
     open_to_operators: bool = False,
+    policy: str | None = None,
 ) -> None:
     """Serve the notes tools from `db` in `workers` processes on the sockets bound to `host`
     and `port`, until SIGTERM or SIGINT to this process (or SIGINT to its process group, as
@@ -419,6 +460,7 @@ def serve_workers(
         "origins": sorted(allow_origins),
         "loopback": loopback,
         "open_to_operators": open_to_operators,
+        "policy": policy,
     }
     os.environ[WORKER_ENV] = json.dumps(settings)  # inherited by the spawned workers
     config = server_config(
@@ -433,7 +475,8 @@ def serve_workers(
     )
     sockets = bind_listeners(host, port)
     try:
-        Workers(config, sockets, on_ready, start_s=WORKER_START_S).run()
+        checked = None if policy is None else _policy_checked(policy)
+        Workers(config, sockets, on_ready, start_s=WORKER_START_S, before_restart=checked).run()
     finally:
         for sock in sockets:
             sock.close()

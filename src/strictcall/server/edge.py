@@ -4,7 +4,7 @@ connections may be open, how many calls one identity may have in flight.
 It is decided here and enforced by `strictcall.server.admission` (origins, calls in flight) and
 by the connection's guard in `strictcall.server._uvicorn` (deadlines, connections). The
 defaults hold a load of 64 connections and a few identities well within them; every number is
-a `strictcall serve` flag.
+a `strictcall serve` flag, but the head's sizes (`MAX_REQUEST_LINE_BYTES`, `MAX_HEADER_BYTES`).
 """
 
 from __future__ import annotations
@@ -19,6 +19,12 @@ DEFAULT_BODY_GRACE_S: Final = 10.0
 DEFAULT_BODY_MIN_RATE: Final = 16 * 1024
 DEFAULT_MAX_CONNECTIONS: Final = 1024
 DEFAULT_MAX_IN_FLIGHT: Final = 256
+
+MAX_REQUEST_LINE_BYTES: Final = 8 * 1024
+"""The longest request line (method, URL, version) the edge reads: a longer one is 414."""
+
+MAX_HEADER_BYTES: Final = 32 * 1024
+"""The longest request head (request line and headers) the edge reads: a longer one is 431."""
 
 
 @dataclass(frozen=True, slots=True)

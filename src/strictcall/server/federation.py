@@ -28,7 +28,9 @@ def serve_federation_stdio(federation: Federation, identity: str, *, store: Stor
     from strictcall.transports.mcp import serve_stdio  # the MCP SDK loads only for a server
 
     audit = AuditLog(store)
-    lifespans = [audit.running, federation.lifespan]  # the audit's last records written last
+    policy = federation.gateway.policy
+    serving = [] if policy is None else [policy.serving]
+    lifespans = [*serving, audit.running, federation.lifespan]  # the audit's last records last
     serve_stdio(
         federation.gateway,
         identity,

@@ -16,6 +16,7 @@ from strictcall.server._uvicorn import guarded_protocol
 from strictcall.server.app import WORKER_ENV, build_app
 from strictcall.server.edge import EdgeLimits, OriginPolicy
 from strictcall.server.router import RpcApp
+from strictcall.services.policy_file import load_holder
 from strictcall.storage import open_store
 
 _SETTINGS: Final[dict[str, Any] | None] = (
@@ -39,10 +40,13 @@ def app() -> RpcApp:
             f"a worker needs ${WORKER_ENV}, set by strictcall.server.app.serve_workers"
         )
     origins = OriginPolicy(frozenset(_SETTINGS["origins"]), loopback=_SETTINGS["loopback"])
+    path = _SETTINGS.get("policy")
+    policy = None if path is None else load_holder(path)  # checked by the parent already
     return build_app(
         open_store(_SETTINGS["db"]),
         origins=origins,
         edge=_EDGE,
         close_store=True,
         open_to_operators=_SETTINGS["open_to_operators"],
+        policy=policy,
     )

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Final, TextIO
 from strictcall.audit.log import AuditLog
 from strictcall.core.gateway import Gateway
 from strictcall.core.pipeline import Limits
+from strictcall.core.policy import PolicyHolder
+from strictcall.services.proxy.stdio import MAX_RESULT_BYTES
 from strictcall.services.proxy.tools import proxied_tools
 from strictcall.services.proxy.upstream import Listing, Upstream, UpstreamFailed, UpstreamSpec
 
@@ -26,10 +28,13 @@ DEFAULT_TIMEOUT_S: Final = 60.0
 class Proxy:
     """The tools of one upstream MCP server, served by `gateway` as strictcall tools.
 
-    `allowed` says which tools each identity may see and call (None: all); `pass_errors`
+    `allowed` says which tools each identity may see and call (None: all), or `policy` (the
+    policy file's: who may list and call which tools, and how often); `pass_errors`
     names the tools whose error text reaches the caller; `timeout` is every call's limit in
-    seconds. A tool whose schema cannot be compiled is reported on `errlog` (one line: its
-    name and the reason) and not served; the others are.
+    seconds; `max_result_bytes` the longest answer a call may get from the upstream (longer:
+    result_too_large, at once, the rest of it not kept). A tool whose schema cannot be
+    compiled is reported on `errlog` (one line: its name and the reason) and not served; the
+    others are.
     """
 
     def __init__(
@@ -38,14 +43,20 @@ class Proxy:
         *,
         errlog: TextIO,
         allowed: Callable[[str], frozenset[str]] | None = None,
+        policy: PolicyHolder | None = None,
         pass_errors: Collection[str] = (),
         timeout: float | None = DEFAULT_TIMEOUT_S,
         limits: Limits | None = None,
         upstream_options: dict[str, float] | None = None,
+        max_result_bytes: int = MAX_RESULT_BYTES,
     ) -> None:
-        self.gateway: Final = Gateway(limits=limits, allowed=allowed)
+        self.gateway: Final = Gateway(limits=limits, allowed=allowed, policy=policy)
         self.upstream: Final = Upstream(
-            spec, self._take_listing, errlog=errlog, **(upstream_options or {})
+            spec,
+            self._take_listing,
+            errlog=errlog,
+            max_result_bytes=max_result_bytes,
+            **(upstream_options or {}),
         )
         self._errlog = errlog
         self._pass_errors = frozenset(pass_errors)
@@ -133,11 +144,14 @@ def serve_proxy_stdio(proxy: Proxy, identity: str, *, store: Store | None = None
     """
     from strictcall.transports.mcp import serve_stdio  # the MCP SDK loads only for a server
 
+    policy = proxy.gateway.policy
+    serving = [] if policy is None else [policy.serving]
     if store is None:
-        serve_stdio(proxy.gateway, identity, lifespans=[proxy.lifespan], tools_change=True)
+        lifespans = [*serving, proxy.lifespan]
+        serve_stdio(proxy.gateway, identity, lifespans=lifespans, tools_change=True)
         return
     audit = AuditLog(store)
-    lifespans = [audit.running, proxy.lifespan]  # the audit's last records written last
+    lifespans = [*serving, audit.running, proxy.lifespan]  # the audit's last records last
     serve_stdio(
         proxy.gateway, identity, record=audit.record, lifespans=lifespans, tools_change=True
     )

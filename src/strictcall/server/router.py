@@ -121,6 +121,7 @@ class RpcApp:
         keep `requests_in_flight`, all requests (for the metrics)."""
         self.admission: Final = admission if admission is not None else Admission(store, record)
         self.service: Final = service
+        service.calls_in_flight = self.admission.in_flight  # a batch counts as its calls
         self.store: Final = store
         self.max_body: Final = max_body
         self.rpc: Final[Wire] = self.admission.around(RpcEndpoint(service, max_body, record))

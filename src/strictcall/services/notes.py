@@ -22,6 +22,7 @@ import orjson
 
 from strictcall.core.gateway import Gateway
 from strictcall.core.pipeline import Limits
+from strictcall.core.policy import PolicyHolder
 from strictcall.core.tools import (
     Arguments,
     ForbiddenOrMissing,
@@ -32,7 +33,13 @@ from strictcall.core.tools import (
     WouldWait,
     running_inline,
 )
-from strictcall.errors import IDEMPOTENCY_CONFLICT, RETRY_AFTER_MS, STORE_UNAVAILABLE, JSONValue
+from strictcall.errors import (
+    IDEMPOTENCY_CONFLICT,
+    RETRY_AFTER_MS,
+    STORE_UNAVAILABLE,
+    VALUE_REFUSED,
+    JSONValue,
+)
 from strictcall.services.demo import READ_NOTE_OUTPUT, same_note
 from strictcall.storage import (
     AwaitedNotes,
@@ -41,6 +48,7 @@ from strictcall.storage import (
     Note,
     NotesStore,
     StoreBusy,
+    StoreRefused,
     StoreUnavailable,
 )
 
@@ -72,7 +80,7 @@ _NOTE_ID_ARGUMENT: Final = {
 }
 _NO_ARGUMENTS: Final = {"type": "object", "properties": {}, "additionalProperties": False}
 _STORE_FAILURES: Final = (STORE_UNAVAILABLE,)
-_WRITE_FAILURES: Final = (STORE_UNAVAILABLE, IDEMPOTENCY_CONFLICT)
+_WRITE_FAILURES: Final = (STORE_UNAVAILABLE, IDEMPOTENCY_CONFLICT, VALUE_REFUSED)
 
 
 class _StoreFaults:
@@ -99,6 +107,8 @@ class _StoreFaults:
             raise ToolFailure(STORE_UNAVAILABLE, retry_after_ms=RETRY_AFTER_MS) from None
         if issubclass(exc_type, IdempotencyConflict):
             raise ToolFailure(IDEMPOTENCY_CONFLICT) from None
+        if issubclass(exc_type, StoreRefused):
+            raise ToolFailure(VALUE_REFUSED) from None
 
 
 _store_faults: Final = _StoreFaults()
@@ -258,9 +268,11 @@ def _awaited_handlers(store: AwaitedNotes) -> tuple[Handler, ...]:
     return (read_note, list_notes, count_notes, create_note, delete_note)
 
 
-def notes_gateway(store: NotesStore, *, limits: Limits | None = None) -> Gateway:
+def notes_gateway(
+    store: NotesStore, *, limits: Limits | None = None, policy: PolicyHolder | None = None
+) -> Gateway:
     """A gateway serving the notes tools from `store`. Its worker threads run the calls that
     have to wait, as many as the store takes at once: on SQLite one, for the writes that wait
     for the lock (SQLite takes one writer at a time anyway, and one thread spares them a queue
     at the lock); on PostgreSQL several, for every call (each waits a round trip)."""
-    return Gateway(notes_tools(store), limits=limits, workers=store.concurrent_calls)
+    return Gateway(notes_tools(store), limits=limits, workers=store.concurrent_calls, policy=policy)

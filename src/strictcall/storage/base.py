@@ -116,6 +116,11 @@ class StoreBusy(StoreError):
     lock. Nothing was written."""
 
 
+class StoreRefused(StoreError):
+    """The database refused a value of the call itself (longer than an index allows, not
+    storable): no fault of the database's, and the same call fails again."""
+
+
 class IdempotencyConflict(StoreError):
     """The call id was already used by this identity for a different call."""
 

@@ -13,14 +13,22 @@ A failure is a JSON-RPC error whose "data" is the structured error {code, stage,
 Unparsable text is -32700 with id null; a malformed envelope -32600 (id null unless the id was
 valid); an empty batch one -32600; params by position (an array) -32602. A notification (no id)
 is run and gets no answer, so a batch of notifications gets no body at all.
+
+Limits on what comes in and what goes out: a batch holds at most `MAX_BATCH` messages (a longer
+one is one -32600 invalid_request, reason max_items, `expected` the limit; nothing of it runs);
+a call's reply is at most `MAX_REPLY_BYTES` (a longer result is withheld: result_too_large,
+with the limit) and a batch's reply at most `MAX_BATCH_REPLY_BYTES` (the calls whose replies
+would pass it get reply_too_large, with the limit). A withheld reply is audited as the caller
+got it.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Final
+from typing import Final, Protocol
 
 import orjson
 
@@ -33,12 +41,14 @@ from strictcall.core.jsontext import Document, dump_text
 from strictcall.core.pipeline import read_message
 from strictcall.core.record import AuditRecord, record_of, refusal_record
 from strictcall.core.refusals import (
+    CALLER_BUSY,
     ID_TOO_LONG,
     NO_SUCH_METHOD,
     NOT_A_REQUEST,
     POSITIONAL_PARAMS,
     WITHHELD,
     malformed_call,
+    withheld_for_size,
 )
 from strictcall.errors import JSONValue, Reason, Rejection, Stage
 
@@ -55,6 +65,19 @@ ERROR_CODES: Final[Mapping[Stage, tuple[int, str]]] = MappingProxyType(
     }
 )
 """Stage of the structured error -> (JSON-RPC error code, message). Pinned by a test."""
+
+MAX_BATCH: Final = 100
+"""The most messages one batch may hold: each is a call the server runs before it answers."""
+
+MAX_REPLY_BYTES: Final = 4 << 20
+"""The longest reply to one call, in bytes (a result read from the store can be longer than any
+text sent in: escapes write one character as six bytes)."""
+
+MAX_BATCH_REPLY_BYTES: Final = 8 << 20
+"""The longest reply to one batch, in bytes."""
+
+BATCH_TOO_LONG: Final = malformed_call("", Reason.MAX_ITEMS, MAX_BATCH)
+"""A batch of more than `MAX_BATCH` messages: invalid_request, the limit as `expected`."""
 
 _REQUEST_MEMBERS: Final = frozenset({"jsonrpc", "id", "method", "params"})
 
@@ -76,11 +99,16 @@ def refusal_reply(request_id: JSONValue, refusal: Rejection) -> dict[str, JSONVa
     return error_reply(request_id, refusal.as_error())
 
 
-def encode_replies(replies: list[dict[str, JSONValue]], *, batch: bool) -> bytes:
-    """Replies as UTF-8 JSON; a result that cannot be written (e.g. a lone surrogate) is
-    replaced by an invalid_tool_result error, so the wire never carries broken text."""
+def encode_replies(replies: list[dict[str, JSONValue] | bytes], *, batch: bool) -> bytes:
+    """Replies as UTF-8 JSON (those already written as they are); a result that cannot be
+    written (e.g. a lone surrogate) is replaced by an invalid_tool_result error, so the wire
+    never carries broken text."""
     parts = []
     for reply in replies:
+        if type(reply) is bytes:
+            parts.append(reply)
+            continue
+        assert type(reply) is dict
         text = dump_text(reply)
         if text is None:
             text = orjson.dumps(refusal_reply(reply["id"], WITHHELD))
@@ -97,12 +125,46 @@ class _Request:
     params: dict[str, JSONValue]
 
 
-class RpcService:
-    """Answers JSON-RPC 2.0 bodies for one identity at a time, auditing every call."""
+class CallsInFlight(Protocol):
+    """Calls being answered, per identity, against a limit (the edge's `InFlight`)."""
 
-    def __init__(self, gateway: Gateway, record: Recorder) -> None:
+    def enter_many(self, identity: str, count: int) -> bool: ...
+
+    def leave_many(self, identity: str, count: int) -> None: ...
+
+
+class _Budget:
+    """What is left of a reply's bytes: a batch's, shared by its calls."""
+
+    __slots__ = ("left", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.left = limit
+
+
+class RpcService:
+    """Answers JSON-RPC 2.0 bodies for one identity at a time, auditing every call.
+
+    `max_batch`, `max_reply_bytes` and `max_batch_reply_bytes`: the limits above."""
+
+    def __init__(
+        self,
+        gateway: Gateway,
+        record: Recorder,
+        *,
+        max_batch: int = MAX_BATCH,
+        max_reply_bytes: int = MAX_REPLY_BYTES,
+        max_batch_reply_bytes: int = MAX_BATCH_REPLY_BYTES,
+    ) -> None:
         self.gateway: Final = gateway
         self._record = record
+        self._max_batch = max_batch
+        self._max_reply = max_reply_bytes
+        self._max_batch_reply = max_batch_reply_bytes
+        self.calls_in_flight: CallsInFlight | None = None
+        """Set by whoever admits requests: a batch counts as the calls it holds there (the
+        request itself was counted as one), and is refused busy when they do not fit."""
 
     async def answer(self, body: bytes, identity: str) -> bytes | None:
         """The reply body for a request body, or None when nothing is to be answered."""
@@ -113,13 +175,22 @@ class RpcService:
         assert not isinstance(document, Rejection)  # answered in place
         message = document.value
         if type(message) is list:
-            replies = []
-            for item in message:
-                reply = await self._answer_one(item, identity, document.has_float)
-                if reply is not None:
-                    replies.append(reply)
+            refused = self._admit_batch(len(message), identity)
+            if refused is not None:
+                return refused
+            replies: list[dict[str, JSONValue] | bytes] = []
+            budget = _Budget(self._max_batch_reply)
+            try:
+                for n, item in enumerate(message):
+                    if n:
+                        await asyncio.sleep(0)  # between its calls, the loop serves others
+                    reply = await self._answer_one(item, identity, document.has_float, budget)
+                    if reply is not None:
+                        replies.append(reply)
+            finally:
+                self._leave_batch(len(message), identity)
             return encode_replies(replies, batch=True) if replies else None
-        reply = await self._answer_one(message, identity, document.has_float)
+        reply = await self._answer_one(message, identity, document.has_float, None)
         return None if reply is None else encode_replies([reply], batch=False)
 
     def answer_now(self, body: bytes, identity: str) -> bytes | Await | None:
@@ -140,6 +211,16 @@ class RpcService:
         if type(message) is list:
             if not message:
                 return encode_replies([refusal_reply(None, NOT_A_REQUEST)], batch=False)
+            if len(message) > self._max_batch:
+                refusal = (
+                    BATCH_TOO_LONG
+                    if self._max_batch == MAX_BATCH
+                    else malformed_call("", Reason.MAX_ITEMS, self._max_batch)
+                )
+                self._record(refusal_record(refusal.as_error(), identity))
+                return encode_replies([refusal_reply(None, refusal)], batch=False)
+            if len(message) > MAX_BATCH_IN_PLACE:
+                return AWAIT  # a long batch is answered call by call, the loop served between
             # nothing of a batch runs before every call of it is known to be answered in place
             for item in message:
                 if (
@@ -148,21 +229,51 @@ class RpcService:
                     and self.gateway.must_await(item.get("params"), identity)
                 ):
                     return AWAIT
-            replies = []
-            for item in message:
-                # not in place: the look above said none awaits (as of then; tools may change)
-                reply = self._answer_one_now(item, identity, document.has_float, in_place=False)
-                if reply is not None and reply is not AWAIT:
-                    replies.append(reply)
+            refused = self._admit_batch(len(message), identity)
+            if refused is not None:
+                return refused
+            replies: list[dict[str, JSONValue] | bytes] = []
+            budget = _Budget(self._max_batch_reply)
+            try:
+                for item in message:
+                    # not in place: the look above said none awaits (as of then)
+                    reply = self._answer_one_now(
+                        item, identity, document.has_float, budget, in_place=False
+                    )
+                    if reply is not None and reply is not AWAIT:
+                        replies.append(reply)
+            finally:
+                self._leave_batch(len(message), identity)
             return encode_replies(replies, batch=True) if replies else None
-        reply = self._answer_one_now(message, identity, document.has_float, in_place=True)
+        reply = self._answer_one_now(message, identity, document.has_float, None, in_place=True)
         if reply is None or reply is AWAIT:
             return reply
         return encode_replies([reply], batch=False)
 
+    def _admit_batch(self, count: int, identity: str) -> bytes | None:
+        """None when a batch of `count` calls is admitted as that many calls in flight (the
+        request itself counted one already), else its refusal: one busy error, id null,
+        retryable, audited, nothing of it run."""
+        counter = self.calls_in_flight
+        if counter is None or count < 2 or counter.enter_many(identity, count - 1):
+            return None
+        self._record(refusal_record(CALLER_BUSY.as_error(), identity))
+        return encode_replies([refusal_reply(None, CALLER_BUSY)], batch=False)
+
+    def _leave_batch(self, count: int, identity: str) -> None:
+        counter = self.calls_in_flight
+        if counter is not None and count >= 2:
+            counter.leave_many(identity, count - 1)
+
     def _answer_one_now(
-        self, message: JSONValue, identity: str, has_float: bool, *, in_place: bool
-    ) -> dict[str, JSONValue] | Await | None:
+        self,
+        message: JSONValue,
+        identity: str,
+        has_float: bool,
+        budget: _Budget | None,
+        *,
+        in_place: bool,
+    ) -> dict[str, JSONValue] | bytes | Await | None:
         """`_answer_one` in place; `in_place`: or `AWAIT` for a tools/call the gateway says must
         be awaited (nothing of it run or audited)."""
         request = read_request(message)
@@ -174,12 +285,12 @@ class RpcService:
             )
             if outcome is AWAIT:
                 return AWAIT
-            return self._answered(request_id, outcome, identity)
+            return self._answered(request_id, outcome, identity, budget)
         return self._answer_other(message, request, identity)
 
     async def _answer_one(
-        self, message: JSONValue, identity: str, has_float: bool
-    ) -> dict[str, JSONValue] | None:
+        self, message: JSONValue, identity: str, has_float: bool, budget: _Budget | None
+    ) -> dict[str, JSONValue] | bytes | None:
         request = read_request(message)
         if type(request) is _Request and request.method == "tools/call":
             request_id = request.request_id
@@ -187,20 +298,46 @@ class RpcService:
             outcome = await self.gateway.settle_async(
                 request.params, identity, call_id, has_float=has_float
             )
-            return self._answered(request_id, outcome, identity)
+            return self._answered(request_id, outcome, identity, budget)
         return self._answer_other(message, request, identity)
 
     def _answered(
-        self, request_id: str | int | None, outcome: Outcome, identity: str
-    ) -> dict[str, JSONValue] | None:
-        """A tools/call's reply from the gateway's outcome, audited (a notification's too)."""
-        self._record(record_of(outcome, identity))
-        if request_id is None:
-            return None
+        self,
+        request_id: str | int | None,
+        outcome: Outcome,
+        identity: str,
+        budget: _Budget | None,
+    ) -> dict[str, JSONValue] | bytes | None:
+        """A tools/call's reply from the gateway's outcome, audited (a notification's too) as
+        the caller gets it: a result past the reply's limits is withheld, refused."""
         answer = outcome.answer
-        if answer["ok"] is True:
-            return {"jsonrpc": "2.0", "id": request_id, "result": answer["result"]}
-        return error_reply(request_id, answer["error"])
+        if request_id is None:
+            self._record(record_of(outcome, identity))
+            return None
+        if answer["ok"] is not True:
+            self._record(record_of(outcome, identity))
+            return error_reply(request_id, answer["error"])
+        reply: dict[str, JSONValue] = {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "result": answer["result"],
+        }
+        text = dump_text(reply)
+        if text is not None:  # else encode_replies withholds it
+            size = len(text)
+            if size > self._max_reply:
+                outcome = _withheld(outcome, withheld_for_size(self._max_reply, batch=False))
+            elif budget is not None and size > budget.left:
+                outcome = _withheld(outcome, withheld_for_size(budget.limit, batch=True))
+            else:
+                if budget is not None:
+                    budget.left -= size
+                self._record(record_of(outcome, identity))
+                return text
+            self._record(record_of(outcome, identity))
+            return error_reply(request_id, outcome.answer["error"])
+        self._record(record_of(outcome, identity))
+        return reply
 
     def _answer_other(
         self, message: JSONValue, request: _Request | Rejection, identity: str
@@ -224,6 +361,18 @@ class RpcService:
         if request.request_id is None:
             return None
         return refusal_reply(request.request_id, NO_SUCH_METHOD)
+
+
+MAX_BATCH_IN_PLACE: Final = 16
+"""The longest batch answered in place, all at once (no other request served meanwhile); a
+longer one is awaited call by call, the loop serving others between its calls."""
+
+
+def _withheld(outcome: Outcome, refusal: Rejection) -> Outcome:
+    """`outcome` with its result withheld, refused as `refusal` says (stage output)."""
+    error = refusal.as_error()
+    answer = {"ok": False, "call_id": outcome.answer["call_id"], "error": error}
+    return outcome._replace(answer=answer, pointer=None, stage=error["stage"])
 
 
 NO_VERSION: Final = malformed_call("", Reason.MISSING_MEMBER, "jsonrpc")

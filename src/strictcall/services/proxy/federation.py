@@ -25,6 +25,7 @@ import mcp_types as types
 
 from strictcall.core.gateway import Gateway
 from strictcall.core.pipeline import Limits
+from strictcall.core.policy import PolicyHolder
 from strictcall.core.tools import Arguments, Tool, ToolContext, ToolFailure
 from strictcall.errors import TOOL_CHANGED, JSONValue, StrictcallError
 from strictcall.services.proxy.config import HOST_NAME, FederationConfig, UpstreamConfig
@@ -65,7 +66,8 @@ class Member:
 class Federation:
     """The tools of many upstreams, served by one `gateway`.
 
-    `allowed` says which tools (by served name) each identity may see and call (None: all);
+    `allowed` says which tools (by served name) each identity may see and call (None: all),
+    or `policy` (a policy file's, by served names: who may list and call which, how often);
     `pins` is the store the pins are kept in (None, or a config with pinning off: no pinning).
     """
 
@@ -76,10 +78,11 @@ class Federation:
         errlog: TextIO,
         pins: PinStore | None = None,
         allowed: Callable[[str], frozenset[str]] | None = None,
+        policy: PolicyHolder | None = None,
         limits: Limits | None = None,
     ) -> None:
         self.config = config
-        self.gateway = Gateway(limits=limits, allowed=allowed)
+        self.gateway = Gateway(limits=limits, allowed=allowed, policy=policy)
         self.pins = None if pins is None or not config.pinning else Pins(pins, errlog, LOG_AS)
         self._errlog = errlog
         self.members = [

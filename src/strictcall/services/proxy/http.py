@@ -26,6 +26,7 @@ import orjson
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from strictcall.errors import JSONValue, StrictcallError
+from strictcall.services.proxy.stdio import AnswerTooLarge
 
 SESSION_HEADER: Final = "mcp-session-id"
 DRAIN_S: Final = 0.05
@@ -46,9 +47,10 @@ class HttpCallFailed(StrictcallError):
 class HttpCaller:
     """Posts tools/calls to one upstream URL on the session's client."""
 
-    def __init__(self, url: str, client: httpx2.AsyncClient) -> None:
+    def __init__(self, url: str, client: httpx2.AsyncClient, max_answer_bytes: int) -> None:
         self.url = url
         self.client = client
+        self.max_answer_bytes = max_answer_bytes
         self.session_id: str | None = None
         self.version: str | None = None
         self._ids = itertools.count(1)
@@ -71,6 +73,7 @@ class HttpCaller:
         Raises:
             httpx2.TransportError: the upstream could not be reached, or the connection broke.
             HttpCallFailed: no JSON-RPC message answered the call.
+            AnswerTooLarge: the answer is longer than `max_answer_bytes`.
             orjson.JSONDecodeError: the answer is not JSON.
         """
         request_id = f"strictcall-{next(self._ids)}"
@@ -90,20 +93,35 @@ class HttpCaller:
         async with self.client.stream("POST", self.url, content=body, headers=headers) as response:
             kind = response.headers.get("content-type", "").lower()
             if kind.startswith("application/json"):
-                answer = orjson.loads(await response.aread())
+                answer = orjson.loads(await self._read_capped(response))
                 if type(answer) is dict:
                     return answer
             elif kind.startswith("text/event-stream") and response.status_code < 300:
-                events = httpx2.EventSource(response).__aiter__()
-                async for event in events:
-                    if not event.data:
-                        continue
-                    message = orjson.loads(event.data)
-                    if type(message) is dict and message.get("id") == request_id:
-                        # read the stream to its end, which follows at once, so that the
-                        # connection is kept for the next call: one left unread is closed
-                        with anyio.move_on_after(DRAIN_S):
-                            async for _ in events:
-                                pass
-                        return message
+                source = httpx2.EventSource(response, max_event_size=self.max_answer_bytes)
+                events = source.__aiter__()
+                try:
+                    async for event in events:
+                        if not event.data:
+                            continue
+                        message = orjson.loads(event.data)
+                        if type(message) is dict and message.get("id") == request_id:
+                            # read the stream to its end, which follows at once, so that the
+                            # connection is kept for the next call: one left unread is closed
+                            with anyio.move_on_after(DRAIN_S):
+                                async for _ in events:
+                                    pass
+                            return message
+                except httpx2.SSEError:  # an event longer than the cap
+                    raise AnswerTooLarge from None
             raise HttpCallFailed(response.status_code)
+
+    async def _read_capped(self, response: httpx2.Response) -> bytes:
+        """The body, or AnswerTooLarge as soon as it passes the cap (the rest left unread)."""
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in response.aiter_bytes():
+            size += len(chunk)
+            if size > self.max_answer_bytes:
+                raise AnswerTooLarge
+            chunks.append(chunk)
+        return b"".join(chunks)

@@ -26,9 +26,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import sys
+import re
 from collections import deque
 from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final, TextIO
 
 import anyio
@@ -39,7 +40,7 @@ from mcp.shared.message import SessionMessage
 from strictcall.errors import JSONValue, StrictcallError
 from strictcall.services.proxy._asyncio import close_transport
 from strictcall.services.proxy._mcp_sdk import terminate_tree
-from strictcall.transports.pipes import TOO_LONG, Output, Splitter, pipe_output
+from strictcall.transports.pipes import Output, pipe_output
 
 CALL_IDS: Final = 1 << 32
 """The first id of `call_tool`'s requests: the session's own ids count from 0."""
@@ -51,12 +52,90 @@ SDK's PROCESS_TERMINATION_TIMEOUT and FORCE_KILL_TIMEOUT)."""
 _EXIT_POLL_S: Final = 0.01
 _QUEUED_MAX: Final = 64
 """Messages for the session not yet taken before the server's stdout is no longer read."""
-_LINE_MAX: Final = sys.maxsize
-"""No limit on a line from the server, as the SDK's transport has none."""
+
+MAX_RESULT_BYTES: Final = 8 * 1024 * 1024
+"""The longest answer (one line) a proxied tool's call may get from its server, unless the proxy
+is given another (`--max-result-bytes`): a longer one is not kept, and the call is answered
+result_too_large at once."""
+
+_EDGE: Final = 512
+"""How much of each end of a line over the limit is kept: where its id is written."""
+
+_ID: Final = re.compile(rb'"id"\s*:\s*"?(\d{1,20})')
 
 
 class PipeClosed(StrictcallError):
     """The server's stdout has ended, or its stdin broke: no answer will come."""
+
+
+class UnreadableAnswer(StrictcallError):
+    """The upstream's answer to a call is not a JSON-RPC response (not JSON, NaN, a lone
+    surrogate, nested too deep, an id of the wrong kind): withheld like a result that is not a
+    tools/call result."""
+
+
+class AnswerTooLarge(StrictcallError):
+    """The upstream's answer to a call is longer than the limit: not kept, not read."""
+
+
+@dataclass(frozen=True, slots=True)
+class Oversized:
+    """A line longer than the limit: only its two ends (where its id is) were kept."""
+
+    head: bytes
+    tail: bytes
+
+
+class _LineCutter:
+    """Cuts the server's stdout into lines of at most `limit` bytes; of a longer one only its
+    ends are kept (`Oversized`), so that its call can be told without holding the rest."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._buffer = bytearray()
+        self._head: bytes | None = None  # set while a line over the limit is being skipped
+        self._tail = bytearray()
+
+    def feed(self, data: bytes, out: deque[bytes | Oversized]) -> None:
+        last = len(data) - 1
+        if (
+            not self._buffer
+            and self._head is None
+            and 0 <= last <= self._limit
+            and data.find(b"\n") == last
+        ):  # the common chunk, one whole line: no copy
+            out.append(data[:-1])
+            return
+        start = 0
+        while (end := data.find(b"\n", start)) >= 0:
+            self._add(memoryview(data)[start:end])
+            self._finish(out)
+            start = end + 1
+        self._add(memoryview(data)[start:])
+
+    def end(self, out: deque[bytes | Oversized]) -> None:
+        if self._buffer or self._head is not None:
+            self._finish(out)
+
+    def _add(self, piece: memoryview) -> None:
+        if self._head is None:
+            if len(self._buffer) + len(piece) <= self._limit:
+                self._buffer += piece
+                return
+            self._head = bytes((self._buffer + piece[:_EDGE])[:_EDGE])
+            self._tail = bytearray(self._buffer[-_EDGE:])
+            self._buffer.clear()
+        self._tail += piece[-_EDGE:]
+        del self._tail[:-_EDGE]
+
+    def _finish(self, out: deque[bytes | Oversized]) -> None:
+        if self._head is None:
+            out.append(bytes(self._buffer))
+            self._buffer.clear()
+        else:
+            out.append(Oversized(self._head, bytes(self._tail)))
+            self._head = None
+            self._tail.clear()
 
 
 class _Inbox:
@@ -146,9 +225,9 @@ class UpstreamPipe(asyncio.Protocol):
     """The server's stdout, read on the loop: the answers to `call_tool` to their calls, every
     other message to the session's `read`."""
 
-    def __init__(self) -> None:
-        self._splitter = Splitter(_LINE_MAX)
-        self._lines: deque[bytes | object] = deque()
+    def __init__(self, max_answer_bytes: int = MAX_RESULT_BYTES) -> None:
+        self._splitter = _LineCutter(max_answer_bytes)
+        self._lines: deque[bytes | Oversized] = deque()
         self._calls: dict[int, asyncio.Future[dict[str, JSONValue]]] = {}
         self._next_id = CALL_IDS
         self._output: Output | None = None
@@ -168,7 +247,7 @@ class UpstreamPipe(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         lines = self._lines
-        self._splitter.feed(data, lines)  # type: ignore[arg-type]  # bytes or TOO_LONG
+        self._splitter.feed(data, lines)
         while lines:
             self._take(lines.popleft())
 
@@ -189,7 +268,7 @@ class UpstreamPipe(asyncio.Protocol):
             return
         self.ended = True
         lines = self._lines
-        self._splitter.end(lines)  # type: ignore[arg-type]
+        self._splitter.end(lines)
         while lines:
             self._take(lines.popleft())
         for call in self._calls.values():
@@ -197,11 +276,16 @@ class UpstreamPipe(asyncio.Protocol):
                 call.set_exception(PipeClosed())
         self.read.end()
 
-    def _take(self, line: bytes | object) -> None:
-        if line is TOO_LONG:  # pragma: no cover - no limit is set (_LINE_MAX)
-            self.read.put(ValueError("a line from the server was too long"))
+    def _take(self, line: bytes | Oversized) -> None:
+        if isinstance(line, Oversized):
+            # a call's answer over the limit fails that call at once; anything else of that
+            # size is nothing the session could use either
+            call = self._call_named(line.head + b" " + line.tail, alone=True)
+            if call is not None:
+                call.set_exception(AnswerTooLarge())
+            else:
+                self.read.put(ValueError("a line from the server was too long"))
             return
-        assert isinstance(line, bytes)
         if self._calls:
             try:
                 message = orjson.loads(line)
@@ -214,6 +298,13 @@ class UpstreamPipe(asyncio.Protocol):
                     if not call.done():  # else abandoned: dropped, as the session drops it
                         call.set_result(message)
                     return
+            if message is None or (type(message) is dict and "method" not in message):
+                # not JSON, or an answer whose id is of no kind an id has (1.5, true, " 7"),
+                # that names a call in flight: that call is answered at once, not timed out
+                call = self._call_named(line, alone=False)
+                if call is not None:
+                    call.set_exception(UnreadableAnswer())
+                    return
         if not line.strip():
             return  # a blank line carries no message
         try:
@@ -222,6 +313,19 @@ class UpstreamPipe(asyncio.Protocol):
             self.read.put(exc)
             return
         self.read.put(SessionMessage(parsed))
+
+    def _call_named(
+        self, text: bytes, *, alone: bool
+    ) -> asyncio.Future[dict[str, JSONValue]] | None:
+        """The call in flight, not yet answered, whose id `text` writes as an `"id"` member
+        (the text may be unreadable); with `alone`, the only call in flight if none is named."""
+        waiting = {key: call for key, call in self._calls.items() if not call.done()}
+        named = {int(found) for found in _ID.findall(text)} & waiting.keys()
+        if len(named) == 1:
+            return waiting[named.pop()]
+        if alone and not named and len(waiting) == 1:
+            return next(iter(waiting.values()))
+        return None
 
     # --- the proxy's side ------------------------------------------------------------------
 
@@ -307,7 +411,11 @@ _LEFT: set[asyncio.Task[None]] = set()
 
 @contextlib.asynccontextmanager
 async def open_upstream(
-    command: Sequence[str], *, env: Mapping[str, str], errlog: TextIO
+    command: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    errlog: TextIO,
+    max_answer_bytes: int = MAX_RESULT_BYTES,
 ) -> AsyncIterator[UpstreamPipe]:
     """Start the server and yield its pipes; stop it on leaving (stdin closed, then the process
     group terminated and killed if it has not exited).
@@ -337,7 +445,7 @@ async def open_upstream(
     # the files own the descriptors from here on: each is closed by its transport, or here
     stdout_file = os.fdopen(our_stdout, "rb", buffering=0)
     stdin_file = os.fdopen(our_stdin, "wb", buffering=0)
-    pipe = UpstreamPipe()
+    pipe = UpstreamPipe(max_answer_bytes)
     reading: asyncio.BaseTransport | None = None
     output: Output | None = None
     try:

@@ -24,8 +24,9 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from strictcall.core.tools import Arguments, Tool, ToolContext, ToolFailure
-from strictcall.errors import TOOL_ERROR, UPSTREAM_UNAVAILABLE, JSONValue
-from strictcall.services.proxy.upstream import UnreadableAnswer, Upstream
+from strictcall.errors import RESULT_TOO_LARGE, TOOL_ERROR, UPSTREAM_UNAVAILABLE, JSONValue
+from strictcall.services.proxy.stdio import AnswerTooLarge, UnreadableAnswer
+from strictcall.services.proxy.upstream import Upstream
 
 log = logging.getLogger("strictcall")
 
@@ -67,6 +68,10 @@ def proxied_tool(
             raise _tool_error(exc.error.message if pass_errors else None) from None
         except (ValidationError, UnreadableAnswer):  # not a tools/call result
             return _UNREADABLE
+        except AnswerTooLarge:
+            raise ToolFailure(
+                RESULT_TOO_LARGE, details={"limit": upstream.max_result_bytes}
+            ) from None
         return result_of(result, structured=structured, pass_errors=pass_errors)
 
     output_schema: dict[str, JSONValue] = (
@@ -78,7 +83,7 @@ def proxied_tool(
         input_schema=_read_as_ours(listed.input_schema),
         output_schema=output_schema,
         handler=forward,
-        failures=(TOOL_ERROR, UPSTREAM_UNAVAILABLE),
+        failures=(TOOL_ERROR, UPSTREAM_UNAVAILABLE, RESULT_TOO_LARGE),
         timeout=timeout,
     )
 

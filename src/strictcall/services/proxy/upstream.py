@@ -52,7 +52,14 @@ from strictcall.core.tools import ToolFailure
 from strictcall.errors import RETRY_AFTER_MS, UPSTREAM_UNAVAILABLE, JSONValue, StrictcallError
 from strictcall.services.proxy._mcp_sdk import http_client, sender_context
 from strictcall.services.proxy.http import HttpCaller, HttpCallFailed
-from strictcall.services.proxy.stdio import PipeClosed, UpstreamPipe, open_upstream
+from strictcall.services.proxy.stdio import (
+    MAX_RESULT_BYTES,
+    AnswerTooLarge,
+    PipeClosed,
+    UnreadableAnswer,
+    UpstreamPipe,
+    open_upstream,
+)
 
 log = logging.getLogger("strictcall")
 
@@ -195,10 +202,13 @@ class Upstream:
         restart_min_s: float = RESTART_MIN_S,
         restart_max_s: float = RESTART_MAX_S,
         ping_s: float = PING_S,
+        max_result_bytes: int = MAX_RESULT_BYTES,
     ) -> None:
         self.spec: Final = spec
         self.log_as = "strictcall proxy"
         """What each line of its log starts with."""
+        self.max_result_bytes: Final = max_result_bytes
+        """The longest answer a call may get (one line on stdio; a result's JSON over HTTP)."""
         self._on_listing = on_listing
         self._errlog = errlog
         self._restart_min_s = restart_min_s
@@ -247,13 +257,16 @@ class Upstream:
         Over stdio the call takes the pipe's own path (`strictcall.services.proxy.stdio`), not the
         session's: the session's would write and read the same message through two more tasks
         and validate the result three times (the envelope, the negotiated revision's model and
-        its dump, then CallToolResult). Over HTTP it is the session's `send_request`.
+        its dump, then CallToolResult). Over HTTP it is one POST on the session's client in a
+        handshake-era session (`strictcall.services.proxy.http`), else the session's
+        `send_request`.
 
         Raises:
             ToolFailure: upstream_unavailable, when there is no session or it ended under the
                 call.
             MCPError: the upstream answered with a JSON-RPC error.
-            UnreadableAnswer: the upstream's answer is not a JSON-RPC response (stdio).
+            UnreadableAnswer: the upstream's answer is not a JSON-RPC response.
+            AnswerTooLarge: the answer is longer than `max_result_bytes`.
             ValidationError: the upstream's result is not a tools/call result.
         """
         live = self._live
@@ -299,7 +312,11 @@ class Upstream:
         try:
             # send_request, not call_tool: call_tool validates structured content itself (and
             # may list the tools first); the gateway checks the result at stage output.
-            return await live.session.send_request(request, types.CallToolResult)
+            result = await live.session.send_request(request, types.CallToolResult)
+            # the SDK has read it whole by now: at least it is not passed on
+            if len(result.model_dump_json(by_alias=True)) > self.max_result_bytes:
+                raise AnswerTooLarge
+            return result
         except MCPError as exc:
             # The SDK answers a call whose connection broke with CONNECTION_CLOSED, a code
             # servers use for their own errors too: a ping tells the two apart.
@@ -434,7 +451,8 @@ class Upstream:
     def _connect(self) -> AbstractAsyncContextManager[tuple[Any, Any, UpstreamPipe | None]]:
         if self.spec.url is not None:
             client = http_client(dict(self.spec.headers))
-            caller = self._caller = HttpCaller(self.spec.url, client)
+            caller = HttpCaller(self.spec.url, client, self.max_result_bytes)
+            self._caller = caller
 
             async def saw(response: httpx2.Response) -> None:
                 caller.saw(response)
@@ -445,7 +463,7 @@ class Upstream:
             return _http(self.spec.url, client)
         # the upstream sees the environment it would have had if the host had launched it
         env = {**os.environ, **self.spec.env} if self.spec.env else os.environ
-        return _stdio(self.spec.command, env, self._errlog)
+        return _stdio(self.spec.command, env, self._errlog, self.max_result_bytes)
 
     def _note(self, line: str) -> None:
         self._errlog.write(f"{self.log_as}: {line}\n")
@@ -460,9 +478,11 @@ async def _http(url: str, client: Any) -> AsyncIterator[tuple[Any, Any, None]]:
 
 @asynccontextmanager
 async def _stdio(
-    command: tuple[str, ...], env: Mapping[str, str], errlog: TextIO
+    command: tuple[str, ...], env: Mapping[str, str], errlog: TextIO, max_answer_bytes: int
 ) -> AsyncIterator[tuple[Any, Any, UpstreamPipe]]:
-    async with open_upstream(command, env=env, errlog=errlog) as pipe:
+    async with open_upstream(
+        command, env=env, errlog=errlog, max_answer_bytes=max_answer_bytes
+    ) as pipe:
         yield pipe.read, pipe.write, pipe
 
 
@@ -553,11 +573,6 @@ def _kind(exc: BaseException) -> str:
     if isinstance(exc, MCPError):
         return f"it answered with a JSON-RPC error (code {exc.code})"
     return type(exc).__name__
-
-
-class UnreadableAnswer(StrictcallError):
-    """The upstream's answer to a call is not a JSON-RPC response: withheld like a result
-    that is not a tools/call result."""
 
 
 class UpstreamFailed(StrictcallError):

@@ -32,6 +32,8 @@ psycopg_pool's `ConnectionPool` (`store`).
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final, TypeVar
@@ -41,7 +43,7 @@ from psycopg import pq
 
 from strictcall.errors import StrictcallError
 from strictcall.storage.base import StoreUnavailable
-from strictcall.storage.postgres.faults import RETRY_POOL_WAIT_S, Faults, is_lost
+from strictcall.storage.postgres.faults import RETRY_POOL_WAIT_S, Faults, is_lost, refusal_of
 from strictcall.storage.postgres.session import (
     CONNECTION_OK,
     NoValue,
@@ -61,6 +63,16 @@ _IDLE: Final = pq.TransactionStatus.IDLE
 
 POOL_WAIT_S: Final = 1.0
 """The longest a call waits for a free connection."""
+
+SWEEP_S: Final = 0.1
+"""How often the connections in use are looked at (while any is): past their deadline, or a
+wake-up missed."""
+
+CALL_DEADLINE_S: Final = 3.0
+"""The longest a call waits on its connection (unless the store is given another deadline):
+past it the connection is cut, discarded, and the call answered StoreUnavailable. Longer than
+the sessions' statement timeout (2 s), which ends a statement that is merely slow first; this
+ends a session that answers nothing at all (a stopped or partitioned database)."""
 
 
 NoteRead = tuple[str, str, "asyncio.Future[bytes | None]"]
@@ -88,10 +100,18 @@ class LoopPool:
         *,
         faults: Faults | None = None,
         wait_s: float = POOL_WAIT_S,
+        deadline_s: float = CALL_DEADLINE_S,
     ) -> None:
         self.loop: Final = asyncio.get_running_loop()
         self.faults: Final = Faults() if faults is None else faults
         self._wait_s = wait_s
+        self._deadline_s = deadline_s
+        # the connections calls are waiting on, until when; and those cut at their deadline
+        self._busy: dict[psycopg.AsyncConnection[Any], float] = {}
+        self._cut: set[psycopg.AsyncConnection[Any]] = set()
+        self._stale: set[psycopg.AsyncConnection[Any]] = set()  # a wake-up missed: closed after
+        self._tick_s = min(SWEEP_S, deadline_s / 4)
+        self._sweeper: asyncio.TimerHandle | None = None
         self._url = url
         self._kwargs = kwargs
         self._size = size
@@ -189,13 +209,17 @@ class LoopPool:
         session = self._sessions.pop(conn, None)
         if session is not None:
             session.unwatch()
+        self._busy.pop(conn, None)
+        self._stale.discard(conn)
         _discard(conn)
 
-    def put(self, conn: psycopg.AsyncConnection[Any]) -> None:
-        """Give `conn` back: to a waiting call, to the idle ones, or closed if not idle."""
+    def put(self, conn: psycopg.AsyncConnection[Any], *, cut: bool = False) -> None:
+        """Give `conn` back: to a waiting call, to the idle ones, or closed if not idle (or
+        `cut` at its deadline)."""
         pgconn = conn.pgconn  # its status read from libpq (psycopg's `info` makes an object)
         if (
-            pgconn.status != CONNECTION_OK
+            cut
+            or pgconn.status != CONNECTION_OK
             or pgconn.transaction_status != _IDLE
             or self._open > self._size
         ):
@@ -219,6 +243,50 @@ class LoopPool:
                 del self._deadlines[waiter]
                 waiter.set_result(None)
                 return
+
+    def watch(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """Cut `conn` if it is still waited on at the deadline (`forget` ends the watch): one
+        timer for every connection in use, ticking while any is, not one per call."""
+        self._busy[conn] = self.loop.time() + self._deadline_s
+        if self._sweeper is None:
+            self._sweeper = self.loop.call_later(self._tick_s, self._sweep)
+
+    def forget(self, conn: psycopg.AsyncConnection[Any]) -> bool:
+        """End `conn`'s watch; whether it was cut at its deadline."""
+        self._busy.pop(conn, None)
+        if conn in self._cut:
+            self._cut.discard(conn)
+            return True
+        return False
+
+    def _closes(self, conn: psycopg.AsyncConnection[Any], cut: bool) -> bool:
+        """Whether `conn`, given back, is closed rather than kept: cut, or its socket's watch
+        found stale."""
+        if conn in self._stale:
+            self._stale.discard(conn)
+            return True
+        return cut
+
+    def _sweep(self) -> None:
+        """Cut the connections waited on past their deadline: the session's read is failed and
+        the socket shut down, so the call waiting on it (the session's, or psycopg's) wakes at
+        once to a lost session and gives the connection back, which is then closed (a socket
+        closed instead would leave the waiting call's watch on its number). And wake a read
+        whose wake-up the loop missed."""
+        self._sweeper = None
+        now = self.loop.time()
+        for conn, deadline in list(self._busy.items()):
+            if deadline <= now:
+                del self._busy[conn]
+                self._cut.add(conn)
+                session = self._sessions.get(conn)
+                if session is not None:
+                    session.give_up()  # woken even where its socket's watch was lost
+                _shut_down(conn)
+            elif (session := self._sessions.get(conn)) is not None and session.wake_if_missed():
+                self._stale.add(conn)
+        if self._busy:
+            self._sweeper = self.loop.call_later(self._tick_s, self._sweep)
 
     def drop_idle(self) -> None:
         """Close the idle connections (their sessions are likely lost too)."""
@@ -281,13 +349,19 @@ class LoopPool:
                 faults.lost()
                 faults.hold()
                 raise StoreUnavailable(type(exc).__name__) from None
+            self.watch(conn)
+            cut = False
             try:
                 if not libpq:
                     self.unwatch(conn)
                 return await work(conn)
             except psycopg.Error as exc:
+                cut = self.forget(conn)
+                if cut:  # no answer by the deadline: the database hangs; not tried again
+                    faults.lost()
+                    raise StoreUnavailable("no answer in time") from None
                 if not is_lost(exc):
-                    raise StoreUnavailable(type(exc).__name__) from None
+                    raise refusal_of(exc) from None
                 faults.lost()
                 self.drop_idle()
                 if attempt + 1 < attempts:
@@ -296,8 +370,35 @@ class LoopPool:
                 faults.hold()
                 raise StoreUnavailable(type(exc).__name__) from None
             finally:
-                self.put(conn)
+                self.put(conn, cut=self._closes(conn, self.forget(conn) or cut))
         raise AssertionError("unreachable")  # pragma: no cover
+
+    async def on_audit_connection(
+        self, work: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]]
+    ) -> T:
+        """`work` on the audit's connection, under the same deadline as every call: cut past
+        it, and closed (the next batch opens another) after any fault.
+
+        Raises:
+            StoreUnavailable: the work failed or did not finish in time.
+        """
+        try:
+            conn = await self.audit_connection()
+        except psycopg.Error as exc:
+            if is_lost(exc):
+                self.faults.lost()
+            raise StoreUnavailable(type(exc).__name__) from None
+        self.watch(conn)
+        try:
+            return await work(conn)
+        except psycopg.Error as exc:
+            cut = self.forget(conn)
+            self.drop_audit_connection()
+            if cut or is_lost(exc):
+                self.faults.lost()
+            raise StoreUnavailable("no answer in time" if cut else type(exc).__name__) from None
+        finally:
+            self.forget(conn)
 
     async def fetch(
         self,
@@ -377,6 +478,20 @@ class LoopPool:
         for owner, note_id, read in batch:
             if not read.done():  # else the call gave up waiting
                 read.set_result(texts[owner, note_id])
+
+
+def _shut_down(conn: psycopg.AsyncConnection[Any]) -> None:
+    """Shut `conn`'s socket down (not closed: its number stays its own until libpq closes it):
+    a read waiting on it wakes to the end of the stream at once."""
+    try:
+        fileno = conn.pgconn.socket
+    except psycopg.Error:
+        return  # libpq has closed it already
+    try:
+        with socket.socket(fileno=os.dup(fileno)) as sock:
+            sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # not connected any more: the waiting read wakes to that
 
 
 def _discard(conn: psycopg.AsyncConnection[Any]) -> None:

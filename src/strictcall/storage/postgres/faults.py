@@ -4,13 +4,14 @@ loop's, which see the same database)."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Mapping
 from typing import Any, Final
 
 import psycopg
 
-from strictcall.storage.base import StoreUnavailable
+from strictcall.storage.base import StoreRefused, StoreUnavailable
 
 FAULT_HOLD_S: Final = 0.25
 """After a connection fault, how long calls are answered store_unavailable without trying."""
@@ -25,6 +26,11 @@ RETRY_POOL_WAIT_S: Final = 0.2
 # Connection-level SQLSTATE classes: the session is gone (08: connection exception; 57P01-3:
 # terminated by an administrator, crash shutdown, cannot connect now).
 _LOST_CONNECTION: Final = ("08", "57P01", "57P02", "57P03")
+
+# SQLSTATE classes of a value the database refuses as such: 22 (data exception: too long for its
+# column, not valid in its type) and 54 (program limit exceeded: an index row over the btree's
+# limit, ~2.7 KB). The same call fails again, and nothing is wrong with the database.
+_REFUSED_INPUT: Final = ("22", "54")
 
 
 def why_not_connected(exc: psycopg.Error, settings: Mapping[str, Any]) -> str:
@@ -58,6 +64,35 @@ def is_lost(exc: psycopg.Error) -> bool:
     if state is None:  # no answer from the server: libpq's own connection failure
         return isinstance(exc, psycopg.OperationalError)
     return state.startswith(_LOST_CONNECTION)
+
+
+_STATEMENT_TIMEOUT: Final = re.compile(r"statement_timeout\s*=\s*(\d+)\s*(ms|s|min)?\b")
+_UNIT_S: Final = {None: 0.001, "ms": 0.001, "s": 1.0, "min": 60.0}
+
+
+def call_deadline_for(options: str, default: float) -> float:
+    """The deadline of a call awaited on the loop: a second past the statement timeout that
+    `options` (a URL's) sets, when it sets a positive one, else `default`: every call has
+    one, even where statements have none."""
+    found = _STATEMENT_TIMEOUT.search(options)
+    if found is None:
+        return default
+    timeout_s = int(found.group(1)) * _UNIT_S[found.group(2)]
+    return timeout_s + 1.0 if timeout_s > 0 else default
+
+
+def is_refused_input(exc: psycopg.Error) -> bool:
+    """Whether `exc` is the database refusing a value of the call itself (not a fault)."""
+    state = exc.sqlstate
+    return state is not None and state.startswith(_REFUSED_INPUT)
+
+
+def refusal_of(exc: psycopg.Error) -> StoreRefused | StoreUnavailable:
+    """What a store raises for a statement's failure that did not lose the session: the
+    input refused (no fault), or the database unable to serve now (retryable)."""
+    if is_refused_input(exc):
+        return StoreRefused(type(exc).__name__)
+    return StoreUnavailable(type(exc).__name__)
 
 
 class Faults:

@@ -6,6 +6,7 @@ and the same faults)."""
 from __future__ import annotations
 
 import asyncio
+import select
 from collections.abc import Awaitable, Sequence
 from typing import Any, Final
 
@@ -32,7 +33,7 @@ class Session:
     lost that way is no longer watched, and the next call on it fails and replaces it.
     """
 
-    __slots__ = ("_conn", "_loop", "_prepared", "_ready", "_watched")
+    __slots__ = ("_conn", "_given_up", "_loop", "_missed", "_prepared", "_ready", "_watched")
 
     def __init__(self, conn: psycopg.AsyncConnection[Any], loop: asyncio.AbstractEventLoop):
         self._conn = conn
@@ -40,6 +41,8 @@ class Session:
         self._prepared: set[bytes] = set()
         self._ready: asyncio.Future[None] | None = None  # a read waiting for the socket
         self._watched = -1  # the socket the loop watches for this session, or -1
+        self._given_up = False  # past its deadline: no read waits on it again
+        self._missed: asyncio.Future[None] | None = None  # a wait seen readable, not woken
 
     def fetch(self, statement: Prepared, params: Sequence[bytes]) -> Awaitable[pq.abc.PGresult]:
         """The result of `statement`, sent as a prepared statement (prepared first, by one more
@@ -59,13 +62,21 @@ class Session:
             self._loop.add_reader(self._watched, self._readable)
         if statement.name not in self._prepared:
             return self._prepare_then_fetch(statement, params)
-        pgconn.send_query_prepared(statement.name, params, result_format=pq.Format.BINARY)
+        try:
+            pgconn.send_query_prepared(statement.name, params, result_format=pq.Format.BINARY)
+        except psycopg.Error:
+            self.unwatch()  # a send that finds the session lost may close its socket
+            raise
         return self._result()
 
     async def _prepare_then_fetch(
         self, statement: Prepared, params: Sequence[bytes]
     ) -> pq.abc.PGresult:
-        self._conn.pgconn.send_prepare(statement.name, statement.sql)
+        try:
+            self._conn.pgconn.send_prepare(statement.name, statement.sql)
+        except psycopg.Error:
+            self.unwatch()
+            raise
         await self._result()
         self._prepared.add(statement.name)
         return await self.fetch(statement, params)
@@ -74,22 +85,31 @@ class Session:
         """The result of the command just sent (libpq non-blocking, as psycopg leaves it); the
         first error is raised."""
         pgconn = self._conn.pgconn
-        while pgconn.flush():  # 1: not all sent yet (the socket's buffer is full)
-            await _writable(self._loop, self._watched)
         kept: pq.abc.PGresult | None = None
-        while True:
-            while pgconn.is_busy():
-                self._ready = ready = self._loop.create_future()
-                try:
-                    await ready
-                finally:
-                    self._ready = None
-                pgconn.consume_input()
-            result = pgconn.get_result()
-            if result is None:  # the command is done and the session ready for the next
-                break
-            if kept is None or kept.status != _FATAL_ERROR:
-                kept = result
+        try:
+            while pgconn.flush():  # 1: not all sent yet (the socket's buffer is full)
+                await _writable(self._loop, self._watched)
+            while True:
+                while pgconn.is_busy():
+                    if self._given_up:
+                        raise psycopg.OperationalError("no answer in time")
+                    self._ready = ready = self._loop.create_future()
+                    try:
+                        await ready
+                    finally:
+                        self._ready = None
+                    pgconn.consume_input()
+                result = pgconn.get_result()
+                if result is None:  # the command is done and the session ready for the next
+                    break
+                if kept is None or kept.status != _FATAL_ERROR:
+                    kept = result
+        except psycopg.Error:
+            # libpq closes a lost session's socket itself: stop watching its number now, before
+            # another connection is opened on the same number (the loop would keep the stale
+            # watch, and that connection's reads would never be woken)
+            self.unwatch()
+            raise
         if kept is None:
             raise psycopg.InterfaceError("no result")
         if kept.status == _FATAL_ERROR:
@@ -100,6 +120,38 @@ class Session:
                 self._prepared.clear()
             raise error
         return kept
+
+    def give_up(self) -> None:
+        """Fail the read waiting on this session now (its deadline passed), whether or not its
+        socket would ever wake it: it raises OperationalError, and the pool closes it."""
+        self._given_up = True
+        ready = self._ready
+        if ready is not None and not ready.done():
+            ready.set_exception(psycopg.OperationalError("no answer in time"))
+
+    def wake_if_missed(self) -> bool:
+        """Wake the read waiting on this session if its socket has been readable since the
+        last look and the loop has not said so (uvloop, through libuv, removes a closed
+        socket's watch from epoll later, not at once, and the removal can take the watch of a
+        new socket given the same number: MagicStack/uvloop#61); whether it was woken so (the
+        watch is then stale: the pool closes the connection after this read)."""
+        ready = self._ready
+        if ready is None or ready.done() or self._watched < 0:
+            self._missed = None
+            return False
+        try:
+            readable = bool(select.select([self._watched], [], [], 0)[0])
+        except (OSError, ValueError):
+            readable = True  # the socket is gone: the read finds out
+        if not readable:
+            self._missed = None
+            return False
+        if self._missed is not ready:  # seen once: the loop may be about to say so itself
+            self._missed = ready
+            return False
+        self._missed = None
+        ready.set_result(None)
+        return True
 
     def _readable(self) -> None:
         ready = self._ready

@@ -37,11 +37,13 @@ from strictcall.storage.base import (
     new_token,
 )
 from strictcall.storage.pins import SharedPins
-from strictcall.storage.postgres.connections import POOL_WAIT_S, LoopPool
+from strictcall.storage.postgres.connections import CALL_DEADLINE_S, POOL_WAIT_S, LoopPool
 from strictcall.storage.postgres.faults import (
     RETRY_POOL_WAIT_S,
     Faults,
+    call_deadline_for,
     is_lost,
+    refusal_of,
     why_not_connected,
 )
 from strictcall.storage.postgres.schema import migrate
@@ -114,6 +116,7 @@ class PostgresStore(SharedReads, SharedPins):
         max_size: int = CALL_THREADS + 3,
         pool_wait_s: float = POOL_WAIT_S,
         token_cache_s: float = TOKEN_CACHE_S,
+        call_deadline_s: float | None = None,
     ) -> None:
         self._pool_wait_s = pool_wait_s
         self._loop_size = min(LOOP_CONNECTIONS, max_size)
@@ -142,6 +145,12 @@ class PostgresStore(SharedReads, SharedPins):
                 f"-c statement_timeout={STATEMENT_TIMEOUT_MS}"
                 " -c idle_in_transaction_session_timeout=10000"
             )
+        # every call awaited on the loop ends by this deadline (past the statement timeout)
+        self._call_deadline_s = (
+            call_deadline_for(str(settings.get("options", "")), CALL_DEADLINE_S)
+            if call_deadline_s is None
+            else call_deadline_s
+        )
         self._url = url
         self._fault_lock = threading.Lock()
         try:
@@ -203,7 +212,8 @@ class PostgresStore(SharedReads, SharedPins):
                     continue
                 if lost:
                     faults.hold()
-                raise StoreUnavailable(type(exc).__name__) from None
+                    raise StoreUnavailable(type(exc).__name__) from None
+                raise refusal_of(exc) from None
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _check_pool(self) -> None:
@@ -404,8 +414,23 @@ class PostgresStore(SharedReads, SharedPins):
             self._loop_size,
             faults=self._faults,
             wait_s=self._pool_wait_s,
+            deadline_s=self._call_deadline_s,
         )
         return self._loop_side
+
+    async def _on_thread(self, call: Callable[[], T]) -> T:
+        """`call` on a worker thread, awaited within the deadline of the loop's own calls
+        (and the wait for a connection): a thread stuck on a hung session is left to its
+        socket's timeouts, the caller answered StoreUnavailable.
+
+        Raises:
+            StoreUnavailable: as the call, or it did not end in time.
+        """
+        try:
+            async with asyncio.timeout(self._call_deadline_s + self._pool_wait_s):
+                return await asyncio.to_thread(call)
+        except TimeoutError:
+            raise StoreUnavailable("no answer in time") from None
 
     async def _on_loop(
         self, call: Callable[[LoopPool], Awaitable[T]], on_thread: Callable[[], T]
@@ -414,7 +439,7 @@ class PostgresStore(SharedReads, SharedPins):
         another loop has them."""
         pool = self._loop_pool()
         if pool is None:
-            return await asyncio.to_thread(on_thread)
+            return await self._on_thread(on_thread)
         return await call(pool)
 
     async def identity_for_token_async(self, token: str) -> str | None:
@@ -426,7 +451,7 @@ class PostgresStore(SharedReads, SharedPins):
             return cached
         pool = self._loop_pool()
         if pool is None:
-            return await asyncio.to_thread(self.identity_for_token, token)
+            return await self._on_thread(lambda: self.identity_for_token(token))
         row = await pool.fetch(TOKEN_IDENTITY_PREPARED, (digest,), text_pair)
         return self._tokens.remember(digest, row)
 
@@ -436,7 +461,10 @@ class PostgresStore(SharedReads, SharedPins):
         probe waited on is closed, as any given back mid-statement)."""
         pool = self._loop_pool()
         if pool is None:
-            return await asyncio.to_thread(self.healthy)
+            try:
+                return await self._on_thread(self.healthy)
+            except StoreUnavailable:
+                return False
         try:
             async with asyncio.timeout(HEALTH_TIMEOUT_S):
                 await pool.fetch(HEALTH_PREPARED, (), nothing)
@@ -449,7 +477,7 @@ class PostgresStore(SharedReads, SharedPins):
         one turn of the loop are read together (`LoopPool.read_note`)."""
         pool = self._loop_pool()
         if pool is None:
-            return await asyncio.to_thread(self.read_note, owner, note_id)
+            return await self._on_thread(lambda: self.read_note(owner, note_id))
         if "\x00" in note_id:
             return None
         text = await pool.read_note(owner, note_id)
@@ -529,24 +557,21 @@ class PostgresStore(SharedReads, SharedPins):
         """
         pool = self._loop_pool()
         if pool is None:
-            return await asyncio.to_thread(self.record_calls, records)
+            return await self._on_thread(lambda: self.record_calls(records))
         if not records:
             return None
         self._faults.check()
         batch = audit_batch(records)
-        try:
-            conn = await pool.audit_connection()
+
+        async def insert(conn: psycopg.AsyncConnection[Any]) -> None:
             # one round trip: the four statements go as one pipeline; the setting is the
             # transaction's own, so a pooler in transaction mode (PgBouncer) hands no other
             # client a session that commits without waiting for its flush
             async with conn.pipeline(), conn.transaction():
                 await conn.execute("SET LOCAL synchronous_commit = off")
                 await conn.execute(RECORD_BATCH, batch)
-        except psycopg.Error as exc:
-            pool.drop_audit_connection()
-            if is_lost(exc):
-                self._faults.lost()
-            raise StoreUnavailable(type(exc).__name__) from None
+
+        await pool.on_audit_connection(insert)
         return None
 
     @contextmanager

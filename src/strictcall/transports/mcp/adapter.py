@@ -33,9 +33,9 @@ from strictcall.core.jsontext import dump_text
 from strictcall.core.listing import RESULT_MEMBER, result_is_wrapped
 from strictcall.core.pipeline import fail
 from strictcall.core.record import AuditRecord, record_of, refusal_record
-from strictcall.core.refusals import NO_TOKEN, WITHHELD
+from strictcall.core.refusals import NO_TOKEN, WITHHELD, withheld_for_size
 from strictcall.errors import JSONValue
-from strictcall.transports.jsonrpc import Recorder
+from strictcall.transports.jsonrpc import MAX_REPLY_BYTES, Recorder
 
 SERVER_NAME: Final = "strictcall"
 
@@ -86,14 +86,14 @@ def answered(
     success)."""
     if answer["ok"] is True:
         value = answer["result"]
-        text = json_text(value)
-        if text is not None:
+        text = _result_text(value)
+        if type(text) is str:
             structured = {RESULT_MEMBER: value} if wrapped else value
             result = types.CallToolResult(
                 content=[types.TextContent(text=text)], structured_content=structured
             )
             return result, None
-        error = WITHHELD.as_error()
+        error = text if type(text) is dict else WITHHELD.as_error()
     else:
         error = answer["error"]
     return error_result(error), error
@@ -116,12 +116,12 @@ def answered_json(
     members in the order the SDK writes them), and the structured error it carries."""
     if answer["ok"] is True:
         value = answer["result"]
-        text = json_text(value)
-        if text is not None:
+        written = _result_text(value)
+        if type(written) is str:
             structured = {RESULT_MEMBER: value} if wrapped else value
-            block: dict[str, JSONValue] = {"text": text, "type": "text"}
+            block: dict[str, JSONValue] = {"text": written, "type": "text"}
             return {"content": [block], "isError": False, "structuredContent": structured}, None
-        error = WITHHELD.as_error()
+        error = written if type(written) is dict else WITHHELD.as_error()
     else:
         error = answer["error"]
     text = json_text(error)
@@ -178,6 +178,17 @@ def listing_message(
         "id": request_id,
         "result": serialize_server_result("tools/list", version, dumped),
     }
+
+
+def _result_text(value: JSONValue) -> str | dict[str, JSONValue] | None:
+    """A result as JSON text; or, when it is longer than `MAX_REPLY_BYTES`, the error it is
+    withheld with (result_too_large, the limit named); None when it cannot be written."""
+    text = dump_text(value)
+    if text is None:
+        return None
+    if len(text) > MAX_REPLY_BYTES:
+        return withheld_for_size(MAX_REPLY_BYTES, batch=False).as_error()
+    return text.decode("utf-8")
 
 
 def json_text(value: JSONValue) -> str | None:
