@@ -7,11 +7,15 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 import anyio
@@ -27,6 +31,8 @@ from mcp_results import tool_error
 from servers import create_token, strictcall
 from stdio_peer import DEADLINE_S
 from strictcall.errors import TOOL_CHANGED
+from strictcall.services.proxy.stdio import AnswerTooLarge
+from strictcall.services.proxy.upstream import Upstream, UpstreamSpec
 
 MODERN = "2026-07-28"
 HANDSHAKE = "2025-11-25"
@@ -191,3 +197,46 @@ def test_a_rug_pull_answers_tool_changed_and_is_counted_in_metrics(federation: R
     )
     assert metrics.status_code == 200
     assert "strictcall_tool_changes_total 1.0" in metrics.text.splitlines()
+
+
+def test_an_http_upstreams_answer_over_the_cap_is_refused_on_the_post_path(
+    tmp_path: Path,
+) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        [*shlex.split(fastmcp_command()), "--http", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + DEADLINE_S
+        while True:  # poll until it listens, with a deadline
+            with socket.socket() as attempt:
+                if attempt.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            assert time.monotonic() < deadline, "the upstream did not listen"
+            time.sleep(0.05)
+
+        async def calls() -> None:
+            spec = UpstreamSpec.of_url(f"http://127.0.0.1:{port}/mcp", [])
+            with (tmp_path / "log").open("w") as log:
+                for cap, fits in ((100_000, True), (20, False)):
+                    upstream = Upstream(
+                        spec, lambda listing: None, errlog=log, max_result_bytes=cap
+                    )
+                    async with upstream.running():
+                        if fits:  # the POST path, not the session's: a handshake-era session
+                            assert upstream._live is not None and upstream._live.http is not None
+                            assert upstream._live.http.takes_calls()
+                            result = await upstream.call("add", {"a": 1, "b": 2})
+                            assert result.structured_content == {"result": 3}
+                        else:
+                            with pytest.raises(AnswerTooLarge):
+                                await upstream.call("add", {"a": 1, "b": 2})
+
+        anyio.run(bounded, calls)
+    finally:
+        server.kill()
+        server.wait(timeout=DEADLINE_S)
