@@ -502,3 +502,32 @@ def test_the_policy_file_judges_the_served_prefixed_names_on_list_and_call(tmp_p
             assert (over["code"], over["rule"]) == (RATE_LIMITED.code, "notes")
         finally:
             assert peer.close() == 0
+
+
+# --- an upstream down at start, known from its pins ----------------------------------------------
+
+
+def test_an_upstream_down_at_start_serves_its_pinned_tools_as_upstream_unavailable(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "db.sqlite3"
+    config = tmp_path / "federation.toml"
+    config.write_text(f"[upstreams.notes]\ncommand = {toml_text(fastmcp_command())}\n")
+    argv = federate_argv(config, db, "--stdio", "--identity", "u1")
+    with (tmp_path / "first.stderr").open("wb") as stderr:
+        first = StdioPeer(argv, stderr)
+        first.initialize()
+        pinned = first.tool_names()
+        assert first.close() == 0
+    # the same upstream, now not there: its tools are known from the pins
+    config.write_text(f"[upstreams.notes]\ncommand = {toml_text(str(tmp_path / 'gone'))}\n")
+    with (tmp_path / "second.stderr").open("wb") as stderr:
+        second = StdioPeer(argv, stderr)
+        try:
+            second.initialize()
+            assert second.tool_names() == pinned
+            error = error_of(second.call("notes_add", {"a": 1, "b": 2}))
+            assert_kind(error, UPSTREAM_UNAVAILABLE)
+            assert error["retry_after_ms"] >= 250
+        finally:
+            assert second.close() == 0

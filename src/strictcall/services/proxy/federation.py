@@ -9,12 +9,15 @@ start (`FederationFailed`, one line naming both upstreams); a collision that onl
 later (an upstream that came up late, or relisted) leaves the newcomer's tool out, one line.
 
 With pinning (`Pins`), a tool whose definition changed since it was pinned is listed as it
-was pinned and answers `tool_changed` until an operator approves the change.
+was pinned and answers `tool_changed` until an operator approves the change; and an upstream
+that has not started yet (down when the federation started) has its pinned tools listed,
+answering `upstream_unavailable` with the time of its next try.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import replace
@@ -116,6 +119,7 @@ class Federation:
                     group.start_soon(self._keep, member)
                 for member in self.members:
                     await member.settled.wait()
+                self._rebuild()  # the pinned tools of those that did not start
                 if self._collision is not None:
                     raise FederationFailed(self._collision)
                 self._started = True
@@ -158,6 +162,7 @@ class Federation:
                         f" next try in {backoff:g} s"
                     )
                 member.settled.set()
+            member.upstream.starts_at(time.monotonic() + backoff)
             await anyio.sleep(backoff)
             backoff = min(backoff * 2, config.restart_max_s)
 
@@ -192,10 +197,11 @@ class Federation:
         refused: dict[str, str] = {}
         separator = self.config.separator
         for member in self.members:
-            if member.listing is None:
-                continue
             config = member.config
-            for listed in member.listing:
+            listing = member.listing
+            if listing is None:  # never started: its pinned tools, answering unavailable
+                listing = [] if self.pins is None else self.pins.pinned_for(config, separator)
+            for listed in listing:
                 served = config.served_name(listed.name, separator)
                 if HOST_NAME.fullmatch(served) is None:
                     refused[served] = "hosts accept 1-64 of A-Z a-z 0-9 _ - in a tool's name"

@@ -14,6 +14,7 @@ from typing import Final, TextIO
 
 import mcp_types as types
 
+from strictcall.services.proxy.config import UpstreamConfig
 from strictcall.storage.base import PinStore, StoreUnavailable
 
 PIN_POLL_S: Final = 1.0
@@ -110,6 +111,15 @@ class Pins:
             self._note(f"tool {json.dumps(name)} held back: the store cannot record its pin")
             return "" if pinned is None else pinned
         return pinned
+
+    def pinned_for(self, upstream: UpstreamConfig, separator: str) -> list[types.Tool]:
+        """The tools pinned for `upstream` (those its prefix names), as they were pinned."""
+        found = []
+        for served, definition in sorted(self._pinned.items()):
+            listed = listed_of(definition)
+            if upstream.served_name(listed.name, separator) == served:
+                found.append(listed)
+        return found
 
     @property
     def holding(self) -> bool:

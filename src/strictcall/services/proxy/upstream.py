@@ -246,6 +246,11 @@ class Upstream:
         wait_ms = int((self._back_at - time.monotonic()) * 1000)
         return max(RETRY_AFTER_MS, wait_ms)
 
+    def starts_at(self, moment: float) -> None:
+        """Say when the next start is tried (`time.monotonic()`), for `retry_after_ms`: a
+        federation retrying a first start that failed."""
+        self._back_at = moment
+
     def unavailable(self) -> ToolFailure:
         """The failure a call gets while the upstream is down."""
         return ToolFailure(UPSTREAM_UNAVAILABLE, retry_after_ms=self.retry_after_ms())
