@@ -240,3 +240,28 @@ def test_an_http_upstreams_answer_over_the_cap_is_refused_on_the_post_path(
     finally:
         server.kill()
         server.wait(timeout=DEADLINE_S)
+
+
+@pytest.mark.parametrize(("mode", "version"), [("legacy", HANDSHAKE), ("auto", MODERN)])
+def test_the_official_client_on_stdio_lists_and_calls_on_both_wire_versions(
+    tmp_path: Path, mode: Mode, version: str
+) -> None:
+    from mcp.client.stdio import StdioServerParameters
+
+    config = tmp_path / "federation.toml"
+    config.write_text(f"[upstreams.notes]\ncommand = {json.dumps(fastmcp_command())}\n")
+    federate = ["federate", "--config", str(config), "--stdio", "--identity", "u1"]
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "strictcall", *federate, "--db", str(tmp_path / "db.sqlite3")],
+    )
+
+    async def session() -> None:
+        async with Client(params, mode=mode, read_timeout_seconds=DEADLINE_S) as client:
+            assert client.protocol_version == version
+            names = [tool.name for tool in (await client.list_tools()).tools]
+            assert names == sorted(names) and "notes_add" in names
+            added = await client.call_tool("notes_add", {"a": 2, "b": 3})
+            assert added.structured_content == {"result": 5}
+
+    anyio.run(bounded, session)
