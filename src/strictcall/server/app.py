@@ -115,6 +115,7 @@ def build_gateway_app(
     lifespans: Sequence[Callable[[], AbstractAsyncContextManager[None]]] = (),
     open_to_operators: bool = False,
     observe: bool = True,
+    tool_changes: Callable[[], int] | None = None,
 ) -> RpcApp:
     """The ASGI app serving any gateway's tools: JSON-RPC at /rpc, MCP at /mcp, the callers'
     tokens and the audit log in `store`, for the browser `origins` admitted and within
@@ -128,6 +129,7 @@ def build_gateway_app(
     in-memory counts of the last hour (`strictcall.ops.window`), each told its wire (rpc, mcp,
     or http for a request refused at the edge before either); with `observe` false, none of
     them (the floor `bench/ops.py` measures their cost against).
+    `tool_changes` counts the pinned tools seen changed (a federation's), for /metrics.
     """
     from strictcall.ops.health import StoreHealth
     from strictcall.server.ops import PATHS, OpsApp
@@ -138,6 +140,8 @@ def build_gateway_app(
     if metrics is not None and holder is not None:
         limiter = holder.limiter
         metrics.quota_faults = lambda: limiter.faults
+    if metrics is not None and tool_changes is not None:
+        metrics.tool_changes = tool_changes
     window = _window(health) if observe else None
     if window is not None and holder is not None:
         window.nearest_quotas = holder.nearest_by_identity
