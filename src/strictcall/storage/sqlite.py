@@ -9,6 +9,10 @@ the same answer.
 
 Database faults (locked, read-only, disk full, the file deleted under the server) raise
 `StoreUnavailable`; the store itself stays usable and recovers when the fault clears.
+
+Past 600 lines because one store serves every job's protocol (notes, tokens, audit, operators,
+tool pins) on one file, each job's methods a few lines over its shared statements; the next cut
+is a module per job, as storage/postgres/ already has for its connections and session.
 """
 
 from __future__ import annotations
