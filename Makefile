@@ -69,12 +69,15 @@ image: $(STAMP)
 		| awk '{printf "strictcall: built $(IMAGE), %.0f MB\n", $$1 / 1e6}'
 
 ## bench: the side-by-side benchmark (peers installed into bench/.venv-peers; granian, for the
-## server comparison, from the `bench` extra); about 20 minutes, 10 of them the memory run
+## server comparison, from the `bench` extra; ContextForge into bench/.venv-contextforge);
+## about 40 minutes, 20 of them the two memory runs
 bench: $(STAMP)
 	$(BIN)/python -c "import granian" 2>/dev/null || $(BIN)/python -m pip install --quiet -e '.[bench]'
 	$(BIN)/python bench/run.py
 	command -v npm >/dev/null && test ! -d tests/upstreams/node_modules && (cd tests/upstreams && npm ci --silent) || true
 	$(BIN)/python bench/proxy_overhead.py
+	$(BIN)/python bench/federation.py
+	$(BIN)/python bench/federation_memory.py
 
 ## fuzz: the long fuzzing harness; N inputs in all, split across the five targets, run on
 ## every core, resumable (make fuzz N=1000000; stopped, the same command continues)

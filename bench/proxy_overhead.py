@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import os
 import shlex
 import shutil
@@ -101,6 +102,9 @@ class Target(NamedTuple):
     process_word: str | None
 
 
+FEDERATE = "strictcall federate (one upstream)"
+FEDERATE_CPU_TARGET_US = 150
+"""Issue 28: the CPU a proxied call adds, at most (the proxy's process, back to back)."""
 IN_PROCESS = "strictcall's stdio server, the tool in-process"
 """Echo's reference row: what strictcall's checks cost with no upstream (stdio_echo.py)."""
 
@@ -149,6 +153,24 @@ def targets(command: list[str], tool: str, db: str) -> list[Target]:
             "strictcall proxy",
             StdioServerParameters(command=sys.executable, args=proxy_args, env=env),
             "strictcall",
+        )
+    )
+    # the same upstream as a federation of one (no prefix, pinning on as by default)
+    config = Path(db).with_name(f"federation-{tool}.toml")
+    config.write_text(
+        f'[upstreams.up]\ncommand = {json.dumps(shlex.join(command))}\nprefix = ""\n',
+        encoding="utf-8",
+    )
+    federate_args = ["-m", "strictcall", "federate", "--config", str(config), "--stdio"]
+    found.append(
+        Target(
+            FEDERATE,
+            StdioServerParameters(
+                command=sys.executable,
+                args=[*federate_args, "--identity", "bench", "--db", db],
+                env=env,
+            ),
+            "federate",
         )
     )
     if tool == "echo":
@@ -286,6 +308,9 @@ def rows_of(label: str, measured: dict[str, Measured]) -> list[str]:
         verdict = "floor (reference)"
         if name == "strictcall proxy":
             verdict = f"≤ {allowed:.0f} µs: {'pass' if added <= allowed else 'MISS'}"
+        if name == FEDERATE and found.alone_cpu_us is not None:
+            met = found.alone_cpu_us <= FEDERATE_CPU_TARGET_US
+            verdict = f"CPU ≤ {FEDERATE_CPU_TARGET_US} µs (issue 28): {'pass' if met else 'MISS'}"
         rows.append(
             f"| {label} | {name} | {median:.0f} | {added:.0f} | {100 * added / direct:.0f} % "
             f"| {cpu} | {verdict} |"
@@ -312,6 +337,14 @@ def verdict_of(label: str, measured: dict[str, Measured]) -> str:
         f"{label}: the proxy added {added:.0f} µs per call against a target of"
         f" {allowed:.0f} µs: {verdict}."
     )
+    federate = measured.get(FEDERATE)
+    if federate is not None and federate.alone_cpu_us is not None:
+        met = "met" if federate.alone_cpu_us <= FEDERATE_CPU_TARGET_US else "missed"
+        text += (
+            f" As a federation of one (pinning on), its process spent"
+            f" {federate.alone_cpu_us:.0f} µs of CPU per call back to back against issue 28's"
+            f" target of {FEDERATE_CPU_TARGET_US} µs: {met}."
+        )
     relay = measured.get("relay (Python, uvloop)")
     if relay is None or relay.alone_cpu_us is None or proxy.alone_cpu_us is None:
         return text

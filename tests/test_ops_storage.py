@@ -199,7 +199,7 @@ def test_a_version_1_postgresql_database_is_migrated_and_its_audit_counted_per_m
     first.close()
     store = postgres.PostgresStore(pg_url)
     try:
-        assert store.schema_version() == postgres.SCHEMA_VERSION == 2
+        assert store.schema_version() == postgres.SCHEMA_VERSION == 3
         assert sorted(store.call_stats(0.0)) == [
             StatRow(60, "read_note", "error", SHAPE, BAD_ARGS, 1),
             StatRow(60, "read_note", "ok", None, None, 1),

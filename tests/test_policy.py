@@ -477,3 +477,16 @@ def test_the_providers_path_and_listings_follow_the_policy_too() -> None:
             for entry in gw.listing("u1", host)
         }
         assert names == {"read_note", "github__issues", "github__pulls"}
+
+
+@pytest.mark.parametrize("uptime_s", [0.001, 5_400.0, 1.7e9, 4.1e9])
+def test_a_full_bucket_admits_its_burst_whatever_the_clock_reads(uptime_s: float) -> None:
+    # (start + interval) - now rounds above interval at large clock readings: a bucket of
+    # burst 1 refused its first call with retry_after_ms 1
+    from strictcall.core.quota import Bucket, LocalBuckets, Refused, gcra
+
+    bucket = Bucket("b", 3_600_000.0, 1, "r", False)
+    buckets = LocalBuckets(clock=lambda: uptime_s)
+    assert buckets.take([bucket]) is None
+    assert isinstance(buckets.take([bucket]), Refused)
+    assert not isinstance(gcra([None], [bucket], uptime_s * 1000.0), Refused)

@@ -206,7 +206,7 @@ def _survives(peer: StdioPeer, up: Upstream) -> None:
     assert result["isError"] is False, result
 
 
-def _run_hostile(peer: StdioPeer, up: Upstream) -> dict[str, int]:
+def run_hostile(peer: StdioPeer, up: Upstream) -> dict[str, int]:
     outcomes = {"structured": 0, "silent": 0, "let_through": 0}
     for name, line, kind, reason in hostile_lines(up):
         peer.send(line)
@@ -231,7 +231,7 @@ def _run_hostile(peer: StdioPeer, up: Upstream) -> dict[str, int]:
 def test_every_hostile_line_gets_a_structured_answer_in_front_of_server_everything(
     behind_everything: StdioPeer,
 ) -> None:
-    outcomes = _run_hostile(behind_everything, EVERYTHING)
+    outcomes = run_hostile(behind_everything, EVERYTHING)
     assert outcomes == {"structured": 29, "silent": 0, "let_through": 0}
 
 
@@ -240,7 +240,7 @@ def test_every_hostile_line_gets_a_structured_answer_in_front_of_fastmcp_and_non
 ) -> None:
     calls_log = logs / "fastmcp-calls.log"
     before = calls_log.read_text().count("read_note") if calls_log.exists() else 0
-    outcomes = _run_hostile(behind_fastmcp, FASTMCP)
+    outcomes = run_hostile(behind_fastmcp, FASTMCP)
     assert outcomes == {"structured": 29, "silent": 0, "let_through": 0}
     # the upstream's tool ran for the 29 good calls in between, and for nothing else
     assert calls_log.read_text().count("read_note") - before == 29

@@ -214,10 +214,13 @@ class StrictcallError(Exception):
     ├── UpstreamFailed                          a proxy's upstream did not start (proxy)
     ├── PipeClosed                              a proxy's stdio upstream stopped answering
     ├── UnreadableAnswer                        a proxy's upstream answered no JSON-RPC response
+    ├── HttpCallFailed                          ... an HTTP upstream's call got none (its status)
     ├── AnswerTooLarge                          ... or one longer than the proxy's cap
     ├── PolicyError (also ValueError)           a proxy's allow-list file is malformed
     ├── UpstreamAuthFailed                      a proxy got no token for its upstream
     ├── PolicyFileError (also ValueError)       a policy file is not valid (its line, the reason)
+    ├── ConfigError (also ValueError)           a federation's config file is malformed
+    ├── FederationFailed                        a federation cannot start (a name collision)
     ├── QuotaStoreDown                          the shared quota state cannot be reached (quota)
     ├── StoreError                              raised by a store (storage.base)
     │   ├── StoreUnavailable                    the database cannot serve now (retryable)
@@ -371,6 +374,14 @@ UPSTREAM_UNAVAILABLE: Final = ErrorKind(
 )
 """The proxied MCP server crashed, hung or is not running; strictcall restarts it."""
 
+TOOL_CHANGED: Final = ErrorKind(
+    "tool_changed",
+    Stage.EXECUTE,
+    False,
+    "Do not retry; the upstream changed this tool since it was pinned: an operator must approve.",
+)
+"""A pinned upstream tool's name, description or schemas changed; not served until approved."""
+
 IDEMPOTENCY_CONFLICT: Final = ErrorKind(
     "idempotency_conflict",
     Stage.EXECUTE,
@@ -487,6 +498,7 @@ CATALOGUE: Final[tuple[ErrorKind, ...]] = (
     VALUE_REFUSED,
     TOOL_ERROR,
     UPSTREAM_UNAVAILABLE,
+    TOOL_CHANGED,
     RATE_LIMITED,
     QUOTA_UNAVAILABLE,
     INVALID_TOOL_RESULT,

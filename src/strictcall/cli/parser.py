@@ -8,6 +8,10 @@
     strictcall proxy (--upstream-cmd CMD | --upstream-url URL [--upstream-header H]...)
                      [--stdio --identity ID | --host H --port N] [--db PATH|URL] [--allow FILE]
                      [--pass-errors TOOL]... [--timeout S]
+    strictcall federate --config FILE [--stdio --identity ID | --host H --port N] [--db PATH|URL]
+                        [--allow FILE]
+    strictcall tools diff [--db PATH|URL]            pinned tools changed upstream, and how
+    strictcall tools approve NAME [--db PATH|URL]    serve a pinned tool's changed definition
     strictcall tokens create --identity ID [--db PATH|URL]
     strictcall tokens list [--db PATH|URL]
     strictcall tokens revoke (TOKEN_ID | --identity ID) [--db PATH|URL]
@@ -24,6 +28,9 @@
 
 Output is UTF-8 whatever the locale. `call` exits 0 when the answer's ok is true, 1 when it is
 false, 2 for a usage error or unreadable standard input; no input produces a traceback.
+
+Past 600 lines: the argparse tree of every command and its help texts is here; the cut planned
+is a module per command group beside its commands (see `strictcall.cli.commands`).
 """
 
 from __future__ import annotations
@@ -324,6 +331,46 @@ def build_parser() -> argparse.ArgumentParser:
     _add_edge_arguments(proxy)
     add_oauth_arguments(proxy)
 
+    federate = commands.add_parser(
+        "federate", help="serve many MCP servers' tools through one strictcall (stdio or HTTP)"
+    )
+    federate.add_argument(
+        "--config", required=True, type=_utf8_text, metavar="FILE", help="the upstreams (TOML)"
+    )
+    federate.add_argument(
+        "--stdio", action="store_true", help="serve MCP on stdin/stdout as --identity"
+    )
+    federate.add_argument(
+        "--identity", type=_utf8_text, help="with --stdio: the caller every call runs as"
+    )
+    federate.add_argument("--host", default="127.0.0.1", help="HTTP: default 127.0.0.1")
+    federate.add_argument(
+        "--port", type=_port, help="HTTP: 0-65535, default 8765; 0 picks a free one"
+    )
+    federate.add_argument(
+        "--db", type=_db_path, help=db_help + "; tokens, the audit log and the tool pins"
+    )
+    federate_allowing = federate.add_mutually_exclusive_group()
+    federate_allowing.add_argument(
+        "--allow", type=_utf8_text, metavar="FILE", help="allow-list: identity -> served names"
+    )
+    federate_allowing.add_argument(
+        "--policy",
+        type=_utf8_text,
+        metavar="FILE",
+        help="a policy file, as for serve, by served names (read again on SIGHUP)",
+    )
+    _add_edge_arguments(federate)
+
+    pinned = commands.add_parser(
+        "tools", help="a federation's pinned tools: diff (what changed), approve NAME"
+    ).add_subparsers(dest="action", required=True, metavar="ACTION", action=_Commands)
+    diff = pinned.add_parser("diff", help="the pinned tools changed upstream, as a diff each")
+    diff.add_argument("--db", type=_db_path, help=db_help)
+    approve = pinned.add_parser("approve", help="serve a pinned tool's changed definition")
+    approve.add_argument("name", type=_utf8_text, metavar="NAME", help="as `tools diff` shows")
+    approve.add_argument("--db", type=_db_path, help=db_help)
+
     policy = commands.add_parser(
         "policy", help="the policy file: check it before serving or reloading it"
     ).add_subparsers(dest="action", required=True, metavar="ACTION", action=_Commands)
@@ -434,7 +481,7 @@ def main(
     out = stdout if stdout is not None else _buffer_of(sys.stdout)
     if out is None and (
         (args.command == "serve" and not args.mcp_stdio)
-        or (args.command == "proxy" and not args.stdio)
+        or (args.command in ("proxy", "federate") and not args.stdio)
     ):
         # A server started with stdout closed still serves (its log setup needs a stream too).
         sys.stdout = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115
@@ -580,6 +627,35 @@ def _operate(args: argparse.Namespace, out: TextIO) -> int:
             out=out,
             err=err,
         )
+    if args.command == "federate":
+        if args.stdio != (args.identity is not None) or (args.stdio and args.port is not None):
+            err.write("strictcall federate: --stdio takes --identity ID (and no --port)\n")
+            return EXIT_USAGE
+        edge_given = _edge_flags_given(args)
+        if args.stdio and edge_given is not None:
+            err.write(f"strictcall federate: {edge_given} is for HTTP; leave it out with --stdio\n")
+            return EXIT_USAGE
+        from strictcall.cli import federation
+
+        return federation.run_federate(
+            args.config,
+            db=db,
+            identity=args.identity,
+            host=args.host,
+            port=args.port,
+            allow=args.allow,
+            policy=args.policy,
+            edge=_edge_of(args),
+            allow_origins=args.allow_origin,
+            out=out,
+            err=err,
+        )
+    if args.command == "tools":
+        from strictcall.cli import federation
+
+        if args.action == "diff":
+            return federation.run_tools_diff(db, out=out, err=err)
+        return federation.run_tools_approve(db, args.name, out=out, err=err)
     if args.command == "tokens" and args.action == "list":
         return commands.run_tokens_list(db, out=out, err=err)
     if args.command == "tokens" and args.action == "revoke":

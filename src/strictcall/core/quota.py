@@ -104,7 +104,9 @@ def gcra(
     for index, (tat, bucket) in enumerate(zip(tats, buckets, strict=True)):
         start = now if tat is None or tat < now else tat
         after = start + bucket.interval_ms
-        over = after - now - bucket.interval_ms * bucket.burst
+        # (start - now) first: exactly 0.0 for a full bucket, where (start + interval) - now
+        # may round above interval and refuse a call the bucket has room for
+        over = (start - now) + bucket.interval_ms - bucket.interval_ms * bucket.burst
         if over > 0:
             return Refused((index, max(1, math.ceil(over))))
         new.append(after)
@@ -129,11 +131,11 @@ class LocalBuckets:
             found: list[float] = []
             for bucket in buckets:  # `gcra`, written out: every call of a policy takes it
                 tat = get(bucket.key, now)
-                after = (tat if tat > now else now) + bucket.interval_ms
-                if after - now > bucket.capacity_ms:
-                    over = after - now - bucket.capacity_ms
+                waited = tat - now if tat > now else 0.0  # 0.0 exactly for a full bucket
+                if waited + bucket.interval_ms > bucket.capacity_ms:
+                    over = waited + bucket.interval_ms - bucket.capacity_ms
                     return Refused((len(found), max(1, math.ceil(over))))
-                found.append(after)
+                found.append(now + waited + bucket.interval_ms)
             if len(tats) >= _LOCAL_KEPT:
                 self._forget(now)
                 tats = self._tats

@@ -11,6 +11,7 @@
     strictcall_audit_records_lost_total        audit records dropped (the store down too long)
     strictcall_requests_in_flight              HTTP requests being answered
     strictcall_policy_refusals_total{rule, code} calls the policy refused, by its rule
+    strictcall_tool_changes_total              pinned tools seen changed upstream (a federation)
     strictcall_build_info{version, python}     1
     process_*, python_*                        prometheus_client's process and runtime collectors
 
@@ -117,6 +118,10 @@ _REFUSALS: Final = (
     " code.",
 )
 _IN_FLIGHT: Final = ("strictcall_requests_in_flight", "HTTP requests being answered.")
+_TOOL_CHANGES: Final = (
+    "strictcall_tool_changes",
+    "Pinned tools seen changed upstream (each new definition once), held until approved.",
+)
 _HTTP: Final = ("strictcall_http_responses", "HTTP responses, by path group and status code.")
 _BACKLOG: Final = ("strictcall_audit_backlog_records", "Audit records waiting to be written.")
 _LOST: Final = (
@@ -190,6 +195,8 @@ class Metrics(Collector):
         self._audit_lost = 0
         self.requests_in_flight: Callable[[], int] = lambda: 0
         """How many HTTP requests are being answered now (set by whoever counts them)."""
+        self.tool_changes: Callable[[], int] | None = None
+        """How many pinned tools were seen changed (a federation's; None: no pinning)."""
         self.audit_backlog: Callable[[], int] = lambda: 0
         """How many audit records wait to be written (set by whoever keeps them)."""
         self.audit_lost: Callable[[], int] = lambda: 0
@@ -372,6 +379,8 @@ class Metrics(Collector):
         yield GaugeMetricFamily(*_BACKLOG, value=self.audit_backlog())
         yield CounterMetricFamily(*_LOST, value=self.audit_lost())
         yield GaugeMetricFamily(*_IN_FLIGHT, value=self.requests_in_flight())
+        if self.tool_changes is not None:
+            yield CounterMetricFamily(*_TOOL_CHANGES, value=self.tool_changes())
         yield _build_info()
 
     def exposition(self) -> bytes:

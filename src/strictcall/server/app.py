@@ -119,6 +119,7 @@ def build_gateway_app(
     open_to_operators: bool = False,
     observe: bool = True,
     oauth: OAuthSettings | None = None,
+    tool_changes: Callable[[], int] | None = None,
 ) -> RpcApp:
     """The ASGI app serving any gateway's tools: JSON-RPC at /rpc, MCP at /mcp, the callers'
     tokens and the audit log in `store`, for the browser `origins` admitted and within
@@ -135,7 +136,8 @@ def build_gateway_app(
 
     With `oauth`, the identity provider's access tokens are accepted too (or instead), and its
     protected resource metadata is served at `/.well-known/oauth-protected-resource` (and its
-    path-aware forms) to anyone (`strictcall.server.bearer`).
+    path-aware forms) to anyone (`strictcall.server.bearer`). `tool_changes` counts the pinned
+    tools seen changed (a federation's), for /metrics.
     """
     from strictcall.ops.health import StoreHealth
     from strictcall.server.ops import PATHS, OpsApp
@@ -146,6 +148,8 @@ def build_gateway_app(
     if metrics is not None and holder is not None:
         limiter = holder.limiter
         metrics.quota_faults = lambda: limiter.faults
+    if metrics is not None and tool_changes is not None:
+        metrics.tool_changes = tool_changes
     window = _window(health) if observe else None
     if window is not None and holder is not None:
         window.nearest_quotas = holder.nearest_by_identity

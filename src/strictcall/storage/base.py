@@ -326,8 +326,28 @@ class OpsStore(Protocol):
     def calls_after(self, cursor: int | None, limit: int) -> tuple[int, list[AuditRecord]]: ...
 
 
+class ToolPin(NamedTuple):
+    """A pinned tool (a federation's, by its served name): the definition approved (JSON), and
+    the different one last seen from its upstream, waiting for approval (None: none)."""
+
+    name: str
+    pinned: str
+    seen: str | None
+
+
 @runtime_checkable
-class Store(NotesStore, TokenStore, AuditStore, OpsStore, Protocol):
+class PinStore(Protocol):
+    """Tool pinning (issue 28): each tool's definition as first seen, and changes held until an
+    operator approves them."""
+
+    def tool_pins(self) -> list[ToolPin]: ...
+    def pin_tool(self, name: str, definition: str) -> bool: ...
+    def see_tool(self, name: str, definition: str | None) -> None: ...
+    def approve_tool(self, name: str) -> bool: ...
+
+
+@runtime_checkable
+class Store(NotesStore, TokenStore, AuditStore, OpsStore, PinStore, Protocol):
     """One database for every job: what `open_store` returns and a server opens once."""
 
     def close(self) -> None: ...

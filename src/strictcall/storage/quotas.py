@@ -32,7 +32,7 @@ for i = 1, #KEYS do
   local tat = tonumber(redis.call('GET', KEYS[i]))
   if tat == nil or tat < now then tat = now end
   local after = tat + interval
-  local over = after - now - interval * burst
+  local over = (tat - now) + interval - interval * burst  -- 0.0 exactly for a full bucket
   if over > 0 then return {i - 1, math.ceil(over)} end
   new[i] = after
 end

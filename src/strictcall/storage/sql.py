@@ -49,6 +49,10 @@ class Statements:
     last_seq: str
     calls_after: str
     audit_size: str
+    tool_pins: str
+    pin_tool: str
+    see_tool: str
+    approve_tool: str
 
 
 def statements(dialect: Dialect) -> Statements:
@@ -100,6 +104,16 @@ def statements(dialect: Dialect) -> Statements:
             f"SELECT seq, {AUDIT_COLUMNS} FROM audit WHERE seq > {p} ORDER BY seq LIMIT {p}"
         ),
         audit_size="SELECT count(*) FROM audit",
+        tool_pins="SELECT name, pinned, seen FROM tool_pins ORDER BY name",
+        pin_tool=(
+            "INSERT INTO tool_pins (name, pinned, pinned_at)"
+            f" VALUES ({p}, {p}, {p}) ON CONFLICT (name) DO NOTHING"
+        ),
+        see_tool=f"UPDATE tool_pins SET seen = {p} WHERE name = {p}",
+        approve_tool=(
+            f"UPDATE tool_pins SET pinned = seen, seen = NULL, pinned_at = {p}"
+            f" WHERE name = {p} AND seen IS NOT NULL"
+        ),
     )
 
 

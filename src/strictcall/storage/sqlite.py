@@ -9,6 +9,10 @@ the same answer.
 
 Database faults (locked, read-only, disk full, the file deleted under the server) raise
 `StoreUnavailable`; the store itself stays usable and recovers when the fault clears.
+
+Past 600 lines because one store serves every job's protocol (notes, tokens, audit, operators,
+tool pins) on one file, each job's methods a few lines over its shared statements; the next cut
+is a module per job, as storage/postgres/ already has for its connections and session.
 """
 
 from __future__ import annotations
@@ -42,10 +46,11 @@ from strictcall.storage.base import (
     new_note_id,
     new_token,
 )
+from strictcall.storage.pins import SharedPins
 from strictcall.storage.queries import SharedReads, TokenCache, recorded_note_id
 from strictcall.storage.sql import AUDIT_COLUMNS, SQLITE
 
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 """The schema this code writes; an older file is migrated when opened, a newer one refused."""
 
 BUSY_TIMEOUT_MS: Final = 1000
@@ -120,6 +125,15 @@ _MIGRATIONS: Final[Mapping[int, tuple[str, ...]]] = {
                    coalesce(stage, ''), coalesce(code, ''), '', '', count(*)
             FROM audit GROUP BY 1, 2, 3, 4, 5""",
         "CREATE INDEX IF NOT EXISTS audit_refusals ON audit (seq) WHERE outcome = 'error'",
+    ),
+    # Tool pinning (issue 28): a federation's tools as first seen, and changes held for approval.
+    4: (
+        """CREATE TABLE IF NOT EXISTS tool_pins (
+            name TEXT PRIMARY KEY,
+            pinned TEXT NOT NULL,
+            seen TEXT,
+            pinned_at REAL NOT NULL
+        )""",
     ),
 }
 _INSERT_AUDIT_ROW: Final = (
@@ -215,7 +229,7 @@ def _begin_without_waiting(conn: sqlite3.Connection) -> None:
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
 
 
-class SQLiteStore(SharedReads):
+class SQLiteStore(SharedReads, SharedPins):
     """The embedded store: one SQLite file in WAL mode, with two connections, each behind its
     own lock: one for writes, one for reads. In WAL mode readers never wait for a writer, so a
     write waiting on a lock held elsewhere (up to `BUSY_TIMEOUT_MS`) never holds up a read."""
@@ -504,6 +518,11 @@ class SQLiteStore(SharedReads):
         await asyncio.to_thread(self.record_calls, records)
 
     # --- for operators ------------------------------------------------------------------------
+
+    def _change(self, sql: str, params: tuple[object, ...]) -> int:
+        """One write statement in a transaction of its own; the rows it changed."""
+        with self._writing() as conn:
+            return conn.execute(sql, params).rowcount
 
     def create_operator_token(self, name: str) -> str:
         """A new operator token (the page, /metrics); it is no agent's token: /rpc refuses it."""

@@ -1,5 +1,5 @@
 """The proxy's tool source (`strictcall proxy`, served by `strictcall.server.proxy`): strictcall in
-front of any MCP server, with no change to that server.
+front of any MCP server, or of many (`strictcall federate`), with no change to those servers.
 
     upstream   one MCP server through the official client (stdio or streamable HTTP), kept
                running: restarted with backoff when it exits or hangs, relisted on
@@ -8,7 +8,13 @@ front of any MCP server, with no change to that server.
                ClientSession; its tools/calls take the pipe's own path
     tools      its tools/list as strictcall tools: strict input schemas, output schemas
                enforced at stage output, upstream failures in the catalogue's terms
+    http       a streamable HTTP upstream's tools/calls, one POST each on the session's client
     policy     an allow-list of tools per identity
+    config     a federation's TOML file: many upstreams, each with its credentials, timeout,
+               restart backoff and prefix (`strictcall federate`, served by
+               `strictcall.server.federation`)
+    federation many upstreams behind one gateway, their tools prefixed and listed in order
+    pins       tool pinning: a tool's definition as first seen, a change held until approved
 
 Importing this package loads the MCP SDK (`strictcall[mcp]`).
 """

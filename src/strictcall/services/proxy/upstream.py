@@ -17,7 +17,9 @@ request on the wire, its answer read by id off the pipe and validated once as th
 that path leaves out of the session's: the OpenTelemetry span and trace context in `_meta` (the
 proxy runs no tracer), progress (the proxy asks for none). An answer that is not exactly a
 result object or an error {code: int, message: str} is withheld (the SDK's envelope would read
-one with both as an error). Over streamable HTTP, calls are the session's.
+one with both as an error). Over streamable HTTP, a tools/call in a handshake-era session is one
+POST on the session's client (`strictcall.services.proxy.http`), read the same way; in a
+2026-07-28 session it is the session's.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import os
 import re
 import shlex
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any, Final, TextIO, get_args
@@ -36,6 +38,7 @@ from urllib.parse import urlsplit, urlunsplit
 import anyio
 import httpx2
 import mcp_types as types
+import orjson
 from anyio.abc import TaskStatus
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
@@ -49,6 +52,7 @@ from strictcall.core.tools import ToolFailure
 from strictcall.errors import RETRY_AFTER_MS, UPSTREAM_UNAVAILABLE, JSONValue, StrictcallError
 from strictcall.services.proxy._mcp_sdk import http_client, sender_context
 from strictcall.services.proxy.credentials import ClientCredentials, ClientCredentialsAuth
+from strictcall.services.proxy.http import HttpCaller, HttpCallFailed
 from strictcall.services.proxy.stdio import (
     MAX_RESULT_BYTES,
     AnswerTooLarge,
@@ -72,13 +76,15 @@ Listing = list[types.Tool]
 
 @dataclass(frozen=True, slots=True)
 class UpstreamSpec:
-    """Where the upstream server is: a command to run (stdio) or a URL (streamable HTTP)."""
+    """Where the upstream server is: a command to run (stdio) or a URL (streamable HTTP);
+    `headers` are sent to a URL, `env` added to a command's environment (its credentials)."""
 
     command: tuple[str, ...] = ()
     url: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
     credentials: ClientCredentials | None = None
     """The proxy's own OAuth client for the upstream (never the caller's token)."""
+    env: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def of_command(cls, command_line: str) -> UpstreamSpec:
@@ -182,6 +188,8 @@ class _Connection:
         self.session = session
         self.ended = ended
         self.pipe = pipe
+        self.http: HttpCaller | None = None
+        """The upstream's HTTP calls' own path, when it is on streamable HTTP."""
         self.suspect = anyio.Event()
         self.relist = anyio.Event()
         self.later_members: frozenset[str] = frozenset()
@@ -208,6 +216,8 @@ class Upstream:
         max_result_bytes: int = MAX_RESULT_BYTES,
     ) -> None:
         self.spec: Final = spec
+        self.log_as = "strictcall proxy"
+        """What each line of its log starts with."""
         self.max_result_bytes: Final = max_result_bytes
         """The longest answer a call may get (one line on stdio; a result's JSON over HTTP)."""
         self._on_listing = on_listing
@@ -217,6 +227,7 @@ class Upstream:
         self._ping_s = ping_s
         self._live: _Connection | None = None
         self._current: _Connection | None = None
+        self._caller: HttpCaller | None = None
         self._back_at = 0.0
         self.starts = 0
         """How many times the server was started and answered its first tools/list."""
@@ -246,6 +257,11 @@ class Upstream:
         wait_ms = int((self._back_at - time.monotonic()) * 1000)
         return max(RETRY_AFTER_MS, wait_ms)
 
+    def starts_at(self, moment: float) -> None:
+        """Say when the next start is tried (`time.monotonic()`), for `retry_after_ms`: a
+        federation retrying a first start that failed."""
+        self._back_at = moment
+
     def unavailable(self) -> ToolFailure:
         """The failure a call gets while the upstream is down."""
         return ToolFailure(UPSTREAM_UNAVAILABLE, retry_after_ms=self.retry_after_ms())
@@ -257,13 +273,15 @@ class Upstream:
         Over stdio the call takes the pipe's own path (`strictcall.services.proxy.stdio`), not the
         session's: the session's would write and read the same message through two more tasks
         and validate the result three times (the envelope, the negotiated revision's model and
-        its dump, then CallToolResult). Over HTTP it is the session's `send_request`.
+        its dump, then CallToolResult). Over HTTP it is one POST on the session's client in a
+        handshake-era session (`strictcall.services.proxy.http`), else the session's
+        `send_request`.
 
         Raises:
             ToolFailure: upstream_unavailable, when there is no session or it ended under the
                 call.
             MCPError: the upstream answered with a JSON-RPC error.
-            UnreadableAnswer: the upstream's answer is not a JSON-RPC response (stdio).
+            UnreadableAnswer: the upstream's answer is not a JSON-RPC response.
             AnswerTooLarge: the answer is longer than `max_result_bytes`.
             ValidationError: the upstream's result is not a tools/call result.
         """
@@ -278,10 +296,28 @@ class Upstream:
                     live.ended.set()
                     raise self.unavailable() from None
                 return _call_result(answer, live.later_members)
+            if live.http is not None and live.http.takes_calls():
+                return await self._call_by_post(live, live.http, name, arguments)
             return await self._call_by_session(live, name, arguments)
         except anyio.get_cancelled_exc_class():
             live.suspect.set()  # timed out (or the caller left): is the server still there?
             raise
+
+    async def _call_by_post(
+        self, live: _Connection, http: HttpCaller, name: str, arguments: dict[str, JSONValue]
+    ) -> types.CallToolResult:
+        try:
+            answer = await http.call_tool(name, arguments)
+        except (httpx2.TransportError, HttpCallFailed) as exc:
+            # 404 on a session: the upstream forgot it (it restarted): start a new one
+            forgotten = isinstance(exc, HttpCallFailed) and exc.status == 404
+            if live.ended.is_set() or forgotten or not await self._answers_ping(live):
+                live.ended.set()
+                raise self.unavailable() from None
+            raise UnreadableAnswer from None
+        except orjson.JSONDecodeError:
+            raise UnreadableAnswer from None
+        return _call_result(answer, live.later_members)
 
     async def _call_by_session(
         self, live: _Connection, name: str, arguments: dict[str, JSONValue]
@@ -336,10 +372,13 @@ class Upstream:
                     ) as session,
                 ):
                     live = _Connection(session, ended, pipe)
+                    live.http = self._caller
                     self._current = live  # a list_changed during the start is kept
                     with anyio.fail_after(START_TIMEOUT_S):
                         started = await session.initialize()
                         live.later_members = later_members(started.protocol_version)
+                        if live.http is not None:
+                            live.http.version = started.protocol_version
                         self._on_listing(await _list_tools(session))
                     self.starts += 1
                     self._note(f"upstream started ({self.spec.describe()})")
@@ -430,14 +469,22 @@ class Upstream:
             credentials = self.spec.credentials
             auth = None if credentials is None else ClientCredentialsAuth(credentials)
             client = http_client(dict(self.spec.headers), auth)
+            caller = HttpCaller(self.spec.url, client, self.max_result_bytes)
+            self._caller = caller
+
+            async def saw(response: httpx2.Response) -> None:
+                caller.saw(response)
+                await self._saw_response(response)
+
             hooks = client.event_hooks
-            client.event_hooks = {**hooks, "response": [*hooks["response"], self._saw_response]}
+            client.event_hooks = {**hooks, "response": [*hooks["response"], saw]}
             return _http(self.spec.url, client)
         # the upstream sees the environment it would have had if the host had launched it
-        return _stdio(self.spec.command, self._errlog, self.max_result_bytes)
+        env = {**os.environ, **self.spec.env} if self.spec.env else os.environ
+        return _stdio(self.spec.command, env, self._errlog, self.max_result_bytes)
 
     def _note(self, line: str) -> None:
-        self._errlog.write(f"strictcall proxy: {line}\n")
+        self._errlog.write(f"{self.log_as}: {line}\n")
         self._errlog.flush()
 
 
@@ -449,10 +496,10 @@ async def _http(url: str, client: Any) -> AsyncIterator[tuple[Any, Any, None]]:
 
 @asynccontextmanager
 async def _stdio(
-    command: tuple[str, ...], errlog: TextIO, max_answer_bytes: int
+    command: tuple[str, ...], env: Mapping[str, str], errlog: TextIO, max_answer_bytes: int
 ) -> AsyncIterator[tuple[Any, Any, UpstreamPipe]]:
     async with open_upstream(
-        command, env=os.environ, errlog=errlog, max_answer_bytes=max_answer_bytes
+        command, env=env, errlog=errlog, max_answer_bytes=max_answer_bytes
     ) as pipe:
         yield pipe.read, pipe.write, pipe
 

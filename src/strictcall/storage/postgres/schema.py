@@ -11,7 +11,7 @@ import psycopg
 
 from strictcall.storage.base import MINUTE_S, SchemaTooNew
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 """The schema this code writes (PostgreSQL's own numbering, apart from SQLite's)."""
 
 # Any fixed 64-bit key: the lock servers of every version take before they read or migrate.
@@ -81,6 +81,15 @@ MIGRATIONS: Final[Mapping[int, tuple[str, ...]]] = {
                    coalesce(stage, ''), coalesce(code, ''), '', '', count(*)
             FROM audit GROUP BY 1, 2, 3, 4, 5""",
         "CREATE INDEX audit_refusals ON audit (seq) WHERE outcome = 'error'",
+    ),
+    # Tool pinning (issue 28), as SQLite's version 4.
+    3: (
+        """CREATE TABLE IF NOT EXISTS tool_pins (
+            name text PRIMARY KEY,
+            pinned text NOT NULL,
+            seen text,
+            pinned_at double precision NOT NULL
+        )""",
     ),
 }
 

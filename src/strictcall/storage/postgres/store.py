@@ -6,6 +6,10 @@ psycopg_pool `ConnectionPool` and psycopg's cursors; the calls a server's event 
 (`*_async`) go through the loop's own connections (`connections.LoopPool`), its reads as
 statements prepared through libpq (`session.Session`). The twins share their statements
 (`strictcall.storage.sql`, `statements`) and their row code (`strictcall.storage.queries`).
+
+Past 600 lines because each job's method stands beside its awaited twin, one pair after
+another, so that a change to one is seen next to the other; the statements, connections,
+session and schema it calls on are modules of their own.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from strictcall.storage.base import (
     new_note_id,
     new_token,
 )
+from strictcall.storage.pins import SharedPins
 from strictcall.storage.postgres.connections import CALL_DEADLINE_S, POOL_WAIT_S, LoopPool
 from strictcall.storage.postgres.faults import (
     RETRY_POOL_WAIT_S,
@@ -88,7 +93,7 @@ LOOP_CONNECTIONS: Final = 8
 others): PostgreSQL answers them, and commits, in parallel, while the loop serves the rest."""
 
 
-class PostgresStore(SharedReads):
+class PostgresStore(SharedReads, SharedPins):
     """A PostgreSQL database behind a connection pool, shared by any number of servers.
 
     `url` is a libpq URL or conninfo string (`postgresql://user@host:5432/db?...`). Unless it
@@ -233,6 +238,11 @@ class PostgresStore(SharedReads):
             return cursor.fetchall() if many else cursor.fetchone()
 
         return self._run(query, retry=True, wait=READ_POOL_WAIT_S)
+
+    def _change(self, sql: str, params: tuple[object, ...]) -> int:
+        """One write statement, committed; the rows it changed (not retried: a lost connection
+        may have committed it)."""
+        return self._run(lambda conn: conn.execute(sql, params).rowcount, retry=False)
 
     def healthy(self) -> bool:
         """Whether the database answers now (one round trip, or none while a fault is held)."""

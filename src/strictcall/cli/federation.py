@@ -1,0 +1,156 @@
+"""`strictcall federate` (many MCP servers behind one strictcall) and `strictcall tools`
+(its pinned tools: diff, approve)."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Sequence
+from typing import TextIO
+
+from strictcall.cli.commands import (
+    EXIT_FAILED,
+    EXIT_OK,
+    _open_store,
+    _policy_of,
+    _reload_on_hangup,
+)
+from strictcall.server.edge import EdgeLimits
+from strictcall.storage import StoreUnavailable, shown_db
+
+
+def run_federate(
+    config_path: str,
+    *,
+    db: str,
+    identity: str | None,
+    host: str,
+    port: int | None,
+    allow: str | None,
+    out: TextIO,
+    policy: str | None = None,
+    err: TextIO,
+    edge: EdgeLimits | None = None,
+    allow_origins: Sequence[str] = (),
+) -> int:
+    """Serve the upstreams of the config file at `config_path` through one gateway: MCP on
+    stdio as `identity` (when given), else HTTP on `port`, as `strictcall proxy` serves one."""
+    from strictcall.server.listen import ListenError
+    from strictcall.services.proxy import PolicyError, load_allow_list
+    from strictcall.services.proxy.config import ConfigError, load_config
+    from strictcall.services.proxy.federation import Federation, FederationFailed
+
+    try:
+        config = load_config(config_path)
+        allowed = None if allow is None else load_allow_list(allow)
+    except (ConfigError, PolicyError) as exc:
+        err.write(f"strictcall federate: {exc}\n")
+        return EXIT_FAILED
+    holder = _policy_of(policy, "strictcall federate", err)
+    if holder is False:
+        return EXIT_FAILED
+    store = _open_store(db, err)
+    if store is None:
+        return EXIT_FAILED
+    federation = Federation(config, errlog=err, pins=store, allowed=allowed, policy=holder)
+    restore = None
+    if holder is not None and policy is not None:
+        restore = _reload_on_hangup(holder, policy, err)
+    names = ", ".join(upstream.name for upstream in config.upstreams)
+    try:
+        if identity is not None:
+            from strictcall.server.federation import serve_federation_stdio
+
+            err.write(
+                f"strictcall federate: MCP on stdio for {identity} (store: {shown_db(db)};"
+                f" upstreams: {names})\n"
+            )
+            err.flush()
+            serve_federation_stdio(federation, identity, store=store)
+        else:
+            from strictcall.server.app import DEFAULT_PORT, serve
+            from strictcall.server.edge import OriginPolicy, is_loopback_host
+            from strictcall.server.federation import federation_app, quiet_failed_start
+
+            def ready(bound_host: str, bound_port: int) -> None:
+                out.write(f"strictcall federate listening on http://{bound_host}:{bound_port}")
+                out.write(f" (store: {shown_db(db)}; upstreams: {names})\n")
+                out.flush()
+
+            origins = OriginPolicy(frozenset(allow_origins), loopback=is_loopback_host(host))
+            app = federation_app(federation, store, origins=origins, edge=edge)
+            with quiet_failed_start(federation):
+                serve(app, host, DEFAULT_PORT if port is None else port, ready, edge=edge)
+    except ListenError as exc:
+        err.write(f"strictcall federate: {exc}\n")
+        return EXIT_FAILED
+    except SystemExit:  # the HTTP server's answer to a failed startup (exit 3)
+        if federation.failed is None:
+            raise
+        err.write(f"strictcall federate: {federation.failed}\n")
+        return EXIT_FAILED
+    except (FederationFailed, BaseExceptionGroup):
+        if federation.failed is None:
+            raise
+        err.write(f"strictcall federate: {federation.failed}\n")
+        return EXIT_FAILED
+    finally:
+        if restore is not None:
+            restore()
+        federation.gateway.close()
+        store.close()
+    return EXIT_OK
+
+
+def run_tools_diff(db: str, *, out: TextIO, err: TextIO) -> int:
+    """Print each pinned tool whose upstream changed it, with a unified diff of its pinned and
+    its changed definition (control characters escaped: an upstream chose the text)."""
+    store = _open_store(db, err)
+    if store is None:
+        return EXIT_FAILED
+    try:
+        pins = store.tool_pins()
+    except StoreUnavailable as exc:
+        err.write(f"strictcall tools: cannot read the pins ({exc})\n")
+        return EXIT_FAILED
+    finally:
+        store.close()
+    waiting = [pin for pin in pins if pin.seen is not None]
+    if not waiting:
+        out.write(f"no pinned tool changed ({len(pins)} pinned)\n")
+        return EXIT_OK
+    for pin in waiting:
+        assert pin.seen is not None
+        out.write(f"tool {json.dumps(pin.name)} changed upstream:\n")
+        lines = difflib.unified_diff(
+            _shown(pin.pinned), _shown(pin.seen), "pinned", "changed", lineterm="", n=2
+        )
+        out.write("".join(f"  {line}\n" for line in lines))
+        out.write(f"  approve: strictcall tools approve {pin.name}\n")
+    return EXIT_OK
+
+
+def run_tools_approve(db: str, name: str, *, out: TextIO, err: TextIO) -> int:
+    """Pin the changed definition of the tool served as `name`: a running federation serves it
+    within a second. Exits 1 when no change of that tool waits."""
+    store = _open_store(db, err)
+    if store is None:
+        return EXIT_FAILED
+    try:
+        approved = store.approve_tool(name)
+    except StoreUnavailable as exc:
+        err.write(f"strictcall tools: cannot approve ({exc})\n")
+        return EXIT_FAILED
+    finally:
+        store.close()
+    if not approved:
+        err.write(f"strictcall tools: no change of {json.dumps(name)} waits for approval\n")
+        return EXIT_FAILED
+    out.write(f"approved {json.dumps(name)}: served as changed from now on\n")
+    return EXIT_OK
+
+
+def _shown(definition: str) -> list[str]:
+    """A definition as lines to compare: indented JSON, every non-ASCII and control character
+    escaped."""
+    return json.dumps(json.loads(definition), indent=2, sort_keys=True).splitlines()

@@ -1,0 +1,79 @@
+"""A federation (`strictcall federate --config FILE`): many upstreams' tools behind one gateway,
+served over MCP stdio or HTTP exactly as a proxy is (`strictcall.server.proxy`)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from strictcall.audit.log import AuditLog
+from strictcall.services.proxy.federation import Federation
+
+if TYPE_CHECKING:
+    from strictcall.server.edge import EdgeLimits, OriginPolicy
+    from strictcall.server.router import RpcApp
+    from strictcall.storage import Store
+
+
+def serve_federation_stdio(federation: Federation, identity: str, *, store: Store) -> None:
+    """Serve the federation as MCP on stdin and stdout, as `identity`, until stdin ends; every
+    call audited in `store`. The session is told `notifications/tools/list_changed` when an
+    upstream's listing changes what is served.
+
+    Raises:
+        FederationFailed: the federation could not start.
+    """
+    from strictcall.transports.mcp import serve_stdio  # the MCP SDK loads only for a server
+
+    audit = AuditLog(store)
+    policy = federation.gateway.policy
+    serving = [] if policy is None else [policy.serving]
+    lifespans = [*serving, audit.running, federation.lifespan]  # the audit's last records last
+    serve_stdio(
+        federation.gateway,
+        identity,
+        record=audit.record,
+        lifespans=lifespans,
+        tools_change=True,
+    )
+
+
+def federation_app(
+    federation: Federation,
+    store: Store,
+    *,
+    origins: OriginPolicy | None = None,
+    edge: EdgeLimits | None = None,
+) -> RpcApp:
+    """The ASGI app serving the federation: JSON-RPC at /rpc, MCP at /mcp (both wire
+    versions, as `strictcall serve`), tokens from `store`, the same edge as `serve`."""
+    from strictcall.server.app import build_gateway_app
+
+    pins = federation.pins
+    return build_gateway_app(
+        federation.gateway,
+        store,
+        origins=origins,
+        edge=edge,
+        lifespans=[federation.lifespan],
+        tool_changes=None if pins is None else (lambda: pins.changes),
+    )
+
+
+@contextmanager
+def quiet_failed_start(federation: Federation) -> Iterator[None]:
+    """While in it, the HTTP server's log says nothing once the federation has failed to
+    start: its lines (the failure's repr, "Application startup failed") would repeat, in
+    uvicorn's words, the one line the command prints."""
+
+    def keep(record: logging.LogRecord) -> bool:
+        return federation.failed is None
+
+    server_log = logging.getLogger("uvicorn.error")
+    server_log.addFilter(keep)
+    try:
+        yield
+    finally:
+        server_log.removeFilter(keep)
