@@ -34,7 +34,7 @@ import enum
 import math
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 import orjson
 
@@ -54,7 +54,6 @@ from strictcall.errors import (
 )
 from strictcall.identity.challenge import forbidden, unauthorized
 from strictcall.identity.principal import Principal, Refused, Unavailable, missing_scopes
-from strictcall.identity.verifier import OAuthVerifier
 from strictcall.server.bearer import PRINCIPAL_KEY, called_tools
 from strictcall.server.edge import DEFAULT_MAX_IN_FLIGHT, OriginPolicy
 from strictcall.storage import StoreUnavailable, TokenStore
@@ -74,6 +73,9 @@ from strictcall.transports.asgi import (
     send_response,
 )
 from strictcall.transports.jsonrpc import Recorder, refusal_reply
+
+if TYPE_CHECKING:  # the verifier needs the oauth extra; a server without [oauth] loads none of it
+    from strictcall.identity.verifier import OAuthVerifier
 
 HTTP_STATUS: Final[Mapping[ErrorKind, int]] = MappingProxyType(
     {
