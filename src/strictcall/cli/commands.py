@@ -18,8 +18,8 @@ from contextlib import closing
 from typing import TYPE_CHECKING, Any, Final, Literal, TextIO, TypeVar
 
 from strictcall.cli.identity import OAuthChoice
+from strictcall.core.terminal import json_shown, shown
 from strictcall.errors import FORBIDDEN_OR_MISSING, ErrorKind, MissingExtra, PolicyFileError
-from strictcall.ops.terminal import json_shown, shown
 from strictcall.server.edge import EdgeLimits
 from strictcall.services.demo import NOTES as SEED_NOTES
 from strictcall.storage import (
@@ -303,7 +303,8 @@ def run_proxy(
         else:
             from strictcall.server.app import DEFAULT_PORT, serve
             from strictcall.server.edge import OriginPolicy, is_loopback_host
-            from strictcall.server.proxy import proxy_app, quiet_failed_start
+            from strictcall.server.logs import quiet_after_failure
+            from strictcall.server.proxy import proxy_app
 
             def ready(bound_host: str, bound_port: int) -> None:
                 out.write(f"strictcall proxy listening on http://{bound_host}:{bound_port}")
@@ -313,7 +314,7 @@ def run_proxy(
             origins = OriginPolicy(frozenset(allow_origins), loopback=is_loopback_host(host))
             settings = None if oauth is None else oauth.settings
             app = proxy_app(proxy, store, origins=origins, edge=edge, oauth=settings)
-            with quiet_failed_start(proxy):
+            with quiet_after_failure(lambda: proxy.failed is not None):
                 serve(app, host, DEFAULT_PORT if port is None else port, ready, edge=edge)
     except ListenError as exc:
         err.write(f"strictcall proxy: {exc}\n")

@@ -70,7 +70,8 @@ def run_federate(
         else:
             from strictcall.server.app import DEFAULT_PORT, serve
             from strictcall.server.edge import OriginPolicy, is_loopback_host
-            from strictcall.server.federation import federation_app, quiet_failed_start
+            from strictcall.server.federation import federation_app
+            from strictcall.server.logs import quiet_after_failure
 
             def ready(bound_host: str, bound_port: int) -> None:
                 out.write(f"strictcall federate listening on http://{bound_host}:{bound_port}")
@@ -79,7 +80,7 @@ def run_federate(
 
             origins = OriginPolicy(frozenset(allow_origins), loopback=is_loopback_host(host))
             app = federation_app(federation, store, origins=origins, edge=edge)
-            with quiet_failed_start(federation):
+            with quiet_after_failure(lambda: federation.failed is not None):
                 serve(app, host, DEFAULT_PORT if port is None else port, ready, edge=edge)
     except ListenError as exc:
         err.write(f"strictcall federate: {exc}\n")

@@ -1,7 +1,7 @@
 """The audit as `strictcall audit` shows it: which records an operator asked for (identity,
 tool, since, errors only), found by paging through the store's log, and each printed the same
 way in every mode (a line of columns, or one JSON object a line), every caller-chosen field
-escaped (`strictcall.ops.terminal`)."""
+escaped (`strictcall.core.terminal`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from collections import Counter, deque
 from dataclasses import dataclass
 from typing import Final
 
-from strictcall.ops.terminal import shown
+from strictcall.core.terminal import shown
 from strictcall.storage import AuditRecord, Store
 
 PAGE: Final = 1000

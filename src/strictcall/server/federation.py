@@ -3,9 +3,6 @@ served over MCP stdio or HTTP exactly as a proxy is (`strictcall.server.proxy`).
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from strictcall.audit.log import AuditLog
@@ -60,20 +57,3 @@ def federation_app(
         lifespans=[federation.lifespan],
         tool_changes=None if pins is None else (lambda: pins.changes),
     )
-
-
-@contextmanager
-def quiet_failed_start(federation: Federation) -> Iterator[None]:
-    """While in it, the HTTP server's log says nothing once the federation has failed to
-    start: its lines (the failure's repr, "Application startup failed") would repeat, in
-    uvicorn's words, the one line the command prints."""
-
-    def keep(record: logging.LogRecord) -> bool:
-        return federation.failed is None
-
-    server_log = logging.getLogger("uvicorn.error")
-    server_log.addFilter(keep)
-    try:
-        yield
-    finally:
-        server_log.removeFilter(keep)

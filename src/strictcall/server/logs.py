@@ -7,6 +7,8 @@ from __future__ import annotations
 import logging
 import logging.config
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Final
 
 
@@ -48,3 +50,20 @@ def log_config() -> dict[str, object]:
 def configure_logging() -> None:
     """Apply `log_config` (the stdio server; uvicorn applies it for the HTTP server)."""
     logging.config.dictConfig(log_config())
+
+
+@contextmanager
+def quiet_after_failure(failed: Callable[[], bool]) -> Iterator[None]:
+    """While in it, the HTTP server's log says nothing once `failed()` (a proxy's upstream or a
+    federation did not start): its lines (the failure's repr, "Application startup failed")
+    would repeat, in uvicorn's words, the one line the command prints."""
+
+    def keep(record: logging.LogRecord) -> bool:
+        return not failed()
+
+    server_log = logging.getLogger("uvicorn.error")
+    server_log.addFilter(keep)
+    try:
+        yield
+    finally:
+        server_log.removeFilter(keep)

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import json
-import logging
-from collections.abc import AsyncIterator, Callable, Collection, Iterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Callable, Collection
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Final, TextIO
 
 from strictcall.audit.log import AuditLog
 from strictcall.core.gateway import Gateway
 from strictcall.core.pipeline import Limits
 from strictcall.core.policy import PolicyHolder
+from strictcall.core.terminal import one_line
 from strictcall.services.proxy.stdio import MAX_RESULT_BYTES
 from strictcall.services.proxy.tools import proxied_tools
 from strictcall.services.proxy.upstream import Listing, Upstream, UpstreamFailed, UpstreamSpec
@@ -91,7 +91,7 @@ class Proxy:
         for name, reason in refused.items():
             if self._refused.get(name) != reason:  # once per tool and reason, not per relisting
                 self._errlog.write(
-                    f"strictcall proxy: tool {json.dumps(name)} not served: {_one_line(reason)}\n"
+                    f"strictcall proxy: tool {json.dumps(name)} not served: {one_line(reason)}\n"
                 )
         self._errlog.flush()
         self._refused = refused
@@ -107,32 +107,6 @@ def upstream_failure(exc: BaseException) -> UpstreamFailed | None:
             if found is not None:
                 return found
     return None
-
-
-@contextmanager
-def quiet_failed_start(proxy: Proxy) -> Iterator[None]:
-    """While in it, the HTTP server's log says nothing once the upstream's first start has
-    failed: its lines (the failure's repr, "Application startup failed") would repeat, in
-    uvicorn's words, the one line the command prints."""
-
-    def keep(record: logging.LogRecord) -> bool:
-        return proxy.failed is None
-
-    server_log = logging.getLogger("uvicorn.error")
-    server_log.addFilter(keep)
-    try:
-        yield
-    finally:
-        server_log.removeFilter(keep)
-
-
-def _one_line(text: str) -> str:
-    """`text` (an upstream may have chosen some of it) on one line, no control character left
-    to reach a terminal."""
-    folded = " ".join(text.split())
-    return "".join(
-        f"\\x{ord(c):02x}" if ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 else c for c in folded
-    )
 
 
 def serve_proxy_stdio(proxy: Proxy, identity: str, *, store: Store | None = None) -> None:

@@ -29,6 +29,7 @@ import mcp_types as types
 from strictcall.core.gateway import Gateway
 from strictcall.core.pipeline import Limits
 from strictcall.core.policy import PolicyHolder
+from strictcall.core.terminal import one_line
 from strictcall.core.tools import Arguments, Tool, ToolContext, ToolFailure
 from strictcall.errors import TOOL_CHANGED, JSONValue, StrictcallError
 from strictcall.services.proxy.config import HOST_NAME, FederationConfig, UpstreamConfig
@@ -228,7 +229,7 @@ class Federation:
             key = f"{name}\0{reason}"
             if key not in self._logged:  # once per tool and reason, not per relisting
                 self._logged.add(key)
-                self._note(f"tool {json.dumps(name)} not served: {_one_line(reason)}")
+                self._note(f"tool {json.dumps(name)} not served: {one_line(reason)}")
 
     def _served(self, member: Member, listed: types.Tool, served: str) -> Tool | None:
         """The tool served as `served` for `listed`: forwarded, or (changed since it was
@@ -272,12 +273,3 @@ def _upstream_failure(exc: BaseException) -> UpstreamFailed | None:
 def _first(group: BaseExceptionGroup[FederationFailed]) -> FederationFailed:
     inner = group.exceptions[0]
     return inner if isinstance(inner, FederationFailed) else _first(inner)
-
-
-def _one_line(text: str) -> str:
-    """`text` (an upstream may have chosen some of it) on one line, no control character left
-    to reach a terminal."""
-    folded = " ".join(text.split())
-    return "".join(
-        f"\\x{ord(c):02x}" if ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 else c for c in folded
-    )

@@ -58,3 +58,9 @@ def _json_escape(char: str) -> str:
         return f"\\u{code:04x}"
     code -= 0x10000
     return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
+def one_line(text: str) -> str:
+    """`text` (an upstream or a library may have chosen some of it) folded onto one line and
+    `shown`: no control character reaches a terminal."""
+    return shown(" ".join(text.split()))
