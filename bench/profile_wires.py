@@ -8,7 +8,9 @@ measured is the app's own work per request: its CPU time per request on each wir
 process's CPU time over a batch, rounds alternating between the wires so that a busy machine
 weighs on both alike), their ratio, and, with --profile, cProfile's heaviest functions by
 their own time on one wire. The MCP request is a 2025-11-25 stateless POST and a 2026-07-28
-POST with `Mcp-Method`/`Mcp-Name`, as a remote host sends them.
+POST with `Mcp-Method`/`Mcp-Name`, as a remote host sends them. With --in-place each request
+is first offered to the app's `answer_now`, as strictcall's HTTP protocol offers a whole POST
+to /rpc and /mcp (the path wrk's load takes).
 """
 
 from __future__ import annotations
@@ -79,7 +81,17 @@ def scope_of(path: str, token: str, body: bytes, extra: list[tuple[bytes, bytes]
     }
 
 
-def wire(app: Any, path: str, token: str, body: bytes, extra: list[tuple[bytes, bytes]]) -> Wire:
+def wire(
+    app: Any,
+    path: str,
+    token: str,
+    body: bytes,
+    extra: list[tuple[bytes, bytes]],
+    *,
+    in_place: bool = False,
+) -> Wire:
+    """One request on `path`, run as the app (`in_place`: answered in place first, as the
+    server's own protocol does, the app run only when that declines)."""
     scope = scope_of(path, token, body, extra)
 
     async def one() -> tuple[int, bytes]:
@@ -104,7 +116,19 @@ def wire(app: Any, path: str, token: str, body: bytes, extra: list[tuple[bytes, 
         await app(dict(scope), receive, send)
         return status, b"".join(chunks)
 
-    return one
+    if not in_place:
+        return one
+    answer_now = app.answer_now
+
+    async def now() -> tuple[int, bytes]:
+        # as uvicorn's protocol offers a whole POST to /rpc and /mcp (server/_uvicorn.py)
+        answered = answer_now(dict(scope), body)
+        if answered is None:
+            return await one()
+        status, _headers, content = answered
+        return status, content
+
+    return now
 
 
 async def started(app: Any) -> Callable[[], Awaitable[None]]:
@@ -138,6 +162,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         note = store.add_note("u1", "The refund window is 7 days.").note_id
         app = build_app(store, observe=False)
         stop = await started(app)
+        place = args.in_place
         try:
             legacy = [(b"accept", b"application/json, text/event-stream")]
             modern = [
@@ -147,9 +172,13 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 (b"mcp-name", b"read_note"),
             ]
             wires = {
-                "rpc": wire(app, "/rpc", token, rpc_body(note), []),
-                "mcp 2025-11-25": wire(app, "/mcp", token, mcp_body("2025-11-25", note), legacy),
-                "mcp 2026-07-28": wire(app, "/mcp", token, mcp_body("2026-07-28", note), modern),
+                "rpc": wire(app, "/rpc", token, rpc_body(note), [], in_place=place),
+                "mcp 2025-11-25": wire(
+                    app, "/mcp", token, mcp_body("2025-11-25", note), legacy, in_place=place
+                ),
+                "mcp 2026-07-28": wire(
+                    app, "/mcp", token, mcp_body("2026-07-28", note), modern, in_place=place
+                ),
             }
             for name, one in wires.items():  # each answers, and answers the note
                 status, body = await one()
@@ -189,6 +218,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--profile", choices=["rpc", "mcp 2025-11-25", "mcp 2026-07-28"])
     parser.add_argument("--top", type=int, default=30)
+    parser.add_argument(
+        "--in-place",
+        action="store_true",
+        help="answer each request as the server's protocol does: answer_now first (the path "
+        "HTTP load takes), the ASGI app only when it declines",
+    )
     return parser.parse_args(argv)
 
 

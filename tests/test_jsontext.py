@@ -95,6 +95,23 @@ def test_big_integers_stay_exact_ints(number: int) -> None:
     assert found == [number] * 5
 
 
+@pytest.mark.parametrize("number", BIG_INTS, ids=[f"{n:.3e}" for n in BIG_INTS])
+def test_big_integers_stay_exact_ints_without_the_float_search(number: int) -> None:
+    for raw in (f'{{"v":"2.0","n":[{number}]}}', f'{{"v":"2.0","n":[{number}]}}'.encode()):
+        value: Any = parse_document(raw, floats=False).value
+        assert value == {"v": "2.0", "n": [number]}
+        assert parse_document(raw, floats=False).has_float is False
+        assert type(value["n"][0]) is int
+
+
+def test_without_the_float_search_18_digits_and_a_float_are_read_as_orjson_reads_them() -> None:
+    for raw in ('[123456789012345678, 1.5, "9999999999999999999x"]', b"[123456789012345678,1.5]"):
+        document = parse_document(raw, floats=False)
+        value: Any = document.value
+        assert document.has_float is False
+        assert value[:2] == [123456789012345678, 1.5]
+
+
 def test_negative_zero_int_is_zero_and_negative_zero_float_keeps_its_sign() -> None:
     assert loads_strict("-0") == 0
     assert type(loads_strict("-0")) is int

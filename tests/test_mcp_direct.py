@@ -161,6 +161,18 @@ def corpus(note: str) -> list[Case]:
         ),
         Case("accept twice", call("count_notes", {}), (ACCEPT, ACCEPT, JSON), False),
         Case(
+            "a header it does not read twice",
+            call("count_notes", {}),
+            (ACCEPT, ("x-trace", "1"), JSON, ("x-trace", "2")),
+            True,
+        ),
+        Case(
+            "content-type twice",
+            call("count_notes", {}),
+            (ACCEPT, JSON, ("x-trace", "1"), JSON),
+            False,
+        ),
+        Case(
             "unknown version",
             call("count_notes", {}),
             (*plain, ("mcp-protocol-version", "2099-01-01")),
@@ -270,6 +282,17 @@ def corpus(note: str) -> list[Case]:
             "modern Mcp-Method twice",
             call("count_notes", {}, meta=True),
             (*modern_headers("tools/call", "count_notes"), ("mcp-method", "tools/call")),
+            False,
+        ),
+        Case(
+            "modern Mcp-Name twice among other repeats",
+            call("count_notes", {}, meta=True),
+            (
+                ("x-a", "1"),
+                *modern_headers("tools/call", "count_notes"),
+                ("x-a", "2"),
+                ("mcp-name", "count_notes"),
+            ),
             False,
         ),
         Case(

@@ -76,6 +76,11 @@ _BYTES_NEEDLES: Final[tuple[Any, ...]] = (
     re.compile(rb"[0-9]{19}"),
 )
 
+_DIGITS_AS_ZERO: Final = bytes.maketrans(b"0123456789", b"0" * 10)
+_LONG_DIGITS: Final = b"0" * 19
+"""19 digits in a row, once every digit is written 0: a faster search than the pattern's
+(a third of its time on a 300-byte message), for bytes."""
+
 
 # A NamedTuple's own constructor is a Python function; tuple.__new__ builds the same in C.
 _DocumentMaker = Callable[[type["Document"], tuple[JSONValue, bool]], "Document"]
@@ -126,14 +131,20 @@ def loads_strict(
 
 
 def parse_document(
-    raw: str | bytes, *, max_size: int = MAX_SIZE, max_depth: int = MAX_DEPTH, numbers: bool = True
+    raw: str | bytes,
+    *,
+    max_size: int = MAX_SIZE,
+    max_depth: int = MAX_DEPTH,
+    numbers: bool = True,
+    floats: bool = True,
 ) -> Document:
     """Parse strict JSON text into a `Document`.
 
     `numbers=False` skips the search for floats and long integers, for a caller to whom no
     number can matter (every schema its values meet refuses numbers everywhere): `has_float` is
     then False, and an integer beyond 64 bits is read as orjson reads it, as a float. Everything
-    else is checked the same.
+    else is checked the same. `floats=False` skips only the search for floats, for a caller
+    that never reads `has_float` (then False) but wants long integers read exactly.
 
     Raises:
         JSONTextError: the text is not strict JSON, or is too large or too deep.
@@ -161,7 +172,13 @@ def parse_document(
     if len(text) > 2 * max_depth and text.count(brace) + text.count(bracket) > max_depth:
         _check_depth(value, max_depth, raw)
     has_float = long_number = False
-    if numbers and numeric.search(text) is not None:
+    if numbers and not floats:
+        long_number = (
+            _LONG_DIGITS in text.translate(_DIGITS_AS_ZERO)
+            if kind is bytes
+            else long_digits.search(text) is not None
+        )
+    elif numbers and numeric.search(text) is not None:
         has_float = floatish.search(text) is not None
         long_number = long_digits.search(text) is not None
     if long_number or backslash in text:

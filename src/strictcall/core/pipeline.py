@@ -134,9 +134,15 @@ adds one more)."""
 
 
 def read_call(
-    raw: str | bytes, limits: Limits, *, numbers: bool = True, levels: int = CALL_LEVELS
+    raw: str | bytes,
+    limits: Limits,
+    *,
+    numbers: bool = True,
+    levels: int = CALL_LEVELS,
+    floats: bool = True,
 ) -> Document | Rejection:
-    """Rung 1: parse the call's text strictly (`numbers`: see `jsontext.parse_document`).
+    """Rung 1: parse the call's text strictly (`numbers`, `floats`: see
+    `jsontext.parse_document`).
 
     The depth limit counts the whole text; `levels` is how many of its levels sit above the
     arguments, so that a too-deep refusal can say in `arguments_limit` how deep the arguments
@@ -144,7 +150,11 @@ def read_call(
     """
     try:
         return _parse_document(
-            raw, max_size=limits.max_size, max_depth=limits.max_depth, numbers=numbers
+            raw,
+            max_size=limits.max_size,
+            max_depth=limits.max_depth,
+            numbers=numbers,
+            floats=floats,
         )
     except JSONTextError as exc:
         return text_refusal(exc, raw, limits, levels)
@@ -196,10 +206,12 @@ def too_large(limit: int) -> Rejection:
     return known
 
 
-def read_message(raw: str | bytes, limits: Limits, *, numbers: bool = True) -> Document | Rejection:
+def read_message(
+    raw: str | bytes, limits: Limits, *, numbers: bool = True, floats: bool = True
+) -> Document | Rejection:
     """Rung 1 for a transport that reads a whole JSON-RPC message (the JSON-RPC endpoint, MCP):
     `read_call`, with the message's own levels above the arguments."""
-    return read_call(raw, limits, numbers=numbers, levels=MESSAGE_LEVELS)
+    return read_call(raw, limits, numbers=numbers, levels=MESSAGE_LEVELS, floats=floats)
 
 
 def _is_batch(raw: str | bytes, levels: int) -> int:

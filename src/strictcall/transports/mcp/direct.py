@@ -125,22 +125,56 @@ def direct_request(
 def _headers_read_once(scope: Scope) -> dict[bytes, bytes] | None:
     """The request's headers by name, or None when one this path reads is repeated (or an
     `Mcp-Param-*` header is sent): the SDK decides those."""
-    found: dict[bytes, bytes] = {}
-    for name, value in scope["headers"]:
-        if name.startswith(b"mcp-") or name in (b"content-type", b"accept"):
-            if name in found or name.startswith(_PARAM_PREFIX):
-                return None
-            found[name] = value
-    return found
+    listed = scope["headers"]
+    if type(listed) is not list:
+        listed = list(listed)
+    headers = dict(listed)  # in C: a third of the time a loop that looks at each name takes
+    if len(headers) != len(listed) and _repeats_one_read(listed):
+        return None
+    if _PARAM_LINE in b"\n" + b"\n".join(headers):
+        return None
+    return headers
+
+
+def _repeats_one_read(listed: list[tuple[bytes, bytes]]) -> bool:
+    """Whether a header this path reads (Content-Type, Accept, `Mcp-*`) is sent twice."""
+    seen: set[bytes] = set()
+    for name, _value in listed:
+        if name in _READ or name.startswith(b"mcp-"):
+            if name in seen:
+                return True
+            seen.add(name)
+    return False
+
+
+_READ: Final = frozenset({b"content-type", b"accept"})
+_PARAM_LINE: Final = b"\n" + _PARAM_PREFIX
+"""An `Mcp-Param-*` header's name at the start of a line of the names joined by newlines
+(ASGI's header names are lowercased and hold no newline)."""
 
 
 def _json_posted(headers: Mapping[bytes, bytes]) -> bool:
     """A JSON body (the Content-Type both the SDK's checks accept) to a client that takes a
-    JSON answer."""
-    content_type = headers.get(b"content-type")
-    if content_type is None or content_type.split(b";")[0].strip() != b"application/json":
-        return False
-    return accepts_json(headers.get(b"accept", b""))
+    JSON answer. A client sends the same two values with every request: the verdict is kept by
+    them."""
+    pair = (headers.get(b"content-type"), headers.get(b"accept", b""))
+    known = _posted.get(pair)
+    if known is not None:
+        return known
+    content_type, accept = pair
+    posted = (
+        content_type is not None
+        and content_type.split(b";")[0].strip() == b"application/json"
+        and accepts_json(accept)
+    )
+    if len(_posted) >= _VERDICTS_KEPT:
+        _posted.clear()
+    _posted[pair] = posted
+    return posted
+
+
+_posted: dict[tuple[bytes | None, bytes], bool] = {}
+"""`_json_posted`'s verdicts on the Content-Type and Accept values seen lately."""
 
 
 def accepts_json(accept: bytes) -> bool:
@@ -167,16 +201,25 @@ def _modern_route_passes(
     """The SDK's own checks of a 2026-07-28 request: its classifier of the routing headers
     against the body, and its model of the method's params. A host sends the same envelope
     and headers with every call of a tool, so the verdict is kept by what the checks read."""
-    routing = {
-        name.decode("latin-1"): value.decode("latin-1")
-        for name in _ROUTING
-        if (value := headers.get(name)) is not None
-    }
     method = message["method"]
-    key = orjson.dumps([method, params.get("name"), params.get("_meta"), routing])
+    name = params.get("name")
+    get = headers.get
+    key = (
+        method,
+        name if name is None or type(name) is str else orjson.dumps(name),
+        orjson.dumps(params.get("_meta")),
+        get(b"mcp-protocol-version"),
+        get(b"mcp-method"),
+        get(b"mcp-name"),
+    )
     known = _verdicts.get(key)
     if known is not None:
         return known
+    routing = {
+        header.decode("latin-1"): value.decode("latin-1")
+        for header in _ROUTING
+        if (value := headers.get(header)) is not None
+    }
     verdict = classify_inbound_request(message, headers=routing)
     passes = isinstance(verdict, InboundModernRoute) and verdict.protocol_version == version
     if passes:
@@ -191,7 +234,7 @@ def _modern_route_passes(
 def _valid_params(method: str, version: str, params: dict[str, Any]) -> bool:
     """Whether the SDK's model of `method`'s params at `version` takes `params` (a handshake-
     era request's progress token), kept by the envelope as `_verdicts` says."""
-    key = orjson.dumps([method, version, params.get("_meta")])
+    key = (method, version, orjson.dumps(params.get("_meta")))
     known = _verdicts.get(key)
     if known is not None:
         return known
@@ -205,14 +248,14 @@ def _valid_params(method: str, version: str, params: dict[str, Any]) -> bool:
 
 
 _VERDICTS_KEPT: Final = 256
-_verdicts: dict[bytes, bool] = {}
+_verdicts: dict[tuple[object, ...], bool] = {}
 """The SDK's verdicts on the requests seen lately, by what its checks read: the method, the
 tool's name, the `_meta` and the routing headers. The rest of the params is arguments that are
 an object or absent (the intake sends any other call to the gateway as a `DirectCall`), which
 the SDK's model always takes: these decide."""
 
 
-def _keep(key: bytes, verdict: bool) -> None:
+def _keep(key: tuple[object, ...], verdict: bool) -> None:
     if len(_verdicts) >= _VERDICTS_KEPT:
         _verdicts.clear()
     _verdicts[key] = verdict

@@ -120,7 +120,9 @@ def read_message(
     arguments is a `DirectCall` too: the SDK would only pass it on to the gateway. A request
     that `answers_itself` takes (/mcp's own path, `strictcall.transports.mcp.direct`) is
     returned as it says, unread by the SDK's models."""
-    document = read_text(raw, limits)
+    # has_float is never read here (the gateway finds floats in the call itself, when its
+    # tools take numbers); long integers are still read exactly
+    document = read_text(raw, limits, floats=False)
     if isinstance(document, Rejection):
         return Refused(None, document)
     message = document.value
