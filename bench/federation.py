@@ -421,10 +421,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--connections", type=int, nargs="+", default=[16, 64])
     parser.add_argument("--markdown", type=Path, default=BENCH / "FEDERATION.md")
     parser.add_argument(
+        "--json",
+        type=Path,
+        default=BENCH / "federation-results.json",
+        help="the report as JSON, which bench/run.py copies into RESULTS.md",
+    )
+    parser.add_argument(
         "--wrk-timeout", type=float, default=30.0, help="seconds wrk waits for an answer"
     )
     return parser.parse_args(argv)
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(parse_args()), indent=2))
+    arguments = parse_args()
+    report = main(arguments)
+    arguments.json.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    print(json.dumps(report, indent=2))

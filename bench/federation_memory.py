@@ -203,8 +203,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--chunk", type=float, default=30.0, help="seconds per wrk run")
     parser.add_argument("--markdown", type=Path, default=BENCH / "FEDERATION-MEMORY.md")
+    parser.add_argument(
+        "--json",
+        type=Path,
+        default=BENCH / "federation-memory-results.json",
+        help="the report as JSON, which bench/run.py copies into RESULTS.md",
+    )
     return parser.parse_args(argv)
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(parse_args()), indent=2))
+    arguments = parse_args()
+    report = main(arguments)
+    arguments.json.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    print(json.dumps(report, indent=2))

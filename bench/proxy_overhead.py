@@ -360,6 +360,35 @@ def verdict_of(label: str, measured: dict[str, Measured]) -> str:
     )
 
 
+def figures_of(label: str, measured: dict[str, Measured]) -> dict[str, Any]:
+    """One upstream's figures for bench/proxy-results.json (bench/run.py copies them into
+    RESULTS.md): every way's µs per call, added µs and CPU, and both targets judged."""
+    direct = measured["direct"]
+    allowed = max(TARGET_SHARE * statistics.median(direct.rounds_us), TARGET_FLOOR_US)
+    ways: dict[str, dict[str, float | None]] = {}
+    for name, found in measured.items():
+        ways[name] = {
+            "us_per_call": round(statistics.median(found.rounds_us), 1),
+            "added_us": None
+            if name in ("direct", IN_PROCESS)
+            else round(added_of(found, direct), 1),
+            "cpu_us_interleaved": None if found.cpu_us is None else round(found.cpu_us, 1),
+            "cpu_us_back_to_back": None
+            if found.alone_cpu_us is None
+            else round(found.alone_cpu_us, 1),
+        }
+    proxy_added = ways["strictcall proxy"]["added_us"]
+    federate = ways.get(FEDERATE, {}).get("cpu_us_back_to_back")
+    return {
+        "upstream": label,
+        "ways": ways,
+        "proxy_added_target_us": round(allowed, 1),
+        "proxy_added_met": proxy_added is not None and proxy_added <= allowed,
+        "federate_cpu_target_us": FEDERATE_CPU_TARGET_US,
+        "federate_cpu_met": None if federate is None else federate <= FEDERATE_CPU_TARGET_US,
+    }
+
+
 def _in_process_of(found: Measured | None) -> str:
     if found is None or found.alone_cpu_us is None:
         return ""
@@ -373,11 +402,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=11)
+    parser.add_argument(
+        "--json",
+        type=Path,
+        default=BENCH / "proxy-results.json",
+        help="the figures as JSON, which bench/run.py copies into RESULTS.md",
+    )
     args = parser.parse_args()
     started = time.monotonic()
     load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
     rows: list[str] = []
     verdicts: list[str] = []
+    figures: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for label, command, tool, arguments, check in upstreams():
             measured = anyio.run(
@@ -392,6 +428,7 @@ def main() -> None:
             )
             rows.extend(rows_of(label, measured))
             verdicts.append(verdict_of(label, measured))
+            figures.append(figures_of(label, measured))
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"],
@@ -434,6 +471,15 @@ def main() -> None:
         ]
     )
     (BENCH / "PROXY.md").write_text(text, encoding="utf-8")
+    report = {
+        "at": now,
+        "commit": commit,
+        "calls": args.calls,
+        "rounds": args.rounds,
+        "load_average": [load_before, load],
+        "upstreams": figures,
+    }
+    args.json.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     print(text)
 
 

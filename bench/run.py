@@ -40,9 +40,12 @@ sys.path.insert(0, str(BENCH))
 import adapters  # noqa: E402
 import container  # noqa: E402
 import http_load  # noqa: E402
+import mcp_wires  # noqa: E402
 import ops  # noqa: E402
 import postgres_http  # noqa: E402
+import proxy_http  # noqa: E402
 import startup  # noqa: E402
+import stored_figures  # noqa: E402
 from http_load import log  # noqa: E402
 from reliability.progress import Progress  # noqa: E402
 
@@ -263,6 +266,7 @@ def http_part(
         http_load.strictcall_target(cli, workdir),
         http_load.strictcall_mcp_target(cli, workdir, "2025-11-25"),
         http_load.strictcall_mcp_target(cli, workdir, "2026-07-28"),
+        *(proxy_http.proxy_target(cli, workdir, version) for version in mcp_wires.VERSIONS),
     ]
     if peers_python is not None:
         targets.append(http_load.fastmcp_target(peers_python, BENCH))
@@ -284,6 +288,14 @@ def http_part(
         args.threads,
         args.warmup,
     )
+
+
+def proxy_upstream_part(workdir: Path) -> dict[str, Any]:
+    """The proxy's stdio upstream alone (`proxy_http.upstream_time`), for issue 33's verdict."""
+    try:
+        return proxy_http.upstream_time(strictcall_cli(), workdir)
+    except (OSError, RuntimeError, ValueError, subprocess.SubprocessError) as exc:
+        return {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
 
 
 def postgres_part(args: argparse.Namespace, wrk: str | None, workdir: Path) -> dict[str, Any]:
@@ -557,6 +569,7 @@ user+system time of the server's process group during a run, per request.
 - strictcall serve: POST /rpc, JSON-RPC 2.0 tools/call, bearer token, SQLite store, every
   call audited; uvicorn with uvloop and httptools, through strictcall's protocol that writes
   each answer in one send() (`strictcall.server._uvicorn`).
+- strictcall serve /mcp, strictcall proxy /mcp: see issue 33's section below.
 - FastMCP: the POST fastmcp.Client 4.x sends (2026-07-28 wire, `Mcp-Method`/`Mcp-Name`
   headers, no session), answer checked.
 - bare: a raw ASGI app on uvicorn (`bench/bare_asgi.py`: loads, token and note lookups, dumps;
@@ -571,6 +584,9 @@ RERUN = """\
     .venv/bin/python bench/run.py --quick        # a smoke run, about a minute
     .venv/bin/python bench/run.py --help         # rounds, wrk duration and counts, skips
     .venv/bin/python bench/profile_gateway.py    # the gateway's call, step by step, in µs
+    .venv/bin/python bench/profile_wires.py --in-place   # /rpc and /mcp in process, µs/call
+    .venv/bin/python bench/run.py --render-only  # RESULTS.md again from results.json and the
+                                                 # proxy's and federation's *-results.json
 
 The peers (mcp, fastmcp, and uvicorn with uvloop and httptools, the stack strictcall serve
 uses: `bench/requirements-peers.txt`) are installed by the command into `bench/.venv-peers`;
@@ -633,6 +649,14 @@ def render(report: dict[str, Any], args: argparse.Namespace) -> str:
         HTTP_METHOD.format(threads=args.threads, duration=args.duration, runs=args.http_runs),
         "",
         *http_table(report["http"]),
+        "",
+        "## /mcp at /rpc's speed, and the proxy over HTTP (issue 33)",
+        "",
+        *mcp_wires.lines(report["http"], report.get("proxy_upstream")),
+        "",
+        "## The proxy's and the federation's figures (issues 19 and 28)",
+        "",
+        *stored_figures.lines(),
         "",
         "## PostgreSQL and --workers (issue 13)",
         "",
@@ -1056,6 +1080,7 @@ def main(argv: list[str] | None = None) -> int:
             elif report["wrk"] is None:
                 report["http"] = _skipped_http("wrk is not available")
             else:
+                report["proxy_upstream"] = proxy_upstream_part(workdir)
                 report["http"] = http_part(args, peers_python, workdir)
             parts.advance()
             report["postgres"] = postgres_part(args, report["wrk"], workdir)

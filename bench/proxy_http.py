@@ -1,0 +1,181 @@
+"""`strictcall proxy` over HTTP in front of a stdio upstream, for bench/run.py (issue 33).
+
+The upstream is strictcall's own stdio server (`strictcall serve --mcp-stdio --identity u1`)
+on a SQLite file with u1's note, so that the proxy serves the same read_note call that
+`strictcall serve`'s /mcp answers with an in-process tool; the proxy has its own SQLite file
+(u1's token, its audit log). Its target is loaded on /mcp as `strictcall serve`'s is.
+
+`upstream_time` measures the upstream alone, over its own pipe with no proxy: a call's round
+trip one at a time, and its time per call with `depth` calls in flight (as the proxy sends
+them under load) and its CPU per call then. bench/run.py subtracts that time per call from
+the proxy's time per request (1 / its req/s) to judge the proxy less its upstream.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import http_load
+from http_load import HOST, N1_TEXT, Call, HttpTarget, Unavailable
+
+UPSTREAM_VERSION = "2025-11-25"
+
+
+def prepare(cli: list[str], workdir: Path) -> dict[str, str]:
+    """The upstream's SQLite file (u1's note) and the proxy's (u1's token), in `workdir`.
+
+    Raises:
+        Unavailable: the operator CLI could not make them.
+    """
+    workdir.mkdir(parents=True, exist_ok=True)
+    upstream = http_load.prepare_strictcall_db(cli, workdir)
+    proxy_db = str(workdir / "proxy.sqlite3")
+    made = subprocess.run(
+        [*cli, "tokens", "create", "--identity", "u1", "--db", proxy_db],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    lines = made.stdout.strip().splitlines()
+    if made.returncode != 0 or not lines:
+        raise Unavailable(f"`strictcall tokens create` exited {made.returncode}")
+    return {
+        "upstream_db": upstream["path"],
+        "note": upstream["note_u1"],
+        "proxy_db": proxy_db,
+        "token": lines[-1].strip(),
+    }
+
+
+def upstream_command(cli: list[str], db: str) -> list[str]:
+    return [*cli, "serve", "--mcp-stdio", "--identity", "u1", "--db", db]
+
+
+def proxy_target(cli: list[str], workdir: Path, version: str) -> HttpTarget:
+    """`strictcall proxy` on HTTP in front of the stdio upstream, loaded on /mcp at `version`."""
+    name = f"strictcall proxy /mcp {version} (stdio upstream)"
+    try:
+        made = prepare(cli, workdir / f"proxy-{version}")
+    except (Unavailable, OSError, subprocess.SubprocessError) as exc:
+        return HttpTarget(name, "", [], "/mcp", [], lambda port: False, unavailable=str(exc))
+    note, token = made["note"], made["token"]
+    headers = http_load.mcp_headers(token, version)
+    calls = [
+        Call(
+            "valid",
+            http_load.mcp_body(note, version),
+            headers,
+            http_load.check_mcp_note(note, N1_TEXT),
+        ),
+        Call("invalid", http_load.mcp_body(123, version), headers, http_load.check_mcp_error),
+    ]
+    upstream = shlex.join(upstream_command(cli, made["upstream_db"]))
+    command = [*cli, "proxy", "--upstream-cmd", upstream, "--host", HOST, "--port", "{port}"]
+    return HttpTarget(
+        name,
+        "strictcall proxy (its own server), upstream: strictcall serve --mcp-stdio",
+        [*command, "--db", made["proxy_db"]],
+        "/mcp",
+        calls,
+        lambda port: http_load.mcp_answers(port, calls[0]),
+    )
+
+
+def upstream_time(
+    cli: list[str], workdir: Path, calls: int = 2000, depth: int = 16
+) -> dict[str, Any]:
+    """The stdio upstream alone over its pipe: round trip one call at a time (median µs), and
+    µs and CPU µs per call with `depth` calls in flight."""
+    made = prepare(cli, workdir / "upstream-alone")
+    with subprocess.Popen(
+        upstream_command(cli, made["upstream_db"]),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    ) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
+        pipe_in, pipe_out = proc.stdin, proc.stdout
+
+        def send(message: dict[str, Any]) -> None:
+            pipe_in.write(json.dumps(message).encode() + b"\n")
+
+        def reply() -> dict[str, Any]:
+            line = pipe_out.readline()
+            if not line:
+                raise RuntimeError("the upstream closed its pipe")
+            answer: dict[str, Any] = json.loads(line)
+            return answer
+
+        try:
+            send(_initialize())
+            pipe_in.flush()
+            reply()
+            send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            call = _call_line(made["note"], 1)
+            in_flight = b"".join(_call_line(made["note"], 2 + n) for n in range(depth))
+            one_at_a_time = []
+            for _ in range(calls // 4):
+                start = time.perf_counter()
+                pipe_in.write(call)
+                pipe_in.flush()
+                answer = reply()
+                one_at_a_time.append(time.perf_counter() - start)
+                if answer.get("result", {}).get("structuredContent", {}).get("text") != N1_TEXT:
+                    raise RuntimeError("the upstream did not answer the note")
+            cpu_before = _cpu_s(proc.pid)
+            start = time.perf_counter()
+            for _ in range(calls // depth):
+                pipe_in.write(in_flight)
+                pipe_in.flush()
+                for _ in range(depth):
+                    reply()
+            wall = time.perf_counter() - start
+            cpu = _cpu_s(proc.pid) - cpu_before
+        finally:
+            pipe_in.close()
+            proc.wait(timeout=30)
+    done = (calls // depth) * depth
+    return {
+        "round_trip_us": round(statistics.median(one_at_a_time) * 1e6, 1),
+        "depth": depth,
+        "us_per_call_in_flight": round(wall / done * 1e6, 1),
+        "cpu_us_per_call": round(cpu / done * 1e6, 1),
+    }
+
+
+def _initialize() -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": UPSTREAM_VERSION,
+            "capabilities": {},
+            "clientInfo": {"name": "bench", "version": "1"},
+        },
+    }
+
+
+def _call_line(note: str, request_id: int) -> bytes:
+    call = {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "tools/call",
+        "params": {"name": "read_note", "arguments": {"note_id": note}},
+    }
+    return json.dumps(call).encode() + b"\n"
+
+
+def _cpu_s(pid: int) -> float:
+    raw = Path(f"/proc/{pid}/stat").read_text()
+    rest = raw[raw.rindex(")") + 2 :].split()
+    return (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK")
