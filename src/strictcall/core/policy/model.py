@@ -13,16 +13,23 @@ grants is hidden (default deny). Every quota whose `who` and `tools` match appli
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final, Literal
 
 EVERYONE: Final = "*"
-CLAIM_PREFIXES: Final = ("group:", "scope:")
+SCOPE_PREFIX: Final = "scope:"
+CLAIM_PREFIXES: Final = ("group:", SCOPE_PREFIX)
 DEFAULT_DENY: Final = "default-deny"
 """What the audit names as the rule that hid a tool no rule grants (a rule may not be so
 named)."""
 
 Claims = frozenset[str]
+
+
+def scope_claims(scopes: Iterable[str]) -> Claims:
+    """A token's scopes as the claims a rule's `who` names ("scope:NAME")."""
+    return frozenset(SCOPE_PREFIX + scope for scope in scopes)
 
 
 @dataclass(frozen=True, slots=True)
