@@ -8,6 +8,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any, Final
 
+EXIT_OK = 0
+EXIT_REFUSED = 1
+EXIT_USAGE = 2
 MAX_PORT = 65535
 
 

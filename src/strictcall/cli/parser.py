@@ -29,8 +29,9 @@
 Output is UTF-8 whatever the locale. `call` exits 0 when the answer's ok is true, 1 when it is
 false, 2 for a usage error or unreadable standard input; no input produces a traceback.
 
-Past 600 lines: the argparse tree of every command and its help texts is here; the cut planned
-is a module per command group beside its commands (see `strictcall.cli.commands`).
+The tree of commands is built here, in the order `--help` lists them; a command group whose
+flags were moved beside its body adds its own (`strictcall.cli.serve`, `strictcall.cli.proxy`),
+and the flags' types are `strictcall.cli.arguments`'.
 """
 
 from __future__ import annotations
@@ -50,27 +51,21 @@ from strictcall.cli.arguments import (
     _limit,
     _name,
     _port,
-    _positive_int,
     _utf8_text,
     _Version,
     store_of,
 )
+from strictcall.cli.arguments import EXIT_OK as EXIT_OK
+from strictcall.cli.arguments import EXIT_REFUSED as EXIT_REFUSED
+from strictcall.cli.arguments import EXIT_USAGE as EXIT_USAGE
 from strictcall.cli.edge import _add_edge_arguments, _edge_flags_given, _edge_of
-from strictcall.cli.identity import (
-    add_oauth_arguments,
-    add_upstream_oauth_arguments,
-    oauth_given,
-    oauth_of,
-    upstream_credentials_of,
-)
+from strictcall.cli.identity import oauth_of
+from strictcall.cli.proxy import add_proxy_parser, run_proxy_args
+from strictcall.cli.serve import add_serve_parser, serve_misuse
 from strictcall.core.ids import mint_call_id
 from strictcall.core.jsontext import MAX_SIZE
 from strictcall.errors import MissingExtra
 from strictcall.services.demo import demo_lines, handle
-
-EXIT_OK = 0
-EXIT_REFUSED = 1
-EXIT_USAGE = 2
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -114,100 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     call.add_argument("raw", metavar="RAW", help='the call as JSON text, or "-" for stdin')
 
-    serve = commands.add_parser(
-        "serve", help="serve the notes tools over HTTP (JSON-RPC 2.0 at /rpc, MCP at /mcp)"
-    )
-    serve.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1")
-    serve.add_argument(
-        "--port", type=_port, default=8765, help="0-65535, default 8765; 0 picks a free one"
-    )
-    serve.add_argument("--db", type=_db_path, help=db_help)
-    serve.add_argument(
-        "--workers",
-        type=_positive_int,
-        default=1,
-        help="serve from N processes on one port (default 1)",
-    )
-    serve.add_argument(
-        "--demo",
-        action="store_true",
-        help="give u1 and u2 demo notes and, once listening, fresh tokens (replacing their"
-        " earlier ones), printed with two curl lines to try",
-    )
-    serve.add_argument(
-        "--mcp-stdio",
-        action="store_true",
-        help="serve MCP on stdin/stdout instead of HTTP, as --identity (for MCP hosts)",
-    )
-    serve.add_argument(
-        "--identity", type=_name, help="with --mcp-stdio: the caller every call runs as"
-    )
-    serve.add_argument(
-        "--policy",
-        type=_utf8_text,
-        metavar="FILE",
-        help="who may list and call which tools, and how often (TOML, or JSON for .json);"
-        " read again on SIGHUP",
-    )
-    _add_edge_arguments(serve)
-    add_oauth_arguments(serve)
-
-    proxy = commands.add_parser(
-        "proxy", help="serve an MCP server's tools through strictcall (stdio or HTTP)"
-    )
-    upstream = proxy.add_mutually_exclusive_group(required=True)
-    upstream.add_argument(
-        "--upstream-cmd", type=_utf8_text, help='the MCP server to run, e.g. "node server.js"'
-    )
-    upstream.add_argument("--upstream-url", type=_utf8_text, help="a streamable HTTP MCP server")
-    proxy.add_argument(
-        "--upstream-header",
-        action="append",
-        default=[],
-        type=_utf8_text,
-        metavar='"NAME: VALUE"',
-        help="with --upstream-url: a header sent with every request (repeatable)",
-    )
-    add_upstream_oauth_arguments(proxy)
-    proxy.add_argument(
-        "--stdio", action="store_true", help="serve MCP on stdin/stdout as --identity"
-    )
-    proxy.add_argument(
-        "--identity", type=_utf8_text, help="with --stdio: the caller every call runs as"
-    )
-    proxy.add_argument("--host", default="127.0.0.1", help="HTTP: default 127.0.0.1")
-    proxy.add_argument("--port", type=_port, help="HTTP: 0-65535, default 8765; 0 picks a free one")
-    proxy.add_argument("--db", type=_db_path, help=db_help + "; tokens and the audit log")
-    allowing = proxy.add_mutually_exclusive_group()
-    allowing.add_argument(
-        "--allow", type=_utf8_text, metavar="FILE", help="allow-list: identity -> tool names"
-    )
-    allowing.add_argument(
-        "--policy",
-        type=_utf8_text,
-        metavar="FILE",
-        help="a policy file, as for serve (read again on SIGHUP)",
-    )
-    proxy.add_argument(
-        "--pass-errors",
-        action="append",
-        default=[],
-        type=_utf8_text,
-        metavar="TOOL",
-        help="pass this tool's error text to the caller as upstream_text (repeatable)",
-    )
-    proxy.add_argument(
-        "--timeout", type=float, default=60.0, help="seconds a call may take (default 60)"
-    )
-    proxy.add_argument(
-        "--max-result-bytes",
-        type=int,
-        default=8 * 1024 * 1024,
-        metavar="N",
-        help="the longest answer one call may get from the upstream (default 8 MiB)",
-    )
-    _add_edge_arguments(proxy)
-    add_oauth_arguments(proxy)
+    add_serve_parser(commands, db_help)
+    add_proxy_parser(commands, db_help)
 
     federate = commands.add_parser(
         "federate", help="serve many MCP servers' tools through one strictcall (stdio or HTTP)"
@@ -431,7 +334,7 @@ def _operate(args: argparse.Namespace, out: TextIO) -> int:
     if db is None:
         return EXIT_USAGE
     if args.command == "serve":
-        misuse = _serve_misuse(args)
+        misuse = serve_misuse(args)
         if misuse is not None:
             err.write(f"strictcall serve: {misuse}\n")
             return EXIT_USAGE
@@ -464,47 +367,7 @@ def _operate(args: argparse.Namespace, out: TextIO) -> int:
     if args.command == "stats":
         return commands.run_stats(db, args.since, as_json=args.json, out=out, err=err)
     if args.command == "proxy":
-        if args.stdio != (args.identity is not None) or (args.stdio and args.port is not None):
-            err.write("strictcall proxy: --stdio takes --identity ID (and no --port)\n")
-            return EXIT_USAGE
-        if args.upstream_header and args.upstream_url is None:
-            err.write("strictcall proxy: --upstream-header goes with --upstream-url\n")
-            return EXIT_USAGE
-        try:
-            credentials = upstream_credentials_of(args)
-        except ValueError as exc:
-            err.write(f"strictcall proxy: {exc}\n")
-            return EXIT_USAGE
-        if not args.timeout > 0:
-            err.write("strictcall proxy: --timeout is a positive number of seconds\n")
-            return EXIT_USAGE
-        if args.max_result_bytes < 1:
-            err.write("strictcall proxy: --max-result-bytes is a positive number of bytes\n")
-            return EXIT_USAGE
-        edge_given = _edge_flags_given(args) or oauth_given(args)
-        if args.stdio and edge_given is not None:
-            err.write(f"strictcall proxy: {edge_given} is for HTTP; leave it out with --stdio\n")
-            return EXIT_USAGE
-        return commands.run_proxy(
-            args.upstream_cmd,
-            args.upstream_url,
-            args.upstream_header,
-            credentials=credentials,
-            db=db,
-            identity=args.identity,
-            host=args.host,
-            port=args.port,
-            allow=args.allow,
-            policy=args.policy,
-            pass_errors=args.pass_errors,
-            timeout=args.timeout,
-            max_result_bytes=args.max_result_bytes,
-            edge=_edge_of(args),
-            allow_origins=args.allow_origin,
-            oauth=oauth,
-            out=out,
-            err=err,
-        )
+        return run_proxy_args(args, db, oauth, out=out, err=err)
     if args.command == "federate":
         if args.stdio != (args.identity is not None) or (args.stdio and args.port is not None):
             err.write("strictcall federate: --stdio takes --identity ID (and no --port)\n")
@@ -603,25 +466,6 @@ def _db_from_environment(err: TextIO) -> str | None:
     if named is None:
         err.write(f"strictcall: STRICTCALL_DB {_NOT_A_STORE}\n")
     return named
-
-
-def _serve_misuse(args: argparse.Namespace) -> str | None:
-    """What is wrong with the flags given to serve, in the user's terms; None when nothing."""
-    if args.mcp_stdio and args.identity is None:
-        return "--mcp-stdio needs --identity ID: the caller every call runs as"
-    if args.mcp_stdio and args.demo:
-        return "--demo is for the HTTP server; leave it out with --mcp-stdio"
-    if args.mcp_stdio and args.workers != 1:
-        return "--workers is for the HTTP server; leave it out with --mcp-stdio"
-    given = oauth_given(args)
-    if args.mcp_stdio and given is not None:
-        return f"{given} is for the HTTP server; leave it out with --mcp-stdio"
-    if not args.mcp_stdio and args.identity is not None:
-        return (
-            "--identity was given without --mcp-stdio; over HTTP each caller's token says who"
-            " it is, so leave --identity out (or add --mcp-stdio to serve MCP on stdio)"
-        )
-    return None
 
 
 def _write_lines(out: BinaryIO, lines: list[str]) -> None:

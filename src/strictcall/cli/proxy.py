@@ -1,11 +1,26 @@
-"""`strictcall proxy`: strictcall in front of one MCP server, over stdio or HTTP."""
+"""`strictcall proxy`: its flags (checked together), and strictcall in front of one MCP server,
+over stdio or HTTP."""
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
-from strictcall.cli.identity import OAuthChoice
+from strictcall.cli.arguments import (
+    EXIT_USAGE,
+    _db_path,
+    _port,
+    _utf8_text,
+)
+from strictcall.cli.edge import _add_edge_arguments, _edge_flags_given, _edge_of
+from strictcall.cli.identity import (
+    OAuthChoice,
+    add_oauth_arguments,
+    add_upstream_oauth_arguments,
+    oauth_given,
+    upstream_credentials_of,
+)
 from strictcall.cli.policy import _policy_of, _reload_on_hangup
 from strictcall.cli.store import EXIT_FAILED, EXIT_OK, _open_store
 from strictcall.server.edge import EdgeLimits
@@ -119,3 +134,113 @@ def run_proxy(
         proxy.gateway.close()
         store.close()
     return EXIT_OK
+
+
+def add_proxy_parser(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], db_help: str
+) -> None:
+    """`proxy`'s flags and help, as the command line lists them."""
+    proxy = commands.add_parser(
+        "proxy", help="serve an MCP server's tools through strictcall (stdio or HTTP)"
+    )
+    upstream = proxy.add_mutually_exclusive_group(required=True)
+    upstream.add_argument(
+        "--upstream-cmd", type=_utf8_text, help='the MCP server to run, e.g. "node server.js"'
+    )
+    upstream.add_argument("--upstream-url", type=_utf8_text, help="a streamable HTTP MCP server")
+    proxy.add_argument(
+        "--upstream-header",
+        action="append",
+        default=[],
+        type=_utf8_text,
+        metavar='"NAME: VALUE"',
+        help="with --upstream-url: a header sent with every request (repeatable)",
+    )
+    add_upstream_oauth_arguments(proxy)
+    proxy.add_argument(
+        "--stdio", action="store_true", help="serve MCP on stdin/stdout as --identity"
+    )
+    proxy.add_argument(
+        "--identity", type=_utf8_text, help="with --stdio: the caller every call runs as"
+    )
+    proxy.add_argument("--host", default="127.0.0.1", help="HTTP: default 127.0.0.1")
+    proxy.add_argument("--port", type=_port, help="HTTP: 0-65535, default 8765; 0 picks a free one")
+    proxy.add_argument("--db", type=_db_path, help=db_help + "; tokens and the audit log")
+    allowing = proxy.add_mutually_exclusive_group()
+    allowing.add_argument(
+        "--allow", type=_utf8_text, metavar="FILE", help="allow-list: identity -> tool names"
+    )
+    allowing.add_argument(
+        "--policy",
+        type=_utf8_text,
+        metavar="FILE",
+        help="a policy file, as for serve (read again on SIGHUP)",
+    )
+    proxy.add_argument(
+        "--pass-errors",
+        action="append",
+        default=[],
+        type=_utf8_text,
+        metavar="TOOL",
+        help="pass this tool's error text to the caller as upstream_text (repeatable)",
+    )
+    proxy.add_argument(
+        "--timeout", type=float, default=60.0, help="seconds a call may take (default 60)"
+    )
+    proxy.add_argument(
+        "--max-result-bytes",
+        type=int,
+        default=8 * 1024 * 1024,
+        metavar="N",
+        help="the longest answer one call may get from the upstream (default 8 MiB)",
+    )
+    _add_edge_arguments(proxy)
+    add_oauth_arguments(proxy)
+
+
+def run_proxy_args(
+    args: argparse.Namespace, db: str, oauth: OAuthChoice | None, *, out: TextIO, err: TextIO
+) -> int:
+    """`strictcall proxy` as the command line parsed it: its flags checked together (2 and one
+    line for a misuse), then `run_proxy`."""
+    if args.stdio != (args.identity is not None) or (args.stdio and args.port is not None):
+        err.write("strictcall proxy: --stdio takes --identity ID (and no --port)\n")
+        return EXIT_USAGE
+    if args.upstream_header and args.upstream_url is None:
+        err.write("strictcall proxy: --upstream-header goes with --upstream-url\n")
+        return EXIT_USAGE
+    try:
+        credentials = upstream_credentials_of(args)
+    except ValueError as exc:
+        err.write(f"strictcall proxy: {exc}\n")
+        return EXIT_USAGE
+    if not args.timeout > 0:
+        err.write("strictcall proxy: --timeout is a positive number of seconds\n")
+        return EXIT_USAGE
+    if args.max_result_bytes < 1:
+        err.write("strictcall proxy: --max-result-bytes is a positive number of bytes\n")
+        return EXIT_USAGE
+    edge_given = _edge_flags_given(args) or oauth_given(args)
+    if args.stdio and edge_given is not None:
+        err.write(f"strictcall proxy: {edge_given} is for HTTP; leave it out with --stdio\n")
+        return EXIT_USAGE
+    return run_proxy(
+        args.upstream_cmd,
+        args.upstream_url,
+        args.upstream_header,
+        credentials=credentials,
+        db=db,
+        identity=args.identity,
+        host=args.host,
+        port=args.port,
+        allow=args.allow,
+        policy=args.policy,
+        pass_errors=args.pass_errors,
+        timeout=args.timeout,
+        max_result_bytes=args.max_result_bytes,
+        edge=_edge_of(args),
+        allow_origins=args.allow_origin,
+        oauth=oauth,
+        out=out,
+        err=err,
+    )

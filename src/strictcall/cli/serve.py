@@ -1,13 +1,26 @@
-"""`strictcall serve`: the notes tools over HTTP (with `--demo`, its notes and tokens) or as MCP
-on stdio."""
+"""`strictcall serve`: its flags, and the notes tools served over HTTP (with `--demo`, its notes
+and tokens) or as MCP on stdio."""
 
 from __future__ import annotations
 
+import argparse
 import shlex
 from collections.abc import Sequence
 from typing import Final, TextIO
 
-from strictcall.cli.identity import OAuthChoice
+from strictcall.cli.arguments import (
+    _db_path,
+    _name,
+    _port,
+    _positive_int,
+    _utf8_text,
+)
+from strictcall.cli.edge import _add_edge_arguments
+from strictcall.cli.identity import (
+    OAuthChoice,
+    add_oauth_arguments,
+    oauth_given,
+)
 from strictcall.cli.policy import _policy_of, _reload_on_hangup
 from strictcall.cli.store import EXIT_FAILED, EXIT_OK, _open_store
 from strictcall.server.edge import EdgeLimits
@@ -202,3 +215,65 @@ def _print_demo(out: TextIO, base: str, tokens: dict[str, str], store: Store) ->
             f"try ({label}): curl -s {base}/rpc -H {auth}"
             f" -H 'Content-Type: application/json' -d {shlex.quote(read)}\n"
         )
+
+
+def add_serve_parser(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], db_help: str
+) -> None:
+    """`serve`'s flags and help, as the command line lists them."""
+    serve = commands.add_parser(
+        "serve", help="serve the notes tools over HTTP (JSON-RPC 2.0 at /rpc, MCP at /mcp)"
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1")
+    serve.add_argument(
+        "--port", type=_port, default=8765, help="0-65535, default 8765; 0 picks a free one"
+    )
+    serve.add_argument("--db", type=_db_path, help=db_help)
+    serve.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=1,
+        help="serve from N processes on one port (default 1)",
+    )
+    serve.add_argument(
+        "--demo",
+        action="store_true",
+        help="give u1 and u2 demo notes and, once listening, fresh tokens (replacing their"
+        " earlier ones), printed with two curl lines to try",
+    )
+    serve.add_argument(
+        "--mcp-stdio",
+        action="store_true",
+        help="serve MCP on stdin/stdout instead of HTTP, as --identity (for MCP hosts)",
+    )
+    serve.add_argument(
+        "--identity", type=_name, help="with --mcp-stdio: the caller every call runs as"
+    )
+    serve.add_argument(
+        "--policy",
+        type=_utf8_text,
+        metavar="FILE",
+        help="who may list and call which tools, and how often (TOML, or JSON for .json);"
+        " read again on SIGHUP",
+    )
+    _add_edge_arguments(serve)
+    add_oauth_arguments(serve)
+
+
+def serve_misuse(args: argparse.Namespace) -> str | None:
+    """What is wrong with the flags given to serve, in the user's terms; None when nothing."""
+    if args.mcp_stdio and args.identity is None:
+        return "--mcp-stdio needs --identity ID: the caller every call runs as"
+    if args.mcp_stdio and args.demo:
+        return "--demo is for the HTTP server; leave it out with --mcp-stdio"
+    if args.mcp_stdio and args.workers != 1:
+        return "--workers is for the HTTP server; leave it out with --mcp-stdio"
+    given = oauth_given(args)
+    if args.mcp_stdio and given is not None:
+        return f"{given} is for the HTTP server; leave it out with --mcp-stdio"
+    if not args.mcp_stdio and args.identity is not None:
+        return (
+            "--identity was given without --mcp-stdio; over HTTP each caller's token says who"
+            " it is, so leave --identity out (or add --mcp-stdio to serve MCP on stdio)"
+        )
+    return None
