@@ -22,11 +22,13 @@ from strictcall.cli.identity import (
     upstream_credentials_of,
 )
 from strictcall.cli.policy import _policy_of, _reload_on_hangup
-from strictcall.cli.store import EXIT_FAILED, EXIT_OK, _open_store
+from strictcall.cli.serving import serve_stdio_or_http
+from strictcall.cli.store import EXIT_FAILED, _open_store
 from strictcall.server.edge import EdgeLimits
-from strictcall.storage import shown_db
 
 if TYPE_CHECKING:
+    from strictcall.server.edge import OriginPolicy
+    from strictcall.server.router import RpcApp
     from strictcall.services.proxy.credentials import ClientCredentials
 
 
@@ -56,7 +58,6 @@ def run_proxy(
     `strictcall serve` (`allow_origins`, and `edge`'s deadlines, connection cap and calls in
     flight per identity). Standard output carries MCP alone in stdio mode; everything else
     goes to `err`."""
-    from strictcall.server.listen import ListenError
     from strictcall.server.proxy import Proxy, upstream_failure  # the MCP SDK loads only here
     from strictcall.services.proxy import PolicyError, UpstreamFailed, UpstreamSpec, load_allow_list
     from strictcall.services.proxy.stdio import MAX_RESULT_BYTES
@@ -89,43 +90,38 @@ def run_proxy(
     restore = None
     if holder is not None and policy is not None:
         restore = _reload_on_hangup(holder, policy, err)
+
+    def serve_stdio() -> None:
+        from strictcall.server.proxy import serve_proxy_stdio
+
+        assert identity is not None
+        serve_proxy_stdio(proxy, identity, store=store)
+
+    def app_of(origins: OriginPolicy) -> RpcApp:
+        from strictcall.server.proxy import proxy_app
+
+        settings = None if oauth is None else oauth.settings
+        return proxy_app(proxy, store, origins=origins, edge=edge, oauth=settings)
+
     try:
-        if identity is not None:
-            from strictcall.server.proxy import serve_proxy_stdio
-
-            err.write(f"strictcall proxy: MCP on stdio for {identity} (store: {shown_db(db)})\n")
-            err.flush()
-            serve_proxy_stdio(proxy, identity, store=store)
-        else:
-            from strictcall.server.app import DEFAULT_PORT, serve
-            from strictcall.server.edge import OriginPolicy, is_loopback_host
-            from strictcall.server.logs import quiet_after_failure
-            from strictcall.server.proxy import proxy_app
-
-            def ready(bound_host: str, bound_port: int) -> None:
-                out.write(f"strictcall proxy listening on http://{bound_host}:{bound_port}")
-                out.write(f" (store: {shown_db(db)}; upstream: {spec.describe()})\n")
-                out.flush()
-
-            origins = OriginPolicy(frozenset(allow_origins), loopback=is_loopback_host(host))
-            settings = None if oauth is None else oauth.settings
-            app = proxy_app(proxy, store, origins=origins, edge=edge, oauth=settings)
-            with quiet_after_failure(lambda: proxy.failed is not None):
-                serve(app, host, DEFAULT_PORT if port is None else port, ready, edge=edge)
-    except ListenError as exc:
-        err.write(f"strictcall proxy: {exc}\n")
-        return EXIT_FAILED
-    except SystemExit:  # the HTTP server's answer to a failed startup (exit 3)
-        if proxy.failed is None:
-            raise
-        err.write(f"strictcall proxy: {proxy.failed}\n")
-        return EXIT_FAILED
-    except (UpstreamFailed, BaseExceptionGroup) as exc:
-        failed = upstream_failure(exc)
-        if failed is None:
-            raise
-        err.write(f"strictcall proxy: {failed}\n")
-        return EXIT_FAILED
+        return serve_stdio_or_http(
+            "strictcall proxy",
+            db=db,
+            identity=identity,
+            host=host,
+            port=port,
+            upstreams=f"upstream: {spec.describe()}",
+            stdio_detail="",
+            serve_stdio=serve_stdio,
+            app_of=app_of,
+            failed=lambda: proxy.failed,
+            failures=(UpstreamFailed, BaseExceptionGroup),
+            failure_of=upstream_failure,
+            out=out,
+            err=err,
+            edge=edge,
+            allow_origins=allow_origins,
+        )
     finally:
         if restore is not None:
             restore()
@@ -133,7 +129,6 @@ def run_proxy(
             holder.close()
         proxy.gateway.close()
         store.close()
-    return EXIT_OK
 
 
 def add_proxy_parser(
