@@ -3,12 +3,13 @@ out the tools whose scopes the token lacks, as admission refuses their calls 403
 insufficient_scope, on /rpc and on /mcp (both wire versions, strictcall's own path and the
 SDK's), and through a proxy; tools that need no scope stay listed; strictcall's own tokens see
 every tool. A policy rule naming `scope:S` applies to a token with that scope, and one naming an
-identity to the provider's subject. Against a real OpenID provider (tests/oidc_provider.py) and
-real servers."""
+identity to the provider's subject, one naming `group:G` to a token whose configured groups
+claim names G. Against a real OpenID provider (tests/oidc_provider.py) and real servers."""
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ import pytest
 
 from servers import create_token, recent_audit
 from strictcall.errors import INSUFFICIENT_SCOPE, UNKNOWN_TOOL
-from test_oauth import MCP_HEADERS, Deployment, refused, rpc, tool_call
+from test_oauth import MCP_HEADERS, Deployment, refused, rpc, tool_call, write_config
 from test_oauth_proxy import Gateway
 
 DEADLINE_S = 30.0
@@ -191,6 +192,49 @@ def test_a_policy_names_a_providers_token_by_its_scope_and_by_its_subject(
     # strictcall's own token for the same name carries no scope: the name's rule only
     own = create_token(with_policy.db, "agent")
     assert listed_on_rpc(base, own) == ["count_notes"]
+
+
+def test_a_policy_names_a_providers_token_by_its_group_claim(tmp_path: Path) -> None:
+    """A token naming the group (in the configured `groups_claim`) is granted what a rule for
+    `group:NAME` grants; without the claim configured, or for another group, it is not. The
+    tokens are signed with the provider's own key (published in its JWKS), as the provider's
+    client-credentials tokens carry no groups."""
+    running = Deployment(tmp_path)
+    write_config(
+        running.config,
+        running.provider.issuer,
+        running.resource,
+        groups_claim='"groups"',
+    )
+    policy = tmp_path / "groups.toml"
+    policy.write_text(
+        '[[rule]]\nname = "support"\nwho = ["group:support"]\ntools = ["*"]\n'
+        '[[rule]]\nname = "others"\nwho = ["*"]\ntools = ["count_notes"]\n'
+    )
+
+    def signed(groups: object) -> str:
+        now = int(time.time())
+        claims = {"iss": running.provider.issuer, "aud": running.resource, "sub": "helper",
+                  "scope": "notes:read notes:write", "iat": now, "exp": now + 300}  # fmt: skip
+        if groups is not None:
+            claims["groups"] = groups
+        return running.key.sign(claims)
+
+    try:
+        running.provider.start()
+        running.start_server("--policy", str(policy))
+        assert running.server is not None
+        base = running.server.base_url
+        for groups in (["support", "sales"], "sales support"):
+            token = signed(groups)
+            assert listed_on_rpc(base, token) == EVERY_TOOL
+            assert listed_on_mcp(base, token, "2026-07-28 direct") == EVERY_TOOL
+            assert listed_on_mcp(base, token, "2025-11-25 sdk") == EVERY_TOOL
+        refused_groups: list[object] = [["sales"], [], None, ["Support"], ["group:support"], 7]
+        for other in refused_groups:
+            assert listed_on_rpc(base, signed(other)) == ["count_notes"], other
+    finally:
+        running.close()
 
 
 @pytest.fixture

@@ -23,19 +23,22 @@ strictcall's own token, which no scope limits)."""
 
 _REALM: Final = b'Bearer realm="strictcall"'
 _CLAIMS_KEPT: Final = 1024
-_claims: dict[frozenset[str], Claims] = {}
-"""The claims of the scope sets seen lately: one frozenset per set, its hash computed once."""
+_claims: dict[tuple[frozenset[str], frozenset[str]], Claims] = {}
+"""The claims of the scope and group sets seen lately: one frozenset per pair, its hash
+computed once."""
 
 
 def claims_of(principal: Principal) -> Claims:
     """A provider's token's claims, as the policy and the registry read them: its scopes as
-    "scope:S" (an empty set for a token without scopes, which no scoped tool is shown to)."""
+    "scope:S" and its groups as "group:G" (an empty set for a token without either, which no
+    scoped tool is shown to)."""
     scopes = principal.scopes if principal.scopes is not None else frozenset()
-    claims = _claims.get(scopes)
+    key = (scopes, principal.groups)
+    claims = _claims.get(key)
     if claims is None:
         if len(_claims) >= _CLAIMS_KEPT:
             _claims.clear()
-        claims = _claims[scopes] = scope_claims(scopes)
+        claims = _claims[key] = scope_claims(scopes, principal.groups)
     return claims
 
 

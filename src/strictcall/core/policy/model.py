@@ -19,7 +19,8 @@ from typing import Final, Literal
 
 EVERYONE: Final = "*"
 SCOPE_PREFIX: Final = "scope:"
-CLAIM_PREFIXES: Final = ("group:", SCOPE_PREFIX)
+GROUP_PREFIX: Final = "group:"
+CLAIM_PREFIXES: Final = (GROUP_PREFIX, SCOPE_PREFIX)
 DEFAULT_DENY: Final = "default-deny"
 """What the audit names as the rule that hid a tool no rule grants (a rule may not be so
 named)."""
@@ -27,9 +28,12 @@ named)."""
 Claims = frozenset[str]
 
 
-def scope_claims(scopes: Iterable[str]) -> Claims:
-    """A token's scopes as the claims a rule's `who` names ("scope:NAME")."""
-    return frozenset(SCOPE_PREFIX + scope for scope in scopes)
+def scope_claims(scopes: Iterable[str], groups: Iterable[str] = ()) -> Claims:
+    """A token's scopes and groups as the claims a rule's `who` names ("scope:NAME",
+    "group:NAME")."""
+    return frozenset(
+        (*(SCOPE_PREFIX + scope for scope in scopes), *(GROUP_PREFIX + group for group in groups))
+    )
 
 
 @dataclass(frozen=True, slots=True)
