@@ -1,8 +1,9 @@
 """The official MCP Python client's OAuth support (`ClientCredentialsOAuthProvider`) against a
 real `strictcall serve` behind a real OpenID provider: from the 401 challenge it finds the
 protected resource metadata, from there the provider, gets a token for the server's resource
-by the client-credentials grant and calls tools with it; a tool its token's scope does not
-cover is refused 403 insufficient_scope."""
+by the client-credentials grant, lists the tools that token may call and calls tools with it;
+a tool its token's scope does not cover is refused 403 insufficient_scope (and the client steps
+up)."""
 
 from __future__ import annotations
 
@@ -80,18 +81,24 @@ def test_the_mcp_client_discovers_the_provider_from_the_challenge_and_calls_tool
                 async with Client(transport, mode="legacy") as client:
                     listed = await client.list_tools()
                     results["tools"] = sorted(tool.name for tool in listed.tools)
+                    # a 403 insufficient_scope: the client steps up to the scopes it names
                     created = await client.call_tool("create_note", {"text": "via oauth"})
                     results["created"] = created.is_error
                     counted = await client.call_tool("count_notes", {})
                     results["count"] = counted.structured_content
+                    relisted = await client.list_tools()
+                    results["tools after"] = sorted(tool.name for tool in relisted.tools)
 
     anyio.run(session)
     assert storage.tokens is not None  # it went through the provider
     assert storage.tokens.access_token.count(".") == 2
     assert results == {
-        "tools": ["count_notes", "create_note", "delete_note", "list_notes", "read_note"],
+        # the challenge asks for notes:read (every call's scope): the first token's listing
+        # holds what notes:read may call, and the token stepped up to notes:write lists all
+        "tools": ["count_notes", "list_notes", "read_note"],
         "created": False,
         "count": {"result": 1},
+        "tools after": ["count_notes", "create_note", "delete_note", "list_notes", "read_note"],
     }
     audit = recent_audit(deployment.db, 5, lambda r: any(x.tool == "count_notes" for x in r))
     assert {r.identity for r in audit if r.tool in ("create_note", "count_notes")} == {"agent"}

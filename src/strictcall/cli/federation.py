@@ -6,7 +6,7 @@ from __future__ import annotations
 import difflib
 import json
 from collections.abc import Sequence
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from strictcall.cli.commands import (
     EXIT_FAILED,
@@ -15,8 +15,13 @@ from strictcall.cli.commands import (
     _policy_of,
     _reload_on_hangup,
 )
+from strictcall.cli.serving import serve_stdio_or_http
 from strictcall.server.edge import EdgeLimits
-from strictcall.storage import StoreUnavailable, shown_db
+from strictcall.storage import StoreUnavailable
+
+if TYPE_CHECKING:
+    from strictcall.server.edge import OriginPolicy
+    from strictcall.server.router import RpcApp
 
 
 def run_federate(
@@ -35,7 +40,6 @@ def run_federate(
 ) -> int:
     """Serve the upstreams of the config file at `config_path` through one gateway: MCP on
     stdio as `identity` (when given), else HTTP on `port`, as `strictcall proxy` serves one."""
-    from strictcall.server.listen import ListenError
     from strictcall.services.proxy import PolicyError, load_allow_list
     from strictcall.services.proxy.config import ConfigError, load_config
     from strictcall.services.proxy.federation import Federation, FederationFailed
@@ -57,50 +61,42 @@ def run_federate(
     if holder is not None and policy is not None:
         restore = _reload_on_hangup(holder, policy, err)
     names = ", ".join(upstream.name for upstream in config.upstreams)
+
+    def serve_stdio() -> None:
+        from strictcall.server.federation import serve_federation_stdio
+
+        assert identity is not None
+        serve_federation_stdio(federation, identity, store=store)
+
+    def app_of(origins: OriginPolicy) -> RpcApp:
+        from strictcall.server.federation import federation_app
+
+        return federation_app(federation, store, origins=origins, edge=edge)
+
     try:
-        if identity is not None:
-            from strictcall.server.federation import serve_federation_stdio
-
-            err.write(
-                f"strictcall federate: MCP on stdio for {identity} (store: {shown_db(db)};"
-                f" upstreams: {names})\n"
-            )
-            err.flush()
-            serve_federation_stdio(federation, identity, store=store)
-        else:
-            from strictcall.server.app import DEFAULT_PORT, serve
-            from strictcall.server.edge import OriginPolicy, is_loopback_host
-            from strictcall.server.federation import federation_app
-            from strictcall.server.logs import quiet_after_failure
-
-            def ready(bound_host: str, bound_port: int) -> None:
-                out.write(f"strictcall federate listening on http://{bound_host}:{bound_port}")
-                out.write(f" (store: {shown_db(db)}; upstreams: {names})\n")
-                out.flush()
-
-            origins = OriginPolicy(frozenset(allow_origins), loopback=is_loopback_host(host))
-            app = federation_app(federation, store, origins=origins, edge=edge)
-            with quiet_after_failure(lambda: federation.failed is not None):
-                serve(app, host, DEFAULT_PORT if port is None else port, ready, edge=edge)
-    except ListenError as exc:
-        err.write(f"strictcall federate: {exc}\n")
-        return EXIT_FAILED
-    except SystemExit:  # the HTTP server's answer to a failed startup (exit 3)
-        if federation.failed is None:
-            raise
-        err.write(f"strictcall federate: {federation.failed}\n")
-        return EXIT_FAILED
-    except (FederationFailed, BaseExceptionGroup):
-        if federation.failed is None:
-            raise
-        err.write(f"strictcall federate: {federation.failed}\n")
-        return EXIT_FAILED
+        return serve_stdio_or_http(
+            "strictcall federate",
+            db=db,
+            identity=identity,
+            host=host,
+            port=port,
+            upstreams=f"upstreams: {names}",
+            stdio_detail=f"; upstreams: {names}",
+            serve_stdio=serve_stdio,
+            app_of=app_of,
+            failed=lambda: federation.failed,
+            failures=(FederationFailed, BaseExceptionGroup),
+            failure_of=lambda exc: federation.failed,
+            out=out,
+            err=err,
+            edge=edge,
+            allow_origins=allow_origins,
+        )
     finally:
         if restore is not None:
             restore()
         federation.gateway.close()
         store.close()
-    return EXIT_OK
 
 
 def run_tools_diff(db: str, *, out: TextIO, err: TextIO) -> int:

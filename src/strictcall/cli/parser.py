@@ -29,8 +29,9 @@
 Output is UTF-8 whatever the locale. `call` exits 0 when the answer's ok is true, 1 when it is
 false, 2 for a usage error or unreadable standard input; no input produces a traceback.
 
-Past 600 lines: the argparse tree of every command and its help texts is here; the cut planned
-is a module per command group beside its commands (see `strictcall.cli.commands`).
+The tree of commands is built here, in the order `--help` lists them; a command group whose
+flags were moved beside its body adds its own (`strictcall.cli.serve`, `strictcall.cli.proxy`),
+and the flags' types are `strictcall.cli.arguments`'.
 """
 
 from __future__ import annotations
@@ -41,158 +42,30 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any, BinaryIO, Final, TextIO
+from typing import BinaryIO, TextIO
 
-from strictcall.cli.identity import (
-    add_oauth_arguments,
-    add_upstream_oauth_arguments,
-    oauth_given,
-    oauth_of,
-    upstream_credentials_of,
+from strictcall.cli.arguments import (
+    _NOT_A_STORE,
+    _Commands,
+    _db_path,
+    _limit,
+    _name,
+    _port,
+    _utf8_text,
+    _Version,
+    store_of,
 )
+from strictcall.cli.arguments import EXIT_OK as EXIT_OK
+from strictcall.cli.arguments import EXIT_REFUSED as EXIT_REFUSED
+from strictcall.cli.arguments import EXIT_USAGE as EXIT_USAGE
+from strictcall.cli.edge import _add_edge_arguments, _edge_flags_given, _edge_of
+from strictcall.cli.identity import oauth_of
+from strictcall.cli.proxy import add_proxy_parser, run_proxy_args
+from strictcall.cli.serve import add_serve_parser, serve_misuse
 from strictcall.core.ids import mint_call_id
 from strictcall.core.jsontext import MAX_SIZE
 from strictcall.errors import MissingExtra
-from strictcall.server.edge import (
-    DEFAULT_BODY_GRACE_S,
-    DEFAULT_BODY_MIN_RATE,
-    DEFAULT_HEADER_TIMEOUT_S,
-    DEFAULT_MAX_CONNECTIONS,
-    DEFAULT_MAX_IN_FLIGHT,
-    EdgeLimits,
-)
 from strictcall.services.demo import demo_lines, handle
-
-EXIT_OK = 0
-EXIT_REFUSED = 1
-EXIT_USAGE = 2
-MAX_PORT = 65535
-
-
-def _utf8_text(value: str) -> str:
-    """An argparse type: text that can be written back as UTF-8 (no undecodable bytes)."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise argparse.ArgumentTypeError("not valid UTF-8") from None
-    return value
-
-
-def _positive_float(value: str) -> float:
-    """An argparse type: a finite number of seconds above 0."""
-    try:
-        number = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
-    if not (0 < number < float("inf")):
-        raise argparse.ArgumentTypeError(f"must be above 0: {value!r}")
-    return number
-
-
-def _positive_int(value: str) -> int:
-    """An argparse type: a whole number of at least 1."""
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {value!r}") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {value!r}")
-    return number
-
-
-def _name(value: str) -> str:
-    """An argparse type: an identity or owner, which names someone only when not empty."""
-    if not _utf8_text(value):
-        raise argparse.ArgumentTypeError("must not be empty")
-    return value
-
-
-def _db_path(value: str) -> str:
-    """An argparse type: the store's file or URL; an empty one names no store."""
-    if not _utf8_text(value):
-        raise argparse.ArgumentTypeError(
-            "must not be empty (leave --db out for $STRICTCALL_DB, else ./strictcall.sqlite3)"
-        )
-    db = store_of(value)
-    if db is None:
-        raise argparse.ArgumentTypeError(_NOT_A_STORE)
-    return db
-
-
-_NOT_A_STORE: Final = (
-    "names no store strictcall knows: give a SQLite file path, sqlite:///PATH"
-    " (SQLAlchemy's form) or a postgresql:// URL"
-)
-
-
-def store_of(value: str) -> str | None:
-    """What a --db value names: a postgresql:// URL or a SQLite path as given; SQLAlchemy's
-    `sqlite:///relative/path` and `sqlite:////absolute/path` as that path; None for any other
-    URL (another scheme, or a sqlite: URL naming no file)."""
-    if value.startswith("sqlite:"):
-        path = value.removeprefix("sqlite:///")
-        if path == value or path in ("", ":memory:") or "?" in path:
-            return None
-        return path
-    scheme, colon_slashes, _ = value.partition("://")
-    if colon_slashes and scheme.isidentifier() and scheme not in ("postgresql", "postgres"):
-        return None
-    return value
-
-
-def _port(value: str) -> int:
-    """An argparse type: a TCP port, 0-65535 (0: the system picks a free one)."""
-    try:
-        port = int(value, 10)
-    except ValueError:
-        port = -1
-    if not 0 <= port <= MAX_PORT:
-        raise argparse.ArgumentTypeError(
-            f"{value!r} is not a port: give 0-{MAX_PORT} (0 picks a free one)"
-        )
-    return port
-
-
-def _limit(value: str) -> int:
-    """An argparse type: a count of rows, 0 or more."""
-    try:
-        limit = int(value, 10)
-    except ValueError:
-        limit = -1
-    if limit < 0:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a count: give 0 or more")
-    return limit
-
-
-class _Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
-    """Subcommands whose help page starts with what their line in the list says, and that
-    remember their parser, so that a misspelt flag is answered with that command's usage."""
-
-    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
-        if "help" in kwargs:
-            kwargs.setdefault("description", kwargs["help"])
-        parser: argparse.ArgumentParser = super().add_parser(name, **kwargs)
-        parser.set_defaults(command_parser=parser)
-        return parser
-
-
-class _Version(argparse.Action):
-    """--version: the installed package's version, read only when asked for."""
-
-    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
-        super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
-
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: object,
-        option_string: str | None = None,
-    ) -> None:
-        from strictcall import __version__
-
-        sys.stdout.write(f"strictcall {__version__}\n")
-        parser.exit()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -236,100 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     call.add_argument("raw", metavar="RAW", help='the call as JSON text, or "-" for stdin')
 
-    serve = commands.add_parser(
-        "serve", help="serve the notes tools over HTTP (JSON-RPC 2.0 at /rpc, MCP at /mcp)"
-    )
-    serve.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1")
-    serve.add_argument(
-        "--port", type=_port, default=8765, help="0-65535, default 8765; 0 picks a free one"
-    )
-    serve.add_argument("--db", type=_db_path, help=db_help)
-    serve.add_argument(
-        "--workers",
-        type=_positive_int,
-        default=1,
-        help="serve from N processes on one port (default 1)",
-    )
-    serve.add_argument(
-        "--demo",
-        action="store_true",
-        help="give u1 and u2 demo notes and, once listening, fresh tokens (replacing their"
-        " earlier ones), printed with two curl lines to try",
-    )
-    serve.add_argument(
-        "--mcp-stdio",
-        action="store_true",
-        help="serve MCP on stdin/stdout instead of HTTP, as --identity (for MCP hosts)",
-    )
-    serve.add_argument(
-        "--identity", type=_name, help="with --mcp-stdio: the caller every call runs as"
-    )
-    serve.add_argument(
-        "--policy",
-        type=_utf8_text,
-        metavar="FILE",
-        help="who may list and call which tools, and how often (TOML, or JSON for .json);"
-        " read again on SIGHUP",
-    )
-    _add_edge_arguments(serve)
-    add_oauth_arguments(serve)
-
-    proxy = commands.add_parser(
-        "proxy", help="serve an MCP server's tools through strictcall (stdio or HTTP)"
-    )
-    upstream = proxy.add_mutually_exclusive_group(required=True)
-    upstream.add_argument(
-        "--upstream-cmd", type=_utf8_text, help='the MCP server to run, e.g. "node server.js"'
-    )
-    upstream.add_argument("--upstream-url", type=_utf8_text, help="a streamable HTTP MCP server")
-    proxy.add_argument(
-        "--upstream-header",
-        action="append",
-        default=[],
-        type=_utf8_text,
-        metavar='"NAME: VALUE"',
-        help="with --upstream-url: a header sent with every request (repeatable)",
-    )
-    add_upstream_oauth_arguments(proxy)
-    proxy.add_argument(
-        "--stdio", action="store_true", help="serve MCP on stdin/stdout as --identity"
-    )
-    proxy.add_argument(
-        "--identity", type=_utf8_text, help="with --stdio: the caller every call runs as"
-    )
-    proxy.add_argument("--host", default="127.0.0.1", help="HTTP: default 127.0.0.1")
-    proxy.add_argument("--port", type=_port, help="HTTP: 0-65535, default 8765; 0 picks a free one")
-    proxy.add_argument("--db", type=_db_path, help=db_help + "; tokens and the audit log")
-    allowing = proxy.add_mutually_exclusive_group()
-    allowing.add_argument(
-        "--allow", type=_utf8_text, metavar="FILE", help="allow-list: identity -> tool names"
-    )
-    allowing.add_argument(
-        "--policy",
-        type=_utf8_text,
-        metavar="FILE",
-        help="a policy file, as for serve (read again on SIGHUP)",
-    )
-    proxy.add_argument(
-        "--pass-errors",
-        action="append",
-        default=[],
-        type=_utf8_text,
-        metavar="TOOL",
-        help="pass this tool's error text to the caller as upstream_text (repeatable)",
-    )
-    proxy.add_argument(
-        "--timeout", type=float, default=60.0, help="seconds a call may take (default 60)"
-    )
-    proxy.add_argument(
-        "--max-result-bytes",
-        type=int,
-        default=8 * 1024 * 1024,
-        metavar="N",
-        help="the longest answer one call may get from the upstream (default 8 MiB)",
-    )
-    _add_edge_arguments(proxy)
-    add_oauth_arguments(proxy)
+    add_serve_parser(commands, db_help)
+    add_proxy_parser(commands, db_help)
 
     federate = commands.add_parser(
         "federate", help="serve many MCP servers' tools through one strictcall (stdio or HTTP)"
@@ -553,7 +334,7 @@ def _operate(args: argparse.Namespace, out: TextIO) -> int:
     if db is None:
         return EXIT_USAGE
     if args.command == "serve":
-        misuse = _serve_misuse(args)
+        misuse = serve_misuse(args)
         if misuse is not None:
             err.write(f"strictcall serve: {misuse}\n")
             return EXIT_USAGE
@@ -586,47 +367,7 @@ def _operate(args: argparse.Namespace, out: TextIO) -> int:
     if args.command == "stats":
         return commands.run_stats(db, args.since, as_json=args.json, out=out, err=err)
     if args.command == "proxy":
-        if args.stdio != (args.identity is not None) or (args.stdio and args.port is not None):
-            err.write("strictcall proxy: --stdio takes --identity ID (and no --port)\n")
-            return EXIT_USAGE
-        if args.upstream_header and args.upstream_url is None:
-            err.write("strictcall proxy: --upstream-header goes with --upstream-url\n")
-            return EXIT_USAGE
-        try:
-            credentials = upstream_credentials_of(args)
-        except ValueError as exc:
-            err.write(f"strictcall proxy: {exc}\n")
-            return EXIT_USAGE
-        if not args.timeout > 0:
-            err.write("strictcall proxy: --timeout is a positive number of seconds\n")
-            return EXIT_USAGE
-        if args.max_result_bytes < 1:
-            err.write("strictcall proxy: --max-result-bytes is a positive number of bytes\n")
-            return EXIT_USAGE
-        edge_given = _edge_flags_given(args) or oauth_given(args)
-        if args.stdio and edge_given is not None:
-            err.write(f"strictcall proxy: {edge_given} is for HTTP; leave it out with --stdio\n")
-            return EXIT_USAGE
-        return commands.run_proxy(
-            args.upstream_cmd,
-            args.upstream_url,
-            args.upstream_header,
-            credentials=credentials,
-            db=db,
-            identity=args.identity,
-            host=args.host,
-            port=args.port,
-            allow=args.allow,
-            policy=args.policy,
-            pass_errors=args.pass_errors,
-            timeout=args.timeout,
-            max_result_bytes=args.max_result_bytes,
-            edge=_edge_of(args),
-            allow_origins=args.allow_origin,
-            oauth=oauth,
-            out=out,
-            err=err,
-        )
+        return run_proxy_args(args, db, oauth, out=out, err=err)
     if args.command == "federate":
         if args.stdio != (args.identity is not None) or (args.stdio and args.port is not None):
             err.write("strictcall federate: --stdio takes --identity ID (and no --port)\n")
@@ -725,104 +466,6 @@ def _db_from_environment(err: TextIO) -> str | None:
     if named is None:
         err.write(f"strictcall: STRICTCALL_DB {_NOT_A_STORE}\n")
     return named
-
-
-def _add_edge_arguments(parser: argparse.ArgumentParser) -> None:
-    """The HTTP edge's flags, the same for `serve` and `proxy`."""
-    edge = parser.add_argument_group("the edge (HTTP)")
-    edge.add_argument(
-        "--allow-origin",
-        action="append",
-        default=[],
-        metavar="ORIGIN",
-        help="a browser origin that may call, e.g. https://app.example (repeatable; loopback "
-        "origins are allowed when bound to a loopback address)",
-    )
-    edge.add_argument(
-        "--header-timeout",
-        type=_positive_float,
-        default=DEFAULT_HEADER_TIMEOUT_S,
-        metavar="S",
-        help=f"seconds for a request's headers (default {DEFAULT_HEADER_TIMEOUT_S:g})",
-    )
-    edge.add_argument(
-        "--body-grace",
-        type=_positive_float,
-        default=DEFAULT_BODY_GRACE_S,
-        metavar="S",
-        help=f"seconds a body may take before the minimum rate applies "
-        f"(default {DEFAULT_BODY_GRACE_S:g})",
-    )
-    edge.add_argument(
-        "--body-min-rate",
-        type=_positive_int,
-        default=DEFAULT_BODY_MIN_RATE,
-        metavar="BYTES",
-        help=f"bytes a second a body must keep up after its grace "
-        f"(default {DEFAULT_BODY_MIN_RATE})",
-    )
-    edge.add_argument(
-        "--max-connections",
-        type=_positive_int,
-        default=DEFAULT_MAX_CONNECTIONS,
-        metavar="N",
-        help=f"connections open at once (default {DEFAULT_MAX_CONNECTIONS})",
-    )
-    edge.add_argument(
-        "--max-in-flight",
-        type=_positive_int,
-        default=DEFAULT_MAX_IN_FLIGHT,
-        metavar="N",
-        help=f"one identity's calls answered at once; more are refused busy "
-        f"(default {DEFAULT_MAX_IN_FLIGHT})",
-    )
-
-
-def _edge_of(args: argparse.Namespace) -> EdgeLimits:
-    """The edge limits the flags ask for."""
-    return EdgeLimits(
-        header_timeout_s=args.header_timeout,
-        body_grace_s=args.body_grace,
-        body_min_rate=args.body_min_rate,
-        max_connections=args.max_connections,
-        max_in_flight=args.max_in_flight,
-    )
-
-
-def _edge_flags_given(args: argparse.Namespace) -> str | None:
-    """The first HTTP edge flag given a value other than its default, or None."""
-    if args.allow_origin:
-        return "--allow-origin"
-    asked, defaults = _edge_of(args), EdgeLimits()
-    for flag, field in (
-        ("--header-timeout", "header_timeout_s"),
-        ("--body-grace", "body_grace_s"),
-        ("--body-min-rate", "body_min_rate"),
-        ("--max-connections", "max_connections"),
-        ("--max-in-flight", "max_in_flight"),
-    ):
-        if getattr(asked, field) != getattr(defaults, field):
-            return flag
-    return None
-
-
-def _serve_misuse(args: argparse.Namespace) -> str | None:
-    """What is wrong with the flags given to serve, in the user's terms; None when nothing."""
-    if args.mcp_stdio and args.identity is None:
-        return "--mcp-stdio needs --identity ID: the caller every call runs as"
-    if args.mcp_stdio and args.demo:
-        return "--demo is for the HTTP server; leave it out with --mcp-stdio"
-    if args.mcp_stdio and args.workers != 1:
-        return "--workers is for the HTTP server; leave it out with --mcp-stdio"
-    given = oauth_given(args)
-    if args.mcp_stdio and given is not None:
-        return f"{given} is for the HTTP server; leave it out with --mcp-stdio"
-    if not args.mcp_stdio and args.identity is not None:
-        return (
-            "--identity was given without --mcp-stdio; over HTTP each caller's token says who"
-            " it is, so leave --identity out (or add --mcp-stdio to serve MCP on stdio)"
-        )
-    return None
 
 
 def _write_lines(out: BinaryIO, lines: list[str]) -> None:

@@ -15,7 +15,7 @@ from typing import Final
 from strictcall.core.listing import ToolFormat, describe_tool
 from strictcall.core.pipeline import CompiledTool
 from strictcall.core.policy.holder import PolicyHolder
-from strictcall.core.policy.model import Claims, Policy
+from strictcall.core.policy.model import Claims, Policy, scope_claims
 from strictcall.core.record import ENVELOPE_NAMES, kept_pointer, member_names
 from strictcall.core.schema import SchemaDefinitionError
 from strictcall.core.tools import Tool
@@ -32,6 +32,9 @@ _POLICY_VIEWS_KEPT: Final = 4096
 
 _LISTINGS_KEPT: Final = 256
 """Listings kept at once, one per identity and format asked for."""
+
+_SCOPED_KEPT: Final = 256
+"""Views narrowed by a token's scopes kept at once (one per view and scope set)."""
 
 
 class ToolRegistry:
@@ -59,6 +62,8 @@ class ToolRegistry:
         self.policy: Final = policy
         """The policy in force, or None (then `allowed`, or every tool for everyone)."""
         self._everyone = allowed is None and policy is None
+        self._needs: dict[str, Claims] = {}
+        self._scoped: dict[tuple[int, Claims], tuple[object, dict[str, CompiledTool]]] = {}
         self._judged: tuple[Policy | None, dict[str, CompiledTool]] = (None, {})
         self._policy_views: dict[object, dict[str, CompiledTool]] = {}
         self._views: dict[frozenset[str], dict[str, CompiledTool]] = {}
@@ -83,6 +88,7 @@ class ToolRegistry:
         self._numbers = self._numbers or compiled.arguments.admits_numbers
         self._views.clear()
         self._policy_views = {}
+        self._scoped = {}
         self._listings = {}
         self.generation += 1
         return tool
@@ -110,6 +116,7 @@ class ToolRegistry:
         self._numbers = any(c.arguments.admits_numbers for c in compiled.values())
         self._views = {}
         self._policy_views = {}
+        self._scoped = {}
         self._declared = {}
         self._listings = {}  # after the tools: a listing kept now is of the new ones
         self.generation += 1
@@ -130,9 +137,41 @@ class ToolRegistry:
 
         return unwatch
 
+    def require_scopes(self, tool_scopes: Mapping[str, Iterable[str]]) -> None:
+        """Show and route each tool named in `tool_scopes` only to callers whose claims hold
+        every scope it names ("scope:S"): a token's scopes decide what tools/list shows it as
+        they decide what it may call (`strictcall.server.admission.ToolScopes` answers such
+        a call 403 insufficient_scope before it reaches the gateway). A caller without claims
+        (strictcall's own token, an operator's identity) is not limited by scopes; a tool
+        named nowhere needs none. Replaces the scopes given before."""
+        self._needs = {name: scope_claims(scopes) for name, scopes in tool_scopes.items()}
+        self._everyone = self._allowed is None and self.policy is None and not self._needs
+        self._scoped = {}
+        self._listings = {}
+
     def tools_for(self, identity: str, claims: Claims | None = None) -> Mapping[str, CompiledTool]:
         """The tools `identity` (with `claims`, "group:G" / "scope:S", where its token says
         them) may see and call, by name: what tools/list shows it and what tools/call routes."""
+        view = self._view_for(identity, claims)
+        if claims is None or not self._needs:
+            return view
+        key = (id(view), claims)  # the view is kept alive beside its narrowing: ids not reused
+        kept = self._scoped.get(key)
+        if kept is None:
+            needs = self._needs
+            scoped = {
+                name: compiled
+                for name, compiled in view.items()
+                if name not in needs or needs[name] <= claims
+            }
+            if len(self._scoped) >= _SCOPED_KEPT:
+                self._scoped = {}
+            self._scoped[key] = kept = (view, scoped)
+        return kept[1]
+
+    def _view_for(self, identity: str, claims: Claims | None) -> Mapping[str, CompiledTool]:
+        """The tools the allow-list or the policy gives this caller (every tool without
+        either), before any scope narrows them."""
         holder = self.policy
         if holder is not None:
             if claims is None and self._judged[0] is holder.current:  # every call's path
@@ -163,6 +202,7 @@ class ToolRegistry:
         if self._judged[0] is not policy:
             views = self._policy_views = {}
             self._judged = (policy, {})
+            self._scoped = {}
             self._listings = {}
         key: object = identity if claims is None else (identity, claims)
         view = views.get(key)

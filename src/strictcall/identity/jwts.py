@@ -90,8 +90,9 @@ def verify(token: str, key: jwt.PyJWK, alg: str, settings: OAuthSettings) -> Pri
 
 
 def principal_of(claims: Mapping[str, Any], settings: OAuthSettings) -> Principal | Refused:
-    """The identity (the configured claim, a non-empty string) and scopes (`scope`, a
-    space-separated string, or `scp`, a list or a string) of verified claims."""
+    """The identity (the configured claim, a non-empty string), scopes (`scope`, a
+    space-separated string, or `scp`, a list or a string) and groups (`groups_claim`, where
+    configured: a list, or a space-separated string) of verified claims."""
     identity = claims.get(settings.identity_claim)
     if not isinstance(identity, str) or identity == "":
         return Refused(Failure.NO_IDENTITY)
@@ -104,4 +105,11 @@ def principal_of(claims: Mapping[str, Any], settings: OAuthSettings) -> Principa
         scopes = frozenset(item for item in granted if isinstance(item, str))
     else:  # absent, or of another type: no scope at all
         scopes = frozenset()
-    return Principal(identity, scopes, seconds(claims.get("exp")))
+    groups: frozenset[str] = frozenset()
+    if settings.groups_claim is not None:
+        named = claims.get(settings.groups_claim)
+        if isinstance(named, str):
+            groups = frozenset(named.split())
+        elif isinstance(named, list):
+            groups = frozenset(item for item in named if isinstance(item, str) and item)
+    return Principal(identity, scopes, seconds(claims.get("exp")), groups)

@@ -16,6 +16,8 @@ class Principal:
     scopes: frozenset[str] | None = None
     expires_at: float | None = None
     """When the token stops being valid (epoch seconds), where it says."""
+    groups: frozenset[str] = frozenset()
+    """The groups the token names in the configured claim (`groups_claim`); none without."""
 
 
 class Failure(StrEnum):

@@ -51,6 +51,9 @@ class OAuthSettings:
     algorithms: tuple[str, ...] = DEFAULT_ALGORITHMS
     leeway_s: float = DEFAULT_LEEWAY_S
     identity_claim: str = "sub"
+    groups_claim: str | None = None
+    """The claim naming the caller's groups (e.g. "groups"), which a policy's `group:NAME`
+    matches; None: a provider's token names no group."""
     scopes: tuple[str, ...] = ()
     tool_scopes: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
     own_tokens: bool = True
@@ -81,6 +84,8 @@ class OAuthSettings:
             raise ValueError("oauth.refresh_interval_s and oauth.http_timeout_s must be > 0")
         if self.identity_claim == "":
             raise ValueError("oauth.identity_claim must name a claim")
+        if self.groups_claim == "":
+            raise ValueError("oauth.groups_claim must name a claim")
         for scope in (*self.scopes, *(s for v in self.tool_scopes.values() for s in v)):
             if scope == "" or " " in scope or '"' in scope or "\\" in scope:
                 raise ValueError(f"oauth scopes: {scope!r} is not a scope token")
@@ -124,6 +129,7 @@ def settings_from_table(
         "algorithms",
         "leeway_s",
         "identity_claim",
+        "groups_claim",
         "scopes",
         "tool_scopes",
         "own_tokens",
@@ -146,7 +152,7 @@ def settings_from_table(
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise ValueError(f"oauth.{key} must be a number of seconds")
             more[key] = float(value)
-    for key in ("identity_claim", "metadata_url"):
+    for key in ("identity_claim", "groups_claim", "metadata_url"):
         if key in table:
             if not isinstance(table[key], str):
                 raise ValueError(f"oauth.{key} must be a string")

@@ -7,7 +7,9 @@ each), and `Admission.around(app)` composes them, outermost first, first refusal
                     a foreign page learns nothing of tokens)
     BearerIdentity  the bearer token's identity, put in the scope under `IDENTITY_KEY`:
                     strictcall's own tokens (the store) and, with an `[oauth]` block, the
-                    identity provider's (`strictcall.identity`); 401 without a known token
+                    identity provider's (`strictcall.identity`), whose scopes go under
+                    `CLAIMS_KEY` for the wires (what the token may list and call); 401
+                    without a known token
                     (the challenge points at the protected resource metadata), 403 for a
                     provider's token without the scopes every call needs, 503 while the
                     store or the provider cannot say
@@ -54,10 +56,11 @@ from strictcall.errors import (
 )
 from strictcall.identity.challenge import forbidden, unauthorized
 from strictcall.identity.principal import Principal, Refused, Unavailable, missing_scopes
-from strictcall.server.bearer import PRINCIPAL_KEY, called_tools
+from strictcall.server.bearer import PRINCIPAL_KEY, called_tools, claims_of
 from strictcall.server.edge import DEFAULT_MAX_IN_FLIGHT, OriginPolicy
 from strictcall.storage import StoreUnavailable, TokenStore
 from strictcall.transports.asgi import (
+    CLAIMS_KEY,
     IDENTITY_KEY,
     ASGIApp,
     ClientGone,
@@ -296,6 +299,7 @@ class BearerIdentity(Step):
         if every and missing_scopes(verdict.scopes, every):
             return insufficient_scope(every)
         scope[IDENTITY_KEY] = verdict.identity
+        scope[CLAIMS_KEY] = claims_of(verdict)  # what the policy and tools/list read of it
         return None
 
     def refuse(self, scope: Scope, refusal: Rejection) -> Response:

@@ -187,6 +187,8 @@ def build_gateway_app(
         from strictcall.server.bearer import MetadataApp
 
         verifier = OAuthVerifier(oauth)
+        # what admission refuses to call (403 insufficient_scope), tools/list does not show
+        gateway.require_scopes(oauth.tool_scopes)
         routes.update(dict.fromkeys(metadata_paths(oauth), MetadataApp(oauth)))
     record = record_of("http")  # refusals before the wire: admission's and the body's size
     admission = Admission(

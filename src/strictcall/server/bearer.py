@@ -1,7 +1,8 @@
 """What admission (`strictcall.server.admission`) needs of an identity provider beyond the
 provider's own layer (`strictcall.identity`): where a provider's token's `Principal` sits in
-the ASGI scope, the tool names a body calls (for `ToolScopes`), and the protected resource
-metadata's route (RFC 9728), open to anyone."""
+the ASGI scope, its claims as the policy and the listing read them, the tool names a body
+calls (for `ToolScopes`), and the protected resource metadata's route (RFC 9728), open to
+anyone."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from typing import Final
 
 import orjson
 
+from strictcall.core.policy.model import Claims, scope_claims
 from strictcall.identity.challenge import metadata_document
+from strictcall.identity.principal import Principal
 from strictcall.identity.settings import OAuthSettings
 from strictcall.transports.asgi import Receive, Scope, Send, response_headers
 
@@ -19,6 +22,24 @@ PRINCIPAL_KEY: Final = "strictcall.principal"
 strictcall's own token, which no scope limits)."""
 
 _REALM: Final = b'Bearer realm="strictcall"'
+_CLAIMS_KEPT: Final = 1024
+_claims: dict[tuple[frozenset[str], frozenset[str]], Claims] = {}
+"""The claims of the scope and group sets seen lately: one frozenset per pair, its hash
+computed once."""
+
+
+def claims_of(principal: Principal) -> Claims:
+    """A provider's token's claims, as the policy and the registry read them: its scopes as
+    "scope:S" and its groups as "group:G" (an empty set for a token without either, which no
+    scoped tool is shown to)."""
+    scopes = principal.scopes if principal.scopes is not None else frozenset()
+    key = (scopes, principal.groups)
+    claims = _claims.get(key)
+    if claims is None:
+        if len(_claims) >= _CLAIMS_KEPT:
+            _claims.clear()
+        claims = _claims[key] = scope_claims(scopes, principal.groups)
+    return claims
 
 
 def called_tools(body: bytes | bytearray) -> Iterable[str]:

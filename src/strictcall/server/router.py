@@ -28,6 +28,7 @@ from strictcall.errors import RETRY_AFTER_MS
 from strictcall.server.admission import Admission, AwaitedOnly, Wire
 from strictcall.storage import Store
 from strictcall.transports.asgi import (
+    CLAIMS_KEY,
     IDENTITY_KEY,
     ASGIApp,
     Receive,
@@ -69,7 +70,7 @@ class RpcEndpoint:
         if body is None:
             await send_response(send, self._too_large(identity))
             return
-        reply = await self.service.answer(body, identity)
+        reply = await self.service.answer(body, identity, scope.get(CLAIMS_KEY))
         if reply is None:
             await respond(send, 204, b"")
         else:
@@ -81,7 +82,7 @@ class RpcEndpoint:
         identity = scope[IDENTITY_KEY]
         if len(body) > self.max_body:  # all of it is here: its length is the declared one
             return self._too_large(identity)
-        reply = self.service.answer_now(bytes(body), identity)
+        reply = self.service.answer_now(bytes(body), identity, scope.get(CLAIMS_KEY))
         if reply is AWAIT:
             return None
         if reply is None:

@@ -25,6 +25,10 @@ JSON_HEADERS: Final = [(b"content-type", b"application/json")]
 IDENTITY_KEY: Final = "strictcall.identity"
 """The scope key under which a mounted app finds the caller's identity (a str)."""
 
+CLAIMS_KEY: Final = "strictcall.claims"
+"""The scope key under which a mounted app finds the caller's token's claims ("scope:S", a
+frozenset; absent for strictcall's own tokens, which no scope limits)."""
+
 
 def bearer_token(scope: Scope) -> str | None:
     """The token of an `Authorization: Bearer <token>` header, or None."""

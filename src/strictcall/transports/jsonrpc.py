@@ -39,6 +39,7 @@ from strictcall.core.gateway import Gateway, Outcome
 from strictcall.core.ids import id_too_long, mint_call_id, valid_id
 from strictcall.core.jsontext import Document, dump_text
 from strictcall.core.pipeline import read_message
+from strictcall.core.policy.model import Claims
 from strictcall.core.record import AuditRecord, record_of, refusal_record
 from strictcall.core.refusals import (
     CALLER_BUSY,
@@ -166,10 +167,14 @@ class RpcService:
         """Set by whoever admits requests: a batch counts as the calls it holds there (the
         request itself was counted as one), and is refused busy when they do not fit."""
 
-    async def answer(self, body: bytes, identity: str) -> bytes | None:
-        """The reply body for a request body, or None when nothing is to be answered."""
+    async def answer(
+        self, body: bytes, identity: str, claims: Claims | None = None
+    ) -> bytes | None:
+        """The reply body for a request body, or None when nothing is to be answered.
+        `claims`: the caller's token's ("scope:S"; None for strictcall's own), which decide
+        with the identity what it may list and call."""
         document = read_message(body, self.gateway.limits, numbers=self.gateway.reads_numbers)
-        now = self._answer_read_now(document, identity)  # the body read once, not again below
+        now = self._answer_read_now(document, identity, claims)  # the body read once
         if now is not AWAIT:
             return now
         assert not isinstance(document, Rejection)  # answered in place
@@ -184,24 +189,28 @@ class RpcService:
                 for n, item in enumerate(message):
                     if n:
                         await asyncio.sleep(0)  # between its calls, the loop serves others
-                    reply = await self._answer_one(item, identity, document.has_float, budget)
+                    reply = await self._answer_one(
+                        item, identity, document.has_float, budget, claims
+                    )
                     if reply is not None:
                         replies.append(reply)
             finally:
                 self._leave_batch(len(message), identity)
             return encode_replies(replies, batch=True) if replies else None
-        reply = await self._answer_one(message, identity, document.has_float, None)
+        reply = await self._answer_one(message, identity, document.has_float, None, claims)
         return None if reply is None else encode_replies([reply], batch=False)
 
-    def answer_now(self, body: bytes, identity: str) -> bytes | Await | None:
+    def answer_now(
+        self, body: bytes, identity: str, claims: Claims | None = None
+    ) -> bytes | Await | None:
         """`answer`, in place: the reply body (None: nothing to answer), or `AWAIT` when one
         of its calls must be awaited (an async tool, a tool with a time limit). Nothing is run
         or audited before that is known, so `answer` may then take the body from the start."""
         document = read_message(body, self.gateway.limits, numbers=self.gateway.reads_numbers)
-        return self._answer_read_now(document, identity)
+        return self._answer_read_now(document, identity, claims)
 
     def _answer_read_now(
-        self, document: Document | Rejection, identity: str
+        self, document: Document | Rejection, identity: str, claims: Claims | None
     ) -> bytes | Await | None:
         """`answer_now` of a body already read."""
         if isinstance(document, Rejection):
@@ -226,7 +235,7 @@ class RpcService:
                 if (
                     type(item) is dict
                     and item.get("method") == "tools/call"
-                    and self.gateway.must_await(item.get("params"), identity)
+                    and self.gateway.must_await(item.get("params"), identity, claims)
                 ):
                     return AWAIT
             refused = self._admit_batch(len(message), identity)
@@ -238,14 +247,16 @@ class RpcService:
                 for item in message:
                     # not in place: the look above said none awaits (as of then)
                     reply = self._answer_one_now(
-                        item, identity, document.has_float, budget, in_place=False
+                        item, identity, document.has_float, budget, claims, in_place=False
                     )
                     if reply is not None and reply is not AWAIT:
                         replies.append(reply)
             finally:
                 self._leave_batch(len(message), identity)
             return encode_replies(replies, batch=True) if replies else None
-        reply = self._answer_one_now(message, identity, document.has_float, None, in_place=True)
+        reply = self._answer_one_now(
+            message, identity, document.has_float, None, claims, in_place=True
+        )
         if reply is None or reply is AWAIT:
             return reply
         return encode_replies([reply], batch=False)
@@ -271,6 +282,7 @@ class RpcService:
         identity: str,
         has_float: bool,
         budget: _Budget | None,
+        claims: Claims | None,
         *,
         in_place: bool,
     ) -> dict[str, JSONValue] | bytes | Await | None:
@@ -281,25 +293,35 @@ class RpcService:
             request_id = request.request_id
             call_id = request_id if request_id is not None else mint_call_id("n")
             outcome = self.gateway.settle(
-                request.params, identity, call_id, has_float=has_float, in_place=in_place
+                request.params,
+                identity,
+                call_id,
+                has_float=has_float,
+                in_place=in_place,
+                claims=claims,
             )
             if outcome is AWAIT:
                 return AWAIT
             return self._answered(request_id, outcome, identity, budget)
-        return self._answer_other(message, request, identity)
+        return self._answer_other(message, request, identity, claims)
 
     async def _answer_one(
-        self, message: JSONValue, identity: str, has_float: bool, budget: _Budget | None
+        self,
+        message: JSONValue,
+        identity: str,
+        has_float: bool,
+        budget: _Budget | None,
+        claims: Claims | None,
     ) -> dict[str, JSONValue] | bytes | None:
         request = read_request(message)
         if type(request) is _Request and request.method == "tools/call":
             request_id = request.request_id
             call_id = request_id if request_id is not None else mint_call_id("n")
             outcome = await self.gateway.settle_async(
-                request.params, identity, call_id, has_float=has_float
+                request.params, identity, call_id, has_float=has_float, claims=claims
             )
             return self._answered(request_id, outcome, identity, budget)
-        return self._answer_other(message, request, identity)
+        return self._answer_other(message, request, identity, claims)
 
     def _answered(
         self,
@@ -340,7 +362,11 @@ class RpcService:
         return reply
 
     def _answer_other(
-        self, message: JSONValue, request: _Request | Rejection, identity: str
+        self,
+        message: JSONValue,
+        request: _Request | Rejection,
+        identity: str,
+        claims: Claims | None,
     ) -> dict[str, JSONValue] | None:
         """The reply to anything but a tools/call: a refused message, tools/list, an unknown
         method."""
@@ -355,7 +381,7 @@ class RpcService:
         if request.method == "tools/list":
             if request.request_id is None:
                 return None
-            listing = self.gateway.listing(identity, "mcp")
+            listing = self.gateway.listing(identity, "mcp", claims)
             return {"jsonrpc": "2.0", "id": request.request_id, "result": {"tools": listing}}
         self._record(refusal_record(NO_SUCH_METHOD.as_error(), identity, request.request_id))
         if request.request_id is None:

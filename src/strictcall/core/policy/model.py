@@ -13,16 +13,27 @@ grants is hidden (default deny). Every quota whose `who` and `tools` match appli
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final, Literal
 
 EVERYONE: Final = "*"
-CLAIM_PREFIXES: Final = ("group:", "scope:")
+SCOPE_PREFIX: Final = "scope:"
+GROUP_PREFIX: Final = "group:"
+CLAIM_PREFIXES: Final = (GROUP_PREFIX, SCOPE_PREFIX)
 DEFAULT_DENY: Final = "default-deny"
 """What the audit names as the rule that hid a tool no rule grants (a rule may not be so
 named)."""
 
 Claims = frozenset[str]
+
+
+def scope_claims(scopes: Iterable[str], groups: Iterable[str] = ()) -> Claims:
+    """A token's scopes and groups as the claims a rule's `who` names ("scope:NAME",
+    "group:NAME")."""
+    return frozenset(
+        (*(SCOPE_PREFIX + scope for scope in scopes), *(GROUP_PREFIX + group for group in groups))
+    )
 
 
 @dataclass(frozen=True, slots=True)

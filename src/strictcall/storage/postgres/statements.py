@@ -5,11 +5,12 @@ databases share are in `strictcall.storage.sql`."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from strictcall.storage.base import AuditRecord, minute_counts
+from strictcall.storage.base import AuditRecord, IdempotencyKey, minute_counts
 from strictcall.storage.sql import AUDIT_COLUMNS, POSTGRES
 
 
@@ -136,3 +137,28 @@ def no_nul(value: str | None) -> str | None:
     """An audit column as stored. It is the service's own text, but a call id is the caller's:
     its NUL is written as the JSON escape, so the batch is never refused for it."""
     return value if value is None or "\x00" not in value else value.replace("\x00", "\\u0000")
+
+
+def create_params(owner: str, text: str, key: IdempotencyKey) -> dict[str, Any]:
+    """`CREATE`'s parameters but the note id drawn and the time (`drawn`)."""
+    return {
+        "owner": owner,
+        "call_id": key.call_id,
+        "fingerprint": key.fingerprint,
+        "text": bytes_of(text),
+    }
+
+
+def drawn(params: dict[str, Any], note_id: str) -> dict[str, Any]:
+    """`create_params`' parameters with the note id drawn and the time now."""
+    return {**params, "note_id": note_id, "now": time.time()}
+
+
+def delete_params(owner: str, note_id: str, key: IdempotencyKey) -> dict[str, Any]:
+    """`DELETE`'s parameters but the time."""
+    return {
+        "owner": owner,
+        "note_id": note_id,
+        "call_id": key.call_id,
+        "fingerprint": key.fingerprint,
+    }

@@ -7,9 +7,8 @@ psycopg_pool `ConnectionPool` and psycopg's cursors; the calls a server's event 
 statements prepared through libpq (`session.Session`). The twins share their statements
 (`strictcall.storage.sql`, `statements`) and their row code (`strictcall.storage.queries`).
 
-Past 600 lines because each job's method stands beside its awaited twin, one pair after
-another, so that a change to one is seen next to the other; the statements, connections,
-session and schema it calls on are modules of their own.
+The statements, their parameters, the connections, the session and the schema it calls on are
+modules of their own.
 """
 
 from __future__ import annotations
@@ -65,6 +64,9 @@ from strictcall.storage.postgres.statements import (
     bytes_of,
     text_of,
 )
+from strictcall.storage.postgres.statements import create_params as _create_params
+from strictcall.storage.postgres.statements import delete_params as _delete_params
+from strictcall.storage.postgres.statements import drawn as _drawn
 from strictcall.storage.queries import SharedReads, TokenCache, recorded_note_id
 from strictcall.storage.sql import POSTGRES
 
@@ -590,27 +592,3 @@ class PostgresStore(SharedReads, SharedPins):
         if self._loop_side is not None:
             self._loop_side.close()
         self._pool.close()
-
-
-def _create_params(owner: str, text: str, key: IdempotencyKey) -> dict[str, Any]:
-    """`CREATE`'s parameters but the note id drawn and the time (`_drawn`)."""
-    return {
-        "owner": owner,
-        "call_id": key.call_id,
-        "fingerprint": key.fingerprint,
-        "text": bytes_of(text),
-    }
-
-
-def _drawn(params: dict[str, Any], note_id: str) -> dict[str, Any]:
-    return {**params, "note_id": note_id, "now": time.time()}
-
-
-def _delete_params(owner: str, note_id: str, key: IdempotencyKey) -> dict[str, Any]:
-    """`DELETE`'s parameters but the time."""
-    return {
-        "owner": owner,
-        "note_id": note_id,
-        "call_id": key.call_id,
-        "fingerprint": key.fingerprint,
-    }

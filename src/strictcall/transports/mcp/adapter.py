@@ -32,6 +32,7 @@ from strictcall.core.gateway import AWAIT, Gateway, Outcome
 from strictcall.core.jsontext import dump_text
 from strictcall.core.listing import RESULT_MEMBER, result_is_wrapped
 from strictcall.core.pipeline import fail
+from strictcall.core.policy.model import Claims
 from strictcall.core.record import AuditRecord, record_of, refusal_record
 from strictcall.core.refusals import NO_TOKEN, WITHHELD, withheld_for_size
 from strictcall.errors import JSONValue
@@ -49,15 +50,18 @@ reached by the initialize handshake shares its result shapes)."""
 
 Context = ServerRequestContext[Any, Any]
 IdentityOf = Callable[[Context], str | None]
+ClaimsOf = Callable[[Context], Claims | None]
 
 
 # --- tools/list --------------------------------------------------------------------------------
 
 
-def describe_tools(gateway: Gateway, identity: str | None = None) -> list[types.Tool]:
-    """The gateway's tools as MCP lists them (`Gateway.listing(identity, "mcp")`, kept by the
-    gateway; non-object output schemas wrapped there), as SDK models; with `identity`, only
-    those that identity may call."""
+def describe_tools(
+    gateway: Gateway, identity: str | None = None, claims: Claims | None = None
+) -> list[types.Tool]:
+    """The gateway's tools as MCP lists them (`Gateway.listing(identity, "mcp", claims)`, kept
+    by the gateway; non-object output schemas wrapped there), as SDK models; with `identity`
+    (and its token's `claims`), only those that caller may call."""
     return [
         types.Tool(
             name=listed["name"],
@@ -65,7 +69,7 @@ def describe_tools(gateway: Gateway, identity: str | None = None) -> list[types.
             input_schema=listed["inputSchema"],
             output_schema=listed["outputSchema"],
         )
-        for listed in gateway.listing(identity, "mcp")
+        for listed in gateway.listing(identity, "mcp", claims)
     ]
 
 
@@ -200,8 +204,10 @@ def json_text(value: JSONValue) -> str | None:
 class McpTools:
     """The gateway's tools behind the SDK's low-level `Server`: tools/list and tools/call only.
 
-    `identity_of` says who is calling (None refuses the call as unauthenticated); `call_scope`
-    gives the connection part of call ids.
+    `identity_of` says who is calling (None refuses the call as unauthenticated), `claims_of`
+    what its token says of it (the scopes that decide with the identity what it may list and
+    call; None, or no `claims_of`: strictcall's own token); `call_scope` gives the connection
+    part of call ids.
     """
 
     def __init__(
@@ -210,9 +216,11 @@ class McpTools:
         identity_of: IdentityOf,
         call_scope: Callable[[], str],
         record: Recorder | None = None,
+        claims_of: ClaimsOf | None = None,
     ) -> None:
         self.gateway: Final = gateway
         self._identity_of = identity_of
+        self._claims_of: Final[ClaimsOf] = claims_of if claims_of is not None else _no_claims
         self._call_scope = call_scope
         self._record = record
         # follows the gateway's tools, which may change while serving (a proxy's upstream
@@ -268,15 +276,18 @@ class McpTools:
         self, ctx: Context, params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         """tools/list: every tool the caller may call, on one page."""
-        return types.ListToolsResult(tools=self.listing(self._identity_of(ctx)))
+        return types.ListToolsResult(
+            tools=self.listing(self._identity_of(ctx), self._claims_of(ctx))
+        )
 
-    def listing(self, identity: str | None) -> list[types.Tool]:
-        """Every tool `identity` may call (none for a transport that forgot the caller): the
-        gateway's listing (`Gateway.listing`, kept there), as SDK models."""
+    def listing(self, identity: str | None, claims: Claims | None = None) -> list[types.Tool]:
+        """Every tool `identity` (with its token's `claims`) may call (none for a transport
+        that forgot the caller): the gateway's listing (`Gateway.listing`, kept there), as SDK
+        models."""
         if identity is None:
             return []
         self._follow()
-        return describe_tools(self.gateway, identity)
+        return describe_tools(self.gateway, identity, claims)
 
     async def call_tool(
         self, ctx: Context, params: types.CallToolRequestParams
@@ -285,13 +296,16 @@ class McpTools:
         parsed `params` are unused (pydantic would have coerced what the gateway must see as
         sent)."""
         raw = dict(ctx.params) if ctx.params is not None else {}
-        return await self.answer_call(raw, ctx.request_id, self._identity_of(ctx))
+        return await self.answer_call(
+            raw, ctx.request_id, self._identity_of(ctx), self._claims_of(ctx)
+        )
 
     async def answer_call(
         self,
         params: dict[str, JSONValue],
         request_id: types.RequestId | None,
         identity: str | None,
+        claims: Claims | None = None,
     ) -> types.CallToolResult:
         """A tools/call's params through the gateway, answered as a tool result and audited.
 
@@ -300,7 +314,7 @@ class McpTools:
         object), so that the gateway's ladder decides them all alike (route before shape, the
         same details).
         """
-        outcome = await self._settle(params, request_id, identity)
+        outcome = await self._settle(params, request_id, identity, claims)
         result, error = answered(outcome.answer, wrapped=outcome.tool in self._wrapped)
         self._audit(outcome, error, identity)
         return result
@@ -311,11 +325,12 @@ class McpTools:
         request_id: types.RequestId,
         identity: str | None,
         version: str = HANDSHAKE_ERA,
+        claims: Claims | None = None,
     ) -> bytes:
         """`answer_call`, its answer written at once as the line of JSON-RPC that carries it
         for wire `version` (the JSON `result_message` and the SDK's transports write, without
         building and dumping their models)."""
-        outcome = await self._settle(params, request_id, identity)
+        outcome = await self._settle(params, request_id, identity, claims)
         return self._line(outcome, request_id, identity, version)
 
     def answer_call_line_now(
@@ -324,6 +339,7 @@ class McpTools:
         request_id: types.RequestId,
         identity: str | None,
         version: str = HANDSHAKE_ERA,
+        claims: Claims | None = None,
     ) -> bytes | None:
         """`answer_call_line` answered in place, inside the event loop; None, with nothing run
         or audited, when the call names a tool that must be awaited."""
@@ -331,7 +347,7 @@ class McpTools:
         if identity is None:  # a transport that forgot the caller: refuse, never guess
             outcome = self._refused_unknown(call, call_id)
         else:
-            settled = self.gateway.settle(call, identity, call_id, in_place=True)
+            settled = self.gateway.settle(call, identity, call_id, in_place=True, claims=claims)
             if settled is AWAIT:
                 return None
             assert isinstance(settled, Outcome)
@@ -368,12 +384,13 @@ class McpTools:
         params: dict[str, JSONValue],
         request_id: types.RequestId | None,
         identity: str | None,
+        claims: Claims | None = None,
     ) -> Outcome:
         """The gateway's outcome of a call, its call id the request's in this connection."""
         call, call_id = self._call_of(params, request_id)
         if identity is None:  # a transport that forgot the caller: refuse, never guess
             return self._refused_unknown(call, call_id)
-        return await self.gateway.settle_async(call, identity, call_id)
+        return await self.gateway.settle_async(call, identity, call_id, claims=claims)
 
     def call_id(self, request_id: types.RequestId | None) -> str:
         """The call id of a request in this connection (`call_scope`): MCP's request ids are
@@ -405,6 +422,11 @@ class McpTools:
         call_id = None if request_id is None else self.call_id(request_id)
         tool = self.gateway.tool_named({"name": name})
         return refusal_record(error, identity, call_id, tool)
+
+
+def _no_claims(ctx: Context) -> None:
+    """No caller's claims: a transport whose callers are strictcall's own (stdio's identity)."""
+    return None
 
 
 @functools.cache

@@ -22,9 +22,18 @@ from starlette.responses import Response
 
 from strictcall.core.gateway import Gateway
 from strictcall.core.ids import mint_call_id
+from strictcall.core.policy.model import Claims
 from strictcall.core.record import refusal_record
 from strictcall.core.refusals import protocol_refusal
-from strictcall.transports.asgi import IDENTITY_KEY, Message, Receive, Scope, Send, read_body
+from strictcall.transports.asgi import (
+    CLAIMS_KEY,
+    IDENTITY_KEY,
+    Message,
+    Receive,
+    Scope,
+    Send,
+    read_body,
+)
 from strictcall.transports.asgi import Response as Answered
 from strictcall.transports.jsonrpc import Recorder
 from strictcall.transports.mcp.adapter import (
@@ -48,6 +57,20 @@ def identity_in_scope(ctx: Context) -> str | None:
     return identity if isinstance(identity, str) else None
 
 
+def claims_in_scope(ctx: Context) -> Claims | None:
+    """The caller's token's claims admission put in the HTTP request's scope (None: absent,
+    strictcall's own token)."""
+    request = ctx.request
+    if not isinstance(request, Request):
+        return None
+    return _claims(request.scope)
+
+
+def _claims(scope: Scope) -> Claims | None:
+    claims = scope.get(CLAIMS_KEY)  # absent: strictcall's own token, no scope limits it
+    return claims if isinstance(claims, frozenset) else None
+
+
 class McpHttpApp:
     """MCP streamable HTTP, stateless with JSON responses, as an ASGI app for `RpcApp`'s
     mounts: it expects the caller's identity in the scope
@@ -63,7 +86,9 @@ class McpHttpApp:
         self._direct = direct
         self._record = record
         # stateless: each request is a connection of its own, with a scope of its own
-        tools = McpTools(gateway, identity_in_scope, lambda: mint_call_id("http"), record)
+        tools = McpTools(
+            gateway, identity_in_scope, lambda: mint_call_id("http"), record, claims_in_scope
+        )
         self._tools = tools
         self.manager: Final = StreamableHTTPSessionManager(
             tools.server(),
@@ -118,7 +143,10 @@ class McpHttpApp:
     ) -> None:
         identity = scope.get(IDENTITY_KEY)
         result = await self._tools.answer_call(
-            call.params, call.request_id, identity if isinstance(identity, str) else None
+            call.params,
+            call.request_id,
+            identity if isinstance(identity, str) else None,
+            _claims(scope),
         )
         reply = result_message(call.request_id, result, protocol_version(call.params))
         body = orjson.dumps(reply.model_dump(by_alias=True, mode="json", exclude_none=True))
@@ -129,10 +157,11 @@ class McpHttpApp:
         """A plain request answered here, as the SDK's stateless JSON-response path answers it."""
         identity = scope.get(IDENTITY_KEY)
         caller = identity if isinstance(identity, str) else None
-        body = self._reply_now(request, caller)
+        claims = _claims(scope)
+        body = self._reply_now(request, caller, claims)
         if body is None:  # a call whose tool must be awaited
             line = await self._tools.answer_call_line(
-                request.params, request.request_id, caller, request.version
+                request.params, request.request_id, caller, request.version, claims
             )
             body = line[:-1]  # the line's newline: a body is the message alone
         status, headers, body = _json_response(body)
@@ -155,19 +184,23 @@ class McpHttpApp:
         if not isinstance(message, DirectRequest):
             return None
         identity = scope.get(IDENTITY_KEY)
-        reply = self._reply_now(message, identity if isinstance(identity, str) else None)
+        caller = identity if isinstance(identity, str) else None
+        reply = self._reply_now(message, caller, _claims(scope))
         return None if reply is None else _json_response(reply)
 
-    def _reply_now(self, request: DirectRequest, caller: str | None) -> bytes | None:
+    def _reply_now(
+        self, request: DirectRequest, caller: str | None, claims: Claims | None
+    ) -> bytes | None:
         """A plain request's reply, made now; None for a call whose tool must be awaited."""
         request_id = request.request_id
         if request.method == "tools/call":
             line = self._tools.answer_call_line_now(
-                request.params, request_id, caller, request.version
+                request.params, request_id, caller, request.version, claims
             )
             return None if line is None else line[:-1]  # a body is the message alone
         if request.method == "tools/list":
-            listing = [] if caller is None else self._tools.gateway.listing(caller, "mcp")
+            gateway = self._tools.gateway
+            listing = [] if caller is None else gateway.listing(caller, "mcp", claims)
             return orjson.dumps(listing_message(request_id, listing, request.version))
         return orjson.dumps({"jsonrpc": "2.0", "id": request_id, "result": {}})  # ping
 

@@ -1,0 +1,95 @@
+"""The HTTP edge's flags (`serve`, `proxy`, `federate`): added to a command's parser, read back
+as `EdgeLimits`, and the first one given where it does not apply."""
+
+from __future__ import annotations
+
+import argparse
+
+from strictcall.cli.arguments import _positive_float, _positive_int
+from strictcall.server.edge import (
+    DEFAULT_BODY_GRACE_S,
+    DEFAULT_BODY_MIN_RATE,
+    DEFAULT_HEADER_TIMEOUT_S,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_IN_FLIGHT,
+    EdgeLimits,
+)
+
+
+def _add_edge_arguments(parser: argparse.ArgumentParser) -> None:
+    """The HTTP edge's flags, the same for `serve` and `proxy`."""
+    edge = parser.add_argument_group("the edge (HTTP)")
+    edge.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="a browser origin that may call, e.g. https://app.example (repeatable; loopback "
+        "origins are allowed when bound to a loopback address)",
+    )
+    edge.add_argument(
+        "--header-timeout",
+        type=_positive_float,
+        default=DEFAULT_HEADER_TIMEOUT_S,
+        metavar="S",
+        help=f"seconds for a request's headers (default {DEFAULT_HEADER_TIMEOUT_S:g})",
+    )
+    edge.add_argument(
+        "--body-grace",
+        type=_positive_float,
+        default=DEFAULT_BODY_GRACE_S,
+        metavar="S",
+        help=f"seconds a body may take before the minimum rate applies "
+        f"(default {DEFAULT_BODY_GRACE_S:g})",
+    )
+    edge.add_argument(
+        "--body-min-rate",
+        type=_positive_int,
+        default=DEFAULT_BODY_MIN_RATE,
+        metavar="BYTES",
+        help=f"bytes a second a body must keep up after its grace "
+        f"(default {DEFAULT_BODY_MIN_RATE})",
+    )
+    edge.add_argument(
+        "--max-connections",
+        type=_positive_int,
+        default=DEFAULT_MAX_CONNECTIONS,
+        metavar="N",
+        help=f"connections open at once (default {DEFAULT_MAX_CONNECTIONS})",
+    )
+    edge.add_argument(
+        "--max-in-flight",
+        type=_positive_int,
+        default=DEFAULT_MAX_IN_FLIGHT,
+        metavar="N",
+        help=f"one identity's calls answered at once; more are refused busy "
+        f"(default {DEFAULT_MAX_IN_FLIGHT})",
+    )
+
+
+def _edge_of(args: argparse.Namespace) -> EdgeLimits:
+    """The edge limits the flags ask for."""
+    return EdgeLimits(
+        header_timeout_s=args.header_timeout,
+        body_grace_s=args.body_grace,
+        body_min_rate=args.body_min_rate,
+        max_connections=args.max_connections,
+        max_in_flight=args.max_in_flight,
+    )
+
+
+def _edge_flags_given(args: argparse.Namespace) -> str | None:
+    """The first HTTP edge flag given a value other than its default, or None."""
+    if args.allow_origin:
+        return "--allow-origin"
+    asked, defaults = _edge_of(args), EdgeLimits()
+    for flag, field in (
+        ("--header-timeout", "header_timeout_s"),
+        ("--body-grace", "body_grace_s"),
+        ("--body-min-rate", "body_min_rate"),
+        ("--max-connections", "max_connections"),
+        ("--max-in-flight", "max_in_flight"),
+    ):
+        if getattr(asked, field) != getattr(defaults, field):
+            return flag
+    return None

@@ -1,0 +1,54 @@
+"""`strictcall policy check`, and the policy file as `serve`, `proxy` and `federate` put it in
+force and reload it on SIGHUP."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Literal, TextIO
+
+from strictcall.cli.store import EXIT_FAILED, EXIT_OK
+from strictcall.errors import PolicyFileError
+
+if TYPE_CHECKING:
+    from strictcall.core.policy import PolicyHolder
+
+
+def _policy_of(path: str | None, command: str, err: TextIO) -> PolicyHolder | Literal[False] | None:
+    """The policy in the file at `path` in force (None without one), or False after one line
+    on `err` saying why it cannot be (its line and reason)."""
+    if path is None:
+        return None
+    from strictcall.services.policy_file import load_holder
+
+    try:
+        return load_holder(path)
+    except PolicyFileError as exc:
+        err.write(f"{command}: policy {path}: {exc}\n")
+        return False
+
+
+def _reload_on_hangup(holder: PolicyHolder, path: str, err: TextIO) -> Callable[[], None] | None:
+    """Reload the policy on SIGHUP, where this process can be told so (POSIX, main thread)."""
+    import signal
+    import threading
+
+    if not hasattr(signal, "SIGHUP") or threading.current_thread() is not threading.main_thread():
+        return None
+    from strictcall.services.policy_file import reload_on_sighup
+
+    return reload_on_sighup(holder, path, err)
+
+
+def run_policy_check(path: str, *, out: TextIO, err: TextIO) -> int:
+    """Check the policy file at `path`: one line saying what it holds, or one line with the
+    line number and the reason it is not valid (exit 1)."""
+    from strictcall.services.policy_file import read_policy
+
+    try:
+        policy = read_policy(path)
+    except PolicyFileError as exc:
+        err.write(f"{path}: {exc}\n")
+        return EXIT_FAILED
+    shared = "" if policy.shared is None else ", quotas shared"
+    out.write(f"{path}: ok: {len(policy.rules)} rules, {len(policy.quotas)} quotas{shared}\n")
+    return EXIT_OK

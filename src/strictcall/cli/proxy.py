@@ -1,0 +1,241 @@
+"""`strictcall proxy`: its flags (checked together), and strictcall in front of one MCP server,
+over stdio or HTTP."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, TextIO
+
+from strictcall.cli.arguments import (
+    EXIT_USAGE,
+    _db_path,
+    _port,
+    _utf8_text,
+)
+from strictcall.cli.edge import _add_edge_arguments, _edge_flags_given, _edge_of
+from strictcall.cli.identity import (
+    OAuthChoice,
+    add_oauth_arguments,
+    add_upstream_oauth_arguments,
+    oauth_given,
+    upstream_credentials_of,
+)
+from strictcall.cli.policy import _policy_of, _reload_on_hangup
+from strictcall.cli.serving import serve_stdio_or_http
+from strictcall.cli.store import EXIT_FAILED, _open_store
+from strictcall.server.edge import EdgeLimits
+
+if TYPE_CHECKING:
+    from strictcall.server.edge import OriginPolicy
+    from strictcall.server.router import RpcApp
+    from strictcall.services.proxy.credentials import ClientCredentials
+
+
+def run_proxy(
+    upstream: str | None,
+    upstream_url: str | None,
+    headers: list[str],
+    *,
+    credentials: ClientCredentials | None = None,
+    db: str,
+    identity: str | None,
+    host: str,
+    port: int | None,
+    allow: str | None,
+    pass_errors: list[str],
+    policy: str | None = None,
+    timeout: float,
+    out: TextIO,
+    err: TextIO,
+    edge: EdgeLimits | None = None,
+    allow_origins: Sequence[str] = (),
+    oauth: OAuthChoice | None = None,
+    max_result_bytes: int | None = None,
+) -> int:
+    """Serve one upstream MCP server's tools through the gateway: MCP on stdio as `identity`
+    (when given), else HTTP on `port` with the store's tokens, behind the same edge as
+    `strictcall serve` (`allow_origins`, and `edge`'s deadlines, connection cap and calls in
+    flight per identity). Standard output carries MCP alone in stdio mode; everything else
+    goes to `err`."""
+    from strictcall.server.proxy import Proxy, upstream_failure  # the MCP SDK loads only here
+    from strictcall.services.proxy import PolicyError, UpstreamFailed, UpstreamSpec, load_allow_list
+    from strictcall.services.proxy.stdio import MAX_RESULT_BYTES
+
+    try:
+        spec = (
+            UpstreamSpec.of_url(upstream_url, headers, credentials)
+            if upstream_url is not None
+            else UpstreamSpec.of_command(upstream or "")
+        )
+        allowed = None if allow is None else load_allow_list(allow)
+    except (ValueError, PolicyError) as exc:
+        err.write(f"strictcall proxy: {exc}\n")
+        return EXIT_FAILED
+    holder = _policy_of(policy, "strictcall proxy", err)
+    if holder is False:
+        return EXIT_FAILED
+    store = _open_store(db, err)
+    if store is None:
+        return EXIT_FAILED
+    proxy = Proxy(
+        spec,
+        errlog=err,
+        allowed=allowed,
+        policy=holder,
+        pass_errors=pass_errors,
+        timeout=timeout,
+        max_result_bytes=MAX_RESULT_BYTES if max_result_bytes is None else max_result_bytes,
+    )
+    restore = None
+    if holder is not None and policy is not None:
+        restore = _reload_on_hangup(holder, policy, err)
+
+    def serve_stdio() -> None:
+        from strictcall.server.proxy import serve_proxy_stdio
+
+        assert identity is not None
+        serve_proxy_stdio(proxy, identity, store=store)
+
+    def app_of(origins: OriginPolicy) -> RpcApp:
+        from strictcall.server.proxy import proxy_app
+
+        settings = None if oauth is None else oauth.settings
+        return proxy_app(proxy, store, origins=origins, edge=edge, oauth=settings)
+
+    try:
+        return serve_stdio_or_http(
+            "strictcall proxy",
+            db=db,
+            identity=identity,
+            host=host,
+            port=port,
+            upstreams=f"upstream: {spec.describe()}",
+            stdio_detail="",
+            serve_stdio=serve_stdio,
+            app_of=app_of,
+            failed=lambda: proxy.failed,
+            failures=(UpstreamFailed, BaseExceptionGroup),
+            failure_of=upstream_failure,
+            out=out,
+            err=err,
+            edge=edge,
+            allow_origins=allow_origins,
+        )
+    finally:
+        if restore is not None:
+            restore()
+        if holder is not None:
+            holder.close()
+        proxy.gateway.close()
+        store.close()
+
+
+def add_proxy_parser(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], db_help: str
+) -> None:
+    """`proxy`'s flags and help, as the command line lists them."""
+    proxy = commands.add_parser(
+        "proxy", help="serve an MCP server's tools through strictcall (stdio or HTTP)"
+    )
+    upstream = proxy.add_mutually_exclusive_group(required=True)
+    upstream.add_argument(
+        "--upstream-cmd", type=_utf8_text, help='the MCP server to run, e.g. "node server.js"'
+    )
+    upstream.add_argument("--upstream-url", type=_utf8_text, help="a streamable HTTP MCP server")
+    proxy.add_argument(
+        "--upstream-header",
+        action="append",
+        default=[],
+        type=_utf8_text,
+        metavar='"NAME: VALUE"',
+        help="with --upstream-url: a header sent with every request (repeatable)",
+    )
+    add_upstream_oauth_arguments(proxy)
+    proxy.add_argument(
+        "--stdio", action="store_true", help="serve MCP on stdin/stdout as --identity"
+    )
+    proxy.add_argument(
+        "--identity", type=_utf8_text, help="with --stdio: the caller every call runs as"
+    )
+    proxy.add_argument("--host", default="127.0.0.1", help="HTTP: default 127.0.0.1")
+    proxy.add_argument("--port", type=_port, help="HTTP: 0-65535, default 8765; 0 picks a free one")
+    proxy.add_argument("--db", type=_db_path, help=db_help + "; tokens and the audit log")
+    allowing = proxy.add_mutually_exclusive_group()
+    allowing.add_argument(
+        "--allow", type=_utf8_text, metavar="FILE", help="allow-list: identity -> tool names"
+    )
+    allowing.add_argument(
+        "--policy",
+        type=_utf8_text,
+        metavar="FILE",
+        help="a policy file, as for serve (read again on SIGHUP)",
+    )
+    proxy.add_argument(
+        "--pass-errors",
+        action="append",
+        default=[],
+        type=_utf8_text,
+        metavar="TOOL",
+        help="pass this tool's error text to the caller as upstream_text (repeatable)",
+    )
+    proxy.add_argument(
+        "--timeout", type=float, default=60.0, help="seconds a call may take (default 60)"
+    )
+    proxy.add_argument(
+        "--max-result-bytes",
+        type=int,
+        default=8 * 1024 * 1024,
+        metavar="N",
+        help="the longest answer one call may get from the upstream (default 8 MiB)",
+    )
+    _add_edge_arguments(proxy)
+    add_oauth_arguments(proxy)
+
+
+def run_proxy_args(
+    args: argparse.Namespace, db: str, oauth: OAuthChoice | None, *, out: TextIO, err: TextIO
+) -> int:
+    """`strictcall proxy` as the command line parsed it: its flags checked together (2 and one
+    line for a misuse), then `run_proxy`."""
+    if args.stdio != (args.identity is not None) or (args.stdio and args.port is not None):
+        err.write("strictcall proxy: --stdio takes --identity ID (and no --port)\n")
+        return EXIT_USAGE
+    if args.upstream_header and args.upstream_url is None:
+        err.write("strictcall proxy: --upstream-header goes with --upstream-url\n")
+        return EXIT_USAGE
+    try:
+        credentials = upstream_credentials_of(args)
+    except ValueError as exc:
+        err.write(f"strictcall proxy: {exc}\n")
+        return EXIT_USAGE
+    if not args.timeout > 0:
+        err.write("strictcall proxy: --timeout is a positive number of seconds\n")
+        return EXIT_USAGE
+    if args.max_result_bytes < 1:
+        err.write("strictcall proxy: --max-result-bytes is a positive number of bytes\n")
+        return EXIT_USAGE
+    edge_given = _edge_flags_given(args) or oauth_given(args)
+    if args.stdio and edge_given is not None:
+        err.write(f"strictcall proxy: {edge_given} is for HTTP; leave it out with --stdio\n")
+        return EXIT_USAGE
+    return run_proxy(
+        args.upstream_cmd,
+        args.upstream_url,
+        args.upstream_header,
+        credentials=credentials,
+        db=db,
+        identity=args.identity,
+        host=args.host,
+        port=args.port,
+        allow=args.allow,
+        policy=args.policy,
+        pass_errors=args.pass_errors,
+        timeout=args.timeout,
+        max_result_bytes=args.max_result_bytes,
+        edge=_edge_of(args),
+        allow_origins=args.allow_origin,
+        oauth=oauth,
+        out=out,
+        err=err,
+    )
