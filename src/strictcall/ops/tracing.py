@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Final
 
+from strictcall.core.marks import STAGE_MARKS, StageMarks
 from strictcall.core.record import AuditRecord
 
 try:
@@ -107,13 +108,20 @@ class CallTracer:
         ):
             if value is not None:
                 attributes["strictcall." + name] = value
+        stages = stages_of(entry.stage)
+        marks = STAGE_MARKS.get()
+        times = stage_times(len(stages), marks, end_ns)
+        if marks:
+            marks.clear()  # this call's: a refusal made after it in the request has none
+        start_ns = min(times[0], end_ns - entry.latency_us * 1000)
+        end_ns = max(times[-1], end_ns)
         span = self._tracer.start_span(
             "call" if entry.tool is None else f"call {entry.tool}",
-            start_time=end_ns - entry.latency_us * 1000,
+            start_time=start_ns,
             attributes=attributes,
         )
-        for stage, outcome in stages_of(entry.stage):
-            span.add_event(stage, {"strictcall.stage.outcome": outcome}, timestamp=end_ns)
+        for (stage, outcome), at in zip(stages, times, strict=True):
+            span.add_event(stage, {"strictcall.stage.outcome": outcome}, timestamp=at)
         if entry.outcome != "ok":
             span.set_status(trace.Status(trace.StatusCode.ERROR))
         work = STORE_WORK.get()
@@ -144,6 +152,17 @@ def stages_of(failed: str | None) -> list[tuple[str, str]]:
     return [(stage, "passed") for stage in STAGES[:index]] + [(failed, "failed")]
 
 
+def stage_times(count: int, marks: StageMarks | None, end_ns: int) -> list[int]:
+    """When each of a call's `count` stages ended, from its `marks` (`strictcall.core.marks`):
+    parse at the ladder's start (it had ended by then), each stage passed at its own mark, the
+    one that decided at the last mark (a tool that finds its resource missing decides while it
+    runs, and says resource). Without marks (a refusal before the ladder), all at `end_ns`."""
+    if not marks:
+        return [end_ns] * count
+    passed = marks[: count - 1]
+    return passed + [passed[-1] if passed else end_ns] * (count - 1 - len(passed)) + [marks[-1]]
+
+
 def incoming_context(headers: Iterable[tuple[bytes, bytes]]) -> Any:
     """The trace context of a request's W3C `traceparent` (and `tracestate`) headers, or None
     without a valid one."""
@@ -165,9 +184,11 @@ def request_context(headers: Iterable[tuple[bytes, bytes]]) -> Iterator[None]:
     parent = incoming_context(headers)
     attached = None if parent is None else otel_context.attach(parent)
     kept = STORE_WORK.set([])
+    marked = STAGE_MARKS.set([])
     try:
         yield
     finally:
+        STAGE_MARKS.reset(marked)
         STORE_WORK.reset(kept)
         if attached is not None:
             otel_context.detach(attached)
