@@ -23,7 +23,7 @@ import pytest
 from mcp_peers import fastmcp_command
 from ops_calls import mcp_headers
 from servers import create_token, start_server
-from stdio_peer import DEADLINE_S
+from stdio_peer import DEADLINE_S, StdioPeer
 from strictcall.core.gateway import Gateway
 from strictcall.core.marks import STAGE_MARKS
 from strictcall.errors import (
@@ -332,3 +332,44 @@ def test_stage_times_are_the_marks_or_the_end(
     count: int, marks: list[int] | None, expected: list[int]
 ) -> None:
     assert stage_times(count, marks, 50) == expected
+
+
+@pytest.fixture(scope="module")
+def over_stdio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Span]]:
+    """The spans of `strictcall serve --mcp-stdio`: a write, reads on the direct path and the
+    SDK's (a `_meta` member it leaves to the SDK), and two refusals."""
+    folder = tmp_path_factory.mktemp("stage-times-stdio")
+    prefix, exported = traced_prefix(folder)
+    argv = [*prefix, sys.executable, "-m", "strictcall", "serve", "--mcp-stdio"]
+    db = folder / "s.sqlite3"
+    peer = StdioPeer([*argv, "--identity", "u1", "--db", str(db)], subprocess.DEVNULL)
+    try:
+        peer.initialize()
+        note_id = peer.call("create_note", {"text": "t"})["structuredContent"]["note_id"]
+        peer.call("read_note", {"note_id": note_id})
+        sdk = {"name": "read_note", "arguments": {"note_id": note_id}, "_meta": {"zq-other": 1}}
+        assert "result" in peer.request("tools/call", sdk)
+        peer.call("read_note", {"note_id": 7})
+        peer.call("read_note", {"note_id": "n-none"})
+    finally:
+        assert peer.close() == 0
+    yield read_spans(exported)
+
+
+def test_a_stdio_call_has_its_stages_timed_and_its_store_work_inside(
+    over_stdio: list[Span],
+) -> None:
+    (write,) = spans_of(over_stdio, "call create_note", "stdio")
+    reads = spans_of(over_stdio, "call read_note", "stdio")
+    assert len(reads) == 4
+    ok = [s for s in reads if s["attributes"]["strictcall.outcome"] == "ok"]
+    assert len(ok) == 2  # the direct path's and the SDK's
+    for span in [write, *ok]:
+        times = assert_stage_times(span, None)
+        (store,) = children(over_stdio, span)
+        assert times[Stage.RESOURCE] <= micros(store["start_time"])
+        assert micros(store["end_time"]) <= times[Stage.EXECUTE]
+        assert times[Stage.RESOURCE] < times[Stage.EXECUTE]
+    codes = {s["attributes"].get("strictcall.code"): s for s in reads}
+    assert_stage_times(codes[INVALID_ARGUMENTS.code], INVALID_ARGUMENTS.stage)
+    assert_stage_times(codes[FORBIDDEN_OR_MISSING.code], FORBIDDEN_OR_MISSING.stage)
