@@ -58,6 +58,7 @@ sys.exit(status)
 """
 
 Span = dict[str, Any]
+INVENTED = "zq-invented<b>tool-9119"
 
 
 def traced_prefix(folder: Path) -> tuple[list[str], Path]:
@@ -219,14 +220,25 @@ def test_a_refusal_has_events_up_to_its_stage_only(served: list[Span], transport
             assert children(served, span) == []  # refused before any store work
 
 
-@pytest.fixture(scope="module")
-def proxied(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Span]]:
-    """The spans of `strictcall proxy` over HTTP in front of the FastMCP notes server."""
-    folder = tmp_path_factory.mktemp("stage-times-proxy")
+@pytest.fixture(scope="module", params=["proxy", "federate"])
+def proxied(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[list[Span], str]]:
+    """The spans of `strictcall proxy`, then of `strictcall federate` (its tools prefixed
+    `notes_`), over HTTP in front of the FastMCP notes server; and the tools' prefix."""
+    folder = tmp_path_factory.mktemp("stage-times-" + request.param)
     prefix, exported = traced_prefix(folder)
     db = folder / "p.sqlite3"
     token = create_token(db, "u1")
-    argv = ["-m", "strictcall", "proxy", "--upstream-cmd", fastmcp_command()]
+    if request.param == "proxy":
+        upstream, named = ["--upstream-cmd", fastmcp_command()], ""
+    else:
+        config = folder / "federation.toml"
+        config.write_text(
+            f"[upstreams.notes]\ncommand = {json.dumps(fastmcp_command())}\n", encoding="utf-8"
+        )
+        upstream, named = ["--config", str(config)], "notes_"
+    argv = ["-m", "strictcall", request.param, *upstream]
     process = subprocess.Popen(
         [*prefix, sys.executable, *argv, "--port", "0", "--db", str(db)],
         stdout=subprocess.PIPE,
@@ -247,32 +259,41 @@ def proxied(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Span]]:
         ]
         for n, (name, arguments) in enumerate(calls):
             answer = httpx.post(
-                rpc, json=tools_call(name, f"p{n}", arguments), headers=auth, timeout=DEADLINE_S
+                rpc,
+                json=tools_call(named + name, f"p{n}", arguments),
+                headers=auth,
+                timeout=DEADLINE_S,
             )
             assert answer.status_code == 200
     finally:
         process.send_signal(signal.SIGTERM)
         process.stdout.close()
         assert process.wait(timeout=DEADLINE_S) == 0
-    yield read_spans(exported)
+    yield read_spans(exported), named
 
 
-def test_a_proxied_call_ends_execute_after_the_upstream_answered(proxied: list[Span]) -> None:
+def test_a_proxied_call_ends_execute_after_the_upstream_answered(
+    proxied: tuple[list[Span], str],
+) -> None:
+    spans, named = proxied
     (ok,) = [
-        s for s in spans_of(proxied, "call add", "rpc") if "strictcall.code" not in s["attributes"]
+        s
+        for s in spans_of(spans, f"call {named}add", "rpc")
+        if "strictcall.code" not in s["attributes"]
     ]
     times = assert_stage_times(ok, None)
     assert times[Stage.RESOURCE] < times[Stage.EXECUTE]  # the upstream's round trip
 
 
-def test_a_proxied_refusal_has_events_up_to_its_stage(proxied: list[Span]) -> None:
+def test_a_proxied_refusal_has_events_up_to_its_stage(proxied: tuple[list[Span], str]) -> None:
+    spans, named = proxied
     (shape,) = [
         s
-        for s in spans_of(proxied, "call add", "rpc")
+        for s in spans_of(spans, f"call {named}add", "rpc")
         if s["attributes"].get("strictcall.code") == INVALID_ARGUMENTS.code
     ]
     assert_stage_times(shape, INVALID_ARGUMENTS.stage)
-    (output,) = spans_of(proxied, "call broken_count", "rpc")
+    (output,) = spans_of(spans, f"call {named}broken_count", "rpc")
     assert output["attributes"]["strictcall.code"] == INVALID_TOOL_RESULT.code
     times = assert_stage_times(output, INVALID_TOOL_RESULT.stage)
     assert times[Stage.RESOURCE] < times[Stage.EXECUTE]
@@ -351,6 +372,7 @@ def over_stdio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Span]]
         assert "result" in peer.request("tools/call", sdk)
         peer.call("read_note", {"note_id": 7})
         peer.call("read_note", {"note_id": "n-none"})
+        peer.call(INVENTED, {})
     finally:
         assert peer.close() == 0
     yield read_spans(exported)
@@ -373,3 +395,12 @@ def test_a_stdio_call_has_its_stages_timed_and_its_store_work_inside(
     codes = {s["attributes"].get("strictcall.code"): s for s in reads}
     assert_stage_times(codes[INVALID_ARGUMENTS.code], INVALID_ARGUMENTS.stage)
     assert_stage_times(codes[FORBIDDEN_OR_MISSING.code], FORBIDDEN_OR_MISSING.stage)
+    (invented,) = spans_of(over_stdio, "call", "stdio")
+    assert_stage_times(invented, UNKNOWN_TOOL.stage)
+
+
+def test_stdio_makes_strictcalls_spans_only_and_none_names_an_invented_tool(
+    over_stdio: list[Span],
+) -> None:
+    assert {span["name"].split(" ")[0] for span in over_stdio} == {"call", "store"}
+    assert INVENTED not in json.dumps(over_stdio)
