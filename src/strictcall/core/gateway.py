@@ -149,7 +149,8 @@ class Gateway(ToolRegistry):
         read_note call of bench/inprocess_strictcall.py's in-memory gateway: 39,741 written
         out against 40,112 through `_ladder`, 0.9 %; refused at shape: 36,739 against 37,108,
         1.0 %; valgrind's instruction counts, 2,000 calls less none, the same session).
-        tests/test_gateway_forms.py pins that the two answer every call alike.
+        tests/test_gateway_forms.py pins that the two answer every call alike. It marks no
+        stage times (`_ladder`'s `marks`): an in-process call has no span.
 
         Raises:
             TypeError, ValueError: `identity` is not a str, or `call_id` not a request id.
