@@ -7,6 +7,7 @@ the work, and a refusal at a stage has events up to that stage and no further.""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -24,8 +25,9 @@ from mcp_peers import fastmcp_command
 from ops_calls import mcp_headers
 from servers import create_token, start_server
 from stdio_peer import DEADLINE_S, StdioPeer
-from strictcall.core.gateway import Gateway
+from strictcall.core.gateway import AWAIT, Gateway
 from strictcall.core.marks import STAGE_MARKS
+from strictcall.core.tools import tool
 from strictcall.errors import (
     FORBIDDEN_OR_MISSING,
     INVALID_ARGUMENTS,
@@ -404,3 +406,30 @@ def test_stdio_makes_strictcalls_spans_only_and_none_names_an_invented_tool(
 ) -> None:
     assert {span["name"].split(" ")[0] for span in over_stdio} == {"call", "store"}
     assert INVENTED not in json.dumps(over_stdio)
+
+
+def test_a_call_awaited_after_its_in_place_try_has_its_own_marks_only() -> None:
+    @tool()
+    async def later(a: int) -> int:
+        """Answer `a` after a turn of the loop."""
+        await asyncio.sleep(0)
+        return a
+
+    gateway = Gateway([later])
+    gateway.marks_stages = True
+    call: dict[str, Any] = {"name": "later", "arguments": {"a": 1}}
+
+    async def settled() -> list[int]:
+        marks: list[int] = []
+        kept = STAGE_MARKS.set(marks)
+        try:
+            assert gateway.settle(call, "u1", "c1", in_place=True) is AWAIT
+            outcome = await gateway.settle_async(call, "u1", "c1")
+        finally:
+            STAGE_MARKS.reset(kept)
+        assert outcome.answer["ok"] is True
+        return marks
+
+    marks = asyncio.run(settled())
+    assert len(marks) == len(STAGES)
+    assert marks == sorted(marks)
