@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import json
 import os
 import sys
 from collections.abc import Sequence
@@ -64,6 +63,7 @@ from strictcall.cli.proxy import add_proxy_parser, run_proxy_args
 from strictcall.cli.serve import add_serve_parser, serve_misuse
 from strictcall.core.ids import mint_call_id
 from strictcall.core.jsontext import MAX_SIZE
+from strictcall.core.terminal import json_shown
 from strictcall.errors import MissingExtra
 from strictcall.services.demo import demo_lines, handle
 
@@ -322,7 +322,8 @@ def _call(args: argparse.Namespace, stdin: BinaryIO | None, out: BinaryIO) -> in
         if done is None:
             return EXIT_REFUSED
         answer = done
-    _write_lines(out, [json.dumps(answer, ensure_ascii=False)])
+    # a result holds what a model wrote (a note's text): JSON, no character a terminal acts on
+    _write_lines(out, [json_shown(answer)])
     return EXIT_OK if answer["ok"] is True else EXIT_REFUSED
 
 

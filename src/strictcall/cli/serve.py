@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import shlex
 from collections.abc import Sequence
-from typing import Final, TextIO
+from typing import Final, TextIO, cast
 
 from strictcall.cli.arguments import (
     _db_path,
@@ -134,8 +134,11 @@ def run_serve_mcp_stdio(db: str, identity: str, *, err: TextIO, policy: str | No
     Standard output carries MCP alone; the one line about the store goes to `err`.
     """
     from strictcall.audit.log import AuditLog
+    from strictcall.ops.tracing import TracedStore, traced_stdio
+    from strictcall.ops.tracing import available as tracing_available
     from strictcall.server.logs import configure_logging
     from strictcall.services.notes import notes_gateway
+    from strictcall.storage import Store
     from strictcall.transports.mcp import serve_stdio  # the MCP SDK loads only here
     from strictcall.transports.mcp.stdio import exit_interrupted
 
@@ -153,13 +156,18 @@ def run_serve_mcp_stdio(db: str, identity: str, *, err: TextIO, policy: str | No
         err.flush()
         if holder is not None and policy is not None:
             restore = _reload_on_hangup(holder, policy, err)
-        with notes_gateway(store, policy=holder) as gateway:
+        # the notes' store work timed for the calls' spans (with the OpenTelemetry API)
+        notes = cast(Store, TracedStore(store)) if tracing_available() else store
+        with notes_gateway(notes, policy=holder) as gateway:
             # audited in batches written off the event loop, as the HTTP server audits: a
             # commit per call would cost more than the call, and wait on the notes' writes
             audit = AuditLog(store)
             serving = [] if holder is None else [holder.serving]
             lifespans = [*serving, audit.running]
-            serve_stdio(gateway, identity, record=audit.record, lifespans=lifespans)
+            record, per_call = traced_stdio(gateway, audit.record)
+            serve_stdio(
+                gateway, identity, record=record, lifespans=lifespans, call_context=per_call
+            )
     except KeyboardInterrupt:
         interrupted = True
     finally:

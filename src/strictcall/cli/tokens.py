@@ -7,6 +7,7 @@ import time
 from typing import TextIO
 
 from strictcall.cli.store import EXIT_FAILED, EXIT_OK, _with_store
+from strictcall.core.terminal import shown
 from strictcall.errors import FORBIDDEN_OR_MISSING, ErrorKind
 from strictcall.storage import (
     TOKEN_ID_LENGTH,
@@ -24,9 +25,8 @@ def run_tokens_create(db: str, identity: str, *, out: TextIO, err: TextIO) -> in
     if token is None:
         return EXIT_FAILED
     token_id = hash_token(token)[:TOKEN_ID_LENGTH]
-    out.write(
-        f"token for {identity} (id {token_id}; shown once, stored only as a hash):\n{token}\n"
-    )
+    whose = shown(identity)
+    out.write(f"token for {whose} (id {token_id}; shown once, stored only as a hash):\n{token}\n")
     return EXIT_OK
 
 
@@ -47,7 +47,7 @@ def run_tokens_list(db: str, *, out: TextIO, err: TextIO) -> int:
     out.write(f"{'id':{TOKEN_ID_LENGTH}}  {'role':8}  {'created':20}  identity\n")
     for t in tokens:
         created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t.created_at))
-        out.write(f"{t.token_id}  {t.role:8}  {created:20}  {t.identity}\n")
+        out.write(f"{t.token_id}  {t.role:8}  {created:20}  {shown(t.identity)}\n")
     return EXIT_OK
 
 
@@ -71,12 +71,16 @@ def run_tokens_revoke(
         return EXIT_FAILED
     if not gone:
         # the id given is not repeated: it may be a token mistyped
-        what = "that id (as tokens list shows)" if identity is None else f"the identity {identity}"
+        what = (
+            "that id (as tokens list shows)"
+            if identity is None
+            else f"the identity {shown(identity)}"
+        )
         err.write(f"strictcall tokens revoke: no token has {what} in {shown_db(db)}\n")
         return EXIT_FAILED
     within = token_cache_s()
     for t in gone:
-        out.write(f"revoked {t.token_id} ({t.role} token of {t.identity})\n")
+        out.write(f"revoked {t.token_id} ({t.role} token of {shown(t.identity)})\n")
     them = "it" if len(gone) == 1 else "them"
     out.write(f"servers using {shown_db(db)} refuse {them} within {within:g} s\n")
     return EXIT_OK
@@ -98,5 +102,5 @@ def run_operator_token(db: str, name: str, *, out: TextIO, err: TextIO) -> int:
     token = _with_store(db, err, lambda store: store.create_operator_token(name))
     if token is None:
         return EXIT_FAILED
-    out.write(f"operator token for {name} (shown once, stored only as a hash):\n{token}\n")
+    out.write(f"operator token for {shown(name)} (shown once, stored only as a hash):\n{token}\n")
     return EXIT_OK

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Iterable
-from time import perf_counter_ns
+from time import perf_counter_ns, time_ns
 from types import TracebackType
 from typing import TYPE_CHECKING, Final, Literal, NamedTuple, overload
 
@@ -41,6 +41,7 @@ import orjson
 from strictcall.core.execute import execute_call, execute_call_async, failure_of
 from strictcall.core.ids import check_request_id
 from strictcall.core.jsontext import JSONTextError, dump_text, parse_document
+from strictcall.core.marks import STAGE_MARKS, StageMarks
 from strictcall.core.pipeline import (
     ARGUMENTS_LEVELS,
     WITHHELD,
@@ -133,6 +134,11 @@ class Gateway(ToolRegistry):
         self._pool_size: Final = workers
         self._details: Final = details
         self._envelope: Final = envelope
+        self.marks_stages = False
+        """Whether `settle` and `settle_async` look for a traced request's list of stage marks
+        (`strictcall.core.marks`): set by a server that traces its calls. The look (a
+        context variable read) costs ~600 instructions a call, 2 % of a settled read_note (bench's
+        in-memory gateway, valgrind), so a gateway no server traces never makes it."""
         super().__init__(tools, allowed=allowed, policy=policy)
 
     def call(self, raw: str | bytes, identity: str, call_id: str | int) -> dict[str, JSONValue]:
@@ -143,7 +149,8 @@ class Gateway(ToolRegistry):
         read_note call of bench/inprocess_strictcall.py's in-memory gateway: 39,741 written
         out against 40,112 through `_ladder`, 0.9 %; refused at shape: 36,739 against 37,108,
         1.0 %; valgrind's instruction counts, 2,000 calls less none, the same session).
-        tests/test_gateway_forms.py pins that the two answer every call alike.
+        tests/test_gateway_forms.py pins that the two answer every call alike. It marks no
+        stage times (`_ladder`'s `marks`): an in-process call has no span.
 
         Raises:
             TypeError, ValueError: `identity` is not a str, or `call_id` not a request id.
@@ -207,6 +214,7 @@ class Gateway(ToolRegistry):
         call_id: str | int,
         in_place: Literal[False] = False,
         claims: Claims | None = None,
+        marks: StageMarks | None = None,
     ) -> dict[str, JSONValue]: ...
 
     @overload
@@ -218,6 +226,7 @@ class Gateway(ToolRegistry):
         call_id: str | int,
         in_place: bool,
         claims: Claims | None = None,
+        marks: StageMarks | None = None,
     ) -> dict[str, JSONValue] | Await: ...
 
     def _ladder(
@@ -228,11 +237,13 @@ class Gateway(ToolRegistry):
         call_id: str | int,
         in_place: bool = False,
         claims: Claims | None = None,
+        marks: StageMarks | None = None,
     ) -> dict[str, JSONValue] | Await:
         """Rungs 2 to 6, the sync form: route, shape, resource, execute, output; first failure
         wins. `in_place`: a call routed to a tool that must be awaited (async, or with a time
         limit) is `AWAIT`, before anything of it runs. `claims`: the caller's, for the
-        policy ("group:G", "scope:S")."""
+        policy ("group:G", "scope:S"). `marks`: a traced call's, given the time each stage it
+        passes ends (`strictcall.core.marks`; the caller adds the last)."""
         tools = self._tools if self._everyone else self.tools_for(identity, claims)
         compiled = route_call(call, tools)  # 2. route
         if type(compiled) is Rejection:
@@ -244,6 +255,8 @@ class Gateway(ToolRegistry):
             or (compiled.grant is not None and compiled.grant.waits)
         ):
             return AWAIT
+        if marks is not None:
+            marks.append(time_ns())
         if self._envelope:  # 3. shape
             rejection = check_envelope(call)
             if rejection is not None:
@@ -256,11 +269,15 @@ class Gateway(ToolRegistry):
             rejection = grant.check_arguments(arguments)
             if rejection is not None:
                 return fail(call_id, rejection, located=self._details)
+        if marks is not None:
+            marks.append(time_ns())
         ctx = _new_context(ToolContext, (identity, call_id, tool.name))
         if tool.authorize is not None:  # 4. resource
             rejection = authorize_call(compiled, ctx, arguments)
             if rejection is not None:
                 return fail(call_id, rejection, located=self._details)
+        if marks is not None:
+            marks.append(time_ns())
         if grant is not None and grant.buckets:  # the policy's quotas, before execute
             rejection = grant.limiter.admit(grant.buckets)
             if rejection is not None:
@@ -275,6 +292,8 @@ class Gateway(ToolRegistry):
             result, rejection = execute_call(compiled, ctx, arguments, pool)
             if rejection is not None:
                 return fail(call_id, rejection, located=self._details)
+        if marks is not None:
+            marks.append(time_ns())
         rejection = check_result(compiled, arguments, result, ctx)  # 6. output
         if rejection is None and grant is not None and grant.max_result_bytes is not None:
             rejection = grant.check_result(result)
@@ -289,13 +308,16 @@ class Gateway(ToolRegistry):
         identity: str,
         call_id: str | int,
         claims: Claims | None = None,
+        marks: StageMarks | None = None,
     ) -> dict[str, JSONValue]:
         """Rungs 2 to 6, the async form: as `_ladder`, async handlers awaited and sync ones
-        with a time limit timed out from the event loop."""
+        with a time limit timed out from the event loop (`marks` too)."""
         tools = self._tools if self._everyone else self.tools_for(identity, claims)
         compiled = route_call(call, tools)  # 2. route
         if type(compiled) is Rejection:
             return fail(call_id, compiled, located=self._details)
+        if marks is not None:
+            marks.append(time_ns())
         if self._envelope:  # 3. shape
             rejection = check_envelope(call)
             if rejection is not None:
@@ -308,12 +330,16 @@ class Gateway(ToolRegistry):
             rejection = grant.check_arguments(arguments)
             if rejection is not None:
                 return fail(call_id, rejection, located=self._details)
+        if marks is not None:
+            marks.append(time_ns())
         tool = compiled.tool
         ctx = _new_context(ToolContext, (identity, call_id, tool.name))
         if tool.authorize is not None:  # 4. resource
             rejection = authorize_call(compiled, ctx, arguments)
             if rejection is not None:
                 return fail(call_id, rejection, located=self._details)
+        if marks is not None:
+            marks.append(time_ns())
         if grant is not None and grant.buckets:  # the policy's quotas, before execute
             rejection = await grant.limiter.admit_async(grant.buckets)
             if rejection is not None:
@@ -321,6 +347,8 @@ class Gateway(ToolRegistry):
         pool = None if tool.timeout is None else self._workers()  # 5. execute
         result, rejection = await execute_call_async(compiled, ctx, arguments, pool)
         if rejection is None:
+            if marks is not None:
+                marks.append(time_ns())
             rejection = check_result(compiled, arguments, result, ctx)  # 6. output
         if rejection is None and grant is not None and grant.max_result_bytes is not None:
             rejection = grant.check_result(result)
@@ -448,6 +476,10 @@ class Gateway(ToolRegistry):
         be awaited (async, or with a time limit) is `AWAIT`, nothing of it run (ask
         `settle_async`); every other call is answered in place.
 
+        With `marks_stages`, while the request is traced (`strictcall.core.marks.STAGE_MARKS`
+        holds a list), the list is given the call's stage marks; otherwise no clock is read
+        for them.
+
         Raises:
             TypeError, ValueError: `identity` is not a str, or `call_id` not a request id.
             RuntimeError: without `in_place`, the call reached an async tool from inside a
@@ -456,8 +488,14 @@ class Gateway(ToolRegistry):
         _check_caller(identity, call_id)
         if has_float is None:
             has_float = self._numbers and may_hold_float(call)
+        marks = STAGE_MARKS.get() if self.marks_stages else None
         started = perf_counter_ns()
-        answer = self._ladder(call, has_float, identity, call_id, in_place, claims)
+        if marks is None:
+            answer = self._ladder(call, has_float, identity, call_id, in_place, claims)
+        else:  # traced: the ladder marks each stage's end
+            marks[:] = (time_ns(),)
+            answer = self._ladder(call, has_float, identity, call_id, in_place, claims, marks)
+            marks.append(time_ns())
         if answer is AWAIT:
             return AWAIT
         return self._settled(call, answer, started)
@@ -479,8 +517,14 @@ class Gateway(ToolRegistry):
         _check_caller(identity, call_id)
         if has_float is None:
             has_float = self._numbers and may_hold_float(call)
+        marks = STAGE_MARKS.get() if self.marks_stages else None
         started = perf_counter_ns()
-        answer = await self._ladder_async(call, has_float, identity, call_id, claims)
+        if marks is None:
+            answer = await self._ladder_async(call, has_float, identity, call_id, claims)
+        else:
+            marks[:] = (time_ns(),)
+            answer = await self._ladder_async(call, has_float, identity, call_id, claims, marks)
+            marks.append(time_ns())
         return self._settled(call, answer, started)
 
     def settle_text(self, raw: str | bytes, identity: str, call_id: str | int) -> Outcome:

@@ -3,15 +3,18 @@ installed (the extra `strictcall[otel]`) and an SDK has set a tracer provider.
 
 One span per call, named "call <tool>" (or "call" when it names no registered tool), with the
 attributes strictcall.tool, .outcome, .stage, .code, .reason, .pointer (the audit's safe
-pointer), .transport (rpc, mcp, http) and the stages it went through as events, in order, each
-with its outcome: passed, or failed for the one that decided. Never an identity, a call id, an
-argument or a note. Without an SDK (the API's default proxy provider) no span is made at all.
+pointer), .transport (rpc, mcp, http, stdio) and the stages it went through as events, in
+order, each with its outcome (passed, or failed for the one that decided) at the time that
+stage ended (`stage_times`, from the gateway's marks: `strictcall.core.marks`). Never an
+identity, a call id, an argument or a note. Without an SDK (the API's default proxy provider)
+no span is made at all.
 
 Its parent is the caller's W3C `traceparent` header on /rpc and /mcp (`request_context`), and
 its children are the store's work for it (`TracedStore`): one span per store operation,
-"store <operation>", with its own start and end. The MCP SDK's own server spans (named by the
-model's tool name, carrying its request id) are not made: strictcall's span replaces them
-(`strictcall.transports.mcp.adapter`).
+"store <operation>", with its own start and end. On stdio, which has no request per call,
+`traced_stdio` keeps each call's marks and store work in a context of its own. The MCP SDK's
+own server spans (named by the model's tool name, carrying its request id) are not made:
+strictcall's span replaces them (`strictcall.transports.mcp.adapter`).
 """
 
 from __future__ import annotations
@@ -19,10 +22,12 @@ from __future__ import annotations
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from typing import Any, Final
 
+from strictcall.core.gateway import Gateway
+from strictcall.core.marks import STAGE_MARKS, StageMarks
 from strictcall.core.record import AuditRecord
 
 try:
@@ -107,13 +112,20 @@ class CallTracer:
         ):
             if value is not None:
                 attributes["strictcall." + name] = value
+        stages = stages_of(entry.stage)
+        marks = STAGE_MARKS.get()
+        times = stage_times(len(stages), marks, end_ns)
+        if marks:
+            marks.clear()  # this call's: a refusal made after it in the request has none
+        start_ns = min(times[0], end_ns - entry.latency_us * 1000)
+        end_ns = max(times[-1], end_ns)
         span = self._tracer.start_span(
             "call" if entry.tool is None else f"call {entry.tool}",
-            start_time=end_ns - entry.latency_us * 1000,
+            start_time=start_ns,
             attributes=attributes,
         )
-        for stage, outcome in stages_of(entry.stage):
-            span.add_event(stage, {"strictcall.stage.outcome": outcome}, timestamp=end_ns)
+        for (stage, outcome), at in zip(stages, times, strict=True):
+            span.add_event(stage, {"strictcall.stage.outcome": outcome}, timestamp=at)
         if entry.outcome != "ok":
             span.set_status(trace.Status(trace.StatusCode.ERROR))
         work = STORE_WORK.get()
@@ -144,6 +156,17 @@ def stages_of(failed: str | None) -> list[tuple[str, str]]:
     return [(stage, "passed") for stage in STAGES[:index]] + [(failed, "failed")]
 
 
+def stage_times(count: int, marks: StageMarks | None, end_ns: int) -> list[int]:
+    """When each of a call's `count` stages ended, from its `marks` (`strictcall.core.marks`):
+    parse at the ladder's start (it had ended by then), each stage passed at its own mark, the
+    one that decided at the last mark (a tool that finds its resource missing decides while it
+    runs, and says resource). Without marks (a refusal before the ladder), all at `end_ns`."""
+    if not marks:
+        return [end_ns] * count
+    passed = marks[: count - 1]
+    return passed + [passed[-1] if passed else end_ns] * (count - 1 - len(passed)) + [marks[-1]]
+
+
 def incoming_context(headers: Iterable[tuple[bytes, bytes]]) -> Any:
     """The trace context of a request's W3C `traceparent` (and `tracestate`) headers, or None
     without a valid one."""
@@ -165,12 +188,57 @@ def request_context(headers: Iterable[tuple[bytes, bytes]]) -> Iterator[None]:
     parent = incoming_context(headers)
     attached = None if parent is None else otel_context.attach(parent)
     kept = STORE_WORK.set([])
+    marked = STAGE_MARKS.set([])
     try:
         yield
     finally:
+        STAGE_MARKS.reset(marked)
         STORE_WORK.reset(kept)
         if attached is not None:
             otel_context.detach(attached)
+
+
+def call_context(tracer: CallTracer) -> Callable[[], AbstractContextManager[None]]:
+    """What a transport with no request per call (stdio) enters around each call while
+    `tracer` makes spans: the call's own stage marks and store work, kept for its span."""
+
+    @contextmanager
+    def per_call() -> Iterator[None]:
+        if not tracer.active():
+            yield
+            return
+        kept = STORE_WORK.set([])
+        marked = STAGE_MARKS.set([])
+        try:
+            yield
+        finally:
+            STAGE_MARKS.reset(marked)
+            STORE_WORK.reset(kept)
+
+    return per_call
+
+
+Record = Callable[[AuditRecord], None]
+
+
+def traced_stdio(
+    gateway: Gateway, record: Record | None
+) -> tuple[Record | None, Callable[[], AbstractContextManager[None]] | None]:
+    """`record`, and what to enter around each call (`call_context`), for `gateway` served on
+    stdio: with the OpenTelemetry API installed, each call's record also makes its span
+    (transport "stdio") once an SDK is set, its stages timed; without it, `record` as it is
+    and nothing."""
+    if trace is None:
+        return record, None
+    tracer = CallTracer()
+    gateway.marks_stages = True
+
+    def traced(entry: AuditRecord) -> None:
+        tracer.observe(entry, "stdio")
+        if record is not None:
+            record(entry)
+
+    return traced, call_context(tracer)
 
 
 class TracedStore:

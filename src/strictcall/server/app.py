@@ -154,6 +154,8 @@ def build_gateway_app(
     if window is not None and holder is not None:
         window.nearest_quotas = holder.nearest_by_identity
     tracer = _tracer() if observe else None
+    if tracer is not None:  # each traced call's stages get their own times
+        gateway.marks_stages = True
 
     def audit_fault() -> None:
         health.failed()

@@ -22,18 +22,21 @@ def serve_federation_stdio(federation: Federation, identity: str, *, store: Stor
     Raises:
         FederationFailed: the federation could not start.
     """
+    from strictcall.ops.tracing import traced_stdio
     from strictcall.transports.mcp import serve_stdio  # the MCP SDK loads only for a server
 
     audit = AuditLog(store)
     policy = federation.gateway.policy
     serving = [] if policy is None else [policy.serving]
     lifespans = [*serving, audit.running, federation.lifespan]  # the audit's last records last
+    record, per_call = traced_stdio(federation.gateway, audit.record)
     serve_stdio(
         federation.gateway,
         identity,
-        record=audit.record,
+        record=record,
         lifespans=lifespans,
         tools_change=True,
+        call_context=per_call,
     )
 
 

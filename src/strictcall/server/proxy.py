@@ -117,18 +117,22 @@ def serve_proxy_stdio(proxy: Proxy, identity: str, *, store: Store | None = None
     Raises:
         UpstreamFailed: the upstream did not start.
     """
+    from strictcall.ops.tracing import traced_stdio
     from strictcall.transports.mcp import serve_stdio  # the MCP SDK loads only for a server
 
     policy = proxy.gateway.policy
     serving = [] if policy is None else [policy.serving]
-    if store is None:
-        lifespans = [*serving, proxy.lifespan]
-        serve_stdio(proxy.gateway, identity, lifespans=lifespans, tools_change=True)
-        return
-    audit = AuditLog(store)
-    lifespans = [*serving, audit.running, proxy.lifespan]  # the audit's last records last
+    audit = None if store is None else AuditLog(store)
+    record, per_call = traced_stdio(proxy.gateway, None if audit is None else audit.record)
+    # the audit's last records last
+    lifespans = [*serving, *([] if audit is None else [audit.running]), proxy.lifespan]
     serve_stdio(
-        proxy.gateway, identity, record=audit.record, lifespans=lifespans, tools_change=True
+        proxy.gateway,
+        identity,
+        record=record,
+        lifespans=lifespans,
+        tools_change=True,
+        call_context=per_call,
     )
 
 

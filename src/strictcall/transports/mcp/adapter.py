@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from typing import Any, Final
 
 import mcp_types as types
@@ -201,6 +202,10 @@ def json_text(value: JSONValue) -> str | None:
     return None if text is None else text.decode("utf-8")
 
 
+CallContext = Callable[[], AbstractContextManager[None]]
+"""What `McpTools` enters around each tools/call it answers (`call_context`)."""
+
+
 class McpTools:
     """The gateway's tools behind the SDK's low-level `Server`: tools/list and tools/call only.
 
@@ -217,12 +222,17 @@ class McpTools:
         call_scope: Callable[[], str],
         record: Recorder | None = None,
         claims_of: ClaimsOf | None = None,
+        call_context: CallContext | None = None,
     ) -> None:
+        """`call_context`: entered around each tools/call, from its settling to its record
+        (a tracer's: the call's stage marks and store work kept for its span, on a
+        transport with no request of its own to keep them, stdio)."""
         self.gateway: Final = gateway
         self._identity_of = identity_of
         self._claims_of: Final[ClaimsOf] = claims_of if claims_of is not None else _no_claims
         self._call_scope = call_scope
         self._record = record
+        self._call_context = call_context
         # follows the gateway's tools, which may change while serving (a proxy's upstream
         # lists new ones): rebuilt when its generation moves
         self._generation = -1
@@ -314,6 +324,18 @@ class McpTools:
         object), so that the gateway's ladder decides them all alike (route before shape, the
         same details).
         """
+        if self._call_context is not None:
+            with self._call_context():
+                return await self._answer_call(params, request_id, identity, claims)
+        return await self._answer_call(params, request_id, identity, claims)
+
+    async def _answer_call(
+        self,
+        params: dict[str, JSONValue],
+        request_id: types.RequestId | None,
+        identity: str | None,
+        claims: Claims | None,
+    ) -> types.CallToolResult:
         outcome = await self._settle(params, request_id, identity, claims)
         result, error = answered(outcome.answer, wrapped=outcome.tool in self._wrapped)
         self._audit(outcome, error, identity)
@@ -330,6 +352,10 @@ class McpTools:
         """`answer_call`, its answer written at once as the line of JSON-RPC that carries it
         for wire `version` (the JSON `result_message` and the SDK's transports write, without
         building and dumping their models)."""
+        if self._call_context is not None:
+            with self._call_context():
+                outcome = await self._settle(params, request_id, identity, claims)
+                return self._line(outcome, request_id, identity, version)
         outcome = await self._settle(params, request_id, identity, claims)
         return self._line(outcome, request_id, identity, version)
 

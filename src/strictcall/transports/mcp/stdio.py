@@ -51,6 +51,7 @@ from strictcall.core.refusals import protocol_refusal
 from strictcall.transports.jsonrpc import Recorder
 from strictcall.transports.mcp.adapter import (
     HANDSHAKE_ERA,
+    CallContext,
     McpTools,
     protocol_version,
     result_message,
@@ -68,8 +69,10 @@ def serve_stdio(
     stdin: IO[bytes] | None = None,
     lifespans: Sequence[Callable[[], AbstractAsyncContextManager[None]]] = (),
     tools_change: bool = False,
+    call_context: CallContext | None = None,
 ) -> None:
     """Serve MCP on this process's stdin and stdout as `identity` until stdin ends.
+    `call_context`: entered around each tools/call (`McpTools`; a tracer's).
 
     With `tools_change` (a proxy, whose upstream may list other tools), the server announces
     `tools.listChanged` and sends `notifications/tools/list_changed` to an initialized session
@@ -88,7 +91,7 @@ def serve_stdio(
     if anyio.run(
         _serve_with,
         lifespans,
-        _Serving(gateway, identity, record, tools_change),
+        _Serving(gateway, identity, record, tools_change, call_context),
         source,
         backend_options=options,
     ):
@@ -163,6 +166,7 @@ class _Serving(NamedTuple):
     identity: str
     record: Recorder | None
     tools_change: bool
+    call_context: CallContext | None = None
 
 
 async def _serve_with(
@@ -202,7 +206,9 @@ async def _serve_stdio(serving: _Serving, stdin: IO[bytes]) -> bool:
 async def _session(serving: _Serving, stdin: IO[bytes]) -> None:
     gateway, identity, record = serving.gateway, serving.identity, serving.record
     scope = mint_call_id("stdio")
-    tools = McpTools(gateway, lambda ctx: identity, lambda: scope, record)
+    tools = McpTools(
+        gateway, lambda ctx: identity, lambda: scope, record, call_context=serving.call_context
+    )
     server = tools.server()
     read_send, read_receive = anyio.create_memory_object_stream[SessionMessage | Exception](
         _PASSED_MAX
