@@ -34,6 +34,7 @@ def serve_federation_stdio(federation: Federation, identity: str, *, store: Stor
         record=audit.record,
         lifespans=lifespans,
         tools_change=True,
+        content=lambda: federation.content,
     )
 
 
@@ -56,4 +57,5 @@ def federation_app(
         edge=edge,
         lifespans=[federation.lifespan],
         tool_changes=None if pins is None else (lambda: pins.changes),
+        content=federation.content,
     )

@@ -55,6 +55,7 @@ from strictcall.transports.mcp.adapter import (
     protocol_version,
     result_message,
 )
+from strictcall.transports.mcp.content import McpContent
 from strictcall.transports.mcp.intake import DirectCall, Refused, read_message, refuse_too_large
 from strictcall.transports.mcp.sdk_errors import scrubbed_message
 from strictcall.transports.pipes import TOO_LONG, Output, read_lines, stdout_writer
@@ -68,8 +69,12 @@ def serve_stdio(
     stdin: IO[bytes] | None = None,
     lifespans: Sequence[Callable[[], AbstractAsyncContextManager[None]]] = (),
     tools_change: bool = False,
+    content: Callable[[], McpContent | None] | None = None,
 ) -> None:
     """Serve MCP on this process's stdin and stdout as `identity` until stdin ends.
+
+    `content` gives, once the lifespans are entered, the resources and prompts served beside
+    the tools (a federation's), if any.
 
     With `tools_change` (a proxy, whose upstream may list other tools), the server announces
     `tools.listChanged` and sends `notifications/tools/list_changed` to an initialized session
@@ -88,7 +93,7 @@ def serve_stdio(
     if anyio.run(
         _serve_with,
         lifespans,
-        _Serving(gateway, identity, record, tools_change),
+        _Serving(gateway, identity, record, tools_change, content),
         source,
         backend_options=options,
     ):
@@ -163,6 +168,7 @@ class _Serving(NamedTuple):
     identity: str
     record: Recorder | None
     tools_change: bool
+    content: Callable[[], McpContent | None] | None
 
 
 async def _serve_with(
@@ -202,7 +208,8 @@ async def _serve_stdio(serving: _Serving, stdin: IO[bytes]) -> bool:
 async def _session(serving: _Serving, stdin: IO[bytes]) -> None:
     gateway, identity, record = serving.gateway, serving.identity, serving.record
     scope = mint_call_id("stdio")
-    tools = McpTools(gateway, lambda ctx: identity, lambda: scope, record)
+    content = None if serving.content is None else serving.content()
+    tools = McpTools(gateway, lambda ctx: identity, lambda: scope, record, content=content)
     server = tools.server()
     read_send, read_receive = anyio.create_memory_object_stream[SessionMessage | Exception](
         _PASSED_MAX
