@@ -22,7 +22,12 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_peers import UPSTREAMS, everything_command, fastmcp_command
 from stdio_peer import DEADLINE_S
-from strictcall.errors import FORBIDDEN_OR_MISSING, RESULT_TOO_LARGE, ErrorKind
+from strictcall.errors import (
+    FORBIDDEN_OR_MISSING,
+    RESULT_TOO_LARGE,
+    UPSTREAM_UNAVAILABLE,
+    ErrorKind,
+)
 from strictcall.transports.jsonrpc import ERROR_CODES
 
 Mode = Literal["legacy", "auto"]
@@ -139,6 +144,15 @@ def test_the_official_client_lists_and_reads_the_upstreams_resources_and_prompts
         with pytest.raises(MCPError) as big:
             await client.read_resource("blob://big")
         assert_refused(big.value, RESULT_TOO_LARGE)
+
+        # an upstream that goes down: its resources and prompts answer upstream_unavailable
+        # (with its restart's time) while the others' are read
+        with pytest.raises(MCPError) as down:
+            await client.read_resource("crash://now")
+        assert_refused(down.value, UPSTREAM_UNAVAILABLE)
+        data = down.value.error.data
+        assert isinstance(data, dict) and data["retry_after_ms"] >= 1
+        assert (await client.read_resource("notes://n1")).contents
 
     stderr = tmp_path / "stderr"
     run_session(federate_args(config, tmp_path / "db.sqlite3"), mode, work, stderr)

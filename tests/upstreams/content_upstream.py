@@ -5,12 +5,13 @@ and prompts:
 
 It lists a prompt whose name holds terminal control characters (ESC, BEL) beside a plain one
 (`plain`), a resource whose URI holds a newline, and a resource of 9 MiB (`blob://big`, over
-the proxy's cap of 8 MiB). With `--collide` it also lists `notes://n1`, the URI
+the proxy's cap of 8 MiB); reading `crash://now` ends the process. With `--collide` it also lists `notes://n1`, the URI
 `sdk_notes.py` lists: a collision.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
 from mcp.server.mcpserver import MCPServer
@@ -41,6 +42,12 @@ def newline() -> str:
 def big() -> str:
     """9 MiB of text."""
     return "x" * (9 << 20)
+
+
+@server.resource("crash://now", name="crash")
+def crash() -> str:
+    """Ends the server: an upstream that goes down."""
+    os._exit(3)
 
 
 if "--collide" in sys.argv:
