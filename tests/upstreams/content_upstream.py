@@ -5,8 +5,8 @@ and prompts:
 
 It lists a prompt whose name holds terminal control characters (ESC, BEL) beside a plain one
 (`plain`), a resource whose URI holds a newline, and a resource of 9 MiB (`blob://big`, over
-the proxy's cap of 8 MiB); reading `crash://now` ends the process. With `--collide` it also lists `notes://n1`, the URI
-`sdk_notes.py` lists: a collision.
+the proxy's cap of 8 MiB); reading `crash://now` ends the process. With `--collide` it also
+lists `notes://n1`, the URI `sdk_notes.py` lists: a collision.
 """
 
 from __future__ import annotations
