@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 import anyio
+import mcp_types as types
 import pytest
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
-from mcp_peers import UPSTREAMS, everything_command, fastmcp_command
+from mcp_peers import UPSTREAMS, everything_command, fastmcp_command, proxy_argv
 from stdio_peer import DEADLINE_S
 from strictcall.errors import (
     FORBIDDEN_OR_MISSING,
@@ -262,3 +263,27 @@ def test_the_typescript_client_lists_and_reads_resources_and_prompts(tmp_path: P
     unlisted = report["unlisted"]
     assert unlisted["code"] == ERROR_CODES[FORBIDDEN_OR_MISSING.stage][0]
     assert unlisted["data"] == FORBIDDEN_OR_MISSING.as_error()
+
+
+def test_the_proxy_of_one_upstream_serves_its_resources_and_prompts_as_listed(
+    tmp_path: Path,
+) -> None:
+    argv = proxy_argv(SDK_NOTES, tmp_path / "db.sqlite3")
+
+    async def work(client: Client) -> None:
+        resources = (await client.list_resources()).resources
+        assert {r.uri: r.name for r in resources} == {"notes://n1": "refund_note"}
+        assert [p.name for p in (await client.list_prompts()).prompts] == ["summarize"]
+        read = await client.read_resource("notes://n1")
+        assert [c.text for c in read.contents if isinstance(c, types.TextResourceContents)] == [
+            "The refund window is 7 days."
+        ]
+        got = await client.get_prompt("summarize", {"note_id": "n2"})
+        assert [
+            m.content.text for m in got.messages if isinstance(m.content, types.TextContent)
+        ] == ["Summarize the note n2."]
+        with pytest.raises(MCPError) as unlisted:
+            await client.read_resource("memo://never-listed")
+        assert_refused(unlisted.value, FORBIDDEN_OR_MISSING)
+
+    run_session(argv[1:], "auto", work, tmp_path / "stderr")
