@@ -23,12 +23,16 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_peers import UPSTREAMS, everything_command, fastmcp_command, proxy_argv
 from stdio_peer import DEADLINE_S
+from strictcall.core.tools import ToolFailure
 from strictcall.errors import (
     FORBIDDEN_OR_MISSING,
     RESULT_TOO_LARGE,
     UPSTREAM_UNAVAILABLE,
     ErrorKind,
 )
+from strictcall.services.proxy.config import UpstreamConfig
+from strictcall.services.proxy.content import FederatedContent, UpstreamContent, index_content
+from strictcall.services.proxy.upstream import Upstream, UpstreamSpec
 from strictcall.transports.jsonrpc import ERROR_CODES
 
 Mode = Literal["legacy", "auto"]
@@ -287,3 +291,72 @@ def test_the_proxy_of_one_upstream_serves_its_resources_and_prompts_as_listed(
         assert_refused(unlisted.value, FORBIDDEN_OR_MISSING)
 
     run_session(argv[1:], "auto", work, tmp_path / "stderr")
+
+
+# --- the registry, without upstreams running -----------------------------------------------------
+
+
+def _member(name: str) -> tuple[UpstreamConfig, Upstream]:
+    spec = UpstreamSpec(command=("unused",))
+    return UpstreamConfig(name, spec, name, 5.0), Upstream(spec, lambda _: None, errlog=sys.stderr)
+
+
+def _template(name: str, uri_template: str) -> types.ResourceTemplate:
+    return types.ResourceTemplate(name=name, uri_template=uri_template)
+
+
+@pytest.mark.parametrize(
+    ("uri_template", "uri", "matches"),
+    [
+        ("notes://{id}", "notes://n1", True),
+        ("notes://{id}", "notes://n1/more", False),
+        ("notes://{id}", "other://n1", False),
+        ("files://{+path}", "files://a/b/c.txt", True),
+        ("search://q{?term,page}", "search://q?term=x&page=2", True),
+        ("search://q{?term,page}", "search://q", True),
+        ("lit://a.b", "lit://aXb", False),  # literal parts are literal, not patterns
+    ],
+)
+def test_a_template_routes_the_uris_it_expands_to(
+    uri_template: str, uri: str, matches: bool
+) -> None:
+    config, upstream = _member("a")
+    content = UpstreamContent(
+        templates=(_template("t", uri_template),), offers=frozenset({"resources"})
+    )
+    index, refused, collisions = index_content([(config, upstream, content)], "_")
+    assert (refused, collisions) == ({}, [])
+    (served,) = index.templates
+    assert served.pattern is not None
+    assert (served.pattern.fullmatch(uri) is not None) is matches
+
+
+def test_a_uri_two_upstreams_templates_match_is_not_read_and_a_shared_template_collides() -> None:
+    (config_a, upstream_a), (config_b, upstream_b) = _member("a"), _member("b")
+    a = UpstreamContent(templates=(_template("x", "x://{id}"),), offers=frozenset({"resources"}))
+    b = UpstreamContent(templates=(_template("y", "x://{+path}"),), offers=frozenset({"resources"}))
+    index, _, collisions = index_content(
+        [(config_a, upstream_a, a), (config_b, upstream_b, b)], "_"
+    )
+    assert collisions == []
+    content = FederatedContent(lambda identity, name: True)
+    content.index = index
+
+    async def read() -> None:
+        with pytest.raises(ToolFailure) as ambiguous:
+            await content.read_resource("u1", "x://n1")
+        assert ambiguous.value.kind is FORBIDDEN_OR_MISSING
+
+    anyio.run(read)
+    same = UpstreamContent(templates=(_template("z", "x://{id}"),), offers=frozenset({"resources"}))
+    _, _, collided = index_content([(config_a, upstream_a, a), (config_b, upstream_b, same)], "_")
+    assert len(collided) == 1 and "upstream a" in collided[0] and "upstream b" in collided[0]
+
+
+def test_an_unbalanced_template_is_not_served() -> None:
+    config, upstream = _member("a")
+    content = UpstreamContent(
+        templates=(_template("t", "x://{id"),), offers=frozenset({"resources"})
+    )
+    index, refused, _ = index_content([(config, upstream, content)], "_")
+    assert index.templates == () and len(refused) == 1
