@@ -83,11 +83,18 @@ def _late() -> str:
 
 @server.tool
 async def grow(ctx: Context) -> str:
-    """Add the tool `late`, and tell the client its tools changed."""
+    """Add the tool `late` and the resource `memo://late`, and tell the client its tools and
+    resources changed."""
     _called("grow")
     server.add_tool(Tool.from_function(_late, name="late"))
+    server.resource("memo://late", name="late_memo")(_late_memo)
     await ctx.send_notification(mcp_types.ToolListChangedNotification())
+    await ctx.send_notification(mcp_types.ResourceListChangedNotification())
     return "grown"
+
+
+def _late_memo() -> str:
+    return "late"
 
 
 def _add_poisoned(a: int, b: int) -> int:

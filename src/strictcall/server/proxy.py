@@ -107,7 +107,8 @@ class Proxy:
 
     def _take_content(self, content: UpstreamContent) -> None:
         entry = (self._as_member, self.upstream, content)
-        self.content.index, refused, _ = index_content([entry], "_")
+        index, refused, _ = index_content([entry], "_")
+        self.content.replace(index)
         for name, reason in refused.items():
             if self._content_refused.get(name) != reason:  # once, not per relisting
                 self._content_refused[name] = reason

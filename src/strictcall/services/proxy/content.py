@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeVar
 
@@ -274,6 +274,30 @@ class FederatedContent:
     def __init__(self, may_use: Callable[[str, str], bool]) -> None:
         self._may_use = may_use
         self.index = ContentIndex({}, (), {}, frozenset())
+        self._watchers: list[Callable[[Kind], None]] = []
+
+    def replace(self, index: ContentIndex) -> None:
+        """Serve `index` from now on; the watchers are told what it changed."""
+        old, self.index = self.index, index
+        changed: list[Kind] = []
+        if _listed(old.resources.values(), old.templates) != _listed(
+            index.resources.values(), index.templates
+        ):
+            changed.append("resources")
+        if _listed(old.prompts.values()) != _listed(index.prompts.values()):
+            changed.append("prompts")
+        for kind in changed:
+            for watcher in list(self._watchers):
+                watcher(kind)
+
+    def watch(self, watcher: Callable[[Kind], None]) -> Callable[[], None]:
+        self._watchers.append(watcher)
+
+        def unwatch() -> None:
+            if watcher in self._watchers:
+                self._watchers.remove(watcher)
+
+        return unwatch
 
     def offers(self) -> frozenset[Kind]:
         return self.index.offers
@@ -326,6 +350,10 @@ class FederatedContent:
             served, types.GetPromptRequest(params=params), types.GetPromptResult
         )
         return types.GetPromptResult(description=result.description, messages=result.messages)
+
+
+def _listed(*groups: Iterable[_Served[Any]]) -> list[BaseModel]:
+    return [served.listed for group in groups for served in group]
 
 
 async def _forwarded(

@@ -214,7 +214,7 @@ class Federation:
         start's failure; later, the newcomer's is left out, one line)."""
         entries = [(m.config, m.upstream, m.content) for m in self.members]
         index, refused, collisions = index_content(entries, self.config.separator)
-        self.content.index = index
+        self.content.replace(index)
         if collisions and not self._started and self._collision is None:
             self._collision = collisions[0]
         lines = [f"{name} not served: {reason}" for name, reason in sorted(refused.items())]

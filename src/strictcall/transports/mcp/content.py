@@ -45,6 +45,11 @@ class McpContent(Protocol):
         """What is served now: "resources", "prompts", both or neither."""
         ...
 
+    def watch(self, watcher: Callable[[Kind], None]) -> Callable[[], None]:
+        """Have `watcher` told each time what is listed of a kind changes (resources and their
+        templates, or prompts); returns the function that stops it."""
+        ...
+
     def resources(self, identity: str) -> list[types.Resource]:
         """The resources `identity` may read, in a stable order."""
         ...

@@ -229,14 +229,25 @@ async def _session(serving: _Serving, stdin: IO[bytes]) -> None:
         with _Tasks() as direct:
             intake = StdioIntake(read_send, answers, tools, identity, record, spawn=direct.spawn)
             calls.start_soon(take_lines, stdin, gateway.limits.max_size, intake)
-            options = NotificationOptions(tools_changed=serving.tools_change)
+            options = NotificationOptions(
+                tools_changed=serving.tools_change,
+                resources_changed=content is not None,
+                prompts_changed=content is not None,
+            )
             unwatch = gateway.watch_tools(lambda: direct.spawn_now(answers.tools_changed()))
+            unwatch_content = (
+                None
+                if content is None
+                else content.watch(lambda kind: direct.spawn_now(answers.tools_changed(kind)))
+            )
             try:
                 await server.run(
                     read_receive, answers, server.create_initialization_options(options)
                 )
             finally:
                 unwatch()
+                if unwatch_content is not None:
+                    unwatch_content()
 
 
 class _Tasks:
@@ -391,11 +402,12 @@ class Answers:
                 self.initialized = True
             self.forget(message.id)
 
-    async def tools_changed(self) -> None:
-        """Tell an initialized session that the tools listed have changed."""
+    async def tools_changed(self, kind: str = "tools") -> None:
+        """Tell an initialized session that the tools (or the `kind` "resources" or "prompts")
+        listed have changed."""
         if self.initialized:
             notification = types.JSONRPCNotification(
-                jsonrpc="2.0", method="notifications/tools/list_changed"
+                jsonrpc="2.0", method=f"notifications/{kind}/list_changed"
             )
             await self._inner.send(SessionMessage(notification))
 
