@@ -48,7 +48,7 @@ from pydantic import BaseModel
 
 from strictcall.core.tools import ToolFailure
 from strictcall.errors import RETRY_AFTER_MS, UPSTREAM_UNAVAILABLE, JSONValue, StrictcallError
-from strictcall.services.proxy._mcp_sdk import http_client, sender_context
+from strictcall.services.proxy._mcp_sdk import WatchedStream, http_client
 from strictcall.services.proxy.content import UpstreamContent, list_content
 from strictcall.services.proxy.credentials import ClientCredentials, ClientCredentialsAuth
 from strictcall.services.proxy.http import HttpCaller, HttpCallFailed
@@ -148,44 +148,6 @@ _LIST_CHANGED: Final = (
     types.PromptListChangedNotification,
 )
 """The notifications that have the upstream listed again (its tools, resources and prompts)."""
-
-
-class _Watched:
-    """The transport's read stream, telling when it ends: the connection is gone."""
-
-    def __init__(self, inner: Any, ended: anyio.Event) -> None:
-        self._inner = inner
-        self._ended = ended
-
-    @property
-    def last_context(self) -> object:
-        return sender_context(self._inner)
-
-    async def receive(self) -> Any:
-        try:
-            return await self._inner.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-            self._ended.set()
-            raise
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    def __aiter__(self) -> _Watched:
-        return self
-
-    async def __anext__(self) -> Any:
-        try:
-            return await self._inner.__anext__()
-        except (StopAsyncIteration, anyio.ClosedResourceError, anyio.BrokenResourceError):
-            self._ended.set()
-            raise
-
-    async def __aenter__(self) -> _Watched:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
 
 class _Connection:
@@ -408,7 +370,7 @@ class Upstream:
                 async with (
                     self._connect() as (read, write, pipe),
                     ClientSession(
-                        _Watched(read, ended), write, message_handler=self._on_message
+                        WatchedStream(read, ended), write, message_handler=self._on_message
                     ) as session,
                 ):
                     live = _Connection(session, ended, pipe)
