@@ -37,6 +37,7 @@ from strictcall.services.proxy.config import (
 )
 
 LIST_CHANGED = "notifications/tools/list_changed"
+RESOURCES_CHANGED = "notifications/resources/list_changed"
 
 
 def assert_kind(error: dict[str, Any], kind: ErrorKind) -> None:
@@ -257,12 +258,17 @@ def test_an_upstreams_list_changed_reaches_the_downstream_stdio_session(
     seen: list[dict[str, Any]] = []
     while not (
         any(m.get("method") == LIST_CHANGED for m in seen)
+        and any(m.get("method") == RESOURCES_CHANGED for m in seen)  # its new resource too
         and any(m.get("id") == "grow" for m in seen)
     ):
         seen.append(peer.message())
     names = [tool["name"] for tool in federation.listing()]
     assert "notes_late" in names and names == sorted(names)  # a new tool: pinned, served
     assert peer.call("notes_late", {})["isError"] is False
+    resources = peer.request("resources/list")["result"]["resources"]
+    assert {"uri": "memo://late", "name": "notes_late_memo"}.items() <= {
+        key: value for r in resources if r["uri"] == "memo://late" for key, value in r.items()
+    }.items()
 
 
 def test_a_start_with_an_upstream_missing_serves_the_rest_and_names_it(

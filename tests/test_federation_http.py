@@ -25,14 +25,16 @@ import mcp_types as types
 import pytest
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
 from mcp_peers import everything_command, fastmcp_command
 from mcp_results import tool_error
 from servers import create_token, strictcall
 from stdio_peer import DEADLINE_S
-from strictcall.errors import TOOL_CHANGED
+from strictcall.errors import FORBIDDEN_OR_MISSING, TOOL_CHANGED
 from strictcall.services.proxy.stdio import AnswerTooLarge
 from strictcall.services.proxy.upstream import Upstream, UpstreamSpec
+from strictcall.transports.jsonrpc import ERROR_CODES
 
 MODERN = "2026-07-28"
 HANDSHAKE = "2025-11-25"
@@ -117,6 +119,42 @@ def test_the_official_client_lists_and_calls_prefixed_tools_on_both_wire_version
             assert added.structured_content == {"result": 5}
             echoed = await client.call_tool("everything_echo", {"message": "hi"})
             assert echoed.is_error is False
+
+    anyio.run(bounded, session)
+
+
+@pytest.mark.parametrize(("mode", "version"), [("legacy", HANDSHAKE), ("auto", MODERN)])
+def test_the_official_client_lists_and_reads_resources_and_prompts_on_both_wire_versions(
+    federation: Running, mode: Mode, version: str
+) -> None:
+    async def session() -> None:
+        async with connect(federation, mode) as client:
+            assert client.protocol_version == version
+            capabilities = client.server_capabilities
+            assert capabilities is not None
+            assert capabilities.resources is not None and capabilities.prompts is not None
+            resources = (await client.list_resources()).resources
+            uris = [resource.uri for resource in resources]
+            assert uris == sorted(uris)
+            assert {r.uri: r.name for r in resources}["memo://refunds"] == "notes_refunds"
+            read = await client.read_resource("memo://refunds")
+            assert [c.text for c in read.contents if isinstance(c, types.TextResourceContents)] == [
+                "The refund window is 7 days."
+            ]
+            prompts = [prompt.name for prompt in (await client.list_prompts()).prompts]
+            assert prompts == sorted(prompts) and {
+                "notes_greet",
+                "everything_simple-prompt",
+            } <= set(prompts)
+            got = await client.get_prompt("notes_greet", {"name": "Ada"})
+            texts = [
+                m.content.text for m in got.messages if isinstance(m.content, types.TextContent)
+            ]
+            assert texts == ["Greet Ada warmly."]
+            with pytest.raises(MCPError) as unlisted:
+                await client.read_resource("memo://never-listed")
+            assert unlisted.value.code == ERROR_CODES[FORBIDDEN_OR_MISSING.stage][0]
+            assert unlisted.value.error.data == FORBIDDEN_OR_MISSING.as_error()
 
     anyio.run(bounded, session)
 

@@ -25,8 +25,8 @@ from strictcall.errors import (
     ErrorKind,
 )
 from strictcall.services.proxy import UPSTREAM_TEXT
+from strictcall.services.proxy.results import later_members
 from strictcall.services.proxy.stdio import CALL_IDS
-from strictcall.services.proxy.upstream import later_members
 
 SCRIPTED = UPSTREAMS / "scripted_upstream.py"
 

@@ -6,7 +6,8 @@ and behind `strictcall proxy`.
 Every tool run appends its name to the call log, so a test can tell whether a value reached a
 tool. `broken_count` breaks its own output schema (FastMCP ships it anyway); `read_note` fails
 with a text that echoes the caller's value; `bad_schema` declares an input schema that is not
-JSON Schema; `grow` adds a tool and says so with notifications/tools/list_changed. With
+JSON Schema; `grow` adds a tool and says so with notifications/tools/list_changed. It has a
+resource (`memo://refunds`) and a prompt (`greet`). With
 `--rug-pull`, `rug_pull` gives `add` a poisoned description (and says so): a rug pull.
 """
 
@@ -82,11 +83,18 @@ def _late() -> str:
 
 @server.tool
 async def grow(ctx: Context) -> str:
-    """Add the tool `late`, and tell the client its tools changed."""
+    """Add the tool `late` and the resource `memo://late`, and tell the client its tools and
+    resources changed."""
     _called("grow")
     server.add_tool(Tool.from_function(_late, name="late"))
+    server.resource("memo://late", name="late_memo")(_late_memo)
     await ctx.send_notification(mcp_types.ToolListChangedNotification())
+    await ctx.send_notification(mcp_types.ResourceListChangedNotification())
     return "grown"
+
+
+def _late_memo() -> str:
+    return "late"
 
 
 def _add_poisoned(a: int, b: int) -> int:
@@ -118,6 +126,19 @@ server.add_tool(
         update={"parameters": {"type": "object", "properties": {"x": {"type": "strin"}}}}
     )
 )
+
+
+@server.resource("memo://refunds", name="refunds", mime_type="text/plain")
+def refunds_memo() -> str:
+    """The refund policy, as a resource."""
+    return NOTES["n1"]
+
+
+@server.prompt(name="greet")
+def greet(name: str) -> str:
+    """A greeting for `name`."""
+    return f"Greet {name} warmly."
+
 
 if __name__ == "__main__":
     if "--http" in sys.argv:  # streamable HTTP on 127.0.0.1, at /mcp

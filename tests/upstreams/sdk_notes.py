@@ -4,7 +4,8 @@ federation's tests run it beside the FastMCP and npm servers.
     python sdk_notes.py [--call-log PATH]
 
 Every tool run appends its name to the call log, so a test can tell whether a value reached a
-tool.
+tool. It has resources (`notes://n1`, and the template `notes://{note_id}`) and a prompt
+(`summarize`), which a federation lists and reads through.
 """
 
 from __future__ import annotations
@@ -36,6 +37,24 @@ async def add(a: int, b: int) -> int:
     """Add two integers."""
     _called("add")
     return a + b
+
+
+@server.resource("notes://n1", name="refund_note", mime_type="text/plain")
+def refund_note() -> str:
+    """The refund note."""
+    return NOTES["n1"]
+
+
+@server.resource("notes://{note_id}", name="note", mime_type="text/plain")
+def note(note_id: str) -> str:
+    """Any note by its id."""
+    return NOTES.get(note_id, "no such note")
+
+
+@server.prompt(name="summarize")
+def summarize(note_id: str) -> str:
+    """Ask for a note's summary."""
+    return f"Summarize the note {note_id}."
 
 
 if __name__ == "__main__":

@@ -193,6 +193,21 @@ class ToolRegistry:
             self._views[key] = view
         return view
 
+    def may_use(self, identity: str, name: str, claims: Claims | None = None) -> bool:
+        """Whether the policy (or the allow-list) grants `identity` the name `name` as it
+        would a tool of that name: what decides a served resource's or prompt's listing and
+        reading (a federation's, judged by its prefixed name)."""
+        holder = self.policy
+        if holder is not None:
+            found = holder.current.rule_for(
+                identity, frozenset() if claims is None else claims, name
+            )
+            return found is not None
+        if self._allowed is None:
+            return True
+        names = self._allowed(identity)
+        return names is None or name in names
+
     def _policy_view(
         self, holder: PolicyHolder, identity: str, claims: Claims | None
     ) -> Mapping[str, CompiledTool]:

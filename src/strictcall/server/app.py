@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from strictcall.ops.tracing import CallTracer
     from strictcall.ops.window import RecentCalls
     from strictcall.transports.mcp import McpHttpApp
+    from strictcall.transports.mcp.content import McpContent
 
 DEFAULT_HOST: Final = "127.0.0.1"
 DEFAULT_PORT: Final = 8765
@@ -120,6 +121,7 @@ def build_gateway_app(
     observe: bool = True,
     oauth: OAuthSettings | None = None,
     tool_changes: Callable[[], int] | None = None,
+    content: McpContent | None = None,
 ) -> RpcApp:
     """The ASGI app serving any gateway's tools: JSON-RPC at /rpc, MCP at /mcp, the callers'
     tokens and the audit log in `store`, for the browser `origins` admitted and within
@@ -137,7 +139,8 @@ def build_gateway_app(
     With `oauth`, the identity provider's access tokens are accepted too (or instead), and its
     protected resource metadata is served at `/.well-known/oauth-protected-resource` (and its
     path-aware forms) to anyone (`strictcall.server.bearer`). `tool_changes` counts the pinned
-    tools seen changed (a federation's), for /metrics.
+    tools seen changed (a federation's), for /metrics; `content` is served at /mcp beside the
+    tools (a federation's upstreams' resources and prompts).
     """
     from strictcall.ops.health import StoreHealth
     from strictcall.server.ops import PATHS, OpsApp
@@ -172,7 +175,7 @@ def build_gateway_app(
     def record_of(wire: str) -> Recorder:
         return observed(audit.record, metrics, tracer, window=window, wire=wire)
 
-    mcp = LoadingMcp(gateway, record_of("mcp"))
+    mcp = LoadingMcp(gateway, record_of("mcp"), content)
     ops = OpsApp(
         store,
         open_without_token=open_to_operators,
@@ -285,9 +288,12 @@ class LoadingMcp:
     /healthz need none of it. A request to /mcp that arrives before it is loaded waits for it;
     should it fail to load (logged), /mcp answers 503."""
 
-    def __init__(self, gateway: Gateway, record: Recorder) -> None:
+    def __init__(
+        self, gateway: Gateway, record: Recorder, content: McpContent | None = None
+    ) -> None:
         self._gateway = gateway
         self._record = record
+        self._content = content
         self._app: McpHttpApp | None = None
         self._ready: asyncio.Event | None = None
 
@@ -308,7 +314,7 @@ class LoadingMcp:
         assert self._ready is not None
         try:
             loaded = await asyncio.to_thread(importlib.import_module, "strictcall.transports.mcp")
-            app = loaded.McpHttpApp(self._gateway, record=self._record)
+            app = loaded.McpHttpApp(self._gateway, record=self._record, content=self._content)
             async with app.lifespan():
                 self._app = app
                 self._ready.set()

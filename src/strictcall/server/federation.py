@@ -37,6 +37,7 @@ def serve_federation_stdio(federation: Federation, identity: str, *, store: Stor
         lifespans=lifespans,
         tools_change=True,
         call_context=per_call,
+        content=lambda: federation.content,
     )
 
 
@@ -59,4 +60,5 @@ def federation_app(
         edge=edge,
         lifespans=[federation.lifespan],
         tool_changes=None if pins is None else (lambda: pins.changes),
+        content=federation.content,
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import AsyncIterator, Callable, Collection
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Final, TextIO
@@ -12,6 +13,8 @@ from strictcall.core.gateway import Gateway
 from strictcall.core.pipeline import Limits
 from strictcall.core.policy import PolicyHolder
 from strictcall.core.terminal import one_line
+from strictcall.services.proxy.config import UpstreamConfig
+from strictcall.services.proxy.content import FederatedContent, UpstreamContent, index_content
 from strictcall.services.proxy.stdio import MAX_RESULT_BYTES
 from strictcall.services.proxy.tools import proxied_tools
 from strictcall.services.proxy.upstream import Listing, Upstream, UpstreamFailed, UpstreamSpec
@@ -63,6 +66,12 @@ class Proxy:
         self._pass_errors = frozenset(pass_errors)
         self._timeout = timeout
         self._refused: dict[str, str] = {}
+        self.content: Final = FederatedContent(self.gateway.may_use)
+        """The upstream's resources and prompts, served as a federation of one serves them
+        (names and URIs as the upstream lists them)."""
+        self._content_refused: dict[str, str] = {}
+        self._as_member = UpstreamConfig("upstream", spec, "", _no_limit(timeout))
+        self.upstream.on_content = self._take_content
         self.failed: UpstreamFailed | None = None
         """Why the upstream's first start failed, once it has."""
 
@@ -95,6 +104,20 @@ class Proxy:
                 )
         self._errlog.flush()
         self._refused = refused
+
+    def _take_content(self, content: UpstreamContent) -> None:
+        entry = (self._as_member, self.upstream, content)
+        index, refused, _ = index_content([entry], "_")
+        self.content.replace(index)
+        for name, reason in refused.items():
+            if self._content_refused.get(name) != reason:  # once, not per relisting
+                self._content_refused[name] = reason
+                self._errlog.write(f"strictcall proxy: {name} not served: {reason}\n")
+        self._errlog.flush()
+
+
+def _no_limit(timeout: float | None) -> float:
+    return math.inf if timeout is None else timeout
 
 
 def upstream_failure(exc: BaseException) -> UpstreamFailed | None:
@@ -133,6 +156,7 @@ def serve_proxy_stdio(proxy: Proxy, identity: str, *, store: Store | None = None
         lifespans=lifespans,
         tools_change=True,
         call_context=per_call,
+        content=lambda: proxy.content,
     )
 
 
@@ -151,5 +175,11 @@ def proxy_app(
     from strictcall.server.app import build_gateway_app
 
     return build_gateway_app(
-        proxy.gateway, store, origins=origins, edge=edge, lifespans=[proxy.lifespan], oauth=oauth
+        proxy.gateway,
+        store,
+        origins=origins,
+        edge=edge,
+        lifespans=[proxy.lifespan],
+        oauth=oauth,
+        content=proxy.content,
     )

@@ -14,6 +14,8 @@ front of any MCP server, or of many (`strictcall federate`), with no change to t
                restart backoff and prefix (`strictcall federate`, served by
                `strictcall.server.federation`)
     federation many upstreams behind one gateway, their tools prefixed and listed in order
+    content    a federation's resources and prompts: listed, merged, routed, read through
+    results    an upstream's tools/call answer read as the official session reads it
     pins       tool pinning: a tool's definition as first seen, a change held until approved
 
 Importing this package loads the MCP SDK (`strictcall[mcp]`).

@@ -11,7 +11,7 @@ release does (then check the release and move the bound in pyproject.toml).
         killed; a stdio upstream is stopped alike
     the read stream's `last_context` (mcp.shared._context_streams)
         the SDK's dispatcher reads the sender's context off its read stream there; a stream
-        the proxy wraps passes it on (`sender_context`)
+        the proxy wraps passes it on (`sender_context`; `WatchedStream` is that wrapper)
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import anyio
 from mcp.os.posix.utilities import terminate_posix_process_tree
 
-__all__ = ["http_client", "sender_context", "terminate_tree"]
+__all__ = ["WatchedStream", "http_client", "sender_context", "terminate_tree"]
 
 
 def http_client(headers: dict[str, str], auth: Any = None) -> Any:
@@ -42,3 +43,41 @@ async def terminate_tree(process: asyncio.subprocess.Process, timeout_s: float) 
 def sender_context(stream: object) -> object:
     """The context the SDK's read `stream` keeps of its last message's sender (None: none)."""
     return getattr(stream, "last_context", None)  # absent: a stream that keeps none
+
+
+class WatchedStream:
+    """The transport's read stream, telling when it ends: the connection is gone."""
+
+    def __init__(self, inner: Any, ended: anyio.Event) -> None:
+        self._inner = inner
+        self._ended = ended
+
+    @property
+    def last_context(self) -> object:
+        return sender_context(self._inner)
+
+    async def receive(self) -> Any:
+        try:
+            return await self._inner.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._ended.set()
+            raise
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> WatchedStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self._inner.__anext__()
+        except (StopAsyncIteration, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._ended.set()
+            raise
+
+    async def __aenter__(self) -> WatchedStream:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()

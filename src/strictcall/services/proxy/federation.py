@@ -33,6 +33,7 @@ from strictcall.core.terminal import one_line
 from strictcall.core.tools import Arguments, Tool, ToolContext, ToolFailure
 from strictcall.errors import TOOL_CHANGED, JSONValue, StrictcallError
 from strictcall.services.proxy.config import HOST_NAME, FederationConfig, UpstreamConfig
+from strictcall.services.proxy.content import FederatedContent, UpstreamContent, index_content
 from strictcall.services.proxy.pins import PIN_POLL_S, Pins, definition_of, listed_of
 from strictcall.services.proxy.tools import proxied_tool
 from strictcall.services.proxy.upstream import Listing, Upstream, UpstreamFailed
@@ -50,7 +51,11 @@ class Member:
     """One upstream of the federation and what it lists now (None: it never started)."""
 
     def __init__(
-        self, config: UpstreamConfig, on_listing: Callable[[Listing], None], errlog: TextIO
+        self,
+        config: UpstreamConfig,
+        on_listing: Callable[[Listing], None],
+        errlog: TextIO,
+        on_content: Callable[[UpstreamContent], None],
     ) -> None:
         self.config = config
         self.upstream = Upstream(
@@ -60,8 +65,12 @@ class Member:
             restart_min_s=config.restart_min_s,
             restart_max_s=config.restart_max_s,
         )
+        self.upstream.on_content = on_content
         self.upstream.log_as = f"{LOG_AS}: {config.name}"
         self.listing: Listing | None = None
+        self.content: UpstreamContent | None = None
+        """Its resources, templates and prompts as last listed (kept while it is down: they
+        answer upstream_unavailable)."""
         self.why_missing: str | None = None
         self.settled = anyio.Event()
         """Set once its first start has succeeded or failed."""
@@ -90,9 +99,11 @@ class Federation:
         self.pins = None if pins is None or not config.pinning else Pins(pins, errlog, LOG_AS)
         self._errlog = errlog
         self.members = [
-            Member(upstream, self._listing_of(index), errlog)
+            Member(upstream, self._listing_of(index), errlog, self._content_of(index))
             for index, upstream in enumerate(config.upstreams)
         ]
+        self.content = FederatedContent(self.gateway.may_use)
+        """The upstreams' resources and prompts, served beside the tools."""
         self._started = False
         self._collision: str | None = None
         self._logged: set[str] = set()
@@ -190,6 +201,29 @@ class Federation:
             self._rebuild()
 
         return take
+
+    def _content_of(self, index: int) -> Callable[[UpstreamContent], None]:
+        def take(content: UpstreamContent) -> None:
+            self.members[index].content = content
+            self._rebuild_content()
+
+        return take
+
+    def _rebuild_content(self) -> None:
+        """Serve every listed upstream's resources and prompts (a collision at start is the
+        start's failure; later, the newcomer's is left out, one line)."""
+        entries = [(m.config, m.upstream, m.content) for m in self.members]
+        index, refused, collisions = index_content(entries, self.config.separator)
+        self.content.replace(index)
+        if collisions and not self._started and self._collision is None:
+            self._collision = collisions[0]
+        lines = [f"{name} not served: {reason}" for name, reason in sorted(refused.items())]
+        if self._started:
+            lines += [f"{line}; the later one not served" for line in collisions]
+        for line in lines:
+            if line not in self._logged:  # once, not per relisting
+                self._logged.add(line)
+                self._note(line)
 
     def _rebuild(self) -> None:
         """Serve every started upstream's tools, sorted by their served names."""

@@ -78,6 +78,12 @@ class AnswerTooLarge(StrictcallError):
     """The upstream's answer to a call is longer than the limit: not kept, not read."""
 
 
+TOO_LARGE_CODE: Final = -32099
+"""The code of the error a session request is answered with, in place of an answer longer than
+the limit (one in JSON-RPC's range for implementations: no upstream's own reaches the session
+for that request, whose answer was this line)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Oversized:
     """A line longer than the limit: only its two ends (where its id is) were kept."""
@@ -283,6 +289,12 @@ class UpstreamPipe(asyncio.Protocol):
             call = self._call_named(line.head + b" " + line.tail, alone=True)
             if call is not None:
                 call.set_exception(AnswerTooLarge())
+                return
+            named = _ID.search(line.head)
+            if named is not None:  # a session request's answer: it fails at once, too large
+                error = types.ErrorData(code=TOO_LARGE_CODE, message="answer too large")
+                answer = types.JSONRPCError(jsonrpc="2.0", id=int(named.group(1)), error=error)
+                self.read.put(SessionMessage(answer))
             else:
                 self.read.put(ValueError("a line from the server was too long"))
             return

@@ -32,7 +32,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from dataclasses import dataclass, field
-from typing import Any, Final, TextIO, get_args
+from typing import Any, Final, TextIO, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import anyio
@@ -44,17 +44,18 @@ from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED
-from mcp_types.methods import SERVER_RESULTS
-from mcp_types.version import KNOWN_PROTOCOL_VERSIONS
 from pydantic import BaseModel
 
 from strictcall.core.tools import ToolFailure
 from strictcall.errors import RETRY_AFTER_MS, UPSTREAM_UNAVAILABLE, JSONValue, StrictcallError
-from strictcall.services.proxy._mcp_sdk import http_client, sender_context
+from strictcall.services.proxy._mcp_sdk import WatchedStream, http_client
+from strictcall.services.proxy.content import UpstreamContent, list_content
 from strictcall.services.proxy.credentials import ClientCredentials, ClientCredentialsAuth
 from strictcall.services.proxy.http import HttpCaller, HttpCallFailed
+from strictcall.services.proxy.results import call_result, later_members
 from strictcall.services.proxy.stdio import (
     MAX_RESULT_BYTES,
+    TOO_LARGE_CODE,
     AnswerTooLarge,
     PipeClosed,
     UnreadableAnswer,
@@ -72,6 +73,7 @@ PING_S: Final = 5.0
 """How long a server suspected of hanging has to answer a ping."""
 
 Listing = list[types.Tool]
+ResultT = TypeVar("ResultT", bound=BaseModel)
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,42 +142,12 @@ def shown_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
 
 
-class _Watched:
-    """The transport's read stream, telling when it ends: the connection is gone."""
-
-    def __init__(self, inner: Any, ended: anyio.Event) -> None:
-        self._inner = inner
-        self._ended = ended
-
-    @property
-    def last_context(self) -> object:
-        return sender_context(self._inner)
-
-    async def receive(self) -> Any:
-        try:
-            return await self._inner.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-            self._ended.set()
-            raise
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    def __aiter__(self) -> _Watched:
-        return self
-
-    async def __anext__(self) -> Any:
-        try:
-            return await self._inner.__anext__()
-        except (StopAsyncIteration, anyio.ClosedResourceError, anyio.BrokenResourceError):
-            self._ended.set()
-            raise
-
-    async def __aenter__(self) -> _Watched:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
+_LIST_CHANGED: Final = (
+    types.ToolListChangedNotification,
+    types.ResourceListChangedNotification,
+    types.PromptListChangedNotification,
+)
+"""The notifications that have the upstream listed again (its tools, resources and prompts)."""
 
 
 class _Connection:
@@ -193,6 +165,7 @@ class _Connection:
         self.suspect = anyio.Event()
         self.relist = anyio.Event()
         self.later_members: frozenset[str] = frozenset()
+        self.capabilities: types.ServerCapabilities | None = None
         """The tools/call result members only later revisions than the session's define."""
 
 
@@ -216,6 +189,9 @@ class Upstream:
         max_result_bytes: int = MAX_RESULT_BYTES,
     ) -> None:
         self.spec: Final = spec
+        self.on_content: Callable[[UpstreamContent], None] | None = None
+        """When set (a federation's), receives the upstream's resources, resource templates
+        and prompts as `on_listing` receives its tools (listed only then)."""
         self.log_as = "strictcall proxy"
         """What each line of its log starts with."""
         self.max_result_bytes: Final = max_result_bytes
@@ -295,7 +271,7 @@ class Upstream:
                 except PipeClosed:
                     live.ended.set()
                     raise self.unavailable() from None
-                return _call_result(answer, live.later_members)
+                return call_result(answer, live.later_members)
             if live.http is not None and live.http.takes_calls():
                 return await self._call_by_post(live, live.http, name, arguments)
             return await self._call_by_session(live, name, arguments)
@@ -317,7 +293,7 @@ class Upstream:
             raise UnreadableAnswer from None
         except orjson.JSONDecodeError:
             raise UnreadableAnswer from None
-        return _call_result(answer, live.later_members)
+        return call_result(answer, live.later_members)
 
     async def _call_by_session(
         self, live: _Connection, name: str, arguments: dict[str, JSONValue]
@@ -325,15 +301,41 @@ class Upstream:
         request = types.CallToolRequest(
             params=types.CallToolRequestParams(name=name, arguments=arguments)
         )
+        # send_request, not call_tool: call_tool validates structured content itself (and
+        # may list the tools first); the gateway checks the result at stage output.
+        return await self._send(live, request, types.CallToolResult)
+
+    async def forward(self, request: types.ClientRequest, result_type: type[ResultT]) -> ResultT:
+        """Any other request (resources/read, prompts/get) through the session, its result
+        read as `result_type` (the SDK's model: its shape checked) and capped as a call's.
+
+        Raises:
+            ToolFailure: upstream_unavailable, when there is no session or it ended under it.
+            MCPError: the upstream answered with a JSON-RPC error.
+            AnswerTooLarge: the result is longer than `max_result_bytes` as JSON.
+            ValidationError: the result is not of `result_type`'s shape.
+        """
+        live = self._live
+        if live is None or live.ended.is_set():
+            raise self.unavailable()
         try:
-            # send_request, not call_tool: call_tool validates structured content itself (and
-            # may list the tools first); the gateway checks the result at stage output.
-            result = await live.session.send_request(request, types.CallToolResult)
+            return await self._send(live, request, result_type)
+        except anyio.get_cancelled_exc_class():
+            live.suspect.set()
+            raise
+
+    async def _send(
+        self, live: _Connection, request: types.ClientRequest, result_type: type[ResultT]
+    ) -> ResultT:
+        try:
+            result = await live.session.send_request(request, result_type)
             # the SDK has read it whole by now: at least it is not passed on
             if len(result.model_dump_json(by_alias=True)) > self.max_result_bytes:
                 raise AnswerTooLarge
             return result
         except MCPError as exc:
+            if exc.code == TOO_LARGE_CODE and live.pipe is not None:  # the pipe's, not theirs
+                raise AnswerTooLarge from None
             # The SDK answers a call whose connection broke with CONNECTION_CLOSED, a code
             # servers use for their own errors too: a ping tells the two apart.
             if live.ended.is_set() or (
@@ -368,7 +370,7 @@ class Upstream:
                 async with (
                     self._connect() as (read, write, pipe),
                     ClientSession(
-                        _Watched(read, ended), write, message_handler=self._on_message
+                        WatchedStream(read, ended), write, message_handler=self._on_message
                     ) as session,
                 ):
                     live = _Connection(session, ended, pipe)
@@ -380,6 +382,7 @@ class Upstream:
                         if live.http is not None:
                             live.http.version = started.protocol_version
                         self._on_listing(await _list_tools(session))
+                        await self._list_content(live, started.capabilities)
                     self.starts += 1
                     self._note(f"upstream started ({self.spec.describe()})")
                     self._live = live
@@ -415,11 +418,20 @@ class Upstream:
             try:
                 with anyio.fail_after(START_TIMEOUT_S):
                     listing = await _list_tools(live.session)
+                    self._on_listing(listing)
+                    await self._list_content(live, live.capabilities)
             except Exception as exc:
                 self._note(f"upstream tools/list failed ({_kind(exc)})")
                 live.ended.set()
                 return
-            self._on_listing(listing)
+
+    async def _list_content(
+        self, live: _Connection, capabilities: types.ServerCapabilities | None
+    ) -> None:
+        """List the upstream's resources, templates and prompts for `on_content`, if any."""
+        live.capabilities = capabilities
+        if self.on_content is not None and capabilities is not None:
+            self.on_content(await list_content(live.session, capabilities, self._note))
 
     async def _pinger(self, live: _Connection) -> None:
         while True:
@@ -435,7 +447,7 @@ class Upstream:
 
     async def _on_message(self, message: object) -> None:
         live = self._current
-        if live is not None and isinstance(message, types.ToolListChangedNotification):
+        if live is not None and isinstance(message, _LIST_CHANGED):
             live.relist.set()
 
     def _why(self, exc: BaseException, pipe: UpstreamPipe | None) -> str:
@@ -502,52 +514,6 @@ async def _stdio(
         command, env=env, errlog=errlog, max_answer_bytes=max_answer_bytes
     ) as pipe:
         yield pipe.read, pipe.write, pipe
-
-
-def _call_result(
-    answer: dict[str, JSONValue], later_members: frozenset[str]
-) -> types.CallToolResult:
-    """The tools/call result in a JSON-RPC answer read off the pipe, validated once.
-
-    Raises:
-        MCPError: the answer is a JSON-RPC error {code: int, message: str, data?}.
-        UnreadableAnswer: the answer is neither that nor a result object (both at once
-            included, which the SDK's envelope reads as an error).
-        ValidationError: the result is not a tools/call result.
-    """
-    if "result" in answer:
-        result = answer["result"]
-        if type(result) is not dict or "error" in answer:
-            raise UnreadableAnswer
-        if not later_members.isdisjoint(result):  # as the session drops them
-            result = {key: value for key, value in result.items() if key not in later_members}
-        return types.CallToolResult.model_validate(result, by_name=False)
-    error = answer.get("error")
-    if type(error) is dict and type(error.get("code")) is int and type(error.get("message")) is str:
-        raise MCPError(code=error["code"], message=error["message"], data=error.get("data"))
-    raise UnreadableAnswer
-
-
-def later_members(version: str) -> frozenset[str]:
-    """The members of a tools/call result that only revisions later than `version` define:
-    the session drops them from a result before reading it, so that a later revision's
-    constraints do not apply to a session that did not negotiate it."""
-    if version not in KNOWN_PROTOCOL_VERSIONS or ("tools/call", version) not in SERVER_RESULTS:
-        return frozenset()
-    later: set[str] = set()
-    for revision in KNOWN_PROTOCOL_VERSIONS[KNOWN_PROTOCOL_VERSIONS.index(version) + 1 :]:
-        if ("tools/call", revision) in SERVER_RESULTS:
-            later |= _members(SERVER_RESULTS[("tools/call", revision)])
-    return frozenset(later - _members(SERVER_RESULTS[("tools/call", version)]))
-
-
-def _members(model: object) -> set[str]:
-    """The wire names of a result model's members (of every model of a union)."""
-    found: set[str] = set()
-    for member in get_args(model) or (model,):
-        if isinstance(member, type) and issubclass(member, BaseModel):
-            found |= {field.alias or name for name, field in member.model_fields.items()}
-    return found
 
 
 async def _list_tools(session: ClientSession) -> Listing:

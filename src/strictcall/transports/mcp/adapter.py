@@ -38,6 +38,12 @@ from strictcall.core.record import AuditRecord, record_of, refusal_record
 from strictcall.core.refusals import NO_TOKEN, WITHHELD, withheld_for_size
 from strictcall.errors import JSONValue
 from strictcall.transports.jsonrpc import MAX_REPLY_BYTES, Recorder
+from strictcall.transports.mcp.content import (
+    CONTENT_METHODS,
+    ContentHandlers,
+    ContentServer,
+    McpContent,
+)
 
 SERVER_NAME: Final = "strictcall"
 
@@ -207,7 +213,9 @@ CallContext = Callable[[], AbstractContextManager[None]]
 
 
 class McpTools:
-    """The gateway's tools behind the SDK's low-level `Server`: tools/list and tools/call only.
+    """The gateway's tools behind the SDK's low-level `Server`: tools/list and tools/call, and
+    with `content` (a federation's upstreams) resources and prompts
+    (`strictcall.transports.mcp.content`).
 
     `identity_of` says who is calling (None refuses the call as unauthenticated), `claims_of`
     what its token says of it (the scopes that decide with the identity what it may list and
@@ -223,11 +231,13 @@ class McpTools:
         record: Recorder | None = None,
         claims_of: ClaimsOf | None = None,
         call_context: CallContext | None = None,
+        content: McpContent | None = None,
     ) -> None:
         """`call_context`: entered around each tools/call, from its settling to its record
         (a tracer's: the call's stage marks and store work kept for its span, on a
         transport with no request of its own to keep them, stdio)."""
         self.gateway: Final = gateway
+        self._content = None if content is None else ContentHandlers(content, identity_of)
         self._identity_of = identity_of
         self._claims_of: Final[ClaimsOf] = claims_of if claims_of is not None else _no_claims
         self._call_scope = call_scope
@@ -264,19 +274,31 @@ class McpTools:
 
     def serves(self, method: str) -> bool:
         """Whether the server answers requests for `method` (any other gets -32601 from
-        strictcall, which echoes nothing of it)."""
+        strictcall, which echoes nothing of it): resources and prompts only while the content
+        source offers them."""
+        kind = CONTENT_METHODS.get(method)
+        if kind is not None:
+            return self._content is not None and kind in self._content.content.offers()
         return method in self._methods
 
     def server(self) -> Server[Any]:
         """A new low-level SDK server answering with these tools, without the SDK's own span
         per message: it is named by the model's tool name and carries its request id, and
         strictcall's span per call replaces it (`strictcall.ops.tracing`)."""
-        server: Server[Any] = Server(
+        content = self._content
+        server = ContentServer(
             SERVER_NAME,
             version=_version(),
             on_list_tools=self.list_tools,
             on_call_tool=self.call_tool,
+            on_list_resources=None if content is None else content.list_resources,
+            on_list_resource_templates=None if content is None else content.list_resource_templates,
+            on_read_resource=None if content is None else content.read_resource,
+            on_list_prompts=None if content is None else content.list_prompts,
+            on_get_prompt=None if content is None else content.get_prompt,
         )
+        if content is not None:
+            server.offers = content.content.offers
         server.middleware[:] = [
             m for m in server.middleware if type(m).__name__ != "OpenTelemetryMiddleware"
         ]

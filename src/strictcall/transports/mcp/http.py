@@ -43,6 +43,7 @@ from strictcall.transports.mcp.adapter import (
     protocol_version,
     result_message,
 )
+from strictcall.transports.mcp.content import McpContent
 from strictcall.transports.mcp.direct import DirectRequest, direct_request
 from strictcall.transports.mcp.intake import DirectCall, Refused, read_message, refuse_too_large
 from strictcall.transports.mcp.sdk_errors import scrubbed
@@ -78,16 +79,27 @@ class McpHttpApp:
     `lifespan()` must be running while it serves."""
 
     def __init__(
-        self, gateway: Gateway, *, record: Recorder | None = None, direct: bool = True
+        self,
+        gateway: Gateway,
+        *,
+        record: Recorder | None = None,
+        direct: bool = True,
+        content: McpContent | None = None,
     ) -> None:
         """`direct`: answer plain requests on strictcall's own path (False: the SDK answers
-        every request it is given, the reference the tests hold the direct path to)."""
+        every request it is given, the reference the tests hold the direct path to);
+        `content`: resources and prompts served beside the tools (a federation's)."""
         self.limits: Final = gateway.limits
         self._direct = direct
         self._record = record
         # stateless: each request is a connection of its own, with a scope of its own
         tools = McpTools(
-            gateway, identity_in_scope, lambda: mint_call_id("http"), record, claims_in_scope
+            gateway,
+            identity_in_scope,
+            lambda: mint_call_id("http"),
+            record,
+            claims_in_scope,
+            content=content,
         )
         self._tools = tools
         self.manager: Final = StreamableHTTPSessionManager(

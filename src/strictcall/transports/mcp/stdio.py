@@ -56,6 +56,7 @@ from strictcall.transports.mcp.adapter import (
     protocol_version,
     result_message,
 )
+from strictcall.transports.mcp.content import McpContent
 from strictcall.transports.mcp.intake import DirectCall, Refused, read_message, refuse_too_large
 from strictcall.transports.mcp.sdk_errors import scrubbed_message
 from strictcall.transports.pipes import TOO_LONG, Output, read_lines, stdout_writer
@@ -70,9 +71,13 @@ def serve_stdio(
     lifespans: Sequence[Callable[[], AbstractAsyncContextManager[None]]] = (),
     tools_change: bool = False,
     call_context: CallContext | None = None,
+    content: Callable[[], McpContent | None] | None = None,
 ) -> None:
     """Serve MCP on this process's stdin and stdout as `identity` until stdin ends.
     `call_context`: entered around each tools/call (`McpTools`; a tracer's).
+
+    `content` gives, once the lifespans are entered, the resources and prompts served beside
+    the tools (a federation's), if any.
 
     With `tools_change` (a proxy, whose upstream may list other tools), the server announces
     `tools.listChanged` and sends `notifications/tools/list_changed` to an initialized session
@@ -91,7 +96,7 @@ def serve_stdio(
     if anyio.run(
         _serve_with,
         lifespans,
-        _Serving(gateway, identity, record, tools_change, call_context),
+        _Serving(gateway, identity, record, tools_change, call_context, content),
         source,
         backend_options=options,
     ):
@@ -166,7 +171,8 @@ class _Serving(NamedTuple):
     identity: str
     record: Recorder | None
     tools_change: bool
-    call_context: CallContext | None = None
+    call_context: CallContext | None
+    content: Callable[[], McpContent | None] | None
 
 
 async def _serve_with(
@@ -206,8 +212,14 @@ async def _serve_stdio(serving: _Serving, stdin: IO[bytes]) -> bool:
 async def _session(serving: _Serving, stdin: IO[bytes]) -> None:
     gateway, identity, record = serving.gateway, serving.identity, serving.record
     scope = mint_call_id("stdio")
+    content = None if serving.content is None else serving.content()
     tools = McpTools(
-        gateway, lambda ctx: identity, lambda: scope, record, call_context=serving.call_context
+        gateway,
+        lambda ctx: identity,
+        lambda: scope,
+        record,
+        call_context=serving.call_context,
+        content=content,
     )
     server = tools.server()
     read_send, read_receive = anyio.create_memory_object_stream[SessionMessage | Exception](
@@ -228,14 +240,25 @@ async def _session(serving: _Serving, stdin: IO[bytes]) -> None:
         with _Tasks() as direct:
             intake = StdioIntake(read_send, answers, tools, identity, record, spawn=direct.spawn)
             calls.start_soon(take_lines, stdin, gateway.limits.max_size, intake)
-            options = NotificationOptions(tools_changed=serving.tools_change)
+            options = NotificationOptions(
+                tools_changed=serving.tools_change,
+                resources_changed=content is not None,
+                prompts_changed=content is not None,
+            )
             unwatch = gateway.watch_tools(lambda: direct.spawn_now(answers.tools_changed()))
+            unwatch_content = (
+                None
+                if content is None
+                else content.watch(lambda kind: direct.spawn_now(answers.tools_changed(kind)))
+            )
             try:
                 await server.run(
                     read_receive, answers, server.create_initialization_options(options)
                 )
             finally:
                 unwatch()
+                if unwatch_content is not None:
+                    unwatch_content()
 
 
 class _Tasks:
@@ -390,11 +413,12 @@ class Answers:
                 self.initialized = True
             self.forget(message.id)
 
-    async def tools_changed(self) -> None:
-        """Tell an initialized session that the tools listed have changed."""
+    async def tools_changed(self, kind: str = "tools") -> None:
+        """Tell an initialized session that the tools (or the `kind` "resources" or "prompts")
+        listed have changed."""
         if self.initialized:
             notification = types.JSONRPCNotification(
-                jsonrpc="2.0", method="notifications/tools/list_changed"
+                jsonrpc="2.0", method=f"notifications/{kind}/list_changed"
             )
             await self._inner.send(SessionMessage(notification))
 

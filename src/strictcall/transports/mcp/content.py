@@ -1,0 +1,165 @@
+"""MCP's resources and prompts, served from a source other than the gateway's tools (a
+federation's upstreams): resources/list, resources/templates/list, resources/read,
+prompts/list and prompts/get on the official SDK's low-level server.
+
+The source decides who sees and reads what; a refusal is its `ToolFailure`, answered as a
+JSON-RPC error whose code is the stage's (`strictcall.transports.jsonrpc.ERROR_CODES`: -32002
+for forbidden_or_missing) and whose data is the structured error {code, stage, retryable, ...}.
+The capabilities advertise resources and prompts only while the source offers them, and a
+request for them otherwise is -32601 (`McpTools.serves`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Final, Literal, Protocol
+
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel.server import Server
+from mcp.shared.exceptions import MCPError
+
+from strictcall.core.refusals import NO_TOKEN
+from strictcall.core.tools import ToolFailure
+from strictcall.errors import JSONValue, Stage
+from strictcall.transports.jsonrpc import ERROR_CODES
+
+Kind = Literal["resources", "prompts"]
+Context = ServerRequestContext[Any, Any]
+IdentityOf = Callable[[Context], str | None]
+
+CONTENT_METHODS: Final[dict[str, Kind]] = {
+    "resources/list": "resources",
+    "resources/templates/list": "resources",
+    "resources/read": "resources",
+    "prompts/list": "prompts",
+    "prompts/get": "prompts",
+}
+"""The methods served from a content source, and what the source must offer for each."""
+
+
+class McpContent(Protocol):
+    """Resources and prompts as a caller (`identity`) may see and read them."""
+
+    def offers(self) -> frozenset[Kind]:
+        """What is served now: "resources", "prompts", both or neither."""
+        ...
+
+    def watch(self, watcher: Callable[[Kind], None]) -> Callable[[], None]:
+        """Have `watcher` told each time what is listed of a kind changes (resources and their
+        templates, or prompts); returns the function that stops it."""
+        ...
+
+    def resources(self, identity: str) -> list[types.Resource]:
+        """The resources `identity` may read, in a stable order."""
+        ...
+
+    def templates(self, identity: str) -> list[types.ResourceTemplate]:
+        """The resource templates `identity` may read through, in a stable order."""
+        ...
+
+    def prompts(self, identity: str) -> list[types.Prompt]:
+        """The prompts `identity` may get, in a stable order."""
+        ...
+
+    async def read_resource(self, identity: str, uri: str) -> types.ReadResourceResult:
+        """The resource at `uri`.
+
+        Raises:
+            ToolFailure: the caller may not read it, or it failed (the catalogue's kind).
+        """
+        ...
+
+    async def get_prompt(
+        self, identity: str, name: str, arguments: dict[str, str] | None
+    ) -> types.GetPromptResult:
+        """The prompt `name` with `arguments`.
+
+        Raises:
+            ToolFailure: the caller may not get it, or it failed (the catalogue's kind).
+        """
+        ...
+
+
+def refused(failure: ToolFailure) -> MCPError:
+    """A source's failure as the JSON-RPC error that answers it: the stage's code and message,
+    the structured error as data (nothing of the caller's in it)."""
+    error: dict[str, JSONValue] = failure.kind.as_error()
+    if failure.retry_after_ms is not None:
+        error["retry_after_ms"] = failure.retry_after_ms
+    if failure.details:
+        error.update(failure.details)
+    return error_of(error)
+
+
+def error_of(error: dict[str, JSONValue]) -> MCPError:
+    """A structured error as the JSON-RPC error that carries it (the stage's code)."""
+    code, message = ERROR_CODES[Stage(error["stage"])]
+    return MCPError(code=code, message=message, data=error)
+
+
+class ContentHandlers:
+    """The SDK server's handlers for a content source's methods, the caller named by
+    `identity_of` (None: a transport that forgot the caller, shown nothing)."""
+
+    def __init__(self, content: McpContent, identity_of: IdentityOf) -> None:
+        self.content: Final = content
+        self._identity_of = identity_of
+
+    async def list_resources(
+        self, ctx: Context, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        identity = self._identity_of(ctx)
+        shown = [] if identity is None else self.content.resources(identity)
+        return types.ListResourcesResult(resources=shown)
+
+    async def list_resource_templates(
+        self, ctx: Context, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        identity = self._identity_of(ctx)
+        shown = [] if identity is None else self.content.templates(identity)
+        return types.ListResourceTemplatesResult(resource_templates=shown)
+
+    async def list_prompts(
+        self, ctx: Context, params: types.PaginatedRequestParams | None
+    ) -> types.ListPromptsResult:
+        identity = self._identity_of(ctx)
+        shown = [] if identity is None else self.content.prompts(identity)
+        return types.ListPromptsResult(prompts=shown)
+
+    async def read_resource(
+        self, ctx: Context, params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        identity = self._identity_of(ctx)
+        if identity is None:  # a transport that forgot the caller: refuse, never guess
+            raise error_of(NO_TOKEN.as_error())
+        try:
+            return await self.content.read_resource(identity, params.uri)
+        except ToolFailure as failure:
+            raise refused(failure) from None
+
+    async def get_prompt(
+        self, ctx: Context, params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult:
+        identity = self._identity_of(ctx)
+        if identity is None:  # a transport that forgot the caller: refuse, never guess
+            raise error_of(NO_TOKEN.as_error())
+        try:
+            return await self.content.get_prompt(identity, params.name, params.arguments)
+        except ToolFailure as failure:
+            raise refused(failure) from None
+
+
+class ContentServer(Server[Any]):
+    """The SDK's low-level server, its capabilities advertising resources and prompts only
+    while `offers()` says they are served (asked at each initialize and server/discover)."""
+
+    offers: Callable[[], frozenset[Kind]] = staticmethod(frozenset)
+
+    def get_capabilities(self, *args: Any, **kwargs: Any) -> types.ServerCapabilities:
+        capabilities = super().get_capabilities(*args, **kwargs)
+        offered = self.offers()
+        hidden: dict[str, None] = {kind: None for kind in ("resources", "prompts")}
+        for kind in offered:
+            hidden.pop(kind)
+        return capabilities.model_copy(update=hidden) if hidden else capabilities
