@@ -179,3 +179,39 @@ def _cpu_s(pid: int) -> float:
     raw = Path(f"/proc/{pid}/stat").read_text()
     rest = raw[raw.rindex(")") + 2 :].split()
     return (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """A short run of this part alone: `serve`'s /mcp and the proxy's at one wire version,
+    loaded in turns by wrk, and the upstream alone; the proxy judged as bench/run.py does."""
+    import argparse
+    import sys
+    import tempfile
+
+    import mcp_wires
+
+    parser = argparse.ArgumentParser(description="strictcall proxy over HTTP, a short run")
+    parser.add_argument("--version", default=mcp_wires.VERSIONS[0])
+    parser.add_argument("--duration", type=float, default=5.0)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--connections", default="16,64")
+    args = parser.parse_args(argv)
+    script = Path(sys.executable).parent / "strictcall"
+    cli = [str(script)] if script.exists() else [sys.executable, "-m", "strictcall"]
+    counts = [int(part) for part in args.connections.split(",")]
+    print(f"load average at the start: {os.getloadavg()}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="proxy-http-") as tmp:
+        workdir = Path(tmp)
+        upstream = upstream_time(cli, workdir)
+        targets = [
+            http_load.strictcall_mcp_target(cli, workdir, args.version),
+            proxy_target(cli, workdir, args.version),
+        ]
+        results = http_load.load_targets(targets, workdir, counts, args.duration, args.runs, 1, 1.0)
+    print("\n".join(mcp_wires.proxy_lines({r["target"]: r for r in results}, upstream)))
+    print(f"load average at the end: {os.getloadavg()}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

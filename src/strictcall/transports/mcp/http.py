@@ -24,7 +24,15 @@ from strictcall.core.gateway import Gateway
 from strictcall.core.ids import mint_call_id
 from strictcall.core.record import refusal_record
 from strictcall.core.refusals import protocol_refusal
-from strictcall.transports.asgi import IDENTITY_KEY, Message, Receive, Scope, Send, read_body
+from strictcall.transports.asgi import (
+    IDENTITY_KEY,
+    Later,
+    Message,
+    Receive,
+    Scope,
+    Send,
+    read_body,
+)
 from strictcall.transports.asgi import Response as Answered
 from strictcall.transports.jsonrpc import Recorder
 from strictcall.transports.mcp.adapter import (
@@ -139,10 +147,12 @@ class McpHttpApp:
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 
-    def answer_now(self, scope: Scope, body: bytes | bytearray) -> Answered | None:
+    def answer_now(self, scope: Scope, body: bytes | bytearray) -> Answered | Later | None:
         """A POST whose whole `body` has arrived, answered in place when it is a plain request
-        (`strictcall.transports.mcp.direct`) whose answer needs no await; None, with nothing
-        run or audited, otherwise (the server then runs the app on it)."""
+        (`strictcall.transports.mcp.direct`): made now, or a `Later` for a call whose tool must
+        be awaited (an async tool's, a proxied one's: read once, here, and answered without the
+        ASGI cycle around it); None, with nothing run or audited, otherwise (the server then
+        runs the app on it)."""
         if not self._direct or len(body) > self.limits.max_size:
             return None
         tools = self._tools
@@ -155,8 +165,18 @@ class McpHttpApp:
         if not isinstance(message, DirectRequest):
             return None
         identity = scope.get(IDENTITY_KEY)
-        reply = self._reply_now(message, identity if isinstance(identity, str) else None)
-        return None if reply is None else _json_response(reply)
+        caller = identity if isinstance(identity, str) else None
+        reply = self._reply_now(message, caller)
+        if reply is None:  # a call whose tool must be awaited
+            return self._answer_later(message, caller)
+        return _json_response(reply)
+
+    async def _answer_later(self, request: DirectRequest, caller: str | None) -> Answered:
+        """`_answer_request`'s awaited call, its answer returned rather than sent."""
+        line = await self._tools.answer_call_line(
+            request.params, request.request_id, caller, request.version
+        )
+        return _json_response(line[:-1])  # the line's newline: a body is the message alone
 
     def _reply_now(self, request: DirectRequest, caller: str | None) -> bytes | None:
         """A plain request's reply, made now; None for a call whose tool must be awaited."""
