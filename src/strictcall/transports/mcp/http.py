@@ -12,8 +12,9 @@ everything else is replayed to the SDK's session manager.
 
 from __future__ import annotations
 
+from collections.abc import Coroutine
 from contextlib import AbstractAsyncContextManager
-from typing import Final
+from typing import Any, Final
 
 import orjson
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -137,12 +138,8 @@ class McpHttpApp:
         """A plain request answered here, as the SDK's stateless JSON-response path answers it."""
         identity = scope.get(IDENTITY_KEY)
         caller = identity if isinstance(identity, str) else None
-        body = self._reply_now(request, caller)
-        if body is None:  # a call whose tool must be awaited
-            line = await self._tools.answer_call_line(
-                request.params, request.request_id, caller, request.version
-            )
-            body = line[:-1]  # the line's newline: a body is the message alone
+        reply = self._reply_now(request, caller)
+        body = reply if isinstance(reply, bytes) else await reply  # a tool to await
         status, headers, body = _json_response(body)
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
@@ -167,25 +164,23 @@ class McpHttpApp:
         identity = scope.get(IDENTITY_KEY)
         caller = identity if isinstance(identity, str) else None
         reply = self._reply_now(message, caller)
-        if reply is None:  # a call whose tool must be awaited
-            return self._answer_later(message, caller)
-        return _json_response(reply)
+        if isinstance(reply, bytes):
+            return _json_response(reply)
+        return _answer_later(reply)  # a call whose tool must be awaited
 
-    async def _answer_later(self, request: DirectRequest, caller: str | None) -> Answered:
-        """`_answer_request`'s awaited call, its answer returned rather than sent."""
-        line = await self._tools.answer_call_line(
-            request.params, request.request_id, caller, request.version
-        )
-        return _json_response(line[:-1])  # the line's newline: a body is the message alone
-
-    def _reply_now(self, request: DirectRequest, caller: str | None) -> bytes | None:
-        """A plain request's reply, made now; None for a call whose tool must be awaited."""
+    def _reply_now(
+        self, request: DirectRequest, caller: str | None
+    ) -> bytes | Coroutine[Any, Any, bytes]:
+        """A plain request's reply, made now, or made by the coroutine returned for a call
+        whose tool must be awaited."""
         request_id = request.request_id
         if request.method == "tools/call":
             line = self._tools.answer_call_line_now(
                 request.params, request_id, caller, request.version
             )
-            return None if line is None else line[:-1]  # a body is the message alone
+            if isinstance(line, bytes):
+                return line[:-1]  # the line's newline: a body is the message alone
+            return _body_of(line)
         if request.method == "tools/list":
             listing = [] if caller is None else self._tools.gateway.listing(caller, "mcp")
             return orjson.dumps(listing_message(request_id, listing, request.version))
@@ -255,6 +250,15 @@ class SdkErrors:
             refusal = protocol_refusal(code).as_error()
             self._record(refusal_record(refusal, self._identity))
         return orjson.dumps({**reply, "error": scrubbed(error)})
+
+
+async def _body_of(line: Coroutine[Any, Any, bytes]) -> bytes:
+    return (await line)[:-1]  # the line's newline: a body is the message alone
+
+
+async def _answer_later(reply: Coroutine[Any, Any, bytes]) -> Answered:
+    """A call's reply once awaited, as the 200 that carries it."""
+    return _json_response(await reply)
 
 
 def _json_response(body: bytes) -> Answered:
