@@ -46,8 +46,10 @@ Three parts:
   Answered in place: an app with an `answer_now(scope, body)` method
   (`strictcall.server.router.RpcApp`, through `strictcall.server.admission`) is asked for a
   POST to /rpc whose body arrives in the same read as its headers, in a callback on the loop's
-  next turn, with no task made: it answers there (one write) or says None (a call it must
-  await), and the request then runs through the app as any other. A body still on the way
+  next turn, with no task made: it answers there (one write), or hands back a `Later` (a call
+  to a tool that must be awaited, e.g. a proxied one: awaited in a task of its own, without
+  uvicorn's receive, send and ASGI messages, and written as an answer made there), or says
+  None, and the request then runs through the app as any other. A body still on the way
   when the read is parsed, an `Expect: 100-continue`, a request pipelined behind one in
   progress: these run through the app, as uvicorn runs them. uvicorn's per-request task, its
   receive and send coroutines and the ASGI messages cost more than a call to a tool that
