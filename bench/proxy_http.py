@@ -9,6 +9,31 @@ on a SQLite file with u1's note, so that the proxy serves the same read_note cal
 trip one at a time, and its time per call with `depth` calls in flight (as the proxy sends
 them under load) and its CPU per call then. bench/run.py subtracts that time per call from
 the proxy's time per request (1 / its req/s) to judge the proxy less its upstream.
+
+Where the proxy's time went (py-spy, 250 Hz, 10 s of the proxy process under wrk at 64
+connections, 2025-11-25 POSTs, 2 shared cores at load 3-4.5; `python proxy_http.py` is the
+short run used before and after):
+
+- Its /mcp took strictcall's direct path, then left it: every proxied tool is async (and
+  timed), so `answer_now` read the body, admitted the token and minted a call id, got `AWAIT`
+  from the gateway and gave up; uvicorn then ran the request through the ASGI cycle (a task,
+  receive and send, the router, every admission step again, `McpHttpApp` reading and parsing
+  the body again). The ASGI cycle was 28% of the samples, the gateway and the upstream call
+  inside it 14%; the abandoned in-place attempt another 6.5%. Now `answer_now` returns a
+  `Later` (the coroutine that answers the call already read, under the call id already made),
+  which the server awaits in a task of its own and writes as an in-place answer.
+- Calls to the stdio upstream: one writer (the loop's write-pipe transport), one reader (a
+  protocol on the loop, no task of its own), a future per call keyed by its id: no lock and no
+  queue, so 64 connections do not wait on one pipe. But each call's line was its own write()
+  (5-7% of the samples, self); the lines of one loop turn now go in one write.
+- What is left, most first: the socket writes of the answers (13-16%, self; `serve` pays
+  them too), the audit's SQLite batches on their thread (~6%), the SDK's CallToolResult
+  validation of the upstream's answer (~3%), the call's time limit (an asyncio timeout per
+  call, ~2%), call ids (~2%). The upstream's own process runs on the same 2 cores (75-145 µs
+  of CPU per call measured alone), which `serve`'s in-process tool does not pay for.
+- "less upstream" is noisy on a shared machine: the upstream's time per call with 16 in
+  flight, measured alone before the load, moved between 82 and 431 µs from run to run at the
+  same load; the proxy's own req/s and CPU per request are the steadier figures.
 """
 
 from __future__ import annotations
@@ -179,3 +204,55 @@ def _cpu_s(pid: int) -> float:
     raw = Path(f"/proc/{pid}/stat").read_text()
     rest = raw[raw.rindex(")") + 2 :].split()
     return (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """A short run of this part alone: `serve`'s /mcp and the proxy's at one wire version,
+    loaded in turns by wrk, and the upstream alone; the proxy judged as bench/run.py does."""
+    import argparse
+    import sys
+    import tempfile
+
+    import mcp_wires
+
+    parser = argparse.ArgumentParser(description="strictcall proxy over HTTP, a short run")
+    parser.add_argument("--version", default=mcp_wires.VERSIONS[0])
+    parser.add_argument("--duration", type=float, default=5.0)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--connections", default="16,64")
+    parser.add_argument(
+        "--also-src",
+        type=Path,
+        help="another tree's src/ (e.g. a `git archive` of an earlier commit): its proxy is"
+        " loaded too, in turns with this one's, and judged alike",
+    )
+    args = parser.parse_args(argv)
+    script = Path(sys.executable).parent / "strictcall"
+    cli = [str(script)] if script.exists() else [sys.executable, "-m", "strictcall"]
+    counts = [int(part) for part in args.connections.split(",")]
+    print(f"load average at the start: {os.getloadavg()}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="proxy-http-") as tmp:
+        workdir = Path(tmp)
+        upstream = upstream_time(cli, workdir)
+        targets = [
+            http_load.strictcall_mcp_target(cli, workdir, args.version),
+            proxy_target(cli, workdir, args.version),
+        ]
+        if args.also_src is not None:
+            other = proxy_target(cli, workdir / "also", args.version)
+            other.name += f" ({args.also_src})"
+            other.env = {**os.environ, "PYTHONPATH": str(args.also_src.resolve())}
+            targets.append(other)
+        results = http_load.load_targets(targets, workdir, counts, args.duration, args.runs, 1, 1.0)
+    by_name = {r["target"]: r for r in results}
+    print("\n".join(mcp_wires.proxy_lines(by_name, upstream)))
+    if args.also_src is not None:
+        print(f"\nThe proxy of {args.also_src}, loaded in turns with this tree's:\n")
+        by_name[targets[1].name] = by_name[targets[2].name]
+        print("\n".join(mcp_wires.proxy_lines(by_name, upstream)))
+    print(f"load average at the end: {os.getloadavg()}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -39,7 +39,14 @@ from strictcall.server.router import RpcApp
 from strictcall.services.notes import notes_gateway
 from strictcall.storage.postgres import PostgresStore
 from strictcall.storage.sqlite import SQLiteStore
-from strictcall.transports.asgi import IDENTITY_KEY, Message, Response, Scope, response_headers
+from strictcall.transports.asgi import (
+    IDENTITY_KEY,
+    Later,
+    Message,
+    Response,
+    Scope,
+    response_headers,
+)
 from strictcall.transports.jsonrpc import RpcService
 
 CALL = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"count_notes"}}'
@@ -84,6 +91,12 @@ class Answering:
 
     def answer_now(self, scope: Scope, body: bytes | bytearray) -> Response | None:
         return self._answer(scope)
+
+
+def made_now(answer: Response | Later | None) -> Response | None:
+    """An answer made in place with nothing to await (what these wires' answers are)."""
+    assert answer is None or isinstance(answer, tuple)
+    return answer
 
 
 def scope_of(token: str | None = None, origin: str | None = None) -> Scope:
@@ -205,7 +218,7 @@ def test_the_origin_step_alone_refuses_only_a_foreign_origin_and_audits_it(
 ) -> None:
     recorded = Recorded()
     step = OriginCheck(Answering(), recorded, OriginPolicy(frozenset({ALLOWED})))
-    in_place = step.answer_now(scope_of(origin=origin), CALL)
+    in_place = made_now(step.answer_now(scope_of(origin=origin), CALL))
     assert in_place is not None and in_place[0] == status
     assert asyncio.run(awaited(step, scope_of(origin=origin)))[0] == status
     expected = [] if status == 200 else [FORBIDDEN_ORIGIN.code] * 2
@@ -229,7 +242,7 @@ def test_the_token_step_alone_refuses_a_caller_it_does_not_know(
     recorded = Recorded()
     inner = Answering()
     step = BearerIdentity(inner, recorded, store)
-    in_place = step.answer_now(scope_of(token), CALL)
+    in_place = made_now(step.answer_now(scope_of(token), CALL))
     assert in_place is not None and in_place[0] == 401
     assert asyncio.run(awaited(step, scope_of(token)))[0] == 401
     assert inner.entered == 0
@@ -243,7 +256,7 @@ def test_the_token_step_alone_is_503_while_the_store_cannot_answer(
         broken.execute("DROP TABLE tokens")  # every lookup now fails in the database
     recorded = Recorded()
     step = BearerIdentity(Answering(), recorded, store)
-    in_place = step.answer_now(scope_of("sc_any"), CALL)
+    in_place = made_now(step.answer_now(scope_of("sc_any"), CALL))
     assert in_place is not None and in_place[0] == 503
     assert headers_of(in_place)[b"retry-after"] == b"1"
     assert asyncio.run(awaited(step, scope_of("sc_any")))[:2] == in_place[:2]
@@ -291,8 +304,10 @@ def test_the_in_flight_step_alone_refuses_one_call_past_the_limit_and_audits_who
         assert inner.entered == 2
         assert in_flight["u1"] == 2
         refused_awaited = await awaited(step, dict(scope))
-        refused_now = step.answer_now(dict(scope), CALL)
-        other = step.answer_now({**scope_of(), IDENTITY_KEY: "u2"}, CALL)  # another caller
+        refused_now = made_now(step.answer_now(dict(scope), CALL))
+        other = made_now(
+            step.answer_now({**scope_of(), IDENTITY_KEY: "u2"}, CALL)
+        )  # another caller
         inner.release.set()
         served = await asyncio.gather(*held)
         assert refused_now is not None and other is not None
@@ -334,7 +349,7 @@ def test_a_foreign_origin_is_refused_before_the_token_is_read(store: SQLiteStore
     recorded = Recorded()
     app = composed(store, recorded)
     for token in (None, "sc_unknown", store.create_token("u1")):
-        answer = app.answer_now(scope_of(token, FOREIGN), CALL)
+        answer = made_now(app.answer_now(scope_of(token, FOREIGN), CALL))
         assert answer is not None and answer[0] == 403  # never 401: nothing said of tokens
         assert b"www-authenticate" not in headers_of(answer)
     assert [code_of(r) for r in recorded.records] == [FORBIDDEN_ORIGIN.code] * 3
@@ -346,9 +361,9 @@ def test_an_unknown_caller_is_refused_before_calls_in_flight_are_counted(
     recorded = Recorded()
     app = composed(store, recorded, max_in_flight=1)
     assert app.admission.in_flight.enter("u1")  # u1's one place is taken
-    answer = app.answer_now(scope_of("sc_unknown"), CALL)
+    answer = made_now(app.answer_now(scope_of("sc_unknown"), CALL))
     assert answer is not None and answer[0] == 401
-    busy = app.answer_now(scope_of(store.create_token("u1")), CALL)
+    busy = made_now(app.answer_now(scope_of(store.create_token("u1")), CALL))
     assert busy is not None and busy[0] == 429
     assert [(r.code, r.identity) for r in recorded.records] == [
         (UNAUTHENTICATED.code, None),
@@ -392,7 +407,7 @@ def test_in_place_and_awaited_give_the_same_status_headers_body_and_audit(
             token, origin = request_kinds(store)[kind]
             assert app.admission.in_flight.enter("busy")  # "busy" has its one call running
             if path == "in-place":
-                answer = app.answer_now(scope_of(token, origin), CALL)
+                answer = made_now(app.answer_now(scope_of(token, origin), CALL))
                 assert answer is not None
             else:
                 answer = asyncio.run(awaited(app, scope_of(token, origin)))
@@ -404,3 +419,36 @@ def test_in_place_and_awaited_give_the_same_status_headers_body_and_audit(
     assert in_place[0] == status
     assert in_place == awaited_answer
     assert audits[0] == audits[1] and len(audits[0]) == 1
+
+
+def test_a_call_awaited_in_place_holds_its_place_until_it_is_answered() -> None:
+    release = asyncio.Event()
+
+    class Later(Answering):
+        def answer_now(self, scope: Scope, body: bytes | bytearray) -> Any:
+            async def answer() -> Response:
+                await release.wait()
+                return (200, response_headers(b"u1"), b"u1")
+
+            return answer()
+
+    in_flight = InFlight(1)
+    recorded = Recorded()
+    step = CallsInFlight(Later(), recorded, in_flight)
+
+    async def scenario() -> tuple[Any, Any]:
+        scope = {**scope_of(), IDENTITY_KEY: "u1"}
+        later = step.answer_now(dict(scope), CALL)
+        assert later is not None and not isinstance(later, tuple)
+        task = asyncio.create_task(later)
+        await asyncio.sleep(0)  # the call runs, holding its place
+        assert in_flight["u1"] == 1
+        busy = made_now(step.answer_now(dict(scope), CALL))  # one more while it runs: refused now
+        release.set()
+        return busy, await task
+
+    busy, served = asyncio.run(scenario())
+    assert isinstance(busy, tuple) and busy[0] == 429
+    assert served[0] == 200
+    assert in_flight["u1"] == 0  # given back once answered
+    assert [(r.code, r.identity) for r in recorded.records] == [(BUSY.code, "u1")]

@@ -277,3 +277,38 @@ def test_mcp_with_its_body_in_place_and_after_its_headers_get_the_same_answer(
     mine, theirs = json.loads(whole[2]), json.loads(split[2])
     assert mine == theirs
     assert "result" in mine
+
+
+def test_an_awaited_mcp_call_in_place_and_through_the_app_get_the_same_answer(
+    server: RunningServer, token: str
+) -> None:
+    """A write's tool is awaited: on /mcp, with its body in the headers' read, it is answered
+    in place once awaited (a `Later`), and a request sent behind it on the connection waits
+    for it; with its body after its headers it runs through the app. Same answers."""
+    first = call("create_note", {"text": "awaited in place"}, 2)
+    second = call("create_note", {"text": "awaited through the app"}, 3)
+    with connect(server) as sock:
+        reader = Reader(sock)
+        sock.sendall(mcp_request(token, text(call("count_notes", {}, 1))))
+        before = reader.response()
+        sock.sendall(mcp_request(token, text(first)) + mcp_request(token, text(second)))
+        in_place, behind = reader.response(), reader.response()
+        head, _, rest = mcp_request(token, text(second)).partition(b"\r\n\r\n")
+        sock.sendall(head + b"\r\n\r\n")
+        sock.sendall(rest)  # the body after the headers: through the app (a note of its own)
+        split = reader.response()
+        sock.sendall(mcp_request(token, text(call("count_notes", {}, 4))))
+        after = reader.response()
+    answers = [before, in_place, behind, split, after]
+    assert [status for status, _, _ in answers] == [200] * 5
+    assert {headers["content-type"] for _, headers, _ in answers} == {"application/json"}
+    replies = [json.loads(body) for _, _, body in answers]
+    assert [reply["id"] for reply in replies] == [1, 2, 3, 3, 4]
+    made = [reply["result"]["structuredContent"] for reply in replies[1:4]]
+    assert [note["text"] for note in made] == [
+        "awaited in place",
+        "awaited through the app",
+        "awaited through the app",
+    ]
+    counted = [reply["result"]["structuredContent"]["result"] for reply in (replies[0], replies[4])]
+    assert counted[1] == counted[0] + 3  # three writes (MCP request ids are per connection)

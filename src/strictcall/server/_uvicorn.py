@@ -46,8 +46,10 @@ Three parts:
   Answered in place: an app with an `answer_now(scope, body)` method
   (`strictcall.server.router.RpcApp`, through `strictcall.server.admission`) is asked for a
   POST to /rpc whose body arrives in the same read as its headers, in a callback on the loop's
-  next turn, with no task made: it answers there (one write) or says None (a call it must
-  await), and the request then runs through the app as any other. A body still on the way
+  next turn, with no task made: it answers there (one write), or hands back a `Later` (a call
+  to a tool that must be awaited, e.g. a proxied one: awaited in a task of its own, without
+  uvicorn's receive, send and ASGI messages, and written as an answer made there), or says
+  None, and the request then runs through the app as any other. A body still on the way
   when the read is parsed, an `Expect: 100-continue`, a request pipelined behind one in
   progress: these run through the app, as uvicorn runs them. uvicorn's per-request task, its
   receive and send coroutines and the ASGI messages cost more than a call to a tool that
@@ -105,7 +107,7 @@ except ImportError:  # pragma: no cover - exercised in a venv without the extra
 
 from strictcall.server.edge import MAX_HEADER_BYTES, MAX_REQUEST_LINE_BYTES, EdgeLimits
 from strictcall.server.logs import log_config
-from strictcall.transports.asgi import ASGIApp
+from strictcall.transports.asgi import ASGIApp, Later, Response
 
 log = logging.getLogger("strictcall")
 
@@ -209,8 +211,9 @@ class Workers(Multiprocess):
 
 # --- one write per response, and answers made in place ----------------------------------------
 
-AnswerNow = Callable[[Any, bytearray], "tuple[int, list[tuple[bytes, bytes]], bytes] | None"]
-"""An app's `answer_now(scope, body)`: a request answered in place, or None to run the app."""
+AnswerNow = Callable[[Any, bytearray], "Response | Later | None"]
+"""An app's `answer_now(scope, body)`: a request answered in place (now, or once a `Later` is
+awaited), or None to run the app."""
 
 IN_PLACE_PATHS: Final = frozenset({"/rpc", "/mcp"})
 """The paths whose POSTs are offered to the app's `answer_now` (JSON-RPC, and MCP's plain
@@ -333,14 +336,27 @@ class CoalescingHttpToolsProtocol(HttpToolsProtocol):
         except Exception as exc:  # as uvicorn answers an app's exception
             self.logger.error("Exception in ASGI application\n", exc_info=exc)
             response, cycle.keep_alive = _FAILED, False
-        if response is None:  # a call to await: the app runs, its body already here
+        if response is None:  # the app runs, its body already here
             super()._start_asgi_task(cycle, app)
+            return
+        if not isinstance(response, tuple):  # a call to await: in a task, without the ASGI cycle
+            task = self.loop.create_task(self._answer_later(cycle, response))
+            task.add_done_callback(self.tasks.discard)
+            self.tasks.add(task)  # the server's shutdown waits for it, as for the app's
             return
         self._write_now(cycle, response)
 
-    def _write_now(
-        self, cycle: RequestResponseCycle, response: tuple[int, list[tuple[bytes, bytes]], bytes]
-    ) -> None:
+    async def _answer_later(self, cycle: RequestResponseCycle, later: Later) -> None:
+        try:
+            response = await later
+        except Exception as exc:  # as uvicorn answers an app's exception
+            self.logger.error("Exception in ASGI application\n", exc_info=exc)
+            response, cycle.keep_alive = _FAILED, False
+        if self.transport.is_closing():  # the client left while its call ran
+            return
+        self._write_now(cycle, response)
+
+    def _write_now(self, cycle: RequestResponseCycle, response: Response) -> None:
         """Write an answer made in place, and end its request as uvicorn's cycle would."""
         status, headers, body = response
         content = [STATUS_LINE[status]]

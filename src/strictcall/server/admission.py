@@ -64,6 +64,7 @@ from strictcall.transports.asgi import (
     IDENTITY_KEY,
     ASGIApp,
     ClientGone,
+    Later,
     Message,
     Receive,
     Response,
@@ -147,7 +148,7 @@ def refused(
     return refusal_response(refusal, challenge)
 
 
-AnswerNow = Callable[[Scope, bytes | bytearray], Response | None]
+AnswerNow = Callable[[Scope, bytes | bytearray], Response | Later | None]
 """A wire's `answer_now(scope, body)`."""
 
 
@@ -156,9 +157,10 @@ class Wire(Protocol):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None: ...
 
-    def answer_now(self, scope: Scope, body: bytes | bytearray) -> Response | None:
-        """The answer to a request whose whole `body` has arrived, made now; None (nothing
-        run or audited) when it must be awaited: the server then runs `__call__`."""
+    def answer_now(self, scope: Scope, body: bytes | bytearray) -> Response | Later | None:
+        """The answer to a request whose whole `body` has arrived, made now, or a `Later` that
+        makes it once awaited; None (nothing run or audited) when the server is to run
+        `__call__` on it."""
         ...
 
 
@@ -173,7 +175,7 @@ class AwaitedOnly:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self.app(scope, receive, send)
 
-    def answer_now(self, scope: Scope, body: bytes | bytearray) -> Response | None:
+    def answer_now(self, scope: Scope, body: bytes | bytearray) -> Response | Later | None:
         return None
 
 
@@ -205,7 +207,7 @@ class Step:
         else:
             await send_response(send, self.refuse(scope, refusal))
 
-    def answer_now(self, scope: Scope, body: bytes | bytearray) -> Response | None:
+    def answer_now(self, scope: Scope, body: bytes | bytearray) -> Response | Later | None:
         refusal = self.admit_now(scope)
         if refusal is None:
             return self.app.answer_now(scope, body)
@@ -399,12 +401,23 @@ class CallsInFlight:
         finally:
             self.in_flight.leave(identity)
 
-    def answer_now(self, scope: Scope, body: bytes | bytearray) -> Response | None:
+    def answer_now(self, scope: Scope, body: bytes | bytearray) -> Response | Later | None:
         identity: str = scope[IDENTITY_KEY]
         if not self.in_flight.enter(identity):
             return refused(self.record, CALLER_BUSY, identity)
         try:
-            return self.app.answer_now(scope, body)
+            answer = self.app.answer_now(scope, body)
+        except BaseException:
+            self.in_flight.leave(identity)
+            raise
+        if answer is None or isinstance(answer, tuple):
+            self.in_flight.leave(identity)
+            return answer
+        return self._held(identity, answer)  # its place kept until it is answered
+
+    async def _held(self, identity: str, later: Later) -> Response:
+        try:
+            return await later
         finally:
             self.in_flight.leave(identity)
 
@@ -444,7 +457,7 @@ class ToolScopes:
             return
         await self.app(scope, _replay(body, receive), send)
 
-    def answer_now(self, scope: Scope, body: bytes | bytearray) -> Response | None:
+    def answer_now(self, scope: Scope, body: bytes | bytearray) -> Response | Later | None:
         principal: Principal | None = scope.get(PRINCIPAL_KEY)
         if principal is not None:
             scoped = self._refusal(principal, body)

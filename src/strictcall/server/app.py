@@ -39,7 +39,7 @@ from strictcall.server.listen import bind_listeners
 from strictcall.server.router import RpcApp
 from strictcall.services.notes import notes_gateway
 from strictcall.storage import AuditRecord, Store, StoreUnavailable
-from strictcall.transports.asgi import ASGIApp, Message, Receive, Response, Scope, Send
+from strictcall.transports.asgi import ASGIApp, Later, Message, Receive, Response, Scope, Send
 from strictcall.transports.jsonrpc import Recorder, RpcService
 
 if TYPE_CHECKING:
@@ -268,7 +268,7 @@ class ObservedRpcApp(RpcApp):
         with request_context(scope["headers"]):
             await super().__call__(scope, receive, answer)
 
-    def answer_now(self, scope: Scope, body: bytes | bytearray) -> Response | None:
+    def answer_now(self, scope: Scope, body: bytes | bytearray) -> Response | Later | None:
         tracer = self.tracer
         if tracer is None or not tracer.active():
             response = super().answer_now(scope, body)
@@ -277,8 +277,27 @@ class ObservedRpcApp(RpcApp):
 
             with request_context(scope["headers"]):
                 response = super().answer_now(scope, body)
-        if response is not None and self.on_response is not None:
+            if response is not None and not isinstance(response, tuple):
+                response = self._traced(scope, response)
+        if response is None or self.on_response is None:
+            return response
+        if isinstance(response, tuple):
             self.on_response(scope["path"], response[0])
+            return response
+        return self._observed(scope["path"], response, self.on_response)
+
+    async def _traced(self, scope: Scope, later: Later) -> Response:
+        """`later` awaited in its caller's trace context, as `__call__` answers."""
+        from strictcall.ops.tracing import request_context
+
+        with request_context(scope["headers"]):
+            return await later
+
+    async def _observed(
+        self, path: str, later: Later, on_response: Callable[[str, int], None]
+    ) -> Response:
+        response = await later
+        on_response(path, response[0])
         return response
 
 
@@ -339,7 +358,7 @@ class LoadingMcp:
             return
         await app(scope, receive, send)
 
-    def answer_now(self, scope: Scope, body: bytes | bytearray) -> Response | None:
+    def answer_now(self, scope: Scope, body: bytes | bytearray) -> Response | Later | None:
         """A plain MCP request answered in place once the SDK is loaded (`McpHttpApp`); None
         (the app then runs on it) before, or for anything else."""
         app = self._app

@@ -31,6 +31,7 @@ from strictcall.transports.asgi import (
     CLAIMS_KEY,
     IDENTITY_KEY,
     ASGIApp,
+    Later,
     Receive,
     Response,
     Scope,
@@ -182,12 +183,12 @@ class RpcApp:
                 return app
         return None
 
-    def answer_now(self, scope: Scope, body: bytes | bytearray) -> Response | None:
+    def answer_now(self, scope: Scope, body: bytes | bytearray) -> Response | Later | None:
         """A POST to /rpc (or to a mount that answers in place: /mcp's plain requests) whose
         whole `body` has arrived, answered in place (status, headers, body) as `__call__` would
-        answer it: admission, size, then the wire. None, with nothing run or audited, when it
-        must be awaited (a token looked up over the network, an async tool, one with a time
-        limit): the server then runs the app on the request."""
+        answer it: admission, size, then the wire; a `Later` for a call /mcp awaits in place
+        (an async tool's). None, with nothing run or audited, when the app must run (a token
+        looked up over the network, /rpc's async tools, one with a time limit)."""
         path = scope["path"]
         if path == "/rpc":
             return self.rpc.answer_now(scope, body)

@@ -4,7 +4,7 @@ token and body readers, and the small response writers every HTTP wire shares (n
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, MutableMapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from typing import Any, Final
 
@@ -19,6 +19,10 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 Response = tuple[int, list[tuple[bytes, bytes]], bytes]
 """An answer's status, headers and body."""
+Later = Coroutine[Any, Any, Response]
+"""An answer made in place once awaited (a call to an async tool, e.g. a proxied one): the
+server awaits it in a task of its own, without the ASGI request cycle around it. Once made it
+must be awaited (what it holds, a place among the calls in flight, is let go only then)."""
 
 JSON_HEADERS: Final = [(b"content-type", b"application/json")]
 

@@ -290,6 +290,18 @@ class Output:
 
     async def write(self, frame: bytes) -> None:
         """Write one frame; wait while the pipe is full (never for a terminal or a file)."""
+        self.write_nowait(frame)
+        await self.drained()
+
+    async def drained(self) -> None:
+        """Wait while the pipe is full."""
+        drain = self._drain
+        if drain is not None and not self.broken:
+            await drain.drained()
+
+    def write_nowait(self, frame: bytes) -> None:
+        """Write whole frames, a pipe's share of them held by the loop's transport (`drained`
+        waits for it to leave): for a writer that joins the frames of one loop turn."""
         if self.broken:
             return
         transport, drain = self._transport, self._drain
@@ -298,7 +310,6 @@ class Output:
                 self.broken = True
                 return
             transport.write(frame)
-            await drain.drained()
             return
         if self._fd is None:
             return

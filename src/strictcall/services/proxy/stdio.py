@@ -11,7 +11,9 @@ task of their own:
   is read as the SDK's transport reads it (`jsonrpc_message_adapter`, an unreadable line handed
   on as the exception), except the answers to `call_tool`;
 - `call_tool` is the proxy's hot path: a tools/call written with orjson under an id of its own
-  (from `CALL_IDS`, apart from the session's, which count from 0), its answer taken off the
+  (from `CALL_IDS`, apart from the session's, which count from 0), the lines of the calls made
+  in one turn of the loop written as one on its next turn (no lock, no task: under load one
+  write carries every call a turn of HTTP requests made), its answer taken off the
   pipe by that id as it is read and handed to the waiting call as the parsed JSON-RPC message,
   never reaching the session. Abandoned (a timeout, a caller gone), it sends
   `notifications/cancelled` as the session does.
@@ -236,6 +238,8 @@ class UpstreamPipe(asyncio.Protocol):
         self._lines: deque[bytes | Oversized] = deque()
         self._calls: dict[int, asyncio.Future[dict[str, JSONValue]]] = {}
         self._next_id = CALL_IDS
+        self._held: list[bytes] = []
+        self._held_ids: list[int] = []
         self._output: Output | None = None
         self._transport: asyncio.ReadTransport | None = None
         self.ended = False
@@ -380,16 +384,47 @@ class UpstreamPipe(asyncio.Protocol):
             "params": {"name": name, "arguments": arguments},
         }
         try:
-            try:
-                await self.write_line(orjson.dumps(request, option=orjson.OPT_APPEND_NEWLINE))
-            except anyio.BrokenResourceError:
-                raise PipeClosed from None
+            self._hold(request_id, orjson.dumps(request, option=orjson.OPT_APPEND_NEWLINE))
+            await self._output_drained()
             return await call
         except asyncio.CancelledError:
             self._cancel(request_id)
             raise
         finally:
             del self._calls[request_id]
+
+    def _hold(self, request_id: int, frame: bytes) -> None:
+        """Hold a call's line; the lines held in one turn of the loop are written as one, on
+        its next turn (one write for every call the turn's requests made).
+
+        Raises:
+            PipeClosed: the server's stdin is closed or broken.
+        """
+        output = self._output
+        if output is None or output.broken or self.ended:
+            raise PipeClosed
+        if not self._held:
+            asyncio.get_running_loop().call_soon(self._write_held)
+        self._held.append(frame)
+        self._held_ids.append(request_id)
+
+    def _write_held(self) -> None:
+        frames, ids = self._held, self._held_ids
+        self._held, self._held_ids = [], []
+        output = self._output
+        if output is not None:
+            output.write_nowait(b"".join(frames))
+        if output is None or output.broken or self.ended:  # none of them reaches the server
+            for request_id in ids:
+                call = self._calls.get(request_id)
+                if call is not None and not call.done():
+                    call.set_exception(PipeClosed())
+
+    async def _output_drained(self) -> None:
+        """Wait while the server's stdin is full (its calls wait: the server is behind)."""
+        output = self._output
+        if output is not None:
+            await output.drained()
 
     def _cancel(self, request_id: int) -> None:
         """Tell the server a call was abandoned (without waiting: the caller is leaving)."""

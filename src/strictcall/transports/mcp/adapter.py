@@ -18,7 +18,7 @@ launch, so the call id is the request id qualified by its connection (`call_scop
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from contextlib import AbstractContextManager
 from typing import Any, Final
 
@@ -388,18 +388,31 @@ class McpTools:
         identity: str | None,
         version: str = HANDSHAKE_ERA,
         claims: Claims | None = None,
-    ) -> bytes | None:
-        """`answer_call_line` answered in place, inside the event loop; None, with nothing run
-        or audited, when the call names a tool that must be awaited."""
+    ) -> bytes | Coroutine[Any, Any, bytes]:
+        """`answer_call_line` answered in place, inside the event loop; for a call that names
+        a tool that must be awaited, the coroutine that answers it (nothing of it run or
+        audited until it is awaited; the call read and its call id made once)."""
         call, call_id = self._call_of(params, request_id)
         if identity is None:  # a transport that forgot the caller: refuse, never guess
             outcome = self._refused_unknown(call, call_id)
         else:
             settled = self.gateway.settle(call, identity, call_id, in_place=True, claims=claims)
             if settled is AWAIT:
-                return None
+                return self._line_later(call, call_id, request_id, identity, version, claims)
             assert isinstance(settled, Outcome)
             outcome = settled
+        return self._line(outcome, request_id, identity, version)
+
+    async def _line_later(
+        self,
+        call: dict[str, JSONValue],
+        call_id: str,
+        request_id: types.RequestId,
+        identity: str,
+        version: str,
+        claims: Claims | None,
+    ) -> bytes:
+        outcome = await self.gateway.settle_async(call, identity, call_id, claims=claims)
         return self._line(outcome, request_id, identity, version)
 
     def _line(

@@ -12,8 +12,9 @@ everything else is replayed to the SDK's session manager.
 
 from __future__ import annotations
 
+from collections.abc import Coroutine
 from contextlib import AbstractAsyncContextManager
-from typing import Final
+from typing import Any, Final
 
 import orjson
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -28,6 +29,7 @@ from strictcall.core.refusals import protocol_refusal
 from strictcall.transports.asgi import (
     CLAIMS_KEY,
     IDENTITY_KEY,
+    Later,
     Message,
     Receive,
     Scope,
@@ -169,21 +171,18 @@ class McpHttpApp:
         """A plain request answered here, as the SDK's stateless JSON-response path answers it."""
         identity = scope.get(IDENTITY_KEY)
         caller = identity if isinstance(identity, str) else None
-        claims = _claims(scope)
-        body = self._reply_now(request, caller, claims)
-        if body is None:  # a call whose tool must be awaited
-            line = await self._tools.answer_call_line(
-                request.params, request.request_id, caller, request.version, claims
-            )
-            body = line[:-1]  # the line's newline: a body is the message alone
+        reply = self._reply_now(request, caller, _claims(scope))
+        body = reply if isinstance(reply, bytes) else await reply  # a tool to await
         status, headers, body = _json_response(body)
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 
-    def answer_now(self, scope: Scope, body: bytes | bytearray) -> Answered | None:
+    def answer_now(self, scope: Scope, body: bytes | bytearray) -> Answered | Later | None:
         """A POST whose whole `body` has arrived, answered in place when it is a plain request
-        (`strictcall.transports.mcp.direct`) whose answer needs no await; None, with nothing
-        run or audited, otherwise (the server then runs the app on it)."""
+        (`strictcall.transports.mcp.direct`): made now, or a `Later` for a call whose tool must
+        be awaited (an async tool's, a proxied one's: read once, here, and answered without the
+        ASGI cycle around it); None, with nothing run or audited, otherwise (the server then
+        runs the app on it)."""
         if not self._direct or len(body) > self.limits.max_size:
             return None
         tools = self._tools
@@ -198,18 +197,23 @@ class McpHttpApp:
         identity = scope.get(IDENTITY_KEY)
         caller = identity if isinstance(identity, str) else None
         reply = self._reply_now(message, caller, _claims(scope))
-        return None if reply is None else _json_response(reply)
+        if isinstance(reply, bytes):
+            return _json_response(reply)
+        return _answer_later(reply)  # a call whose tool must be awaited
 
     def _reply_now(
         self, request: DirectRequest, caller: str | None, claims: Claims | None
-    ) -> bytes | None:
-        """A plain request's reply, made now; None for a call whose tool must be awaited."""
+    ) -> bytes | Coroutine[Any, Any, bytes]:
+        """A plain request's reply, made now, or made by the coroutine returned for a call
+        whose tool must be awaited."""
         request_id = request.request_id
         if request.method == "tools/call":
             line = self._tools.answer_call_line_now(
                 request.params, request_id, caller, request.version, claims
             )
-            return None if line is None else line[:-1]  # a body is the message alone
+            if isinstance(line, bytes):
+                return line[:-1]  # the line's newline: a body is the message alone
+            return _body_of(line)
         if request.method == "tools/list":
             gateway = self._tools.gateway
             listing = [] if caller is None else gateway.listing(caller, "mcp", claims)
@@ -280,6 +284,15 @@ class SdkErrors:
             refusal = protocol_refusal(code).as_error()
             self._record(refusal_record(refusal, self._identity))
         return orjson.dumps({**reply, "error": scrubbed(error)})
+
+
+async def _body_of(line: Coroutine[Any, Any, bytes]) -> bytes:
+    return (await line)[:-1]  # the line's newline: a body is the message alone
+
+
+async def _answer_later(reply: Coroutine[Any, Any, bytes]) -> Answered:
+    """A call's reply once awaited, as the 200 that carries it."""
+    return _json_response(await reply)
 
 
 def _json_response(body: bytes) -> Answered:
