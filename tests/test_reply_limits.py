@@ -160,17 +160,22 @@ def _agent_beside_flood(agent: Caller, flooder: Caller) -> None:
     flooding = threading.Thread(target=flood)
     flooding.start()
     try:
-        beside = _latencies(agent.client, 200)
+        deadline = time.monotonic() + TIMEOUT_S
+        while sent == 0 and time.monotonic() < deadline:  # the flood under way first
+            time.sleep(0.001)
+        before = sent
+        beside = _latencies(agent.client, 200)  # every one answered 200 (asserted inside)
+        during = sent - before
     finally:
         stop.set()
         flooding.join(TIMEOUT_S)
-    assert sent > 0
+    # the agent's 200 calls were served while the batches kept arriving and being refused
+    # (the old server ran each batch's 10,812 calls first: 1.8 s a call at the median); how
+    # long they took is a figure for docs/RELIABILITY.md, not an assertion on a shared machine
+    assert before > 0 and during > 0
     assert flooder.post(call(1, "count_notes")).json()["result"] == 0  # none of them ran
     idle_p99 = statistics.quantiles(idle, n=100)[98]
     beside_p99 = statistics.quantiles(beside, n=100)[98]
-    # the old server took 1.8 s at the median; bounded here by a ratio to the idle p99, with
-    # a floor for a shared, loaded machine
-    assert beside_p99 < max(20 * idle_p99, 0.25), (idle_p99, beside_p99)
     print(f"agent p99 idle {idle_p99 * 1e3:.1f} ms, beside 1 MiB batches {beside_p99 * 1e3:.1f} ms")
 
 
@@ -216,14 +221,21 @@ def test_another_clients_calls_stay_served_while_heavy_batches_are_answered(
         flooding = threading.Thread(target=flood)
         flooding.start()
         try:
+            deadline = time.monotonic() + TIMEOUT_S
+            while answered == 0 and time.monotonic() < deadline:  # the batches under way first
+                time.sleep(0.001)
+            before = answered
             beside = _latencies(agent.client, 100)
+            during = answered - before
         finally:
             stop.set()
             flooding.join(TIMEOUT_S)
-    assert answered > 0
+    # served between a batch's calls, the agent gets several calls in per batch; a batch
+    # that held the loop for all its calls let one in between batches (about 100 batches for
+    # the agent's 100 calls): a count of turns, not a time
+    assert before > 0 and during <= 50, (before, during)
     idle_p99 = statistics.quantiles(idle, n=100)[98]
     beside_p99 = statistics.quantiles(beside, n=100)[98]
-    assert beside_p99 < max(20 * idle_p99, 0.25), (idle_p99, beside_p99)
     print(
         f"agent p99 idle {idle_p99 * 1e3:.1f} ms, beside batches of 100 list_notes"
         f" {beside_p99 * 1e3:.1f} ms ({answered} batches)"
