@@ -18,6 +18,8 @@
 No label holds an identity, an argument or a note: `tool` is a registered tool's name,
 "unknown" for a call naming none that reached routing (an unregistered name: the model's text),
 or "unrouted" for a call refused before routing (auth, protocol, parse: it named no tool yet);
+a federation's resources/read and prompts/get count as calls whose `tool` is their method
+("resources/read", "prompts/get": never the URI or name, which may be the caller's text);
 `stage`/`code` come from the catalogue ("none" for a success); `transport` is rpc, mcp or stdio.
 
 A call costs one list append (its wire's list): the records are counted in plain dicts when
@@ -68,7 +70,7 @@ except ImportError:  # pragma: no cover - exercised in a venv without the extra
     raise MissingExtra("metrics", "prometheus-client") from None
 
 from strictcall.core.policy import DEFAULT_DENY
-from strictcall.core.record import POLICY_CODES, AuditRecord
+from strictcall.core.record import CONTENT_KINDS, POLICY_CODES, AuditRecord
 from strictcall.ops.drains import (
     MAX_PENDING,
     appender,
@@ -82,6 +84,7 @@ model's text)."""
 UNROUTED: Final = "unrouted"
 """The tool label of a call refused before routing (auth, protocol, parse): it named none."""
 _BEFORE_ROUTING: Final = frozenset({"auth", "protocol", "parse"})
+_CONTENT_PREFIXES: Final = tuple(CONTENT_KINDS)
 WIRES: Final = ("rpc", "mcp", "stdio")
 PATH_GROUPS: Final = {"/rpc": "rpc", "/healthz": "healthz", "/": "ops", "/ops/stats.json": "ops"}
 """The `path` label of an HTTP response (/mcp and below: mcp; /metrics: metrics; else other)."""
@@ -332,6 +335,8 @@ class Metrics(Collector):
         tool, outcome, stage, code = key
         if tool is not None and tool in self._tools:
             label = tool
+        elif tool is not None and tool.startswith(_CONTENT_PREFIXES):
+            label = CONTENT_KINDS[tool[: tool.index(":") + 1]]
         else:
             label = UNROUTED if stage in _BEFORE_ROUTING else UNKNOWN_TOOL
         return (

@@ -323,7 +323,13 @@ class FederatedContent:
             if self._may_use(identity, served.judged)
         ]
 
-    async def read_resource(self, identity: str, uri: str) -> types.ReadResourceResult:
+    def routes(self, kind: Kind, key: str) -> bool:
+        if kind == "resources":
+            return self._resource_at(uri=key) is not None
+        return key in self.index.prompts
+
+    def _resource_at(self, uri: str) -> _Served[Any] | None:
+        """The resource listed at `uri`, or else the one template of all that matches it."""
         index = self.index
         served: _Served[Any] | None = index.resources.get(uri)
         if served is None:
@@ -333,6 +339,10 @@ class FederatedContent:
                 if t.pattern is not None and t.pattern.fullmatch(uri)
             }
             served = next(iter(matched.values())) if len(matched) == 1 else None
+        return served
+
+    async def read_resource(self, identity: str, uri: str) -> types.ReadResourceResult:
+        served = self._resource_at(uri)
         if served is None or not self._may_use(identity, served.judged):
             raise ToolFailure(FORBIDDEN_OR_MISSING)
         request = types.ReadResourceRequest(params=types.ReadResourceRequestParams(uri=uri))
