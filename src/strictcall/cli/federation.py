@@ -20,6 +20,7 @@ from strictcall.server.edge import EdgeLimits
 from strictcall.storage import StoreUnavailable
 
 if TYPE_CHECKING:
+    from strictcall.cli.identity import OAuthChoice
     from strictcall.server.edge import OriginPolicy
     from strictcall.server.router import RpcApp
 
@@ -37,9 +38,12 @@ def run_federate(
     err: TextIO,
     edge: EdgeLimits | None = None,
     allow_origins: Sequence[str] = (),
+    oauth: OAuthChoice | None = None,
 ) -> int:
     """Serve the upstreams of the config file at `config_path` through one gateway: MCP on
-    stdio as `identity` (when given), else HTTP on `port`, as `strictcall proxy` serves one."""
+    stdio as `identity` (when given), else HTTP on `port`, as `strictcall proxy` serves one;
+    over HTTP with `oauth`, the identity provider's tokens too (the config's `[oauth]` table
+    and the `--oauth-*` flags), never passed on to an upstream."""
     from strictcall.services.proxy import PolicyError, load_allow_list
     from strictcall.services.proxy.config import ConfigError, load_config
     from strictcall.services.proxy.federation import Federation, FederationFailed
@@ -71,7 +75,8 @@ def run_federate(
     def app_of(origins: OriginPolicy) -> RpcApp:
         from strictcall.server.federation import federation_app
 
-        return federation_app(federation, store, origins=origins, edge=edge)
+        settings = None if oauth is None else oauth.settings
+        return federation_app(federation, store, origins=origins, edge=edge, oauth=settings)
 
     try:
         return serve_stdio_or_http(
