@@ -59,6 +59,8 @@ def run_federate(
         return EXIT_FAILED
     store = _open_store(db, err)
     if store is None:
+        if holder is not None:
+            holder.close()
         return EXIT_FAILED
     federation = Federation(config, errlog=err, pins=store, allowed=allowed, policy=holder)
     restore = None
@@ -100,6 +102,8 @@ def run_federate(
     finally:
         if restore is not None:
             restore()
+        if holder is not None:  # the shared quota state's connections, as run_proxy does
+            holder.close()
         federation.gateway.close()
         store.close()
 
