@@ -19,7 +19,8 @@ import pytest
 
 from oidc_provider import SCOPES, Provider, SigningKey, free_port
 from servers import RunningServer, create_token, recent_audit, start_server, strictcall
-from strictcall.errors import INSUFFICIENT_SCOPE, UNAUTHENTICATED
+from strictcall.errors import FORBIDDEN_OR_MISSING, INSUFFICIENT_SCOPE, UNAUTHENTICATED
+from test_federation_content import SDK_NOTES
 from test_oauth import MCP_HEADERS, challenge, refused, rpc, tool_call
 
 DEADLINE_S = 30.0
@@ -32,6 +33,8 @@ refresh_interval_s = 1
 [oauth.tool_scopes]
 notes_create_note = ["notes:write"]
 notes_delete_note = ["notes:write"]
+sdk_summarize = ["notes:write"]
+sdk_refund_note = ["notes:write"]
 """
 READABLE = ["notes_count_notes", "notes_list_notes", "notes_read_note"]
 EVERY_TOOL = sorted([*READABLE, "notes_create_note", "notes_delete_note"])
@@ -71,6 +74,7 @@ class Federated:
         else:  # the issuer and resource from the flags, the rest from the file
             flags = ["--oauth-issuer", self.provider.issuer, "--oauth-resource", self.resource]
         config.write_text(
+            f"[upstreams.sdk]\ncommand = {json.dumps(SDK_NOTES)}\n"
             f"[upstreams.notes]\nurl = {json.dumps(where)}\n"
             "[upstreams.notes.credentials.headers]\n"
             f"Authorization = {json.dumps('Bearer ' + own)}\n" + table,
@@ -117,8 +121,8 @@ def federated(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Federa
         running.close()
 
 
-def listed(base_url: str, token: str, endpoint: str) -> list[str]:
-    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+def listed(base_url: str, token: str, endpoint: str, method: str = "tools/list") -> list[str]:
+    message = {"jsonrpc": "2.0", "id": 1, "method": method}
     answer = httpx.post(
         base_url + endpoint,
         content=json.dumps(message),
@@ -126,7 +130,8 @@ def listed(base_url: str, token: str, endpoint: str) -> list[str]:
         timeout=DEADLINE_S,
     )
     assert answer.status_code == 200, answer.text
-    return sorted(tool["name"] for tool in answer.json()["result"]["tools"])
+    result = answer.json()["result"]
+    return sorted(listed["name"] for listed in result[method.partition("/")[0]])
 
 
 def test_the_federation_takes_the_providers_tokens_and_never_passes_them_on(
@@ -157,12 +162,30 @@ def test_the_federation_takes_the_providers_tokens_and_never_passes_them_on(
     # the listing is cut to the token's scopes, on both endpoints; calls beyond them are 403
     reader = federated.provider.token(federated.resource, "notes:read")
     writer = federated.provider.token(federated.resource, "notes:read notes:write")
-    for endpoint in ("/rpc", "/mcp"):
-        assert listed(base, reader, endpoint) == READABLE
-        assert listed(base, writer, endpoint) == EVERY_TOOL
+    for endpoint in ("/rpc", "/mcp"):  # the sdk upstream's tools need no scope
+        assert [n for n in listed(base, reader, endpoint) if n.startswith("notes_")] == READABLE
+        assert [n for n in listed(base, writer, endpoint) if n.startswith("notes_")] == EVERY_TOOL
     refused(
         rpc(base, tool_call("notes_create_note", {"text": "x"}), reader), 403, INSUFFICIENT_SCOPE
     )
+    # resources and prompts too, by their served names' scopes
+    for method in ("resources/list", "prompts/list"):
+        assert listed(base, reader, "/mcp", method) == []
+    assert listed(base, writer, "/mcp", "resources/list") == ["sdk_refund_note"]
+    assert listed(base, writer, "/mcp", "prompts/list") == ["sdk_summarize"]
+    for token, kind in ((reader, FORBIDDEN_OR_MISSING), (writer, None)):
+        get = {"name": "sdk_summarize", "arguments": {"note_id": "n1"}}
+        got = httpx.post(
+            base + "/mcp",
+            content=json.dumps({"jsonrpc": "2.0", "id": 2, "method": "prompts/get", "params": get}),
+            headers={**MCP_HEADERS, "Authorization": f"Bearer {token}"},
+            timeout=DEADLINE_S,
+        )
+        assert got.status_code == 200, got.text
+        if kind is None:
+            assert got.json()["result"]["messages"], got.text
+        else:
+            assert got.json()["error"]["data"] == kind.as_error()
 
     # a call through: the federation audits the provider's subject, the upstream sees only the
     # federation's own token from the config

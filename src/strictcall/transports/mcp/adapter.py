@@ -240,7 +240,7 @@ class McpTools:
         self._content = (
             None
             if content is None
-            else ContentHandlers(content, identity_of, record, self._call_id_of)
+            else ContentHandlers(content, identity_of, record, self._call_id_of, claims_of)
         )
         self._identity_of = identity_of
         self._claims_of: Final[ClaimsOf] = claims_of if claims_of is not None else _no_claims

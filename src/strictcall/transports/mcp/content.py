@@ -21,6 +21,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.shared.exceptions import MCPError
 
+from strictcall.core.policy.model import Claims
 from strictcall.core.record import PROMPT_GET, RESOURCE_READ, content_record
 from strictcall.core.refusals import NO_TOKEN
 from strictcall.core.tools import ToolFailure
@@ -54,15 +55,17 @@ class McpContent(Protocol):
         templates, or prompts); returns the function that stops it."""
         ...
 
-    def resources(self, identity: str) -> list[types.Resource]:
-        """The resources `identity` may read, in a stable order."""
+    def resources(self, identity: str, claims: Claims | None = None) -> list[types.Resource]:
+        """The resources `identity` (with its token's `claims`) may read, in a stable order."""
         ...
 
-    def templates(self, identity: str) -> list[types.ResourceTemplate]:
+    def templates(
+        self, identity: str, claims: Claims | None = None
+    ) -> list[types.ResourceTemplate]:
         """The resource templates `identity` may read through, in a stable order."""
         ...
 
-    def prompts(self, identity: str) -> list[types.Prompt]:
+    def prompts(self, identity: str, claims: Claims | None = None) -> list[types.Prompt]:
         """The prompts `identity` may get, in a stable order."""
         ...
 
@@ -71,7 +74,9 @@ class McpContent(Protocol):
         is served, whoever may read it (what its audit record may keep)."""
         ...
 
-    async def read_resource(self, identity: str, uri: str) -> types.ReadResourceResult:
+    async def read_resource(
+        self, identity: str, uri: str, claims: Claims | None = None
+    ) -> types.ReadResourceResult:
         """The resource at `uri`.
 
         Raises:
@@ -80,7 +85,11 @@ class McpContent(Protocol):
         ...
 
     async def get_prompt(
-        self, identity: str, name: str, arguments: dict[str, str] | None
+        self,
+        identity: str,
+        name: str,
+        arguments: dict[str, str] | None,
+        claims: Claims | None = None,
     ) -> types.GetPromptResult:
         """The prompt `name` with `arguments`.
 
@@ -114,7 +123,8 @@ def error_of(error: dict[str, JSONValue]) -> MCPError:
 
 class ContentHandlers:
     """The SDK server's handlers for a content source's methods, the caller named by
-    `identity_of` (None: a transport that forgot the caller, shown nothing); each read and get
+    `identity_of` (None: a transport that forgot the caller, shown nothing) with its token's
+    claims `claims_of` (scopes, groups: what the policy and the scopes judge); each read and get
     audited with `record` (`strictcall.core.record.content_record`), its call id `call_id_of`
     the request's."""
 
@@ -124,9 +134,11 @@ class ContentHandlers:
         identity_of: IdentityOf,
         record: Recorder | None = None,
         call_id_of: Callable[[Context], str] | None = None,
+        claims_of: Callable[[Context], Claims | None] | None = None,
     ) -> None:
         self.content: Final = content
         self._identity_of = identity_of
+        self._claims_of = claims_of
         self._record = record
         self._call_id_of = call_id_of
 
@@ -134,21 +146,21 @@ class ContentHandlers:
         self, ctx: Context, params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
         identity = self._identity_of(ctx)
-        shown = [] if identity is None else self.content.resources(identity)
+        shown = [] if identity is None else self.content.resources(identity, self._claims(ctx))
         return types.ListResourcesResult(resources=shown)
 
     async def list_resource_templates(
         self, ctx: Context, params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
         identity = self._identity_of(ctx)
-        shown = [] if identity is None else self.content.templates(identity)
+        shown = [] if identity is None else self.content.templates(identity, self._claims(ctx))
         return types.ListResourceTemplatesResult(resource_templates=shown)
 
     async def list_prompts(
         self, ctx: Context, params: types.PaginatedRequestParams | None
     ) -> types.ListPromptsResult:
         identity = self._identity_of(ctx)
-        shown = [] if identity is None else self.content.prompts(identity)
+        shown = [] if identity is None else self.content.prompts(identity, self._claims(ctx))
         return types.ListPromptsResult(prompts=shown)
 
     async def read_resource(
@@ -178,12 +190,16 @@ class ContentHandlers:
                 error = NO_TOKEN.as_error()
                 raise error_of(error)
             try:
-                return await answer(identity=identity)
+                return await answer(identity=identity, claims=self._claims(ctx))
             except ToolFailure as failure:
                 error = failure_error(failure)
                 raise error_of(error) from None
         finally:
             self._audit(ctx, kind, key, identity, error, started)
+
+    def _claims(self, ctx: Context) -> Claims | None:
+        """What the caller's token says of it (None: strictcall's own token, or stdio's)."""
+        return None if self._claims_of is None else self._claims_of(ctx)
 
     def _audit(
         self,
