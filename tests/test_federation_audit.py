@@ -208,6 +208,16 @@ def test_reads_and_gets_over_http_are_audited_and_counted_by_method(
                 assert "notes://" not in labels["tool"] and labels["tool"] != "sdk_summarize"
                 key = (labels["tool"], labels["code"], labels["transport"])
                 counted[key] = counted.get(key, 0.0) + sample.value
+    # the page's live counts keep one latency row per method, never one per URI read
+    stats = httpx.get(
+        base_url + "/ops/stats.json",
+        headers={"Authorization": f"Bearer {operator}"},
+        timeout=DEADLINE_S,
+    )
+    assert stats.status_code == 200
+    rows = {row["tool"] for row in stats.json()["live"]["latency"]}
+    assert {"resources/read", "prompts/get"} <= rows
+    assert not any(row.startswith((RESOURCE_READ, PROMPT_GET)) for row in rows)
     ok, refused = "none", FORBIDDEN_OR_MISSING.code
     assert counted[("resources/read", ok, "mcp")] >= 1
     assert counted[("resources/read", refused, "mcp")] == 2

@@ -151,6 +151,17 @@ AUDIT_URI_MAX: Final = 512
 """The most characters of a URI a record keeps (a template's variables are the caller's)."""
 
 
+def content_method(tool: str | None) -> str | None:
+    """The method of a read's or get's record ("resources/read", "prompts/get"), as counts
+    group it (its URI may be the caller's text, one key per read); None for any other."""
+    if tool is not None and tool.startswith(_CONTENT_PREFIXES):
+        return CONTENT_KINDS[tool[: tool.index(":") + 1]]
+    return None
+
+
+_CONTENT_PREFIXES: Final = tuple(CONTENT_KINDS)
+
+
 def content_record(
     prefix: str,
     served: str | None,

@@ -70,7 +70,7 @@ except ImportError:  # pragma: no cover - exercised in a venv without the extra
     raise MissingExtra("metrics", "prometheus-client") from None
 
 from strictcall.core.policy import DEFAULT_DENY
-from strictcall.core.record import CONTENT_KINDS, POLICY_CODES, AuditRecord
+from strictcall.core.record import POLICY_CODES, AuditRecord, content_method
 from strictcall.ops.drains import (
     MAX_PENDING,
     appender,
@@ -84,7 +84,6 @@ model's text)."""
 UNROUTED: Final = "unrouted"
 """The tool label of a call refused before routing (auth, protocol, parse): it named none."""
 _BEFORE_ROUTING: Final = frozenset({"auth", "protocol", "parse"})
-_CONTENT_PREFIXES: Final = tuple(CONTENT_KINDS)
 WIRES: Final = ("rpc", "mcp", "stdio")
 PATH_GROUPS: Final = {"/rpc": "rpc", "/healthz": "healthz", "/": "ops", "/ops/stats.json": "ops"}
 """The `path` label of an HTTP response (/mcp and below: mcp; /metrics: metrics; else other)."""
@@ -335,10 +334,12 @@ class Metrics(Collector):
         tool, outcome, stage, code = key
         if tool is not None and tool in self._tools:
             label = tool
-        elif tool is not None and tool.startswith(_CONTENT_PREFIXES):
-            label = CONTENT_KINDS[tool[: tool.index(":") + 1]]
         else:
-            label = UNROUTED if stage in _BEFORE_ROUTING else UNKNOWN_TOOL
+            method = content_method(tool)
+            if method is not None:
+                label = method
+            else:
+                label = UNROUTED if stage in _BEFORE_ROUTING else UNKNOWN_TOOL
         return (
             label,
             outcome,
