@@ -25,7 +25,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from prometheus_client.parser import text_string_to_metric_families
 
-from mcp_peers import fastmcp_command
+from mcp_peers import fastmcp_command, proxy_argv
 from servers import create_token, strictcall
 from stdio_peer import DEADLINE_S
 from strictcall.core.policy import DEFAULT_DENY
@@ -223,3 +223,22 @@ def test_reads_and_gets_over_http_are_audited_and_counted_by_method(
     assert counted[("resources/read", refused, "mcp")] == 2
     assert counted[("prompts/get", ok, "mcp")] == 1
     assert counted[("prompts/get", refused, "mcp")] == 2
+
+
+def test_the_proxys_reads_and_gets_are_audited_too(tmp_path: Path) -> None:
+    db = tmp_path / "db.sqlite3"
+
+    async def work(client: Client) -> None:
+        assert (await client.read_resource("notes://n1")).contents
+        assert (await client.get_prompt("summarize", {"note_id": "n1"})).messages
+        with pytest.raises(MCPError):
+            await client.read_resource(INVENTED_URI)
+
+    run_session(proxy_argv(SDK_NOTES, db)[1:], "auto", work, tmp_path / "err")
+    records = audit_records(db, 3)
+    assert sorted((r["tool"], r["code"]) for r in records) == [
+        (PROMPT_GET + "summarize", None),
+        (RESOURCE_READ, FORBIDDEN_OR_MISSING.code),
+        (RESOURCE_READ + "notes://n1", None),
+    ]
+    assert {r["identity"] for r in records} == {"u1"}
