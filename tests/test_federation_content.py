@@ -339,7 +339,7 @@ def test_a_uri_two_upstreams_templates_match_is_not_read_and_a_shared_template_c
         [(config_a, upstream_a, a), (config_b, upstream_b, b)], "_"
     )
     assert collisions == []
-    content = FederatedContent(lambda identity, name: True)
+    content = FederatedContent(lambda identity, name, claims: True)
     content.index = index
 
     async def read() -> None:

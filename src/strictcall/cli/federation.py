@@ -20,6 +20,7 @@ from strictcall.server.edge import EdgeLimits
 from strictcall.storage import StoreUnavailable
 
 if TYPE_CHECKING:
+    from strictcall.cli.identity import OAuthChoice
     from strictcall.server.edge import OriginPolicy
     from strictcall.server.router import RpcApp
 
@@ -37,9 +38,12 @@ def run_federate(
     err: TextIO,
     edge: EdgeLimits | None = None,
     allow_origins: Sequence[str] = (),
+    oauth: OAuthChoice | None = None,
 ) -> int:
     """Serve the upstreams of the config file at `config_path` through one gateway: MCP on
-    stdio as `identity` (when given), else HTTP on `port`, as `strictcall proxy` serves one."""
+    stdio as `identity` (when given), else HTTP on `port`, as `strictcall proxy` serves one;
+    over HTTP with `oauth`, the identity provider's tokens too (the config's `[oauth]` table
+    and the `--oauth-*` flags), never passed on to an upstream."""
     from strictcall.services.proxy import PolicyError, load_allow_list
     from strictcall.services.proxy.config import ConfigError, load_config
     from strictcall.services.proxy.federation import Federation, FederationFailed
@@ -55,6 +59,8 @@ def run_federate(
         return EXIT_FAILED
     store = _open_store(db, err)
     if store is None:
+        if holder is not None:
+            holder.close()
         return EXIT_FAILED
     federation = Federation(config, errlog=err, pins=store, allowed=allowed, policy=holder)
     restore = None
@@ -71,7 +77,8 @@ def run_federate(
     def app_of(origins: OriginPolicy) -> RpcApp:
         from strictcall.server.federation import federation_app
 
-        return federation_app(federation, store, origins=origins, edge=edge)
+        settings = None if oauth is None else oauth.settings
+        return federation_app(federation, store, origins=origins, edge=edge, oauth=settings)
 
     try:
         return serve_stdio_or_http(
@@ -95,6 +102,8 @@ def run_federate(
     finally:
         if restore is not None:
             restore()
+        if holder is not None:  # the shared quota state's connections, as run_proxy does
+            holder.close()
         federation.gateway.close()
         store.close()
 

@@ -31,6 +31,12 @@ def add_oauth_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--config", metavar="FILE", help="a TOML file whose [oauth] table configures the provider"
     )
+    add_oauth_flags(group)
+
+
+def add_oauth_flags(group: argparse._ArgumentGroup | argparse.ArgumentParser) -> None:
+    """The identity provider's flags besides `--config` (`federate`, whose `--config` is its
+    federation's file, which may hold the `[oauth]` table)."""
     group.add_argument(
         "--oauth-issuer", metavar="URL", help="accept access tokens from this issuer (its exact id)"
     )
@@ -53,8 +59,9 @@ def oauth_given(args: argparse.Namespace) -> str | None:
     return None
 
 
-def oauth_of(args: argparse.Namespace) -> OAuthChoice | None:
-    """The provider the flags and the file configure, or None for strictcall's own tokens only.
+def oauth_of(args: argparse.Namespace, beside: frozenset[str] = frozenset()) -> OAuthChoice | None:
+    """The provider the flags and the file configure, or None for strictcall's own tokens only;
+    `beside`: the file's other tables (a federation's config).
 
     Raises:
         ValueError: the file or a value is not valid (the message says which).
@@ -64,7 +71,9 @@ def oauth_of(args: argparse.Namespace) -> OAuthChoice | None:
         "issuer": args.oauth_issuer,
         "resource": args.oauth_resource,
     }
-    settings = load_settings(args.config, issuer=args.oauth_issuer, resource=args.oauth_resource)
+    settings = load_settings(
+        args.config, issuer=args.oauth_issuer, resource=args.oauth_resource, beside=beside
+    )
     return None if settings is None else OAuthChoice(settings, sources)
 
 

@@ -41,7 +41,7 @@ import io
 import os
 import sys
 from collections.abc import Sequence
-from typing import BinaryIO, TextIO
+from typing import BinaryIO, Final, TextIO
 
 from strictcall.cli.arguments import (
     _NOT_A_STORE,
@@ -58,7 +58,7 @@ from strictcall.cli.arguments import EXIT_OK as EXIT_OK
 from strictcall.cli.arguments import EXIT_REFUSED as EXIT_REFUSED
 from strictcall.cli.arguments import EXIT_USAGE as EXIT_USAGE
 from strictcall.cli.edge import _add_edge_arguments, _edge_flags_given, _edge_of
-from strictcall.cli.identity import oauth_of
+from strictcall.cli.identity import add_oauth_flags, oauth_of
 from strictcall.cli.proxy import add_proxy_parser, run_proxy_args
 from strictcall.cli.serve import add_serve_parser, serve_misuse
 from strictcall.core.ids import mint_call_id
@@ -142,6 +142,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="a policy file, as for serve, by served names (read again on SIGHUP)",
     )
     _add_edge_arguments(federate)
+    add_oauth_flags(
+        federate.add_argument_group(
+            "identity provider (HTTP; the config's [oauth] table, as for serve --config)"
+        )
+    )
 
     pinned = commands.add_parser(
         "tools", help="a federation's pinned tools: diff (what changed), approve NAME"
@@ -342,9 +347,11 @@ def _operate(args: argparse.Namespace, out: TextIO) -> int:
     if args.command == "serve" and args.mcp_stdio:
         return commands.run_serve_mcp_stdio(db, args.identity, err=err, policy=args.policy)
     oauth = None
-    if args.command in ("serve", "proxy") and not (args.command == "proxy" and args.stdio):
+    if args.command in ("serve", "proxy", "federate") and not (
+        args.command in ("proxy", "federate") and args.stdio
+    ):
         try:
-            oauth = oauth_of(args)
+            oauth = oauth_of(args, FEDERATION_TABLES if args.command == "federate" else frozenset())
         except ValueError as exc:
             err.write(f"strictcall {args.command}: {exc}\n")
             return EXIT_USAGE
@@ -373,7 +380,7 @@ def _operate(args: argparse.Namespace, out: TextIO) -> int:
         if args.stdio != (args.identity is not None) or (args.stdio and args.port is not None):
             err.write("strictcall federate: --stdio takes --identity ID (and no --port)\n")
             return EXIT_USAGE
-        edge_given = _edge_flags_given(args)
+        edge_given = _edge_flags_given(args) or _oauth_flag_given(args)
         if args.stdio and edge_given is not None:
             err.write(f"strictcall federate: {edge_given} is for HTTP; leave it out with --stdio\n")
             return EXIT_USAGE
@@ -389,6 +396,7 @@ def _operate(args: argparse.Namespace, out: TextIO) -> int:
             policy=args.policy,
             edge=_edge_of(args),
             allow_origins=args.allow_origin,
+            oauth=oauth,
             out=out,
             err=err,
         )
@@ -476,3 +484,18 @@ def _write_lines(out: BinaryIO, lines: list[str]) -> None:
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
+
+
+FEDERATION_TABLES: Final = frozenset({"federation", "upstreams"})
+"""The tables of a federation's config besides [oauth] (its own reader checks them)."""
+
+
+def _oauth_flag_given(args: argparse.Namespace) -> str | None:
+    """The first `--oauth-*` flag given (`federate`'s: its `--config` is the federation's)."""
+    for flag, value in (
+        ("--oauth-issuer", args.oauth_issuer),
+        ("--oauth-resource", args.oauth_resource),
+    ):
+        if value is not None:
+            return flag
+    return None

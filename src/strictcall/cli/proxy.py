@@ -77,6 +77,8 @@ def run_proxy(
         return EXIT_FAILED
     store = _open_store(db, err)
     if store is None:
+        if holder is not None:
+            holder.close()
         return EXIT_FAILED
     proxy = Proxy(
         spec,

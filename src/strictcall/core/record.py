@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from strictcall.core.ids import mint_call_id
 from strictcall.core.policy.model import DEFAULT_DENY
+from strictcall.errors import FORBIDDEN_OR_MISSING
 
 if TYPE_CHECKING:
     from strictcall.core.gateway import Outcome
@@ -138,6 +139,47 @@ def refusal_record(
     """The record of a message refused before (or beside) the gateway's ladder: its structured
     `error`, with the call id and the registered tool it named when they could be read."""
     return AuditRecord.of_call(call_id, identity, tool, error, latency_us)
+
+
+RESOURCE_READ: Final = "resource:"
+"""What a resources/read's record keeps where a call's tool stands: this, then the URI read."""
+PROMPT_GET: Final = "prompt:"
+"""What a prompts/get's record keeps where a call's tool stands: this, then the prompt's name."""
+CONTENT_KINDS: Final = {RESOURCE_READ: "resources/read", PROMPT_GET: "prompts/get"}
+"""The prefix of a read's record, and the method it was (as /metrics labels its reads)."""
+AUDIT_URI_MAX: Final = 512
+"""The most characters of a URI a record keeps (a template's variables are the caller's)."""
+
+
+def content_method(tool: str | None) -> str | None:
+    """The method of a read's or get's record ("resources/read", "prompts/get"), as counts
+    group it (its URI may be the caller's text, one key per read); None for any other."""
+    if tool is not None and tool.startswith(_CONTENT_PREFIXES):
+        return CONTENT_KINDS[tool[: tool.index(":") + 1]]
+    return None
+
+
+_CONTENT_PREFIXES: Final = tuple(CONTENT_KINDS)
+
+
+def content_record(
+    prefix: str,
+    served: str | None,
+    identity: str | None,
+    error: Mapping[str, Any] | None,
+    latency_us: int,
+    call_id: str | None,
+) -> AuditRecord:
+    """The record of a resources/read or prompts/get (`prefix`: `RESOURCE_READ` or
+    `PROMPT_GET`): the URI or name as served (None: one nothing serves, the caller's text not
+    kept), at most `AUDIT_URI_MAX` characters. One that is served yet answered
+    forbidden_or_missing was refused by the policy: its reason is `DEFAULT_DENY`, as for a
+    tool the caller may not see (the caller is told the same as for one that does not exist)."""
+    named = prefix if served is None else prefix + served[:AUDIT_URI_MAX]
+    record = AuditRecord.of_call(call_id, identity, named, error, latency_us)
+    if served is not None and error is not None and error["code"] == FORBIDDEN_OR_MISSING.code:
+        return record._replace(reason=DEFAULT_DENY)
+    return record
 
 
 def command_record(

@@ -196,7 +196,12 @@ class ToolRegistry:
     def may_use(self, identity: str, name: str, claims: Claims | None = None) -> bool:
         """Whether the policy (or the allow-list) grants `identity` the name `name` as it
         would a tool of that name: what decides a served resource's or prompt's listing and
-        reading (a federation's, judged by its prefixed name)."""
+        reading (a federation's, judged by its prefixed name); with `claims` (a provider's
+        token), only when they hold every scope `require_scopes` names for `name`."""
+        if claims is not None:
+            needs = self._needs.get(name)
+            if needs is not None and not needs <= claims:
+                return False
         holder = self.policy
         if holder is not None:
             found = holder.current.rule_for(

@@ -194,10 +194,15 @@ def _introspection(value: Any, environ: Mapping[str, str]) -> Introspection:
 
 
 def load_settings(
-    path: str | None, *, issuer: str | None = None, resource: str | None = None
+    path: str | None,
+    *,
+    issuer: str | None = None,
+    resource: str | None = None,
+    beside: frozenset[str] = frozenset(),
 ) -> OAuthSettings | None:
     """The settings from the `[oauth]` table of the TOML file at `path` and the flags, or None
-    when neither names an issuer (strictcall's own tokens only).
+    when neither names an issuer (strictcall's own tokens only). `beside`: the other tables
+    the file may hold, which another reader checks (a federation's config).
 
     Raises:
         ValueError: the file cannot be read or parsed, or its `[oauth]` table is not valid.
@@ -210,9 +215,12 @@ def load_settings(
             raise ValueError(f"cannot read {path}: {exc.strerror or type(exc).__name__}") from None
         except (tomllib.TOMLDecodeError, UnicodeDecodeError):
             raise ValueError(f"{path} is not a TOML file") from None
-        unknown = sorted(set(document) - {"oauth"})
+        known = {"oauth"} | beside
+        unknown = sorted(set(document) - known)
         if unknown:
-            raise ValueError(f"{path}: unknown table {unknown[0]!r} (known: oauth)")
+            raise ValueError(
+                f"{path}: unknown table {unknown[0]!r} (known: {', '.join(sorted(known))})"
+            )
         oauth = document.get("oauth", {})
         if not isinstance(oauth, Mapping):
             raise ValueError(f"{path}: oauth must be a table")

@@ -18,6 +18,8 @@
 No label holds an identity, an argument or a note: `tool` is a registered tool's name,
 "unknown" for a call naming none that reached routing (an unregistered name: the model's text),
 or "unrouted" for a call refused before routing (auth, protocol, parse: it named no tool yet);
+a federation's resources/read and prompts/get count as calls whose `tool` is their method
+("resources/read", "prompts/get": never the URI or name, which may be the caller's text);
 `stage`/`code` come from the catalogue ("none" for a success); `transport` is rpc, mcp or stdio.
 
 A call costs one list append (its wire's list): the records are counted in plain dicts when
@@ -68,7 +70,7 @@ except ImportError:  # pragma: no cover - exercised in a venv without the extra
     raise MissingExtra("metrics", "prometheus-client") from None
 
 from strictcall.core.policy import DEFAULT_DENY
-from strictcall.core.record import POLICY_CODES, AuditRecord
+from strictcall.core.record import POLICY_CODES, AuditRecord, content_method
 from strictcall.ops.drains import (
     MAX_PENDING,
     appender,
@@ -333,7 +335,11 @@ class Metrics(Collector):
         if tool is not None and tool in self._tools:
             label = tool
         else:
-            label = UNROUTED if stage in _BEFORE_ROUTING else UNKNOWN_TOOL
+            method = content_method(tool)
+            if method is not None:
+                label = method
+            else:
+                label = UNROUTED if stage in _BEFORE_ROUTING else UNKNOWN_TOOL
         return (
             label,
             outcome,

@@ -23,7 +23,7 @@ from functools import partial
 from operator import itemgetter
 from typing import Final
 
-from strictcall.core.record import AuditRecord
+from strictcall.core.record import AuditRecord, content_method
 from strictcall.ops.drains import appender, draining, taken
 from strictcall.ops.health import REFUSED_CODES, StoreHealth
 
@@ -168,7 +168,7 @@ class RecentCalls:
         refused = 0
         for (tool, outcome, stage, code, identity), n in Counter(map(_KEY_OF, records)).items():
             failed = outcome != "ok"
-            shown_tool = NO_TOOL if tool is None else tool
+            shown_tool = NO_TOOL if tool is None else content_method(tool) or tool
             minute.calls[
                 (wire, shown_tool, stage if failed else None, code if failed else None)
             ] += n
@@ -184,6 +184,7 @@ class RecentCalls:
         places = map(partial(bisect.bisect_left, _BOUNDS_US), map(_LATENCY_OF, records))
         for (tool, place), n in Counter(zip(map(_TOOL_OF, records), places, strict=True)).items():
             if tool is not None:
+                tool = content_method(tool) or tool  # a read's URI: one key per method
                 buckets = minute.latency.get(tool)
                 if buckets is None:
                     buckets = minute.latency[tool] = [0] * (len(_BOUNDS_US) + 1)

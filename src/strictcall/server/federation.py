@@ -9,6 +9,7 @@ from strictcall.audit.log import AuditLog
 from strictcall.services.proxy.federation import Federation
 
 if TYPE_CHECKING:
+    from strictcall.identity.settings import OAuthSettings
     from strictcall.server.edge import EdgeLimits, OriginPolicy
     from strictcall.server.router import RpcApp
     from strictcall.storage import Store
@@ -47,9 +48,12 @@ def federation_app(
     *,
     origins: OriginPolicy | None = None,
     edge: EdgeLimits | None = None,
+    oauth: OAuthSettings | None = None,
 ) -> RpcApp:
     """The ASGI app serving the federation: JSON-RPC at /rpc, MCP at /mcp (both wire
-    versions, as `strictcall serve`), tokens from `store`, the same edge as `serve`."""
+    versions, as `strictcall serve`), tokens from `store` (and the identity provider's, with
+    `oauth`), the same edge as `serve`. A caller's token is never passed on: each upstream
+    sees its own credentials from the config only."""
     from strictcall.server.app import build_gateway_app
 
     pins = federation.pins
@@ -61,4 +65,5 @@ def federation_app(
         lifespans=[federation.lifespan],
         tool_changes=None if pins is None else (lambda: pins.changes),
         content=federation.content,
+        oauth=oauth,
     )

@@ -113,7 +113,9 @@ def federation_config(data: Mapping[str, object]) -> FederationConfig:
     Raises:
         ConfigError: the document is not shaped as documented.
     """
-    _only(data, frozenset({"federation", "upstreams"}), "the config")
+    # [oauth], the identity provider of the federation's HTTP endpoint, is read by its own
+    # reader (`strictcall.identity.settings.load_settings`)
+    _only(data, frozenset({"federation", "upstreams", "oauth"}), "the config")
     top = _table(data.get("federation", {}), "[federation]")
     _only(top, _FEDERATION_KEYS, "[federation]")
     separator = _text(top.get("separator", DEFAULT_SEPARATOR), "federation.separator")

@@ -34,6 +34,7 @@ from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, ValidationError
 
+from strictcall.core.policy.model import Claims
 from strictcall.core.terminal import one_line
 from strictcall.core.tools import ToolFailure
 from strictcall.errors import (
@@ -269,9 +270,9 @@ def _template_pattern(template: str) -> re.Pattern[str] | None:
 
 class FederatedContent:
     """The served content of a federation (`McpContent`), its index replaced whole as the
-    upstreams list; `may_use(identity, name)` is the gateway's policy."""
+    upstreams list; `may_use(identity, name, claims)` is the gateway's policy (and scopes)."""
 
-    def __init__(self, may_use: Callable[[str, str], bool]) -> None:
+    def __init__(self, may_use: Callable[[str, str, Claims | None], bool]) -> None:
         self._may_use = may_use
         self.index = ContentIndex({}, (), {}, frozenset())
         self._watchers: list[Callable[[Kind], None]] = []
@@ -302,28 +303,36 @@ class FederatedContent:
     def offers(self) -> frozenset[Kind]:
         return self.index.offers
 
-    def resources(self, identity: str) -> list[types.Resource]:
+    def resources(self, identity: str, claims: Claims | None = None) -> list[types.Resource]:
         return [
             served.listed
             for served in self.index.resources.values()
-            if self._may_use(identity, served.judged)
+            if self._may_use(identity, served.judged, claims)
         ]
 
-    def templates(self, identity: str) -> list[types.ResourceTemplate]:
+    def templates(
+        self, identity: str, claims: Claims | None = None
+    ) -> list[types.ResourceTemplate]:
         return [
             served.listed
             for served in self.index.templates
-            if self._may_use(identity, served.judged)
+            if self._may_use(identity, served.judged, claims)
         ]
 
-    def prompts(self, identity: str) -> list[types.Prompt]:
+    def prompts(self, identity: str, claims: Claims | None = None) -> list[types.Prompt]:
         return [
             served.listed
             for served in self.index.prompts.values()
-            if self._may_use(identity, served.judged)
+            if self._may_use(identity, served.judged, claims)
         ]
 
-    async def read_resource(self, identity: str, uri: str) -> types.ReadResourceResult:
+    def routes(self, kind: Kind, key: str) -> bool:
+        if kind == "resources":
+            return self._resource_at(uri=key) is not None
+        return key in self.index.prompts
+
+    def _resource_at(self, uri: str) -> _Served[Any] | None:
+        """The resource listed at `uri`, or else the one template of all that matches it."""
         index = self.index
         served: _Served[Any] | None = index.resources.get(uri)
         if served is None:
@@ -333,17 +342,27 @@ class FederatedContent:
                 if t.pattern is not None and t.pattern.fullmatch(uri)
             }
             served = next(iter(matched.values())) if len(matched) == 1 else None
-        if served is None or not self._may_use(identity, served.judged):
+        return served
+
+    async def read_resource(
+        self, identity: str, uri: str, claims: Claims | None = None
+    ) -> types.ReadResourceResult:
+        served = self._resource_at(uri)
+        if served is None or not self._may_use(identity, served.judged, claims):
             raise ToolFailure(FORBIDDEN_OR_MISSING)
         request = types.ReadResourceRequest(params=types.ReadResourceRequestParams(uri=uri))
         result = await _forwarded(served, request, types.ReadResourceResult)
         return types.ReadResourceResult(contents=result.contents)
 
     async def get_prompt(
-        self, identity: str, name: str, arguments: dict[str, str] | None
+        self,
+        identity: str,
+        name: str,
+        arguments: dict[str, str] | None,
+        claims: Claims | None = None,
     ) -> types.GetPromptResult:
         served = self.index.prompts.get(name)
-        if served is None or not self._may_use(identity, served.judged):
+        if served is None or not self._may_use(identity, served.judged, claims):
             raise ToolFailure(FORBIDDEN_OR_MISSING)
         params = types.GetPromptRequestParams(name=served.own, arguments=arguments)
         result = await _forwarded(

@@ -237,7 +237,11 @@ class McpTools:
         (a tracer's: the call's stage marks and store work kept for its span, on a
         transport with no request of its own to keep them, stdio)."""
         self.gateway: Final = gateway
-        self._content = None if content is None else ContentHandlers(content, identity_of)
+        self._content = (
+            None
+            if content is None
+            else ContentHandlers(content, identity_of, record, self._call_id_of, claims_of)
+        )
         self._identity_of = identity_of
         self._claims_of: Final[ClaimsOf] = claims_of if claims_of is not None else _no_claims
         self._call_scope = call_scope
@@ -452,6 +456,10 @@ class McpTools:
         if identity is None:  # a transport that forgot the caller: refuse, never guess
             return self._refused_unknown(call, call_id)
         return await self.gateway.settle_async(call, identity, call_id, claims=claims)
+
+    def _call_id_of(self, ctx: Context) -> str:
+        """The call id of the request `ctx` answers (a resources/read's, a prompts/get's)."""
+        return self.call_id(ctx.request_id)
 
     def call_id(self, request_id: types.RequestId | None) -> str:
         """The call id of a request in this connection (`call_scope`): MCP's request ids are

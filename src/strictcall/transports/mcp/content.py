@@ -11,22 +11,27 @@ request for them otherwise is -32601 (`McpTools.serves`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Final, Literal, Protocol
+import functools
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Final, Literal, Protocol, TypeVar
 
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.shared.exceptions import MCPError
 
+from strictcall.core.policy.model import Claims
+from strictcall.core.record import PROMPT_GET, RESOURCE_READ, content_record
 from strictcall.core.refusals import NO_TOKEN
 from strictcall.core.tools import ToolFailure
 from strictcall.errors import JSONValue, Stage
-from strictcall.transports.jsonrpc import ERROR_CODES
+from strictcall.transports.jsonrpc import ERROR_CODES, Recorder
 
 Kind = Literal["resources", "prompts"]
 Context = ServerRequestContext[Any, Any]
 IdentityOf = Callable[[Context], str | None]
+ResultT = TypeVar("ResultT")
 
 CONTENT_METHODS: Final[dict[str, Kind]] = {
     "resources/list": "resources",
@@ -50,19 +55,28 @@ class McpContent(Protocol):
         templates, or prompts); returns the function that stops it."""
         ...
 
-    def resources(self, identity: str) -> list[types.Resource]:
-        """The resources `identity` may read, in a stable order."""
+    def resources(self, identity: str, claims: Claims | None = None) -> list[types.Resource]:
+        """The resources `identity` (with its token's `claims`) may read, in a stable order."""
         ...
 
-    def templates(self, identity: str) -> list[types.ResourceTemplate]:
+    def templates(
+        self, identity: str, claims: Claims | None = None
+    ) -> list[types.ResourceTemplate]:
         """The resource templates `identity` may read through, in a stable order."""
         ...
 
-    def prompts(self, identity: str) -> list[types.Prompt]:
+    def prompts(self, identity: str, claims: Claims | None = None) -> list[types.Prompt]:
         """The prompts `identity` may get, in a stable order."""
         ...
 
-    async def read_resource(self, identity: str, uri: str) -> types.ReadResourceResult:
+    def routes(self, kind: Kind, key: str) -> bool:
+        """Whether `key` (a URI for "resources", a prompt's name for "prompts") names one that
+        is served, whoever may read it (what its audit record may keep)."""
+        ...
+
+    async def read_resource(
+        self, identity: str, uri: str, claims: Claims | None = None
+    ) -> types.ReadResourceResult:
         """The resource at `uri`.
 
         Raises:
@@ -71,7 +85,11 @@ class McpContent(Protocol):
         ...
 
     async def get_prompt(
-        self, identity: str, name: str, arguments: dict[str, str] | None
+        self,
+        identity: str,
+        name: str,
+        arguments: dict[str, str] | None,
+        claims: Claims | None = None,
     ) -> types.GetPromptResult:
         """The prompt `name` with `arguments`.
 
@@ -84,12 +102,17 @@ class McpContent(Protocol):
 def refused(failure: ToolFailure) -> MCPError:
     """A source's failure as the JSON-RPC error that answers it: the stage's code and message,
     the structured error as data (nothing of the caller's in it)."""
+    return error_of(failure_error(failure))
+
+
+def failure_error(failure: ToolFailure) -> dict[str, JSONValue]:
+    """A source's failure as its structured error {code, stage, retryable, ...}."""
     error: dict[str, JSONValue] = failure.kind.as_error()
     if failure.retry_after_ms is not None:
         error["retry_after_ms"] = failure.retry_after_ms
     if failure.details:
         error.update(failure.details)
-    return error_of(error)
+    return error
 
 
 def error_of(error: dict[str, JSONValue]) -> MCPError:
@@ -100,54 +123,100 @@ def error_of(error: dict[str, JSONValue]) -> MCPError:
 
 class ContentHandlers:
     """The SDK server's handlers for a content source's methods, the caller named by
-    `identity_of` (None: a transport that forgot the caller, shown nothing)."""
+    `identity_of` (None: a transport that forgot the caller, shown nothing) with its token's
+    claims `claims_of` (scopes, groups: what the policy and the scopes judge); each read and get
+    audited with `record` (`strictcall.core.record.content_record`), its call id `call_id_of`
+    the request's."""
 
-    def __init__(self, content: McpContent, identity_of: IdentityOf) -> None:
+    def __init__(
+        self,
+        content: McpContent,
+        identity_of: IdentityOf,
+        record: Recorder | None = None,
+        call_id_of: Callable[[Context], str] | None = None,
+        claims_of: Callable[[Context], Claims | None] | None = None,
+    ) -> None:
         self.content: Final = content
         self._identity_of = identity_of
+        self._claims_of = claims_of
+        self._record = record
+        self._call_id_of = call_id_of
 
     async def list_resources(
         self, ctx: Context, params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
         identity = self._identity_of(ctx)
-        shown = [] if identity is None else self.content.resources(identity)
+        shown = [] if identity is None else self.content.resources(identity, self._claims(ctx))
         return types.ListResourcesResult(resources=shown)
 
     async def list_resource_templates(
         self, ctx: Context, params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
         identity = self._identity_of(ctx)
-        shown = [] if identity is None else self.content.templates(identity)
+        shown = [] if identity is None else self.content.templates(identity, self._claims(ctx))
         return types.ListResourceTemplatesResult(resource_templates=shown)
 
     async def list_prompts(
         self, ctx: Context, params: types.PaginatedRequestParams | None
     ) -> types.ListPromptsResult:
         identity = self._identity_of(ctx)
-        shown = [] if identity is None else self.content.prompts(identity)
+        shown = [] if identity is None else self.content.prompts(identity, self._claims(ctx))
         return types.ListPromptsResult(prompts=shown)
 
     async def read_resource(
         self, ctx: Context, params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
-        identity = self._identity_of(ctx)
-        if identity is None:  # a transport that forgot the caller: refuse, never guess
-            raise error_of(NO_TOKEN.as_error())
-        try:
-            return await self.content.read_resource(identity, params.uri)
-        except ToolFailure as failure:
-            raise refused(failure) from None
+        uri = params.uri
+        read = functools.partial(self.content.read_resource, uri=uri)
+        return await self._answered(ctx, "resources", uri, read)
 
     async def get_prompt(
         self, ctx: Context, params: types.GetPromptRequestParams
     ) -> types.GetPromptResult:
+        name, arguments = params.name, params.arguments
+        got = functools.partial(self.content.get_prompt, name=name, arguments=arguments)
+        return await self._answered(ctx, "prompts", name, got)
+
+    async def _answered(
+        self, ctx: Context, kind: Kind, key: str, answer: Callable[..., Awaitable[ResultT]]
+    ) -> ResultT:
+        """`answer(identity=...)` for the caller, its failure as the JSON-RPC error that
+        answers it, audited either way."""
+        started = time.perf_counter_ns()
         identity = self._identity_of(ctx)
-        if identity is None:  # a transport that forgot the caller: refuse, never guess
-            raise error_of(NO_TOKEN.as_error())
+        error: dict[str, JSONValue] | None = None
         try:
-            return await self.content.get_prompt(identity, params.name, params.arguments)
-        except ToolFailure as failure:
-            raise refused(failure) from None
+            if identity is None:  # a transport that forgot the caller: refuse, never guess
+                error = NO_TOKEN.as_error()
+                raise error_of(error)
+            try:
+                return await answer(identity=identity, claims=self._claims(ctx))
+            except ToolFailure as failure:
+                error = failure_error(failure)
+                raise error_of(error) from None
+        finally:
+            self._audit(ctx, kind, key, identity, error, started)
+
+    def _claims(self, ctx: Context) -> Claims | None:
+        """What the caller's token says of it (None: strictcall's own token, or stdio's)."""
+        return None if self._claims_of is None else self._claims_of(ctx)
+
+    def _audit(
+        self,
+        ctx: Context,
+        kind: Kind,
+        key: str,
+        identity: str | None,
+        error: dict[str, JSONValue] | None,
+        started: int,
+    ) -> None:
+        if self._record is None:
+            return
+        served = key if self.content.routes(kind, key) else None
+        call_id = None if self._call_id_of is None else self._call_id_of(ctx)
+        latency_us = (time.perf_counter_ns() - started) // 1000
+        prefix = RESOURCE_READ if kind == "resources" else PROMPT_GET
+        self._record(content_record(prefix, served, identity, error, latency_us, call_id))
 
 
 class ContentServer(Server[Any]):
