@@ -5,13 +5,16 @@ Each upstream lives on its own (`Upstream`: restarted with its own backoff, reli
 `notifications/tools/list_changed`): one that is down answers its tools `upstream_unavailable`
 while the others serve. One that does not start is retried with its backoff, and served once
 it starts; the start names the missing ones. Two tools served under one name are refused at
-start (`FederationFailed`, one line naming both upstreams); a collision that only appears
-later (an upstream that came up late, or relisted) leaves the newcomer's tool out, one line.
+start (`FederationFailed`, one line naming both upstreams). After the start, the first upstream
+to serve a name (a tool's, a prompt's, a resource's URI or a template) keeps it while the
+federation runs: another that lists it later (one that came up late, or relisted) is not
+served under it, in one line naming both.
 
 With pinning (`Pins`), a tool whose definition changed since it was pinned is listed as it
-was pinned and answers `tool_changed` until an operator approves the change; and an upstream
-that has not started yet (down when the federation started) has its pinned tools listed,
-answering `upstream_unavailable` with the time of its next try.
+was pinned and answers `tool_changed` until an operator approves the change; one that appears
+in a later listing of an upstream that had listed already waits for approval, not served; and
+an upstream that has not started yet (down when the federation started) has its pinned tools
+listed, answering `upstream_unavailable` with the time of its next try.
 """
 
 from __future__ import annotations
@@ -33,8 +36,20 @@ from strictcall.core.terminal import one_line
 from strictcall.core.tools import Arguments, Tool, ToolContext, ToolFailure
 from strictcall.errors import TOOL_CHANGED, JSONValue, StrictcallError
 from strictcall.services.proxy.config import HOST_NAME, FederationConfig, UpstreamConfig
-from strictcall.services.proxy.content import FederatedContent, UpstreamContent, index_content
-from strictcall.services.proxy.pins import PIN_POLL_S, Pins, definition_of, listed_of
+from strictcall.services.proxy.content import (
+    FederatedContent,
+    Listed,
+    UpstreamContent,
+    index_content,
+)
+from strictcall.services.proxy.pins import (
+    NOTHING,
+    PIN_POLL_S,
+    Pins,
+    content_definition,
+    definition_of,
+    listed_of,
+)
 from strictcall.services.proxy.tools import proxied_tool
 from strictcall.services.proxy.upstream import Listing, Upstream, UpstreamFailed
 from strictcall.storage.base import PinStore, StoreUnavailable
@@ -71,6 +86,8 @@ class Member:
         self.content: UpstreamContent | None = None
         """Its resources, templates and prompts as last listed (kept while it is down: they
         answer upstream_unavailable)."""
+        self.listings = 0
+        """How many listings of its tools it has given in this process."""
         self.why_missing: str | None = None
         self.settled = anyio.Event()
         """Set once its first start has succeeded or failed."""
@@ -105,7 +122,12 @@ class Federation:
         self.content = FederatedContent(self.gateway.may_use)
         """The upstreams' resources and prompts, served beside the tools."""
         self._started = False
-        self._collision: str | None = None
+        self._owners: dict[str, str] = {}
+        """Who serves each served key (a tool's name, `resource:URI`...): after the start, the
+        first upstream to serve it keeps it."""
+        self._tool_collision: str | None = None
+        self._content_collision: str | None = None
+        self._content_owners: dict[str, str] = {}
         self._logged: set[str] = set()
         self.failed: FederationFailed | None = None
         """Why the federation could not start, once it could not."""
@@ -132,8 +154,11 @@ class Federation:
                 for member in self.members:
                     await member.settled.wait()
                 self._rebuild()  # the pinned tools of those that did not start
-                if self._collision is not None:
-                    raise FederationFailed(self._collision)
+                self._rebuild_content()
+                collision = self._tool_collision or self._content_collision
+                if collision is not None:
+                    raise FederationFailed(collision)
+                self._owners.update(self._content_owners)
                 self._started = True
                 self._say_missing()
                 if self.pins is not None:
@@ -194,10 +219,13 @@ class Federation:
             await anyio.sleep(PIN_POLL_S)
             if pins.holding and pins.refresh():
                 self._rebuild()
+                self._rebuild_content()
 
     def _listing_of(self, index: int) -> Callable[[Listing], None]:
         def take(listing: Listing) -> None:
-            self.members[index].listing = listing
+            member = self.members[index]
+            member.listing = listing
+            member.listings += 1
             self._rebuild()
 
         return take
@@ -213,10 +241,14 @@ class Federation:
         """Serve every listed upstream's resources and prompts (a collision at start is the
         start's failure; later, the newcomer's is left out, one line)."""
         entries = [(m.config, m.upstream, m.content) for m in self.members]
-        index, refused, collisions = index_content(entries, self.config.separator)
+        owners = self._owners if self._started else dict(self._owners)
+        index, refused, collisions = index_content(
+            entries, self.config.separator, owners=owners, admit=self._admit
+        )
         self.content.replace(index)
-        if collisions and not self._started and self._collision is None:
-            self._collision = collisions[0]
+        if not self._started:
+            self._content_collision = collisions[0] if collisions else None
+            self._content_owners = owners
         lines = [f"{name} not served: {reason}" for name, reason in sorted(refused.items())]
         if self._started:
             lines += [f"{line}; the later one not served" for line in collisions]
@@ -228,8 +260,10 @@ class Federation:
     def _rebuild(self) -> None:
         """Serve every started upstream's tools, sorted by their served names."""
         tools: dict[str, Tool] = {}
-        owners: dict[str, str] = {}
+        # at start, who lists a name now; after it, who served it first (kept for the run)
+        owners: dict[str, str] = self._owners if self._started else {}
         refused: dict[str, str] = {}
+        collision: str | None = None
         separator = self.config.separator
         for member in self.members:
             config = member.config
@@ -243,21 +277,24 @@ class Federation:
                     continue
                 owner = owners.setdefault(served, config.name)
                 if owner != config.name:
-                    line = (
-                        f"tool name {json.dumps(served)} of upstream {config.name} collides"
-                        f" with the same name of upstream {owner}: give one of them another prefix"
-                    )
-                    if not self._started:  # refused at start, in this one line
-                        if self._collision is None:  # the first one is said
-                            self._collision = line
+                    if not self._started:  # refused at start, in one line (the first one)
+                        collision = collision or (
+                            f"tool name {one_line(json.dumps(served))} of upstream"
+                            f" {config.name} collides with the same name of upstream {owner}:"
+                            " give one of them another prefix"
+                        )
                         continue
                     refused[served] = (
-                        f"upstream {config.name}'s tool collides with upstream {owner}'s"
+                        f"upstream {config.name}'s collides with upstream {owner}'s, which"
+                        " keeps it (it served it first)"
                     )
                     continue
                 tool = self._served(member, listed, served)
                 if tool is not None:
                     tools[served] = tool
+        if not self._started:
+            self._tool_collision = collision
+            self._owners = owners
         refused.update(self.gateway.replace_tools(tools[name] for name in sorted(tools)))
         for name, reason in sorted(refused.items()):
             key = f"{name}\0{reason}"
@@ -272,8 +309,10 @@ class Federation:
         upstream = member.upstream
         pass_errors = listed.name in config.pass_errors
         if self.pins is not None:
-            held = self.pins.check(served, definition_of(listed))
-            if held == "":
+            # what a later listing adds waits for an approval (the first is trusted on sight)
+            waits = self._started and member.listings > 1
+            held = self.pins.check(served, definition_of(listed, config.name), new_waits=waits)
+            if held == NOTHING:
                 return None
             if held is not None:
                 pinned = proxied_tool(
@@ -282,6 +321,16 @@ class Federation:
                 return replace(pinned, name=served, handler=_changed, failures=(TOOL_CHANGED,))
         tool = proxied_tool(listed, upstream, pass_errors=pass_errors, timeout=config.timeout)
         return replace(tool, name=served)
+
+    def _admit(self, key: str, member_name: str, listed: Listed) -> bool:
+        """Whether a resource, template or prompt may be served as pinned (always, without
+        pinning); one changed since it was pinned, or new in a later listing, is held back."""
+        if self.pins is None:
+            return True
+        member = next(m for m in self.members if m.config.name == member_name)
+        waits = self._started and member.listings > 1
+        definition = content_definition(listed, member_name)
+        return self.pins.check(key, definition, new_waits=waits) is None
 
     def _note(self, line: str) -> None:
         self._errlog.write(f"{LOG_AS}: {line}\n")
