@@ -4,6 +4,7 @@
     separator = "_"                   # between prefix and tool name: "_" (default) or "-"
     pinning = true                    # tool pinning (default on for a federation)
     timeout = 60                      # seconds a call may take, unless the upstream says
+    budgets = { max_tools = 500 }     # every upstream's budgets, unless its own table says
 
     [upstreams.files]                 # the table's name is the upstream's name and prefix
     command = "node files.js --root /srv"       # a stdio server (split as a shell would)
@@ -16,6 +17,7 @@
     timeout = 10
     restart = { min = 0.5, max = 30 } # seconds before a restart: doubling from min up to max
     pass_errors = ["search"]          # its tools whose error text reaches the caller
+    budgets = { max_tools = 200 }     # what it may list and send (docs/BUDGETS.md)
 
 Every key is checked: an unknown key, a wrong type, a name or prefix hosts would refuse, two
 upstreams with one prefix, is a `ConfigError` naming the key (two without a prefix may serve
@@ -34,6 +36,7 @@ from pathlib import Path
 from typing import Final
 
 from strictcall.errors import StrictcallError
+from strictcall.services.proxy.budgets import DEFAULT_BUDGETS, Budgets
 from strictcall.services.proxy.upstream import RESTART_MAX_S, RESTART_MIN_S, UpstreamSpec
 
 HOST_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -43,9 +46,9 @@ SEPARATORS: Final = ("_", "-")
 DEFAULT_SEPARATOR: Final = "_"
 DEFAULT_TIMEOUT_S: Final = 60.0
 
-_FEDERATION_KEYS: Final = frozenset({"separator", "pinning", "timeout"})
+_FEDERATION_KEYS: Final = frozenset({"separator", "pinning", "timeout", "budgets"})
 _UPSTREAM_KEYS: Final = frozenset(
-    {"command", "url", "credentials", "prefix", "timeout", "restart", "pass_errors"}
+    {"command", "url", "credentials", "prefix", "timeout", "restart", "pass_errors", "budgets"}
 )
 _CREDENTIAL_KEYS: Final = frozenset({"headers", "env"})
 
@@ -74,6 +77,8 @@ class UpstreamConfig:
     restart_min_s: float = RESTART_MIN_S
     restart_max_s: float = RESTART_MAX_S
     pass_errors: frozenset[str] = frozenset()
+    budgets: Budgets = DEFAULT_BUDGETS
+    """What it may list and send (`strictcall.services.proxy.budgets`)."""
 
     def served_name(self, tool: str, separator: str) -> str:
         """The name a tool of this upstream is served as: `prefix` `separator` `tool`, or the
@@ -125,12 +130,13 @@ def federation_config(data: Mapping[str, object]) -> FederationConfig:
     if type(pinning) is not bool:
         raise ConfigError("federation.pinning is true or false")
     timeout = _seconds(top.get("timeout", DEFAULT_TIMEOUT_S), "federation.timeout")
+    budgets = _budgets(top.get("budgets", {}), "federation.budgets", DEFAULT_BUDGETS)
     if "upstreams" not in data:
         raise ConfigError("the config names no upstream: add an [upstreams.NAME] table")
     tables = _table(data["upstreams"], "[upstreams]")
     if not tables:
         raise ConfigError("the config names no upstream: add an [upstreams.NAME] table")
-    upstreams = tuple(_upstream(name, table, timeout) for name, table in tables.items())
+    upstreams = tuple(_upstream(name, table, timeout, budgets) for name, table in tables.items())
     by_prefix: dict[str, str] = {}
     for upstream in upstreams:
         if not upstream.prefix:  # unprefixed upstreams may differ in names: checked at start
@@ -144,7 +150,9 @@ def federation_config(data: Mapping[str, object]) -> FederationConfig:
     return FederationConfig(upstreams, separator=separator, pinning=pinning)
 
 
-def _upstream(name: str, value: object, default_timeout: float) -> UpstreamConfig:
+def _upstream(
+    name: str, value: object, default_timeout: float, default_budgets: Budgets
+) -> UpstreamConfig:
     where = f"upstreams.{name}"
     if HOST_NAME.fullmatch(name) is None:
         raise ConfigError(f"upstream names are 1-64 of A-Z a-z 0-9 _ -: {name!r} is not")
@@ -191,7 +199,17 @@ def _upstream(name: str, value: object, default_timeout: float) -> UpstreamConfi
         restart_min_s=restart_min,
         restart_max_s=restart_max,
         pass_errors=frozenset(passed),
+        budgets=_budgets(table.get("budgets", {}), f"{where}.budgets", default_budgets),
     )
+
+
+def _budgets(value: object, where: str, base: Budgets) -> Budgets:
+    table = _table(value, where)
+    _only(table, frozenset(Budgets.names()), where)
+    for key, count in table.items():
+        if type(count) is not int or count < 1:
+            raise ConfigError(f"{where}.{key} is a whole number, at least 1")
+    return Budgets.of({key: count for key, count in table.items() if type(count) is int}, base)
 
 
 def _credentials(value: object, where: str) -> Credentials:

@@ -79,6 +79,7 @@ class Member:
             errlog=errlog,
             restart_min_s=config.restart_min_s,
             restart_max_s=config.restart_max_s,
+            budgets=config.budgets,
         )
         self.upstream.on_content = on_content
         self.upstream.log_as = f"{LOG_AS}: {config.name}"

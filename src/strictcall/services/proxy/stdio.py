@@ -29,8 +29,9 @@ import asyncio
 import contextlib
 import os
 import re
+import time
 from collections import deque
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TextIO
 
@@ -42,6 +43,7 @@ from mcp.shared.message import SessionMessage
 from strictcall.errors import JSONValue, StrictcallError
 from strictcall.services.proxy._asyncio import close_transport
 from strictcall.services.proxy._mcp_sdk import terminate_tree
+from strictcall.services.proxy.budgets import NotificationRate
 from strictcall.transports.pipes import Output, pipe_output
 
 CALL_IDS: Final = 1 << 32
@@ -233,8 +235,23 @@ class UpstreamPipe(asyncio.Protocol):
     """The server's stdout, read on the loop: the answers to `call_tool` to their calls, every
     other message to the session's `read`."""
 
-    def __init__(self, max_answer_bytes: int = MAX_RESULT_BYTES) -> None:
+    def __init__(
+        self,
+        max_answer_bytes: int = MAX_RESULT_BYTES,
+        notifications_per_second: int | None = None,
+        note: Callable[[str], None] | None = None,
+    ) -> None:
         self._splitter = _LineCutter(max_answer_bytes)
+        self._rate = (
+            None
+            if notifications_per_second is None
+            else NotificationRate(notifications_per_second, time.monotonic())
+        )
+        self._note = note
+        self._said_at = 0.0
+        self._said_dropped = 0
+        self._missed: dict[str, bytes] = {}
+        """The list_changed notifications dropped past the rate, sent on once it allows."""
         self._lines: deque[bytes | Oversized] = deque()
         self._calls: dict[int, asyncio.Future[dict[str, JSONValue]]] = {}
         self._next_id = CALL_IDS
@@ -302,11 +319,15 @@ class UpstreamPipe(asyncio.Protocol):
             else:
                 self.read.put(ValueError("a line from the server was too long"))
             return
-        if self._calls:
+        message: Any = None
+        if self._calls or self._rate is not None:
             try:
                 message = orjson.loads(line)
             except orjson.JSONDecodeError:
                 message = None
+            if type(message) is dict and "id" not in message and not self._admit(message, line):
+                return
+        if self._calls:
             if type(message) is dict and "method" not in message:
                 request_id = _call_id(message.get("id"))
                 call = None if request_id is None else self._calls.get(request_id)
@@ -329,6 +350,35 @@ class UpstreamPipe(asyncio.Protocol):
             self.read.put(exc)
             return
         self.read.put(SessionMessage(parsed))
+
+    def _admit(self, message: dict[str, Any], line: bytes) -> bool:
+        """Whether a notification (`message`, read from `line`) is within the upstream's rate;
+        one past it is dropped (a list_changed is kept, and sent on when the rate allows)."""
+        rate = self._rate
+        if rate is None:
+            return True
+        now = time.monotonic()
+        if rate.admit(now):
+            return True
+        method = message.get("method")
+        if isinstance(method, str) and method.endswith("/list_changed"):
+            if not self._missed:
+                asyncio.get_running_loop().call_later(1.0, self._send_missed)
+            self._missed[method] = line
+        if self._note is not None and now - self._said_at >= 1.0:
+            dropped = rate.dropped - self._said_dropped
+            self._said_at, self._said_dropped = now, rate.dropped
+            self._note(
+                f"upstream sent notifications past notifications_per_second ="
+                f" {rate.per_second}: {dropped} dropped"
+            )
+        return False
+
+    def _send_missed(self) -> None:
+        missed, self._missed = self._missed, {}
+        for line in missed.values():
+            if not self.ended:
+                self._take(line)
 
     def _call_named(
         self, text: bytes, *, alone: bool
@@ -463,6 +513,8 @@ async def open_upstream(
     env: Mapping[str, str],
     errlog: TextIO,
     max_answer_bytes: int = MAX_RESULT_BYTES,
+    notifications_per_second: int | None = None,
+    note: Callable[[str], None] | None = None,
 ) -> AsyncIterator[UpstreamPipe]:
     """Start the server and yield its pipes; stop it on leaving (stdin closed, then the process
     group terminated and killed if it has not exited).
@@ -492,7 +544,7 @@ async def open_upstream(
     # the files own the descriptors from here on: each is closed by its transport, or here
     stdout_file = os.fdopen(our_stdout, "rb", buffering=0)
     stdin_file = os.fdopen(our_stdin, "wb", buffering=0)
-    pipe = UpstreamPipe(max_answer_bytes)
+    pipe = UpstreamPipe(max_answer_bytes, notifications_per_second, note)
     reading: asyncio.BaseTransport | None = None
     output: Output | None = None
     try:

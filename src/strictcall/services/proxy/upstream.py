@@ -49,6 +49,14 @@ from pydantic import BaseModel
 from strictcall.core.tools import ToolFailure
 from strictcall.errors import RETRY_AFTER_MS, UPSTREAM_UNAVAILABLE, JSONValue, StrictcallError
 from strictcall.services.proxy._mcp_sdk import WatchedStream, http_client
+from strictcall.services.proxy.budgets import (
+    DEFAULT_BUDGETS,
+    Budgets,
+    NotificationRate,
+    content_refusal,
+    name_refusal,
+    tools_refusal,
+)
 from strictcall.services.proxy.content import UpstreamContent, list_content
 from strictcall.services.proxy.credentials import ClientCredentials, ClientCredentialsAuth
 from strictcall.services.proxy.http import HttpCaller, HttpCallFailed
@@ -187,8 +195,14 @@ class Upstream:
         restart_max_s: float = RESTART_MAX_S,
         ping_s: float = PING_S,
         max_result_bytes: int = MAX_RESULT_BYTES,
+        budgets: Budgets = DEFAULT_BUDGETS,
     ) -> None:
         self.spec: Final = spec
+        self.budgets: Final = budgets
+        """What it may list and send (`strictcall.services.proxy.budgets`)."""
+        self._said: set[str] = set()
+        self._http_rate: NotificationRate | None = None
+        """The refusals of its listings said already (each once, not per relisting)."""
         self.on_content: Callable[[UpstreamContent], None] | None = None
         """When set (a federation's), receives the upstream's resources, resource templates
         and prompts as `on_listing` receives its tools (listed only then)."""
@@ -381,7 +395,7 @@ class Upstream:
                         live.later_members = later_members(started.protocol_version)
                         if live.http is not None:
                             live.http.version = started.protocol_version
-                        self._on_listing(await _list_tools(session))
+                        self._on_listing(await self._listed_tools(session))
                         await self._list_content(live, started.capabilities)
                     self.starts += 1
                     self._note(f"upstream started ({self.spec.describe()})")
@@ -417,7 +431,7 @@ class Upstream:
             live.relist = anyio.Event()
             try:
                 with anyio.fail_after(START_TIMEOUT_S):
-                    listing = await _list_tools(live.session)
+                    listing = await self._listed_tools(live.session)
                     self._on_listing(listing)
                     await self._list_content(live, live.capabilities)
             except Exception as exc:
@@ -431,7 +445,38 @@ class Upstream:
         """List the upstream's resources, templates and prompts for `on_content`, if any."""
         live.capabilities = capabilities
         if self.on_content is not None and capabilities is not None:
-            self.on_content(await list_content(live.session, capabilities, self._note))
+            content = await list_content(live.session, capabilities, self._note)
+            refusal = content_refusal(
+                content.resources, content.templates, content.prompts, self.budgets
+            )
+            if refusal is not None:
+                self._say(f"listing refused ({refusal}); none of its resources or prompts served")
+                content = UpstreamContent(offers=content.offers)
+            self.on_content(content)
+
+    async def _listed_tools(self, session: ClientSession) -> Listing:
+        """The upstream's tools within its budgets: a listing past one is refused whole (one
+        line; none of its tools served), a tool whose name breaks the specification's rules
+        is left out (one line)."""
+        listing = await _list_tools(session, self.budgets.max_tools)
+        refusal = tools_refusal(listing, self.budgets)
+        if refusal is not None:
+            self._say(f"tools/list refused ({refusal}); none of its tools served")
+            return []
+        kept = []
+        for tool in listing:
+            why = name_refusal(tool.name)
+            if why is None:
+                kept.append(tool)
+            else:
+                self._say(f"tool not served: its {why}")
+        return kept
+
+    def _say(self, line: str) -> None:
+        """Note `line` once per process (a relisting says nothing new)."""
+        if line not in self._said:
+            self._said.add(line)
+            self._note(line)
 
     async def _pinger(self, live: _Connection) -> None:
         while True:
@@ -448,7 +493,18 @@ class Upstream:
     async def _on_message(self, message: object) -> None:
         live = self._current
         if live is not None and isinstance(message, _LIST_CHANGED):
-            live.relist.set()
+            live.relist.set()  # past the rate too: relistings coalesce, one at a time
+        if self.spec.url is not None and isinstance(message, types.ServerNotification):
+            # over HTTP the SDK has read it already: past the rate it goes no further
+            rate = self._http_rate
+            if rate is None:
+                per_second = self.budgets.notifications_per_second
+                rate = self._http_rate = NotificationRate(per_second, time.monotonic())
+            if not rate.admit(time.monotonic()) and rate.dropped % rate.per_second == 1:
+                self._note(
+                    "upstream sent notifications past notifications_per_second ="
+                    f" {rate.per_second}: {rate.dropped} dropped"
+                )
 
     def _why(self, exc: BaseException, pipe: UpstreamPipe | None) -> str:
         """Why a start failed or a session broke, in the operator's words: never the text of
@@ -493,7 +549,14 @@ class Upstream:
             return _http(self.spec.url, client)
         # the upstream sees the environment it would have had if the host had launched it
         env = {**os.environ, **self.spec.env} if self.spec.env else os.environ
-        return _stdio(self.spec.command, env, self._errlog, self.max_result_bytes)
+        return _stdio(
+            self.spec.command,
+            env,
+            self._errlog,
+            self.max_result_bytes,
+            self.budgets.notifications_per_second,
+            self._note,
+        )
 
     def _note(self, line: str) -> None:
         self._errlog.write(f"{self.log_as}: {line}\n")
@@ -508,23 +571,33 @@ async def _http(url: str, client: Any) -> AsyncIterator[tuple[Any, Any, None]]:
 
 @asynccontextmanager
 async def _stdio(
-    command: tuple[str, ...], env: Mapping[str, str], errlog: TextIO, max_answer_bytes: int
+    command: tuple[str, ...],
+    env: Mapping[str, str],
+    errlog: TextIO,
+    max_answer_bytes: int,
+    notifications_per_second: int,
+    note: Callable[[str], None],
 ) -> AsyncIterator[tuple[Any, Any, UpstreamPipe]]:
     async with open_upstream(
-        command, env=env, errlog=errlog, max_answer_bytes=max_answer_bytes
+        command,
+        env=env,
+        errlog=errlog,
+        max_answer_bytes=max_answer_bytes,
+        notifications_per_second=notifications_per_second,
+        note=note,
     ) as pipe:
         yield pipe.read, pipe.write, pipe
 
 
-async def _list_tools(session: ClientSession) -> Listing:
-    """Every page of the upstream's tools/list."""
+async def _list_tools(session: ClientSession, max_tools: int) -> Listing:
+    """Every page of the upstream's tools/list (no page more once past `max_tools`)."""
     tools: Listing = []
     cursor: str | None = None
     while True:
         params = None if cursor is None else types.PaginatedRequestParams(cursor=cursor)
         page = await session.list_tools(params=params)
         tools.extend(page.tools)
-        if page.next_cursor is None:
+        if page.next_cursor is None or len(tools) > max_tools:
             return tools
         cursor = page.next_cursor
 
