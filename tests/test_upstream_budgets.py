@@ -206,13 +206,15 @@ def test_a_flood_of_notifications_is_dropped_past_the_rate_and_said_once_a_secon
     )
     try:
         federation.peer.initialize()
+        started = time.monotonic()
         federation.relist("loud", {"tools": ["one", "two"], "flood": 20_000, "wave": 1})
         until(lambda: "notifications_per_second" in federation.stderr(), "the drop is said")
         assert federation.peer.call("calm_quiet", {})["isError"] is False
         # the list_changed sent with the flood is not lost: the new tool is served
         until(lambda: "loud_two" in federation.tools(), "the relisting is read")
         said = [x for x in federation.stderr().splitlines() if "notifications_per_second" in x]
-        assert 1 <= len(said) <= 5  # once a second, not once a notification
+        # once a second at most, not once a notification (20,000 of them)
+        assert 1 <= len(said) <= time.monotonic() - started + 2
     finally:
         assert federation.close() == 0
 

@@ -65,7 +65,7 @@ DEFAULT_BUDGETS: Final = Budgets()
 def tools_refusal(listing: Sequence[types.Tool], budgets: Budgets) -> str | None:
     """Why a tools listing is refused whole (None: it is within its budgets)."""
     if len(listing) > budgets.max_tools:
-        return _over(f"{len(listing)} tools", "max_tools", budgets.max_tools)
+        return _over(f"more than {budgets.max_tools} tools", "max_tools", budgets.max_tools)
     for tool in listing:
         described = _description_over(tool.description, budgets)
         if described is not None:
@@ -94,7 +94,7 @@ def content_refusal(
     )
     for count, what, name, limit in counts:
         if count > limit:
-            return _over(f"{count} {what}", name, limit)
+            return _over(f"more than {limit} {what}", name, limit)
     for uri, listed in [(r.uri, r) for r in resources] + [(t.uri_template, t) for t in templates]:
         if len(uri) > budgets.max_uri_chars:
             return _over(f"a URI of {len(uri)} characters", "max_uri_chars", budgets.max_uri_chars)

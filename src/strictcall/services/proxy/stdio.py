@@ -62,6 +62,11 @@ MAX_RESULT_BYTES: Final = 8 * 1024 * 1024
 is given another (`--max-result-bytes`): a longer one is not kept, and the call is answered
 result_too_large at once."""
 
+RATE_PAUSE_S: Final = 0.1
+"""How long a server past its notification rate is not read: its flood waits in its own pipe
+(and its writes block), not on the loop; lines read meanwhile that name no id are dropped
+unread."""
+
 _EDGE: Final = 512
 """How much of each end of a line over the limit is kept: where its id is written."""
 
@@ -240,14 +245,21 @@ class UpstreamPipe(asyncio.Protocol):
         max_answer_bytes: int = MAX_RESULT_BYTES,
         notifications_per_second: int | None = None,
         note: Callable[[str], None] | None = None,
+        max_listed: Mapping[str, int] | None = None,
     ) -> None:
         self._splitter = _LineCutter(max_answer_bytes)
+        self._max_listed = dict(max_listed or {})
+        """The most members of each listing's array (`tools`: max_tools...): a longer one is
+        cut to one past its budget before the SDK reads it (refused whole then, as past its
+        budget), so 60,000 tools cost one orjson parse, not 60,000 models."""
         self._rate = (
             None
             if notifications_per_second is None
             else NotificationRate(notifications_per_second, time.monotonic())
         )
         self._note = note
+        self._inbox_full = False
+        self._over_rate = False
         self._said_at = 0.0
         self._said_dropped = 0
         self._missed: dict[str, bytes] = {}
@@ -286,9 +298,23 @@ class UpstreamPipe(asyncio.Protocol):
         self._end()
 
     def _pause(self, paused: bool) -> None:
+        self._inbox_full = paused
+        self._read_or_not()
+
+    def _read_or_not(self) -> None:
+        """Read the server's stdout unless the session's inbox is full or the server is past
+        its notification rate (then it waits `RATE_PAUSE_S`: what it floods costs the others
+        little)."""
         transport = self._transport
         if transport is not None and not transport.is_closing():
-            transport.pause_reading() if paused else transport.resume_reading()
+            if self._inbox_full or self._over_rate:
+                transport.pause_reading()
+            else:
+                transport.resume_reading()
+
+    def _rate_allows(self) -> None:
+        self._over_rate = False
+        self._read_or_not()
 
     def _end(self) -> None:
         if self.ended:
@@ -320,6 +346,12 @@ class UpstreamPipe(asyncio.Protocol):
                 self.read.put(ValueError("a line from the server was too long"))
             return
         message: Any = None
+        if self._over_rate and b'"id"' not in line and b"list_changed" not in line:
+            # past the rate: a line that names no id is dropped unread (one that writes its
+            # id escaped is the server's own loss)
+            assert self._rate is not None
+            self._rate.dropped += 1
+            return
         if self._calls or self._rate is not None:
             try:
                 message = orjson.loads(line)
@@ -345,21 +377,43 @@ class UpstreamPipe(asyncio.Protocol):
         if not line.strip():
             return  # a blank line carries no message
         try:
-            parsed = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+            if type(message) is dict and self._cut_listing(message):
+                parsed = types.jsonrpc_message_adapter.validate_python(message, by_name=False)
+            else:
+                parsed = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
         except ValueError as exc:  # as the SDK's transport: the session is told
             self.read.put(exc)
             return
         self.read.put(SessionMessage(parsed))
 
+    def _cut_listing(self, message: dict[str, Any]) -> bool:
+        """Cut each array of a listing's result past its budget to one past it; whether one
+        was."""
+        result = message.get("result")
+        if type(result) is not dict or "id" not in message:
+            return False
+        cut = False
+        for key, limit in self._max_listed.items():
+            items = result.get(key)
+            if type(items) is list and len(items) > limit + 1:
+                result[key] = items[: limit + 1]
+                cut = True
+        return cut
+
     def _admit(self, message: dict[str, Any], line: bytes) -> bool:
         """Whether a notification (`message`, read from `line`) is within the upstream's rate;
-        one past it is dropped (a list_changed is kept, and sent on when the rate allows)."""
+        one past it is dropped (a list_changed is kept, and sent on when the rate allows), and
+        the server's stdout is not read for `RATE_PAUSE_S`."""
         rate = self._rate
         if rate is None:
             return True
         now = time.monotonic()
         if rate.admit(now):
             return True
+        if not self._over_rate:
+            self._over_rate = True
+            self._read_or_not()
+            asyncio.get_running_loop().call_later(RATE_PAUSE_S, self._rate_allows)
         method = message.get("method")
         if isinstance(method, str) and method.endswith("/list_changed"):
             if not self._missed:
@@ -515,6 +569,7 @@ async def open_upstream(
     max_answer_bytes: int = MAX_RESULT_BYTES,
     notifications_per_second: int | None = None,
     note: Callable[[str], None] | None = None,
+    max_listed: Mapping[str, int] | None = None,
 ) -> AsyncIterator[UpstreamPipe]:
     """Start the server and yield its pipes; stop it on leaving (stdin closed, then the process
     group terminated and killed if it has not exited).
@@ -544,7 +599,7 @@ async def open_upstream(
     # the files own the descriptors from here on: each is closed by its transport, or here
     stdout_file = os.fdopen(our_stdout, "rb", buffering=0)
     stdin_file = os.fdopen(our_stdin, "wb", buffering=0)
-    pipe = UpstreamPipe(max_answer_bytes, notifications_per_second, note)
+    pipe = UpstreamPipe(max_answer_bytes, notifications_per_second, note, max_listed)
     reading: asyncio.BaseTransport | None = None
     output: Output | None = None
     try:

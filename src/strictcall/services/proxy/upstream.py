@@ -554,7 +554,7 @@ class Upstream:
             env,
             self._errlog,
             self.max_result_bytes,
-            self.budgets.notifications_per_second,
+            self.budgets,
             self._note,
         )
 
@@ -575,16 +575,23 @@ async def _stdio(
     env: Mapping[str, str],
     errlog: TextIO,
     max_answer_bytes: int,
-    notifications_per_second: int,
+    budgets: Budgets,
     note: Callable[[str], None],
 ) -> AsyncIterator[tuple[Any, Any, UpstreamPipe]]:
+    max_listed = {
+        "tools": budgets.max_tools,
+        "resources": budgets.max_resources,
+        "resourceTemplates": budgets.max_templates,
+        "prompts": budgets.max_prompts,
+    }
     async with open_upstream(
         command,
         env=env,
         errlog=errlog,
         max_answer_bytes=max_answer_bytes,
-        notifications_per_second=notifications_per_second,
+        notifications_per_second=budgets.notifications_per_second,
         note=note,
+        max_listed=max_listed,
     ) as pipe:
         yield pipe.read, pipe.write, pipe
 
