@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -45,8 +46,17 @@ def vm(pid: int, key: str) -> float:
     raise KeyError(key)
 
 
+def cpu_s(pid: int) -> float:
+    """The CPU seconds (user + system) the process has used."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def timed(federation: ListingFederation, seconds: float) -> dict[str, float]:
-    """calm's tools/call and tools/list p50 (ms), called in turn for `seconds`."""
+    """calm's tools/call and tools/list p50 (ms), called in turn for `seconds`, and the share
+    of one core the federation's own process used meanwhile."""
+    pid = federation.peer.process.pid
+    cpu_before, wall_before = cpu_s(pid), time.monotonic()
     call_ms: list[float] = []
     list_ms: list[float] = []
     end = time.monotonic() + seconds
@@ -63,6 +73,7 @@ def timed(federation: ListingFederation, seconds: float) -> dict[str, float]:
         "list_p50_ms": statistics.median(list_ms),
         "call_max_ms": max(call_ms),
         "calls": len(call_ms),
+        "federation_cpu_share": (cpu_s(pid) - cpu_before) / (time.monotonic() - wall_before),
     }
 
 
