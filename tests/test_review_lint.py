@@ -593,3 +593,72 @@ def test_a_declared_constraint_that_refuses_0_leaves_the_default_alone(field: st
     unconstrained = code.replace(field, "limit: int | None = Field(default=None, ge=0)")
     [finding] = lint(unconstrained)
     assert finding.confidence == "shown" and "ge=0" in finding.evidence
+
+
+RAG = '''
+class Retriever:
+    def __init__(self, similarity: float | None = None, top_k: int | None = None) -> None:
+        """A retriever over a vector store.
+
+        Args:
+            similarity: the cosine threshold, 0.0 to 1.0; 0.0 keeps every match.
+            top_k: how many records to fetch.
+        """
+        self.similarity = similarity
+        self.top_k = top_k
+
+    def query(self, store, text):
+        return store.query(text, top_k=self.top_k or 5, threshold=self.similarity or 0.6)
+'''
+"""The camel-ai-like case: a documented threshold of 0.0 replaced by 0.6."""
+
+RECORDS = """
+from pydantic import BaseModel, PositiveFloat
+
+
+class Record(BaseModel):
+    similarity: PositiveFloat
+    top_k: int = 0  # 0 = every record
+"""
+"""An unrelated class with same-named fields: one refusing 0, one documenting it."""
+
+
+def test_a_file_gives_the_same_findings_alone_and_in_its_package(tmp_path: Path) -> None:
+    package = tmp_path / "agents"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "rag.py").write_text(RAG)
+    (package / "records.py").write_text(RECORDS)
+    results = []
+    for target in (package / "rag.py", package):
+        status, out, _ = run_lint("--format", "json", str(target))
+        results.append((status, json.loads(out)["findings"]))
+    assert results[0] == results[1]
+    status, [finding] = results[0]
+    assert status == EXIT_DIFFERENT
+    assert (finding["rule"], finding["line"]) == (READ_OR_DEFAULT.id, 14)
+    assert "0.6" in finding["message"] and "Retriever.similarity" in finding["evidence"]
+    assert (
+        finding["counterexample"]
+        == "with similarity=0 this line gives 0.6, where the value given is 0"
+    )
+
+
+def test_an_attribute_s_type_is_read_from_its_own_class_only() -> None:
+    code = (
+        RECORDS
+        + """
+
+class Page:
+    limit: int | None = None
+
+def size(page: Page) -> int:
+    return page.limit or 50
+
+def similarity_of(thing) -> float:
+    return thing.top_k or 3
+"""
+    )
+    # `Record.top_k` documents 0, but `thing` is not known to be a Record: a guess only
+    assert lint(code) == []
+    assert [f.line for f in lint(code, True)] == [14, 17]
