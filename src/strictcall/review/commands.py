@@ -327,10 +327,12 @@ def run_lint(
     explore: bool = False,
     confidence: str | None = None,
     diff: str | None = None,
+    run: bool = False,
 ) -> int:
     """Lint Python files for truthiness used where presence may be meant: what the code shows,
     or with `explore` the guesses too; with `diff`, only the presence tests that the changes
-    since that git revision turned into truth tests. `confidence` is the old spelling:
+    since that git revision turned into truth tests; with `run`, each finding checked by
+    running its function beside its presence reading. `confidence` is the old spelling:
     `low` is `explore`, `high` and `medium` the default."""
     from strictcall.review.fix import apply_fixes
     from strictcall.review.lint import Finding, lint_source, python_files
@@ -368,6 +370,10 @@ def run_lint(
         shown = str(path)
         try:
             found = lint_source(source, shown, explore=explore)
+            if run and found:
+                from strictcall.review.run import run_findings
+
+                found = run_findings(path, source, found)
             if fix and any(f.fix is not None for f in found):
                 source, count = apply_fixes(source, found)
                 path.write_text(source, encoding="utf-8")

@@ -191,8 +191,8 @@ class _Writer:
 
     def _span(self, node: ast.AST) -> tuple[int, int, int, int]:
         line, end_line = node.lineno, node.end_lineno or node.lineno  # type: ignore[attr-defined]
-        col = _char_col(self.lines, line, node.col_offset)  # type: ignore[attr-defined]
-        end_col = _char_col(self.lines, end_line, node.end_col_offset or 0)  # type: ignore[attr-defined]
+        col = char_col(self.lines, line, node.col_offset)  # type: ignore[attr-defined]
+        end_col = char_col(self.lines, end_line, node.end_col_offset or 0)  # type: ignore[attr-defined]
         return line, col, end_line, end_col
 
     def _text(self, node: ast.AST) -> str:
@@ -200,7 +200,7 @@ class _Writer:
         return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
 
 
-def _char_col(lines: list[str], line: int, byte_col: int) -> int:
+def char_col(lines: list[str], line: int, byte_col: int) -> int:
     """ast counts columns in UTF-8 bytes; editors and SARIF count characters."""
     if line - 1 >= len(lines):
         return byte_col
