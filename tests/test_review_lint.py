@@ -662,3 +662,16 @@ def similarity_of(thing) -> float:
     # `Record.top_k` documents 0, but `thing` is not known to be a Record: a guess only
     assert lint(code) == []
     assert [f.line for f in lint(code, True)] == [14, 17]
+
+
+def test_a_text_returned_from_a_function_declared_to_return_str_is_no_evidence() -> None:
+    code = """
+        def version_of(kwargs: dict) -> str:
+            version = kwargs.get("client_version")
+            if version:
+                return version
+            return "v2"
+    """
+    assert lint(code) == []
+    assert [f.confidence for f in lint(code, True)] == ["guess"]
+    assert len(lint(code.replace(" -> str", ""))) == 1

@@ -524,10 +524,15 @@ class Scope:
     def _passed_on(self, hit: Hit) -> tuple[int, str] | None:
         """The line where the value becomes the function's answer unchanged, when the truth
         test decides that answer (the seed's `if not result: return error` then `return
-        {"value": result}`); copying a value only when it is truthy is not counted."""
+        {"value": result}`); copying a value only when it is truthy is not counted, nor
+        returning it from a function declared to return a text (an empty one means none)."""
         if hit.use == "truth" and not decides_answer(hit.node, self.parents):
             return None
+        returns = kinds_of(getattr(self.node, "returns", None), self.facts)
+        text_only = returns is not None and returns - {NULL} <= {EMPTY_TEXT}
         for use in self._uses(hit):
+            if text_only and isinstance(self.parents.get(use), ast.Return):
+                continue
             if is_answer(use, self.parents):
                 return use.lineno, shown_code(answer_of(use, self.parents), self.source)
         return None
