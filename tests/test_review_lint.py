@@ -675,3 +675,26 @@ def test_a_text_returned_from_a_function_declared_to_return_str_is_no_evidence()
     assert lint(code) == []
     assert [f.confidence for f in lint(code, True)] == ["guess"]
     assert len(lint(code.replace(" -> str", ""))) == 1
+
+
+def test_a_class_imported_by_name_is_read_from_its_own_file_alone_or_not(tmp_path: Path) -> None:
+    package = tmp_path / "agents"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "models.py").write_text(
+        "from dataclasses import dataclass\n\n\n@dataclass\nclass Budget:\n"
+        "    max_calls: int | None = None  # 0 = no limit\n"
+        "    page: int | None = None\n"
+    )
+    (package / "use.py").write_text(
+        "from .models import Budget as Limits\n\n\ndef left(budget: Limits, used: int) -> int:\n"
+        "    return (budget.max_calls or 100) - used + (budget.page or 1)\n"
+    )
+    results = []
+    for target in (package / "use.py", package):
+        status, out, _ = run_lint("--format", "json", str(target))
+        results.append((status, json.loads(out)["findings"]))
+    assert results[0] == results[1]
+    status, [finding] = results[0]
+    assert finding["line"] == 5 and "budget.max_calls or 100" in finding["message"]
+    assert 'documented "0 = no limit"' in finding["evidence"]

@@ -366,10 +366,14 @@ def run_lint(
         except (OSError, UnicodeDecodeError) as exc:
             err.write(f"strictcall lint: {path}: cannot read ({type(exc).__name__})\n")
             trouble = True
+    from strictcall.review.imports import ImportedFacts
+
+    imports = ImportedFacts()
     for path, source in sources.items():
         shown = str(path)
+        imported = imports.for_module(path, source)
         try:
-            found = lint_source(source, shown, explore=explore)
+            found = lint_source(source, shown, explore=explore, imported=imported)
             if run and found:
                 from strictcall.review.run import run_findings
 
@@ -378,7 +382,7 @@ def run_lint(
                 source, count = apply_fixes(source, found)
                 path.write_text(source, encoding="utf-8")
                 fixed += count
-                found = lint_source(source, shown, explore=explore)
+                found = lint_source(source, shown, explore=explore, imported=imported)
         except OSError as exc:
             err.write(f"strictcall lint: {shown}: cannot write ({type(exc).__name__})\n")
             trouble = True

@@ -286,7 +286,7 @@ def _excludes_zero(node: ast.expr) -> bool:
 
 
 def merge_facts(own: Facts, project: Facts | None) -> Facts:
-    """A module's own declarations, then those of the other files linted with it."""
+    """A module's own declarations, then those of the classes it imports by name."""
     own.project = project
     return own
 
