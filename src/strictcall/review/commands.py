@@ -3,6 +3,7 @@ as `diff` does (0 nothing found, 1 found, 2 could not run)."""
 
 from __future__ import annotations
 
+import ast
 import inspect
 import io
 import json
@@ -371,9 +372,10 @@ def run_lint(
     imports = ImportedFacts()
     for path, source in sources.items():
         shown = str(path)
-        imported = imports.for_module(path, source)
         try:
-            found = lint_source(source, shown, explore=explore, imported=imported)
+            tree = ast.parse(source, filename=shown)
+            imported = imports.for_module(path, tree)
+            found = lint_source(source, shown, explore=explore, imported=imported, tree=tree)
             if run and found:
                 from strictcall.review.run import run_findings
 

@@ -19,14 +19,16 @@ class ImportedFacts:
     def __init__(self) -> None:
         self._parsed: dict[Path, Facts | None] = {}
 
-    def for_module(self, path: Path, source: str) -> Facts | None:
-        """The classes `path` imports by name, under the names it imports them as."""
-        try:
-            tree = ast.parse(source)
-        except (SyntaxError, ValueError):
-            return None
+    def for_module(self, path: Path, tree: ast.Module) -> Facts:
+        """The classes `path` imports by name, under the names it imports them as (imports at
+        its top level and in `if` blocks there, such as `if TYPE_CHECKING:`)."""
         merged = Facts()
-        for node in ast.walk(tree):
+        statements = [
+            inner
+            for statement in tree.body
+            for inner in (statement.body if isinstance(statement, ast.If) else [statement])
+        ]
+        for node in statements:
             if not isinstance(node, ast.ImportFrom):
                 continue
             found = _module_file(path, node.module, node.level)

@@ -34,15 +34,18 @@ def lint_source(
     *,
     explore: bool = False,
     imported: Facts | None = None,
+    tree: ast.Module | None = None,
 ) -> list[Finding]:
     """Every unsuppressed finding the code shows in one module's source, in order; with
     `explore`, the guesses too. Evidence is the module's own (and, in `imported`, that of the
-    modules it imports from), so a file gives the same findings alone or in its package.
+    modules it imports from), so a file gives the same findings alone or in its package;
+    `tree` is the source already parsed.
 
     Raises:
         SyntaxError: the source is not Python.
     """
-    tree = ast.parse(source, filename=path)
+    if tree is None:
+        tree = ast.parse(source, filename=path)
     writer = _Writer(source, path)
     facts = merge_facts(collect_facts(tree, source), imported)
     seen: set[tuple[int, int, str]] = set()
