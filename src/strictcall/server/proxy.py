@@ -15,10 +15,10 @@ from strictcall.core.pipeline import Limits
 from strictcall.core.policy import PolicyHolder
 from strictcall.core.redact import Redaction
 from strictcall.core.terminal import one_line
-from strictcall.services.proxy.config import UpstreamConfig
+from strictcall.services.proxy.config import UpstreamConfig, known_credentials
 from strictcall.services.proxy.content import FederatedContent, UpstreamContent, index_content
 from strictcall.services.proxy.stdio import MAX_RESULT_BYTES
-from strictcall.services.proxy.tools import REDACT_SECRETS, ToolOutput, proxied_tools
+from strictcall.services.proxy.tools import REDACT_SECRETS, Redactions, ToolOutput, proxied_tools
 from strictcall.services.proxy.upstream import Listing, Upstream, UpstreamFailed, UpstreamSpec
 
 if TYPE_CHECKING:
@@ -69,7 +69,13 @@ class Proxy:
         )
         self._errlog = errlog
         self._pass_errors = frozenset(pass_errors)
-        self._output = ToolOutput(None, withhold_errors, redaction)
+        self.redactions: Final = Redactions()
+        """How many secrets were redacted in the upstream's answers, by kind."""
+        if redaction is not None:
+            known = known_credentials([UpstreamConfig("upstream", spec, "", 1.0)])
+            known = tuple(dict.fromkeys((*redaction.known, *known)))
+            redaction = replace(redaction, known=known, tally=self.redactions.tally)
+        self._output = ToolOutput("upstream", withhold_errors, redaction)
         self._timeout = timeout
         self._refused: dict[str, str] = {}
         self.content: Final = FederatedContent(self.gateway.may_use)
@@ -191,4 +197,5 @@ def proxy_app(
         lifespans=[proxy.lifespan],
         oauth=oauth,
         content=proxy.content,
+        redactions=lambda: proxy.redactions.counts,
     )

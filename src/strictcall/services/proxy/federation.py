@@ -41,7 +41,7 @@ from strictcall.services.proxy.config import (
 )
 from strictcall.services.proxy.content import FederatedContent, UpstreamContent, index_content
 from strictcall.services.proxy.pins import PIN_POLL_S, Pins, definition_of, listed_of
-from strictcall.services.proxy.tools import proxied_tool
+from strictcall.services.proxy.tools import Redactions, proxied_tool
 from strictcall.services.proxy.upstream import Listing, Upstream, UpstreamFailed
 from strictcall.storage.base import PinStore, StoreUnavailable
 
@@ -103,9 +103,12 @@ class Federation:
         self.config = config
         self.gateway = Gateway(limits=limits, allowed=allowed, policy=policy)
         self.pins = None if pins is None or not config.pinning else Pins(pins, errlog, LOG_AS)
-        self.redaction = Redaction(known=known_credentials(config.upstreams))
-        """What is redacted of every answer (the upstreams' credentials found as they are; its
-        `tally` set by whoever counts them), each tool's `results` its config's."""
+        self.redactions = Redactions()
+        self.redaction = Redaction(
+            known=known_credentials(config.upstreams), tally=self.redactions.tally
+        )
+        """What is redacted of every answer (the upstreams' credentials found as they are,
+        counted in `redactions`), each tool's `results` its config's."""
         self._errlog = errlog
         self.members = [
             Member(upstream, self._listing_of(index), errlog, self._content_of(index))

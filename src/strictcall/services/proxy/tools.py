@@ -46,6 +46,19 @@ _UNREADABLE: Final = object()
 output refuses it (invalid_tool_result) like any other broken result."""
 
 
+class Redactions:
+    """How many secrets of each kind were redacted in each upstream's answers (for /metrics);
+    only counts, never what was found."""
+
+    def __init__(self) -> None:
+        self.counts: dict[tuple[str, str], int] = {}
+
+    def tally(self, source: str | None, kind: str, count: int) -> None:
+        """`Redaction.tally`: add `count` secrets of `kind` found in `source`'s answers."""
+        key = ("" if source is None else source, kind)
+        self.counts[key] = self.counts.get(key, 0) + count
+
+
 REDACT_SECRETS: Final = Redaction()
 """The default: secrets redacted in results' text and in error text."""
 
