@@ -17,7 +17,7 @@ requests carry an envelope the transport stamps, so its calls stay the session's
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Final
 
 import anyio
@@ -66,9 +66,15 @@ class HttpCaller:
         return self.version is not None and self.version not in MODERN_PROTOCOL_VERSIONS
 
     async def call_tool(
-        self, name: str, arguments: Mapping[str, JSONValue]
+        self,
+        name: str,
+        arguments: Mapping[str, JSONValue],
+        meta: Mapping[str, JSONValue] | None = None,
+        on_notification: Callable[[str, object], object] | None = None,
     ) -> dict[str, JSONValue]:
-        """Post a tools/call; its answer, a JSON-RPC message read but not checked.
+        """Post a tools/call (with `meta` as its params' `_meta`, when given); its answer, a
+        JSON-RPC message read but not checked. The notifications on its answer stream go to
+        `on_notification` (method, params), in order, when given.
 
         Raises:
             httpx2.TransportError: the upstream could not be reached, or the connection broke.
@@ -77,13 +83,11 @@ class HttpCaller:
             orjson.JSONDecodeError: the answer is not JSON.
         """
         request_id = f"strictcall-{next(self._ids)}"
+        params: dict[str, object] = {"name": name, "arguments": arguments}
+        if meta:
+            params["_meta"] = meta
         body = orjson.dumps(
-            {
-                "jsonrpc": "2.0",
-                "id": request_id,
-                "method": "tools/call",
-                "params": {"name": name, "arguments": arguments},
-            }
+            {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
         )
         headers = {"accept": _ACCEPT, "content-type": "application/json"}
         if self.version is not None:
@@ -104,7 +108,14 @@ class HttpCaller:
                         if not event.data:
                             continue
                         message = orjson.loads(event.data)
-                        if type(message) is dict and message.get("id") == request_id:
+                        if type(message) is not dict:
+                            continue
+                        method = message.get("method")
+                        if on_notification is not None and "id" not in message:
+                            if type(method) is str:
+                                on_notification(method, message.get("params"))
+                            continue
+                        if message.get("id") == request_id:
                             # read the stream to its end, which follows at once, so that the
                             # connection is kept for the next call: one left unread is closed
                             with anyio.move_on_after(DRAIN_S):

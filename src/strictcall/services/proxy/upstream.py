@@ -53,6 +53,7 @@ from strictcall.services.proxy.content import UpstreamContent, list_content
 from strictcall.services.proxy.credentials import ClientCredentials, ClientCredentialsAuth
 from strictcall.services.proxy.http import HttpCaller, HttpCallFailed
 from strictcall.services.proxy.results import call_result, later_members
+from strictcall.services.proxy.session import Conversation, Conversations
 from strictcall.services.proxy.stdio import (
     MAX_RESULT_BYTES,
     TOO_LARGE_CODE,
@@ -62,6 +63,7 @@ from strictcall.services.proxy.stdio import (
     UpstreamPipe,
     open_upstream,
 )
+from strictcall.transports.mcp.peer import CallPeer
 
 log = logging.getLogger("strictcall")
 
@@ -209,6 +211,8 @@ class Upstream:
         """How many times the server was started and answered its first tools/list."""
         self.http_status: int | None = None
         """The last HTTP error status an HTTP upstream answered in this session, if any."""
+        self.conversations: Final = Conversations(self._note)
+        """The calls in flight with a downstream peer, and where notifications go."""
 
     def running(self) -> AbstractAsyncContextManager[None]:
         """Start the server and keep it running until left; a lifespan of the serving loop.
@@ -242,9 +246,13 @@ class Upstream:
         """The failure a call gets while the upstream is down."""
         return ToolFailure(UPSTREAM_UNAVAILABLE, retry_after_ms=self.retry_after_ms())
 
-    async def call(self, name: str, arguments: dict[str, JSONValue]) -> types.CallToolResult:
+    async def call(
+        self, name: str, arguments: dict[str, JSONValue], peer: CallPeer | None = None
+    ) -> types.CallToolResult:
         """One tools/call, its result as the upstream sent it (read as the SDK's CallToolResult
-        once; what it holds is the gateway's to check).
+        once; what it holds is the gateway's to check). With `peer` (the downstream caller's
+        way back), the upstream's progress and messages during the call go to that caller
+        (`strictcall.services.proxy.session`), its answer after them.
 
         Over stdio the call takes the pipe's own path (`strictcall.services.proxy.stdio`), not the
         session's: the session's would write and read the same message through two more tasks
@@ -264,26 +272,55 @@ class Upstream:
         live = self._live
         if live is None or live.ended.is_set():  # gone, or going: its restart is on its way
             raise self.unavailable()
+        if peer is not None:
+            with self.conversations.open(peer) as conversation:
+                result = await self._call(live, name, arguments, conversation)
+                await conversation.settled()
+                return result
+        return await self._call(live, name, arguments, None)
+
+    async def _call(
+        self,
+        live: _Connection,
+        name: str,
+        arguments: dict[str, JSONValue],
+        conversation: Conversation | None,
+    ) -> types.CallToolResult:
+        meta = None if conversation is None else conversation.meta()
         try:
             if live.pipe is not None:
                 try:
-                    answer = await live.pipe.call_tool(name, arguments)
+                    answer = await live.pipe.call_tool(name, arguments, meta)
                 except PipeClosed:
                     live.ended.set()
                     raise self.unavailable() from None
                 return call_result(answer, live.later_members)
             if live.http is not None and live.http.takes_calls():
-                return await self._call_by_post(live, live.http, name, arguments)
-            return await self._call_by_session(live, name, arguments)
+                return await self._call_by_post(live, live.http, name, arguments, conversation)
+            return await self._call_by_session(live, name, arguments, meta)
         except anyio.get_cancelled_exc_class():
             live.suspect.set()  # timed out (or the caller left): is the server still there?
             raise
 
     async def _call_by_post(
-        self, live: _Connection, http: HttpCaller, name: str, arguments: dict[str, JSONValue]
+        self,
+        live: _Connection,
+        http: HttpCaller,
+        name: str,
+        arguments: dict[str, JSONValue],
+        conversation: Conversation | None,
     ) -> types.CallToolResult:
+        taken = None
+        if conversation is not None:
+            conversations = self.conversations
+
+            def taken(method: str, params: object) -> None:
+                conversations.take_of_call(conversation, method, params)
+
         try:
-            answer = await http.call_tool(name, arguments)
+            answer = await http.call_tool(
+                name, arguments, None if conversation is None else conversation.meta(), taken
+            )
         except (httpx2.TransportError, HttpCallFailed) as exc:
             # 404 on a session: the upstream forgot it (it restarted): start a new one
             forgotten = isinstance(exc, HttpCallFailed) and exc.status == 404
@@ -296,11 +333,18 @@ class Upstream:
         return call_result(answer, live.later_members)
 
     async def _call_by_session(
-        self, live: _Connection, name: str, arguments: dict[str, JSONValue]
+        self,
+        live: _Connection,
+        name: str,
+        arguments: dict[str, JSONValue],
+        meta: dict[str, JSONValue] | None,
     ) -> types.CallToolResult:
-        request = types.CallToolRequest(
-            params=types.CallToolRequestParams(name=name, arguments=arguments)
-        )
+        params = types.CallToolRequestParams(name=name, arguments=arguments)
+        if meta:
+            params = types.CallToolRequestParams.model_validate(
+                {"name": name, "arguments": arguments, "_meta": meta}, by_name=False
+            )
+        request = types.CallToolRequest(params=params)
         # send_request, not call_tool: call_tool validates structured content itself (and
         # may list the tools first); the gateway checks the result at stage output.
         return await self._send(live, request, types.CallToolResult)
@@ -374,6 +418,8 @@ class Upstream:
                     ) as session,
                 ):
                     live = _Connection(session, ended, pipe)
+                    if pipe is not None:
+                        pipe.on_notification = self.conversations.take
                     live.http = self._caller
                     self._current = live  # a list_changed during the start is kept
                     with anyio.fail_after(START_TIMEOUT_S):
@@ -449,6 +495,9 @@ class Upstream:
         live = self._current
         if live is not None and isinstance(message, _LIST_CHANGED):
             live.relist.set()
+        elif isinstance(message, types.ProgressNotification | types.LoggingMessageNotification):
+            params = message.params.model_dump(by_alias=True, mode="json", exclude_none=True)
+            self.conversations.take(message.method, params)
 
     def _why(self, exc: BaseException, pipe: UpstreamPipe | None) -> str:
         """Why a start failed or a session broke, in the operator's words: never the text of

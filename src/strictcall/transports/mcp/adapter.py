@@ -44,6 +44,13 @@ from strictcall.transports.mcp.content import (
     ContentServer,
     McpContent,
 )
+from strictcall.transports.mcp.peer import (
+    CallPeer,
+    Notify,
+    log_level_of,
+    progress_token_of,
+    serving_peer,
+)
 
 SERVER_NAME: Final = "strictcall"
 
@@ -208,6 +215,9 @@ def json_text(value: JSONValue) -> str | None:
     return None if text is None else text.decode("utf-8")
 
 
+MAX_LEVELS: Final = 10_000
+"""Identities whose logging/setLevel is remembered at once (the oldest forgotten first)."""
+
 CallContext = Callable[[], AbstractContextManager[None]]
 """What `McpTools` enters around each tools/call it answers (`call_context`)."""
 
@@ -247,6 +257,9 @@ class McpTools:
         self._call_scope = call_scope
         self._record = record
         self._call_context = call_context
+        self.levels: Final[dict[str, str]] = {}
+        """The log level each identity asked for with logging/setLevel (at most
+        `MAX_LEVELS` identities, the oldest forgotten first)."""
         # follows the gateway's tools, which may change while serving (a proxy's upstream
         # lists new ones): rebuilt when its generation moves
         self._generation = -1
@@ -303,6 +316,9 @@ class McpTools:
         )
         if content is not None:
             server.offers = content.content.offers
+        # added, not passed: passing it warns that 2026-07-28 deprecates logging (it still
+        # carries it, and handshake-era hosts set their level with it)
+        server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, self.set_level)
         server.middleware[:] = [
             m for m in server.middleware if type(m).__name__ != "OpenTelemetryMiddleware"
         ]
@@ -325,16 +341,49 @@ class McpTools:
         self._follow()
         return describe_tools(self.gateway, identity, claims)
 
+    async def set_level(
+        self, ctx: Context, params: types.SetLevelRequestParams
+    ) -> types.EmptyResult:
+        """logging/setLevel: the least severe level of the messages the caller's calls get
+        (kept per identity: a stateless /mcp request's session ends with it)."""
+        identity = self._identity_of(ctx)
+        if identity is not None:
+            self.levels.pop(identity, None)
+            if len(self.levels) >= MAX_LEVELS:
+                del self.levels[next(iter(self.levels))]
+            self.levels[identity] = params.level
+        return types.EmptyResult()
+
+    def peer_of(
+        self, params: Mapping[str, JSONValue], identity: str | None, caller: str, notify: Notify
+    ) -> CallPeer | None:
+        """The way back for a call whose caller asked for progress (its token) or messages
+        (its level: the request's own on 2026-07-28, else its identity's), or None."""
+        meta = params.get("_meta")
+        token = progress_token_of(meta)
+        level = log_level_of(meta)
+        if level is None and identity is not None:
+            level = self.levels.get(identity)
+        if token is None and level is None:
+            return None
+        return CallPeer(caller, token, level, notify)
+
     async def call_tool(
         self, ctx: Context, params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         """tools/call as the SDK hands it over: the raw params go to the gateway; the SDK's
         parsed `params` are unused (pydantic would have coerced what the gateway must see as
-        sent)."""
+        sent). The upstream's notifications during the call ride the request's own stream."""
         raw = dict(ctx.params) if ctx.params is not None else {}
-        return await self.answer_call(
-            raw, ctx.request_id, self._identity_of(ctx), self._claims_of(ctx)
-        )
+        identity = self._identity_of(ctx)
+        session, request_id = ctx.session, ctx.request_id
+
+        async def notify(notification: types.ServerNotification) -> None:
+            await session.send_notification(notification, related_request_id=request_id)
+
+        peer = self.peer_of(raw, identity, self._call_scope(), notify)
+        with serving_peer(peer):
+            return await self.answer_call(raw, ctx.request_id, identity, self._claims_of(ctx))
 
     async def answer_call(
         self,

@@ -58,6 +58,7 @@ from strictcall.transports.mcp.adapter import (
 )
 from strictcall.transports.mcp.content import McpContent
 from strictcall.transports.mcp.intake import DirectCall, Refused, read_message, refuse_too_large
+from strictcall.transports.mcp.peer import serving_peer
 from strictcall.transports.mcp.sdk_errors import scrubbed_message
 from strictcall.transports.pipes import TOO_LONG, Output, read_lines, stdout_writer
 
@@ -238,7 +239,9 @@ async def _session(serving: _Serving, stdin: IO[bytes]) -> None:
 
         answers = Answers(Frames(output), on_error)
         with _Tasks() as direct:
-            intake = StdioIntake(read_send, answers, tools, identity, record, spawn=direct.spawn)
+            intake = StdioIntake(
+                read_send, answers, tools, identity, record, spawn=direct.spawn, scope=scope
+            )
             calls.start_soon(take_lines, stdin, gateway.limits.max_size, intake)
             options = NotificationOptions(
                 tools_changed=serving.tools_change,
@@ -422,6 +425,12 @@ class Answers:
             )
             await self._inner.send(SessionMessage(notification))
 
+    async def notify(self, notification: types.ServerNotification) -> None:
+        """Send a notification of a call in flight (its progress, an upstream's message)."""
+        dumped = notification.model_dump(by_alias=True, mode="json", exclude_none=True)
+        message = types.JSONRPCNotification(jsonrpc="2.0", **dumped)
+        await self._inner.send(SessionMessage(message))
+
     async def send_line(self, request_id: types.RequestId, line: bytes) -> None:
         """Send the answer to `request_id`, written already as a line of JSON."""
         if isinstance(self._inner, Frames):
@@ -461,6 +470,7 @@ class StdioIntake:
         *,
         spawn: Callable[[Callable[[DirectCall], Coroutine[Any, Any, None]], DirectCall], object]
         | None = None,
+        scope: str = "stdio",
     ) -> None:
         self._messages = messages
         self._spawn = spawn
@@ -470,6 +480,8 @@ class StdioIntake:
         self._identity = identity
         self._record = record
         self._running: dict[str, asyncio.Task[Any]] = {}
+        self._scope = scope
+        """The session's name among the proxy's callers (`peer.CallPeer.caller`)."""
 
     async def take(self, line: bytes) -> None:
         """Pass on or answer one line (its newline removed); a blank line carries no message."""
@@ -511,20 +523,27 @@ class StdioIntake:
         task = asyncio.current_task() if self._spawn is not None else None
         if task is not None:
             self._running[key] = task
+        # a plain call carries no progress token: it gets messages if its caller set a level
+        peer = None
+        if self._tools.levels:
+            peer = self._tools.peer_of(
+                message.params, self._identity, self._scope, self._answers.notify
+            )
+        version = protocol_version(message.params)
         try:
-            version = protocol_version(message.params)
-            if version == HANDSHAKE_ERA:
+            if version == HANDSHAKE_ERA and peer is None:
                 line = await self._tools.answer_call_line(
                     message.params, message.request_id, self._identity
                 )
             else:
-                result = await self._tools.answer_call(
-                    message.params, message.request_id, self._identity
-                )
+                with serving_peer(peer):
+                    result = await self._tools.answer_call(
+                        message.params, message.request_id, self._identity
+                    )
         finally:
             if task is not None and self._running.get(key) is task:
                 del self._running[key]
-        if version == HANDSHAKE_ERA:
+        if version == HANDSHAKE_ERA and peer is None:
             await self._answers.send_line(message.request_id, line)
         else:
             reply = result_message(message.request_id, result, version)

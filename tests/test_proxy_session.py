@@ -1,0 +1,208 @@
+"""What an upstream says during a call reaches the caller that made it, through `strictcall
+proxy` and `strictcall federate`: progress (the caller's own token) and `notifications/message`
+filtered by the caller's level, with the official MCP Python client on stdio and on /mcp (an
+SSE answer stream), on both wire versions, in front of a FastMCP server on stdio and on HTTP.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import mcp_types as types
+import pytest
+from mcp.client.client import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+
+from mcp_peers import UPSTREAMS
+from servers import create_token
+from stdio_peer import DEADLINE_S
+
+CHATTY = UPSTREAMS / "fastmcp_chatty.py"
+MODERN = "2026-07-28"
+LEGACY = "legacy"
+LISTENING = re.compile(r"listening on (http://[0-9.]+:\d+)")
+
+# 2026-07-28 deprecates logging (SEP-2577); hosts of the handshake era still set their level
+pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
+
+
+def chatty_command(*extra: str) -> str:
+    return shlex.join([sys.executable, str(CHATTY), *extra])
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@pytest.fixture(scope="module")
+def chatty_url() -> Iterator[str]:
+    """The chatty FastMCP server on streamable HTTP, once it accepts connections."""
+    port = _free_port()
+    process = subprocess.Popen(
+        [sys.executable, str(CHATTY), "--http", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + DEADLINE_S
+    try:
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the chatty server never listened"
+                assert process.poll() is None, "the chatty server exited"
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        process.wait(timeout=DEADLINE_S)
+
+
+def _front(kind: str, upstream: str, tmp: Path) -> list[str]:
+    """The arguments that put `strictcall proxy` or `strictcall federate` in front of
+    `upstream` (a command line, or a URL)."""
+    is_url = upstream.startswith("http")
+    if kind == "proxy":
+        return ["proxy", "--upstream-url" if is_url else "--upstream-cmd", upstream]
+    config = tmp / "federation.toml"
+    member = "url" if is_url else "command"
+    config.write_text(f"[upstreams.chat]\n{member} = {json.dumps(upstream)}\n", encoding="utf-8")
+    return ["federate", "--config", str(config)]
+
+
+def _tool(kind: str, name: str) -> str:
+    return name if kind == "proxy" else f"chat_{name}"
+
+
+@dataclass
+class Heard:
+    """What the client heard besides the answer."""
+
+    progress: list[tuple[float, float | None, str | None]] = field(default_factory=list)
+    logs: list[tuple[str, Any]] = field(default_factory=list)
+
+    async def on_progress(self, progress: float, total: float | None, message: str | None) -> None:
+        self.progress.append((progress, total, message))
+
+    async def on_log(self, params: types.LoggingMessageNotificationParams) -> None:
+        self.logs.append((params.level, params.data))
+
+
+@asynccontextmanager
+async def connected(
+    wire: str, mode: str, front: list[str], tmp: Path, heard: Heard
+) -> AsyncIterator[Client]:
+    """The official client connected to strictcall on `wire` ("stdio" or "http"), asking for
+    info-level messages as `mode` asks (logging/setLevel, or 2026-07-28's per-request level)."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    db = tmp / "audit.sqlite3"
+    level: dict[str, Any] = {} if mode == LEGACY else {"log_level": "info"}
+    if wire == "stdio":
+        args = ["-m", "strictcall", *front, "--stdio", "--identity", "u1", "--db", str(db)]
+        server = StdioServerParameters(command=sys.executable, args=args, env=env)
+        async with Client(server, logging_callback=heard.on_log, mode=mode, **level) as client:
+            if mode == LEGACY:
+                await client.set_logging_level("info")
+            yield client
+        return
+    token = create_token(db, "u1")
+    argv = [sys.executable, "-m", "strictcall", *front, "--port", "0", "--db", str(db)]
+    process = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
+    )
+    try:
+        assert process.stdout is not None
+        match = LISTENING.search(process.stdout.readline())
+        assert match is not None
+        headers = {"Authorization": f"Bearer {token}"}
+        async with (
+            httpx2.AsyncClient(headers=headers) as http,
+            Client(
+                streamable_http_client(f"{match.group(1)}/mcp", http_client=http),
+                logging_callback=heard.on_log,
+                mode=mode,
+                **level,
+            ) as client,
+        ):
+            if mode == LEGACY:
+                await client.set_logging_level("info")
+            yield client
+    finally:
+        process.terminate()
+        process.wait(timeout=DEADLINE_S)
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+CASES = [
+    pytest.param(kind, wire, mode, upstream, id=f"{kind}-{wire}-{mode}-{upstream}-upstream")
+    for kind, wire, mode, upstream in (
+        # each wire, each version and each kind of upstream at least once, for both fronts
+        ("proxy", "stdio", LEGACY, "stdio"),
+        ("proxy", "stdio", MODERN, "http"),
+        ("proxy", "http", LEGACY, "http"),
+        ("proxy", "http", MODERN, "stdio"),
+        ("federate", "stdio", MODERN, "stdio"),
+        ("federate", "http", LEGACY, "http"),
+    )
+]
+
+
+@pytest.mark.parametrize(("kind", "wire", "mode", "upstream"), CASES)
+def test_progress_and_messages_of_a_call_reach_its_caller(
+    kind: str, wire: str, mode: str, upstream: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    target = chatty_command() if upstream == "stdio" else request.getfixturevalue("chatty_url")
+    front = _front(kind, target, tmp_path)
+    heard = Heard()
+
+    async def run() -> types.CallToolResult:
+        with anyio.fail_after(DEADLINE_S):
+            async with connected(wire, mode, front, tmp_path, heard) as client:
+                return await client.call_tool(
+                    _tool(kind, "count"), {"steps": 3}, progress_callback=heard.on_progress
+                )
+
+    result = anyio.run(run)
+    assert result.is_error is not True
+    assert heard.progress == [(1.0, 3.0, "step 1"), (2.0, 3.0, "step 2"), (3.0, 3.0, "step 3")]
+    # info and above only: the debug lines the tool writes are filtered out by the caller's level
+    assert [level for level, _ in heard.logs] == ["info"] * 3
+    assert [data["msg"] for _, data in heard.logs] == [f"counted {n}" for n in (1, 2, 3)]
+
+
+def test_a_caller_that_asks_for_nothing_hears_nothing(tmp_path: Path) -> None:
+    heard = Heard()
+    front = _front("proxy", chatty_command(), tmp_path)
+
+    async def run() -> types.CallToolResult:
+        with anyio.fail_after(DEADLINE_S):
+            env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+            db = tmp_path / "audit.sqlite3"
+            args = ["-m", "strictcall", *front, "--stdio", "--identity", "u1", "--db", str(db)]
+            server = StdioServerParameters(command=sys.executable, args=args, env=env)
+            async with Client(server, logging_callback=heard.on_log, mode=LEGACY) as client:
+                return await client.call_tool("count", {"steps": 2})
+
+    result = anyio.run(run)
+    assert result.is_error is not True
+    assert heard.logs == [] and heard.progress == []
