@@ -18,14 +18,14 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import anyio
 import httpx2
 import mcp_types as types
 import pytest
 from mcp.client.client import Client
-from mcp.client.stdio import StdioServerParameters
+from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from mcp_peers import UPSTREAMS
@@ -206,3 +206,98 @@ def test_a_caller_that_asks_for_nothing_hears_nothing(tmp_path: Path) -> None:
     result = anyio.run(run)
     assert result.is_error is not True
     assert heard.logs == [] and heard.progress == []
+
+
+def _start_chatty(port: int, call_log: Path) -> subprocess.Popen[bytes]:
+    """The chatty server on HTTP at `port`, once it accepts connections."""
+    process = subprocess.Popen(
+        [sys.executable, str(CHATTY), "--http", str(port), "--call-log", str(call_log)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return process
+        except OSError:
+            assert time.monotonic() < deadline and process.poll() is None
+            time.sleep(0.05)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    process.wait(timeout=DEADLINE_S)
+
+
+def _stdio_client(front: list[str], tmp: Path, errlog: TextIO = sys.stderr) -> Client:
+    """The official client of strictcall on stdio, its stderr to `errlog`."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    db = tmp / "audit.sqlite3"
+    args = ["-m", "strictcall", *front, "--stdio", "--identity", "u1", "--db", str(db)]
+    server = StdioServerParameters(command=sys.executable, args=args, env=env)
+    return Client(stdio_client(server, errlog=errlog), mode=LEGACY)
+
+
+@pytest.mark.parametrize("upstream", ["stdio", "http"])
+def test_a_call_the_caller_cancels_is_cancelled_upstream(upstream: str, tmp_path: Path) -> None:
+    call_log = tmp_path / "calls.log"
+    chatty = None
+    if upstream == "http":
+        port = _free_port()
+        chatty = _start_chatty(port, call_log)
+        target = f"http://127.0.0.1:{port}/mcp"
+    else:
+        target = chatty_command("--call-log", str(call_log))
+    front = _front("proxy", target, tmp_path)
+
+    def told() -> str:
+        return call_log.read_text(encoding="utf-8") if call_log.exists() else ""
+
+    async def run() -> None:
+        async with _stdio_client(front, tmp_path) as client:
+            with anyio.move_on_after(DEADLINE_S):
+                async with anyio.create_task_group() as group:
+                    group.start_soon(client.call_tool, "hold", {"seconds": 60})
+                    while "hold started" not in told():
+                        await anyio.sleep(0.05)
+                    group.cancel_scope.cancel()  # the client sends notifications/cancelled
+            deadline = time.monotonic() + DEADLINE_S
+            while "cancelled" not in told():
+                assert time.monotonic() < deadline, told()
+                await anyio.sleep(0.05)
+
+    try:
+        anyio.run(run)
+    finally:
+        if chatty is not None:
+            _stop(chatty)
+    assert "hold finished" not in told()
+
+
+def test_an_http_upstream_that_forgot_its_session_is_started_again_and_the_call_sent_again(
+    tmp_path: Path,
+) -> None:
+    port = _free_port()
+    call_log = tmp_path / "calls.log"
+    chatty = _start_chatty(port, call_log)
+    front = _front("proxy", f"http://127.0.0.1:{port}/mcp", tmp_path)
+    errlog = tmp_path / "proxy.stderr"
+
+    async def run() -> list[types.CallToolResult]:
+        nonlocal chatty
+        results = []
+        with errlog.open("w") as stderr, anyio.fail_after(DEADLINE_S * 2):
+            async with _stdio_client(front, tmp_path, stderr) as client:
+                results.append(await client.call_tool("count", {"steps": 1}))
+                _stop(chatty)
+                chatty = _start_chatty(port, call_log)  # a new process: the session is gone
+                results.append(await client.call_tool("count", {"steps": 1}))
+        return results
+
+    try:
+        results = anyio.run(run)
+    finally:
+        _stop(chatty)
+    assert [result.is_error for result in results] == [False, False], results[1].content
+    assert errlog.read_text(encoding="utf-8").count("forgot its session") == 1

@@ -16,6 +16,8 @@ requests carry an envelope the transport stamps, so its calls stay the session's
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import itertools
 from collections.abc import Callable, Mapping
 from typing import Final
@@ -33,6 +35,10 @@ DRAIN_S: Final = 0.05
 """How long the rest of an answer's SSE stream is read for: a server ends it right after the
 answer; one that keeps it open has its connection closed instead of kept."""
 _ACCEPT: Final = "application/json, text/event-stream"
+CANCEL_S: Final = 5.0
+"""How long the post of a `notifications/cancelled` may take."""
+_LEFT: set[asyncio.Task[None]] = set()
+"""Posts nobody waits for, kept until done."""
 
 
 class HttpCallFailed(StrictcallError):
@@ -94,37 +100,63 @@ class HttpCaller:
             headers["mcp-protocol-version"] = self.version
         if self.session_id is not None:
             headers[SESSION_HEADER] = self.session_id
-        async with self.client.stream("POST", self.url, content=body, headers=headers) as response:
-            kind = response.headers.get("content-type", "").lower()
-            if kind.startswith("application/json"):
-                answer = orjson.loads(await self._read_capped(response))
-                if type(answer) is dict:
-                    return answer
-            elif kind.startswith("text/event-stream") and response.status_code < 300:
-                source = httpx2.EventSource(response, max_event_size=self.max_answer_bytes)
-                events = source.__aiter__()
-                try:
-                    async for event in events:
-                        if not event.data:
-                            continue
-                        message = orjson.loads(event.data)
-                        if type(message) is not dict:
-                            continue
-                        method = message.get("method")
-                        if on_notification is not None and "id" not in message:
-                            if type(method) is str:
-                                on_notification(method, message.get("params"))
-                            continue
-                        if message.get("id") == request_id:
-                            # read the stream to its end, which follows at once, so that the
-                            # connection is kept for the next call: one left unread is closed
-                            with anyio.move_on_after(DRAIN_S):
-                                async for _ in events:
-                                    pass
-                            return message
-                except httpx2.SSEError:  # an event longer than the cap
-                    raise AnswerTooLarge from None
-            raise HttpCallFailed(response.status_code)
+        try:
+            async with self.client.stream(
+                "POST", self.url, content=body, headers=headers
+            ) as response:
+                kind = response.headers.get("content-type", "").lower()
+                if response.status_code == 404 and self.session_id is not None:
+                    raise HttpCallFailed(404)  # the session is gone (the server restarted)
+                if kind.startswith("application/json"):
+                    answer = orjson.loads(await self._read_capped(response))
+                    if type(answer) is dict:
+                        return answer
+                elif kind.startswith("text/event-stream") and response.status_code < 300:
+                    source = httpx2.EventSource(response, max_event_size=self.max_answer_bytes)
+                    events = source.__aiter__()
+                    try:
+                        async for event in events:
+                            if not event.data:
+                                continue
+                            message = orjson.loads(event.data)
+                            if type(message) is not dict:
+                                continue
+                            method = message.get("method")
+                            if on_notification is not None and "id" not in message:
+                                if type(method) is str:
+                                    on_notification(method, message.get("params"))
+                                continue
+                            if message.get("id") == request_id:
+                                # read the stream to its end, which follows at once, so that the
+                                # connection is kept for the next call: one left unread is closed
+                                with anyio.move_on_after(DRAIN_S):
+                                    async for _ in events:
+                                        pass
+                                return message
+                    except httpx2.SSEError:  # an event longer than the cap
+                        raise AnswerTooLarge from None
+                raise HttpCallFailed(response.status_code)
+        except asyncio.CancelledError:  # timed out, or the caller left: the upstream is told
+            self._cancel(request_id, headers)
+            raise
+
+    def _cancel(self, request_id: str, headers: dict[str, str]) -> None:
+        """Post `notifications/cancelled` for a call abandoned (without waiting for it)."""
+        body = orjson.dumps(
+            {
+                "jsonrpc": "2.0",
+                "method": "notifications/cancelled",
+                "params": {"requestId": request_id, "reason": "abandoned by the caller"},
+            }
+        )
+
+        async def post() -> None:
+            with contextlib.suppress(Exception), anyio.move_on_after(CANCEL_S):
+                await self.client.post(self.url, content=body, headers=headers)
+
+        task = asyncio.get_running_loop().create_task(post())
+        _LEFT.add(task)
+        task.add_done_callback(_LEFT.discard)
 
     async def _read_capped(self, response: httpx2.Response) -> bytes:
         """The body, or AnswerTooLarge as soon as it passes the cap (the rest left unread)."""

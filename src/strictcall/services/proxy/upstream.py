@@ -71,6 +71,8 @@ RESTART_MIN_S: Final = 0.25
 RESTART_MAX_S: Final = 8.0
 START_TIMEOUT_S: Final = 30.0
 """How long a start (spawn, initialize, first tools/list) may take before it counts as failed."""
+REINIT_S: Final = 10.0
+"""How long a call whose HTTP upstream forgot its session waits for a new one to be sent on."""
 PING_S: Final = 5.0
 """How long a server suspected of hanging has to answer a ping."""
 
@@ -211,6 +213,8 @@ class Upstream:
         """How many times the server was started and answered its first tools/list."""
         self.http_status: int | None = None
         """The last HTTP error status an HTTP upstream answered in this session, if any."""
+        self._started = anyio.Event()
+        """Set (and made anew) each time a session starts."""
         self.conversations: Final = Conversations(self._note)
         """The calls in flight with a downstream peer, and where notifications go."""
 
@@ -274,10 +278,29 @@ class Upstream:
             raise self.unavailable()
         if peer is not None:
             with self.conversations.open(peer) as conversation:
-                result = await self._call(live, name, arguments, conversation)
+                result = await self._call_once_more(live, name, arguments, conversation)
                 await conversation.settled()
                 return result
-        return await self._call(live, name, arguments, None)
+        return await self._call_once_more(live, name, arguments, None)
+
+    async def _call_once_more(
+        self,
+        live: _Connection,
+        name: str,
+        arguments: dict[str, JSONValue],
+        conversation: Conversation | None,
+    ) -> types.CallToolResult:
+        """`_call`, sent again once on a new session when the HTTP upstream answered 404 for
+        its session (it restarted and forgot it, as the specification has it)."""
+        try:
+            return await self._call(live, name, arguments, conversation)
+        except _SessionGone:
+            pass
+        with anyio.move_on_after(REINIT_S):
+            while (again := self._live) is None or again is live or again.ended.is_set():
+                await self._started.wait()
+            return await self._call(again, name, arguments, conversation)
+        raise self.unavailable()
 
     async def _call(
         self,
@@ -324,6 +347,10 @@ class Upstream:
         except (httpx2.TransportError, HttpCallFailed) as exc:
             # 404 on a session: the upstream forgot it (it restarted): start a new one
             forgotten = isinstance(exc, HttpCallFailed) and exc.status == 404
+            if forgotten and http.session_id is not None and not live.ended.is_set():
+                self._note("upstream forgot its session (HTTP 404); starting a new one")
+                live.ended.set()
+                raise _SessionGone from None
             if live.ended.is_set() or forgotten or not await self._answers_ping(live):
                 live.ended.set()
                 raise self.unavailable() from None
@@ -364,6 +391,8 @@ class Upstream:
             raise self.unavailable()
         try:
             return await self._send(live, request, result_type)
+        except _SessionGone:
+            raise self.unavailable() from None
         except anyio.get_cancelled_exc_class():
             live.suspect.set()
             raise
@@ -380,6 +409,10 @@ class Upstream:
         except MCPError as exc:
             if exc.code == TOO_LARGE_CODE and live.pipe is not None:  # the pipe's, not theirs
                 raise AnswerTooLarge from None
+            if self.http_status == 404 and live.pipe is None and not live.ended.is_set():
+                self._note("upstream forgot its session (HTTP 404); starting a new one")
+                live.ended.set()
+                raise _SessionGone from None
             # The SDK answers a call whose connection broke with CONNECTION_CLOSED, a code
             # servers use for their own errors too: a ping tells the two apart.
             if live.ended.is_set() or (
@@ -432,6 +465,8 @@ class Upstream:
                     self.starts += 1
                     self._note(f"upstream started ({self.spec.describe()})")
                     self._live = live
+                    self._started.set()
+                    self._started = anyio.Event()
                     if first:
                         task_status.started()
                         first = False
@@ -606,6 +641,10 @@ def _kind(exc: BaseException) -> str:
     if isinstance(exc, MCPError):
         return f"it answered with a JSON-RPC error (code {exc.code})"
     return type(exc).__name__
+
+
+class _SessionGone(Exception):
+    """The HTTP upstream answered 404 for its session: a new one is started."""
 
 
 class UpstreamFailed(StrictcallError):
