@@ -31,6 +31,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_peers import UPSTREAMS
 from servers import create_token
 from stdio_peer import DEADLINE_S
+from strictcall.errors import TOOL_ERROR
 
 CHATTY = UPSTREAMS / "fastmcp_chatty.py"
 MODERN = "2026-07-28"
@@ -301,3 +302,23 @@ def test_an_http_upstream_that_forgot_its_session_is_started_again_and_the_call_
         _stop(chatty)
     assert [result.is_error for result in results] == [False, False], results[1].content
     assert errlog.read_text(encoding="utf-8").count("forgot its session") == 1
+
+
+@pytest.mark.parametrize("upstream", ["stdio", "http"])
+def test_an_upstream_that_asks_during_a_call_is_answered_at_once(
+    upstream: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    target = chatty_command() if upstream == "stdio" else request.getfixturevalue("chatty_url")
+    front = [*_front("proxy", target, tmp_path), "--timeout", str(DEADLINE_S)]
+
+    async def run() -> types.CallToolResult:
+        with anyio.fail_after(DEADLINE_S):
+            async with _stdio_client(front, tmp_path) as client:
+                return await client.call_tool("ask", {"question": "which?"})
+
+    started = time.monotonic()
+    result = anyio.run(run)
+    # the elicitation is refused at once (the upstream's tool then fails): never the timeout
+    assert result.is_error is True
+    assert json.loads(result.content[0].text)["code"] == TOOL_ERROR.code  # type: ignore[union-attr]
+    print(f"answered in {time.monotonic() - started:.2f} s")

@@ -35,6 +35,12 @@ DRAIN_S: Final = 0.05
 """How long the rest of an answer's SSE stream is read for: a server ends it right after the
 answer; one that keeps it open has its connection closed instead of kept."""
 _ACCEPT: Final = "application/json, text/event-stream"
+REFUSED_REQUESTS: Final = {
+    "sampling/createMessage": "Sampling not supported",
+    "elicitation/create": "Elicitation not supported",
+    "roots/list": "List roots not supported",
+}
+"""The requests of a server's the proxy does not pass on, and the MCP SDK's words for each."""
 CANCEL_S: Final = 5.0
 """How long the post of a `notifications/cancelled` may take."""
 _LEFT: set[asyncio.Task[None]] = set()
@@ -122,6 +128,10 @@ class HttpCaller:
                             if type(message) is not dict:
                                 continue
                             method = message.get("method")
+                            if type(method) is str and "id" in message:
+                                # a request of the server's during the call: answered at once
+                                self._answer_request(message["id"], method, headers)
+                                continue
                             if on_notification is not None and "id" not in message:
                                 if type(method) is str:
                                     on_notification(method, message.get("params"))
@@ -140,6 +150,21 @@ class HttpCaller:
             self._cancel(request_id, headers)
             raise
 
+    def _answer_request(self, request_id: object, method: str, headers: dict[str, str]) -> None:
+        """Answer a request the upstream made during a call, at once and without waiting:
+        ping with an empty result, any other with the error the MCP SDK gives a client that
+        does not offer it (never left unanswered for the upstream to wait on)."""
+        if isinstance(request_id, bool) or not isinstance(request_id, str | int):
+            return
+        answer: dict[str, object] = {"jsonrpc": "2.0", "id": request_id}
+        if method == "ping":
+            answer["result"] = {}
+        elif method in REFUSED_REQUESTS:
+            answer["error"] = {"code": -32600, "message": REFUSED_REQUESTS[method]}
+        else:
+            answer["error"] = {"code": -32601, "message": "Method not found"}
+        self._post_later(orjson.dumps(answer), headers)
+
     def _cancel(self, request_id: str, headers: dict[str, str]) -> None:
         """Post `notifications/cancelled` for a call abandoned (without waiting for it)."""
         body = orjson.dumps(
@@ -149,6 +174,11 @@ class HttpCaller:
                 "params": {"requestId": request_id, "reason": "abandoned by the caller"},
             }
         )
+
+        self._post_later(body, headers)
+
+    def _post_later(self, body: bytes, headers: dict[str, str]) -> None:
+        """Post `body` to the upstream without waiting for it (within `CANCEL_S`)."""
 
         async def post() -> None:
             with contextlib.suppress(Exception), anyio.move_on_after(CANCEL_S):
