@@ -31,7 +31,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_peers import UPSTREAMS
 from servers import create_token
 from stdio_peer import DEADLINE_S
-from strictcall.errors import TOOL_ERROR
+from strictcall.errors import TOOL_ERROR, UPSTREAM_UNAVAILABLE
 
 CHATTY = UPSTREAMS / "fastmcp_chatty.py"
 MODERN = "2026-07-28"
@@ -322,3 +322,40 @@ def test_an_upstream_that_asks_during_a_call_is_answered_at_once(
     assert result.is_error is True
     assert json.loads(result.content[0].text)["code"] == TOOL_ERROR.code  # type: ignore[union-attr]
     print(f"answered in {time.monotonic() - started:.2f} s")
+
+
+HANGS = shlex.join([sys.executable, "-c", "import time; time.sleep(600)"])
+"""An upstream that starts and never answers initialize."""
+
+
+def test_an_upstream_that_hangs_at_its_start_delays_no_other(tmp_path: Path) -> None:
+    config = tmp_path / "federation.toml"
+    config.write_text(
+        f"[upstreams.chat]\ncommand = {json.dumps(chatty_command())}\n"
+        f"[upstreams.stuck]\ncommand = {json.dumps(HANGS)}\n",
+        encoding="utf-8",
+    )
+    errlog = tmp_path / "federate.stderr"
+
+    async def run() -> types.CallToolResult:
+        with errlog.open("w") as stderr:
+            # served before the stuck one's start times out (30 s): within SERVE_WITHIN_S
+            with anyio.fail_after(DEADLINE_S):
+                front = ["federate", "--config", str(config)]
+                async with _stdio_client(front, tmp_path, stderr) as client:
+                    # a loaded machine may take longer than the bound to start even chat: it
+                    # is served once it answers, and the host is told its tools changed
+                    while "chat_count" not in {t.name for t in (await client.list_tools()).tools}:
+                        await anyio.sleep(0.1)
+                    while True:  # listed a moment before its session is taken: retryable
+                        result = await client.call_tool("chat_count", {"steps": 1})
+                        if UPSTREAM_UNAVAILABLE.code not in str(result.content):
+                            return result
+                        await anyio.sleep(0.25)
+
+    result = anyio.run(run)
+    assert result.is_error is not True
+    said = errlog.read_text(encoding="utf-8")
+    # served while the stuck one was still starting, not after its start timed out
+    assert "stuck (still starting after" in said
+    assert "did not answer initialize" not in said

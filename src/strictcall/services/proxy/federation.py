@@ -21,7 +21,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import replace
-from typing import TextIO
+from typing import Final, TextIO
 
 import anyio
 import mcp_types as types
@@ -38,6 +38,11 @@ from strictcall.services.proxy.pins import PIN_POLL_S, Pins, definition_of, list
 from strictcall.services.proxy.tools import proxied_tool
 from strictcall.services.proxy.upstream import Listing, Upstream, UpstreamFailed
 from strictcall.storage.base import PinStore, StoreUnavailable
+
+SERVE_WITHIN_S: Final = 10.0
+"""How long the federation waits for its upstreams' first starts before serving those that have
+started: one that is still starting is served once it answers (its pinned tools meanwhile
+answer upstream_unavailable)."""
 
 LOG_AS = "strictcall federate"
 
@@ -129,8 +134,15 @@ class Federation:
             async with anyio.create_task_group() as group:
                 for member in self.members:
                     group.start_soon(self._keep, member)
+                # one upstream that hangs at its start delays nobody beyond SERVE_WITHIN_S
+                with anyio.move_on_after(SERVE_WITHIN_S):
+                    for member in self.members:
+                        await member.settled.wait()
                 for member in self.members:
-                    await member.settled.wait()
+                    if not member.settled.is_set():
+                        member.why_missing = (
+                            f"still starting after {SERVE_WITHIN_S:g} s; served once it answers"
+                        )
                 self._rebuild()  # the pinned tools of those that did not start
                 if self._collision is not None:
                     raise FederationFailed(self._collision)
