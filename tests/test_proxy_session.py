@@ -359,3 +359,34 @@ def test_an_upstream_that_hangs_at_its_start_delays_no_other(tmp_path: Path) -> 
     # served while the stuck one was still starting, not after its start timed out
     assert "stuck (still starting 10 s after the first one settled" in said
     assert "did not answer initialize" not in said
+
+
+def test_an_elicitation_during_a_call_is_asked_of_its_caller_and_answered(tmp_path: Path) -> None:
+    asked: list[str] = []
+
+    async def elicit(
+        context: object, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"answer": "blue"})
+
+    errlog = tmp_path / "proxy.stderr"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    db = tmp_path / "audit.sqlite3"
+    args = ["-m", "strictcall", "proxy", "--upstream-cmd", chatty_command()]
+    args += ["--stdio", "--identity", "u1", "--db", str(db)]
+    server = StdioServerParameters(command=sys.executable, args=args, env=env)
+
+    async def run() -> types.CallToolResult:
+        with errlog.open("w") as stderr, anyio.fail_after(DEADLINE_S):
+            transport = stdio_client(server, errlog=stderr)
+            async with Client(transport, mode=LEGACY, elicitation_callback=elicit) as client:
+                return await client.call_tool("ask", {"question": "which colour?"})
+
+    result = anyio.run(run)
+    assert asked == ["which colour?"]
+    assert result.is_error is not True
+    assert "told blue" in str(result.content)
+    said = errlog.read_text(encoding="utf-8")
+    assert "elicitation/create to caller" in said and "answered" in said
+    assert "which colour" not in said and "blue" not in said  # audited, never its content

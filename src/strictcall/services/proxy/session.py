@@ -22,11 +22,13 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Final
+from typing import Final, TypeVar
 
+import anyio
 import mcp_types as types
 import orjson
-from pydantic import ValidationError
+from mcp.shared.exceptions import MCPError
+from pydantic import BaseModel, ValidationError
 
 from strictcall.core.terminal import one_line
 from strictcall.errors import JSONValue
@@ -44,10 +46,26 @@ LOG_RATE: Final = 5.0
 LOG_BURST: Final = 20
 """Upstream messages written to strictcall's log at once before `LOG_RATE` holds them back."""
 
+ASK_S: Final = 120.0
+"""How long a request the upstream makes of a caller during a call waits for its answer."""
+
+MAX_ASK_BYTES: Final = 1024 * 1024
+"""The longest answer (as JSON) a caller may give a request of the upstream's."""
+
+NOT_OFFERED: Final = {
+    "sampling": "Sampling not supported",
+    "elicitation": "Elicitation not supported",
+    "roots": "List roots not supported",
+}
+"""The error the upstream gets, at once, for a request its caller cannot answer: the MCP SDK's
+words for a client without the capability."""
+
 LOG_TEXT_MAX: Final = 500
 """The most characters of one upstream message's data written to strictcall's log."""
 
 _TOKENS: Final = itertools.count(1)
+
+ResultT = TypeVar("ResultT", bound=BaseModel)
 
 
 class Conversation:
@@ -160,6 +178,39 @@ class Conversations:
                 self._to(conversation, message)
             return True
         return self.take(method, params)
+
+    async def ask(
+        self, kind: str, request: types.ServerRequest, result_type: type[ResultT]
+    ) -> ResultT | types.ErrorData:
+        """A request the upstream made during a call (`kind` one of `peer.ASKS`), sent to the
+        caller with calls in flight when exactly one has and its client offers `kind`, else
+        refused at once; its answer bounded by `ASK_S` and `MAX_ASK_BYTES`. Each is said in
+        the log: its kind, the caller and the outcome, never its content."""
+        method = request.method
+        conversation = self._only_caller()
+        peer = None if conversation is None else conversation.peer
+        if peer is None or peer.ask is None or kind not in peer.offers:
+            whom = "no one caller in a call" if peer is None else f"caller {peer.caller}"
+            self._note(f"upstream {method} refused ({whom} cannot be asked)")
+            return types.ErrorData(code=types.INVALID_REQUEST, message=NOT_OFFERED[kind])
+        said = f"upstream {method} to caller {peer.caller}"
+        try:
+            with anyio.fail_after(ASK_S):
+                result = await peer.ask(request, result_type)
+        except TimeoutError:
+            self._note(f"{said}: no answer in {ASK_S:g} s")
+            return types.ErrorData(code=types.INTERNAL_ERROR, message="The caller did not answer")
+        except MCPError as exc:  # the caller's own error answer goes back as it is
+            self._note(f"{said}: declined")
+            return exc.error
+        except Exception as exc:  # its kind is said, never its text
+            self._note(f"{said}: failed ({type(exc).__name__})")
+            return types.ErrorData(code=types.INTERNAL_ERROR, message="The caller was not asked")
+        if len(result.model_dump_json(by_alias=True)) > MAX_ASK_BYTES:
+            self._note(f"{said}: answer over {MAX_ASK_BYTES} bytes")
+            return types.ErrorData(code=types.INTERNAL_ERROR, message="The answer is too large")
+        self._note(f"{said}: answered")
+        return result  # type: ignore[no-any-return]
 
     def _progress(self, params: object) -> None:
         if not isinstance(params, dict):

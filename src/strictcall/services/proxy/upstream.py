@@ -447,7 +447,12 @@ class Upstream:
                 async with (
                     self._connect() as (read, write, pipe),
                     ClientSession(
-                        WatchedStream(read, ended), write, message_handler=self._on_message
+                        WatchedStream(read, ended),
+                        write,
+                        message_handler=self._on_message,
+                        sampling_callback=self._on_sampling,
+                        elicitation_callback=self._on_elicitation,
+                        list_roots_callback=self._on_roots,
                     ) as session,
                 ):
                     live = _Connection(session, ended, pipe)
@@ -525,6 +530,22 @@ class Upstream:
                 self._note("upstream hung (no answer to ping)")
                 live.ended.set()
                 return
+
+    async def _on_sampling(
+        self, context: object, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult | types.ErrorData:
+        request = types.CreateMessageRequest(params=params)
+        return await self.conversations.ask("sampling", request, types.CreateMessageResult)
+
+    async def _on_elicitation(
+        self, context: object, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        request = types.ElicitRequest(params=params)
+        return await self.conversations.ask("elicitation", request, types.ElicitResult)
+
+    async def _on_roots(self, context: object) -> types.ListRootsResult | types.ErrorData:
+        request = types.ListRootsRequest()
+        return await self.conversations.ask("roots", request, types.ListRootsResult)
 
     async def _on_message(self, message: object) -> None:
         live = self._current

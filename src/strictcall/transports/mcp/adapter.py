@@ -26,6 +26,7 @@ import mcp_types as types
 import orjson
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
+from mcp.shared.message import ServerMessageMetadata
 from mcp_types.methods import SPEC_CLIENT_METHODS, serialize_server_result
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -45,6 +46,8 @@ from strictcall.transports.mcp.content import (
     McpContent,
 )
 from strictcall.transports.mcp.peer import (
+    ASKS,
+    Ask,
     CallPeer,
     Notify,
     log_level_of,
@@ -355,18 +358,25 @@ class McpTools:
         return types.EmptyResult()
 
     def peer_of(
-        self, params: Mapping[str, JSONValue], identity: str | None, caller: str, notify: Notify
+        self,
+        params: Mapping[str, JSONValue],
+        identity: str | None,
+        caller: str,
+        notify: Notify,
+        offers: frozenset[str] = frozenset(),
+        ask: Ask | None = None,
     ) -> CallPeer | None:
         """The way back for a call whose caller asked for progress (its token) or messages
-        (its level: the request's own on 2026-07-28, else its identity's), or None."""
+        (its level: the request's own on 2026-07-28, else its identity's), or can be asked
+        (`offers`, by `ask`); None for one that can have none of them."""
         meta = params.get("_meta")
         token = progress_token_of(meta)
         level = log_level_of(meta)
         if level is None and identity is not None:
             level = self.levels.get(identity)
-        if token is None and level is None:
+        if token is None and level is None and not (offers and ask is not None):
             return None
-        return CallPeer(caller, token, level, notify)
+        return CallPeer(caller, token, level, notify, offers, ask)
 
     async def call_tool(
         self, ctx: Context, params: types.CallToolRequestParams
@@ -381,7 +391,12 @@ class McpTools:
         async def notify(notification: types.ServerNotification) -> None:
             await session.send_notification(notification, related_request_id=request_id)
 
-        peer = self.peer_of(raw, identity, self._call_scope(), notify)
+        async def ask(request: types.ServerRequest, result_type: Any) -> Any:
+            related = ServerMessageMetadata(related_request_id=request_id)
+            return await session.send_request(request, result_type, metadata=related)
+
+        offers = offered(session.client_capabilities)
+        peer = self.peer_of(raw, identity, self._call_scope(), notify, offers, ask)
         with serving_peer(peer):
             return await self.answer_call(raw, ctx.request_id, identity, self._claims_of(ctx))
 
@@ -540,6 +555,13 @@ class McpTools:
         call_id = None if request_id is None else self.call_id(request_id)
         tool = self.gateway.tool_named({"name": name})
         return refusal_record(error, identity, call_id, tool)
+
+
+def offered(capabilities: types.ClientCapabilities | None) -> frozenset[str]:
+    """Which of the requests a server may make during a call a client's capabilities offer."""
+    if capabilities is None:
+        return frozenset()
+    return frozenset(kind for kind in ASKS if getattr(capabilities, kind, None) is not None)
 
 
 def _no_claims(ctx: Context) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 import mcp_types as types
 
@@ -21,6 +21,13 @@ LEVELS: Final = ("debug", "info", "notice", "warning", "error", "critical", "ale
 
 Notify = Callable[[types.ServerNotification], Awaitable[None]]
 """Sends one notification on the call's own stream (the answer's, on HTTP)."""
+
+Ask = Callable[[types.ServerRequest, Any], Awaitable[Any]]
+"""Sends one request to the caller, related to its call, and returns its result read as the
+model given (raises the SDK's MCPError for the caller's error answer)."""
+
+ASKS: Final = ("sampling", "elicitation", "roots")
+"""The client capabilities a server's requests during a call need."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +40,10 @@ class CallPeer:
     progress_token: types.ProgressToken | None
     log_level: str | None
     notify: Notify
+    offers: frozenset[str] = frozenset()
+    """Which of `ASKS` the caller's client declared."""
+    ask: Ask | None = None
+    """How to ask the caller (None: its wire cannot carry a request of the server's)."""
 
     def takes_log(self, level: str) -> bool:
         """Whether a message of `level` reaches this caller."""

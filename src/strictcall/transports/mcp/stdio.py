@@ -58,7 +58,7 @@ from strictcall.transports.mcp.adapter import (
 )
 from strictcall.transports.mcp.content import McpContent
 from strictcall.transports.mcp.intake import DirectCall, Refused, read_message, refuse_too_large
-from strictcall.transports.mcp.peer import serving_peer
+from strictcall.transports.mcp.peer import ASKS, serving_peer
 from strictcall.transports.mcp.sdk_errors import scrubbed_message
 from strictcall.transports.pipes import TOO_LONG, Output, read_lines, stdout_writer
 
@@ -482,13 +482,16 @@ class StdioIntake:
         self._running: dict[str, asyncio.Task[Any]] = {}
         self._scope = scope
         """The session's name among the proxy's callers (`peer.CallPeer.caller`)."""
+        self._asked = False
+        """The host's client may be asked during a call: its calls go through the SDK."""
 
     async def take(self, line: bytes) -> None:
         """Pass on or answer one line (its newline removed); a blank line carries no message."""
         if not line.strip(b" \t\r"):
             return
-        # once the session is initialized, a plain tools/call goes to the gateway directly
-        direct = self._answers.initialized and self._spawn is not None
+        # once the session is initialized, a plain tools/call goes to the gateway directly,
+        # unless the host may be asked during it (sampling, elicitation, roots: the SDK's)
+        direct = self._answers.initialized and self._spawn is not None and not self._asked
         message = read_message(line, self._limits, self._tools.serves, direct_calls=direct)
         if isinstance(message, Refused):
             await self._answer(message)
@@ -503,6 +506,11 @@ class StdioIntake:
         if isinstance(message, types.JSONRPCRequest):
             if message.method == "initialize":
                 self._answers.expect_initialize(message.id)
+                params = message.params if isinstance(message.params, dict) else {}
+                capabilities = params.get("capabilities")
+                self._asked = isinstance(capabilities, dict) and any(
+                    kind in capabilities for kind in ASKS
+                )
             else:
                 self._answers.expect(message.id)
         elif isinstance(message, types.JSONRPCNotification):
