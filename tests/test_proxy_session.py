@@ -27,8 +27,9 @@ import pytest
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
-from mcp_peers import UPSTREAMS
+from mcp_peers import UPSTREAMS, everything_command
 from servers import create_token
 from stdio_peer import DEADLINE_S
 from strictcall.errors import TOOL_ERROR, UPSTREAM_UNAVAILABLE
@@ -390,3 +391,28 @@ def test_an_elicitation_during_a_call_is_asked_of_its_caller_and_answered(tmp_pa
     said = errlog.read_text(encoding="utf-8")
     assert "elicitation/create to caller" in said and "answered" in said
     assert "which colour" not in said and "blue" not in said  # audited, never its content
+
+
+@pytest.mark.parametrize("kind", ["proxy", "federate"])
+def test_completions_of_a_prompts_argument_come_from_its_upstream(
+    kind: str, tmp_path: Path
+) -> None:
+    front = _front(kind, everything_command(), tmp_path)
+    # a federation's member "chat" serves its prompt prefixed; the proxy serves it as it is
+    prompt = "chat_completable-prompt" if kind == "federate" else "completable-prompt"
+
+    async def run() -> tuple[types.CompleteResult, BaseException | None]:
+        with anyio.fail_after(DEADLINE_S):
+            async with _stdio_client(front, tmp_path) as client:
+                ref = types.PromptReference(type="ref/prompt", name=prompt)
+                found = await client.complete(ref, {"name": "department", "value": "E"})
+                unknown = types.PromptReference(type="ref/prompt", name="no-such-prompt")
+                try:
+                    await client.complete(unknown, {"name": "department", "value": "E"})
+                except MCPError as exc:
+                    return found, exc
+                return found, None
+
+    found, refused = anyio.run(run)
+    assert found.completion.values == ["Engineering"]
+    assert isinstance(refused, MCPError)  # a prompt not served is not asked of any upstream

@@ -296,6 +296,8 @@ class McpTools:
         """Whether the server answers requests for `method` (any other gets -32601 from
         strictcall, which echoes nothing of it): resources and prompts only while the content
         source offers them."""
+        if method == "completion/complete":  # a prompt's or a template's arguments
+            return self._content is not None and bool(self._content.content.offers())
         kind = CONTENT_METHODS.get(method)
         if kind is not None:
             return self._content is not None and kind in self._content.content.offers()
@@ -316,6 +318,7 @@ class McpTools:
             on_read_resource=None if content is None else content.read_resource,
             on_list_prompts=None if content is None else content.list_prompts,
             on_get_prompt=None if content is None else content.get_prompt,
+            on_completion=None if content is None else content.complete,
         )
         if content is not None:
             server.offers = content.content.offers
