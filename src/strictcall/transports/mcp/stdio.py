@@ -240,7 +240,14 @@ async def _session(serving: _Serving, stdin: IO[bytes]) -> None:
         answers = Answers(Frames(output), on_error)
         with _Tasks() as direct:
             intake = StdioIntake(
-                read_send, answers, tools, identity, record, spawn=direct.spawn, scope=scope
+                read_send,
+                answers,
+                tools,
+                identity,
+                record,
+                spawn=direct.spawn,
+                scope=scope,
+                may_ask=serving.tools_change,
             )
             calls.start_soon(take_lines, stdin, gateway.limits.max_size, intake)
             options = NotificationOptions(
@@ -471,6 +478,7 @@ class StdioIntake:
         spawn: Callable[[Callable[[DirectCall], Coroutine[Any, Any, None]], DirectCall], object]
         | None = None,
         scope: str = "stdio",
+        may_ask: bool = False,
     ) -> None:
         self._messages = messages
         self._spawn = spawn
@@ -482,6 +490,8 @@ class StdioIntake:
         self._running: dict[str, asyncio.Task[Any]] = {}
         self._scope = scope
         """The session's name among the proxy's callers (`peer.CallPeer.caller`)."""
+        self._may_ask = may_ask
+        """Tools may ask the host during a call (a proxy's, a federation's upstreams)."""
         self._asked = False
         """The host's client may be asked during a call: its calls go through the SDK."""
 
@@ -508,8 +518,10 @@ class StdioIntake:
                 self._answers.expect_initialize(message.id)
                 params = message.params if isinstance(message.params, dict) else {}
                 capabilities = params.get("capabilities")
-                self._asked = isinstance(capabilities, dict) and any(
-                    kind in capabilities for kind in ASKS
+                self._asked = (
+                    self._may_ask
+                    and isinstance(capabilities, dict)
+                    and any(kind in capabilities for kind in ASKS)
                 )
             else:
                 self._answers.expect(message.id)
