@@ -190,8 +190,8 @@ class Conversations:
         conversation = self._only_caller()
         peer = None if conversation is None else conversation.peer
         if peer is None or peer.ask is None or kind not in peer.offers:
-            whom = "no one caller in a call" if peer is None else f"caller {peer.caller}"
-            self._note(f"upstream {method} refused ({whom} cannot be asked)")
+            why = "not one caller's call in flight" if peer is None else f"caller {peer.caller}"
+            self._note(f"upstream {method} refused ({why}: nobody to ask)")
             return types.ErrorData(code=types.INVALID_REQUEST, message=NOT_OFFERED[kind])
         said = f"upstream {method} to caller {peer.caller}"
         try:
