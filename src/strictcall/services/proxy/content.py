@@ -390,6 +390,32 @@ class FederatedContent:
         )
         return types.GetPromptResult(description=result.description, messages=result.messages)
 
+    async def complete(
+        self, identity: str, params: types.CompleteRequestParams, claims: Claims | None = None
+    ) -> types.CompleteResult:
+        """completion/complete for a served prompt's argument (its served name mapped back to
+        the upstream's own) or a served template's, from the upstream that serves it."""
+        ref = params.ref
+        served: _Served[Any] | None
+        if isinstance(ref, types.PromptReference):
+            served = self.index.prompts.get(ref.name)
+            own_ref: types.PromptReference | types.ResourceTemplateReference = (
+                ref if served is None else types.PromptReference(type="ref/prompt", name=served.own)
+            )
+        else:
+            served = next(
+                (t for t in self.index.templates if t.listed.uri_template == ref.uri), None
+            )
+            own_ref = ref
+        if served is None or not self._may_use(identity, served.judged, claims):
+            raise ToolFailure(FORBIDDEN_OR_MISSING)
+        forwarded = types.CompleteRequestParams(
+            ref=own_ref, argument=params.argument, context=params.context
+        )
+        request = types.CompleteRequest(params=forwarded)
+        result = await _forwarded(served, request, types.CompleteResult)
+        return types.CompleteResult(completion=result.completion)
+
 
 def _listed(*groups: Iterable[_Served[Any]]) -> list[BaseModel]:
     return [served.listed for group in groups for served in group]

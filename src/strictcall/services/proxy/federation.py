@@ -24,7 +24,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import replace
-from typing import TextIO
+from typing import Final, TextIO
 
 import anyio
 import mcp_types as types
@@ -59,6 +59,11 @@ from strictcall.services.proxy.pins import (
 from strictcall.services.proxy.tools import Redactions, proxied_tool
 from strictcall.services.proxy.upstream import Listing, Upstream, UpstreamFailed
 from strictcall.storage.base import PinStore, StoreUnavailable
+
+SERVE_WITHIN_S: Final = 10.0
+"""How long the federation waits for the rest of its upstreams' first starts once one has
+settled, before serving those that have started: one still starting is served once it answers
+(its pinned tools meanwhile answer upstream_unavailable)."""
 
 LOG_AS = "strictcall federate"
 
@@ -164,8 +169,13 @@ class Federation:
             async with anyio.create_task_group() as group:
                 for member in self.members:
                     group.start_soon(self._keep, member)
+                await self._first_starts()
                 for member in self.members:
-                    await member.settled.wait()
+                    if not member.settled.is_set():
+                        member.why_missing = (
+                            f"still starting {SERVE_WITHIN_S:g} s after the first one settled;"
+                            " served once it answers"
+                        )
                 self._rebuild()  # the pinned tools of those that did not start
                 self._rebuild_content()
                 collision = self._tool_collision or self._content_collision
@@ -189,6 +199,24 @@ class Federation:
                 raise
             self.failed = _first(found)
             raise self.failed from None
+
+    async def _first_starts(self) -> None:
+        """Wait for every upstream's first start to settle (started, or failed), but no more
+        than `SERVE_WITHIN_S` after the first one did: one that hangs delays no other."""
+        first = anyio.Event()
+
+        async def settle(member: Member) -> None:
+            await member.settled.wait()
+            first.set()
+
+        async with anyio.create_task_group() as group:
+            for member in self.members:
+                group.start_soon(settle, member)
+            await first.wait()
+            with anyio.move_on_after(SERVE_WITHIN_S):
+                for member in self.members:
+                    await member.settled.wait()
+            group.cancel_scope.cancel()
 
     async def _keep(self, member: Member) -> None:
         """Run `member`'s upstream; until its first start succeeds, try again with its backoff

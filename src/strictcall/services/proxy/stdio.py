@@ -278,6 +278,9 @@ class UpstreamPipe(asyncio.Protocol):
         stopped (it exited, or closed its output, by itself); None otherwise."""
         self.read: Final = _Inbox(self._pause)
         self.write: Final = _Outbox(self)
+        self.on_notification: Callable[[str, object], bool] | None = None
+        """Takes the server's notifications before the session (their method and params),
+        synchronously, in the order read; True: taken (the session never sees it)."""
 
     # --- the loop's side -------------------------------------------------------------------
 
@@ -384,6 +387,13 @@ class UpstreamPipe(asyncio.Protocol):
         except ValueError as exc:  # as the SDK's transport: the session is told
             self.read.put(exc)
             return
+        taken = self.on_notification
+        if (
+            taken is not None
+            and isinstance(parsed, types.JSONRPCNotification)
+            and taken(parsed.method, parsed.params)
+        ):
+            return
         self.read.put(SessionMessage(parsed))
 
     def _cut_listing(self, message: dict[str, Any]) -> bool:
@@ -467,10 +477,13 @@ class UpstreamPipe(asyncio.Protocol):
             raise anyio.BrokenResourceError
 
     async def call_tool(
-        self, name: str, arguments: Mapping[str, JSONValue]
+        self,
+        name: str,
+        arguments: Mapping[str, JSONValue],
+        meta: Mapping[str, JSONValue] | None = None,
     ) -> dict[str, JSONValue]:
-        """Send a tools/call and return its answer as the server wrote it: a JSON-RPC message,
-        read but not checked.
+        """Send a tools/call (with `meta` as its params' `_meta`, when given) and return its
+        answer as the server wrote it: a JSON-RPC message, read but not checked.
 
         Raises:
             PipeClosed: the server's stdout ended, or its stdin broke, before the answer.
@@ -481,12 +494,10 @@ class UpstreamPipe(asyncio.Protocol):
         self._next_id += 1
         call: asyncio.Future[dict[str, JSONValue]] = asyncio.get_running_loop().create_future()
         self._calls[request_id] = call
-        request = {
-            "jsonrpc": "2.0",
-            "id": request_id,
-            "method": "tools/call",
-            "params": {"name": name, "arguments": arguments},
-        }
+        params: dict[str, object] = {"name": name, "arguments": arguments}
+        if meta:
+            params["_meta"] = meta
+        request = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
         try:
             self._hold(request_id, orjson.dumps(request, option=orjson.OPT_APPEND_NEWLINE))
             await self._output_drained()

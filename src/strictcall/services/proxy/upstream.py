@@ -61,6 +61,7 @@ from strictcall.services.proxy.content import UpstreamContent, list_content
 from strictcall.services.proxy.credentials import ClientCredentials, ClientCredentialsAuth
 from strictcall.services.proxy.http import HttpCaller, HttpCallFailed
 from strictcall.services.proxy.results import call_result, later_members
+from strictcall.services.proxy.session import Conversation, Conversations
 from strictcall.services.proxy.stdio import (
     MAX_RESULT_BYTES,
     TOO_LARGE_CODE,
@@ -70,6 +71,7 @@ from strictcall.services.proxy.stdio import (
     UpstreamPipe,
     open_upstream,
 )
+from strictcall.transports.mcp.peer import CallPeer
 
 log = logging.getLogger("strictcall")
 
@@ -77,6 +79,8 @@ RESTART_MIN_S: Final = 0.25
 RESTART_MAX_S: Final = 8.0
 START_TIMEOUT_S: Final = 30.0
 """How long a start (spawn, initialize, first tools/list) may take before it counts as failed."""
+REINIT_S: Final = 10.0
+"""How long a call whose HTTP upstream forgot its session waits for a new one to be sent on."""
 PING_S: Final = 5.0
 """How long a server suspected of hanging has to answer a ping."""
 
@@ -223,6 +227,10 @@ class Upstream:
         """How many times the server was started and answered its first tools/list."""
         self.http_status: int | None = None
         """The last HTTP error status an HTTP upstream answered in this session, if any."""
+        self._started = anyio.Event()
+        """Set (and made anew) each time a session starts."""
+        self.conversations: Final = Conversations(self._note)
+        """The calls in flight with a downstream peer, and where notifications go."""
 
     def running(self) -> AbstractAsyncContextManager[None]:
         """Start the server and keep it running until left; a lifespan of the serving loop.
@@ -256,9 +264,13 @@ class Upstream:
         """The failure a call gets while the upstream is down."""
         return ToolFailure(UPSTREAM_UNAVAILABLE, retry_after_ms=self.retry_after_ms())
 
-    async def call(self, name: str, arguments: dict[str, JSONValue]) -> types.CallToolResult:
+    async def call(
+        self, name: str, arguments: dict[str, JSONValue], peer: CallPeer | None = None
+    ) -> types.CallToolResult:
         """One tools/call, its result as the upstream sent it (read as the SDK's CallToolResult
-        once; what it holds is the gateway's to check).
+        once; what it holds is the gateway's to check). With `peer` (the downstream caller's
+        way back), the upstream's progress and messages during the call go to that caller
+        (`strictcall.services.proxy.session`), its answer after them.
 
         Over stdio the call takes the pipe's own path (`strictcall.services.proxy.stdio`), not the
         session's: the session's would write and read the same message through two more tasks
@@ -278,29 +290,81 @@ class Upstream:
         live = self._live
         if live is None or live.ended.is_set():  # gone, or going: its restart is on its way
             raise self.unavailable()
+        if peer is not None:
+            with self.conversations.open(peer) as conversation:
+                result = await self._call_once_more(live, name, arguments, conversation)
+                await conversation.settled()
+                return result
+        return await self._call_once_more(live, name, arguments, None)
+
+    async def _call_once_more(
+        self,
+        live: _Connection,
+        name: str,
+        arguments: dict[str, JSONValue],
+        conversation: Conversation | None,
+    ) -> types.CallToolResult:
+        """`_call`, sent again once on a new session when the HTTP upstream answered 404 for
+        its session (it restarted and forgot it, as the specification has it)."""
+        try:
+            return await self._call(live, name, arguments, conversation)
+        except _SessionGone:
+            pass
+        with anyio.move_on_after(REINIT_S):
+            while (again := self._live) is None or again is live or again.ended.is_set():
+                await self._started.wait()
+            return await self._call(again, name, arguments, conversation)
+        raise self.unavailable()
+
+    async def _call(
+        self,
+        live: _Connection,
+        name: str,
+        arguments: dict[str, JSONValue],
+        conversation: Conversation | None,
+    ) -> types.CallToolResult:
+        meta = None if conversation is None else conversation.meta()
         try:
             if live.pipe is not None:
                 try:
-                    answer = await live.pipe.call_tool(name, arguments)
+                    answer = await live.pipe.call_tool(name, arguments, meta)
                 except PipeClosed:
                     live.ended.set()
                     raise self.unavailable() from None
                 return call_result(answer, live.later_members)
             if live.http is not None and live.http.takes_calls():
-                return await self._call_by_post(live, live.http, name, arguments)
-            return await self._call_by_session(live, name, arguments)
+                return await self._call_by_post(live, live.http, name, arguments, conversation)
+            return await self._call_by_session(live, name, arguments, meta)
         except anyio.get_cancelled_exc_class():
             live.suspect.set()  # timed out (or the caller left): is the server still there?
             raise
 
     async def _call_by_post(
-        self, live: _Connection, http: HttpCaller, name: str, arguments: dict[str, JSONValue]
+        self,
+        live: _Connection,
+        http: HttpCaller,
+        name: str,
+        arguments: dict[str, JSONValue],
+        conversation: Conversation | None,
     ) -> types.CallToolResult:
+        taken = None
+        if conversation is not None:
+            conversations = self.conversations
+
+            def taken(method: str, params: object) -> None:
+                conversations.take_of_call(conversation, method, params)
+
         try:
-            answer = await http.call_tool(name, arguments)
+            answer = await http.call_tool(
+                name, arguments, None if conversation is None else conversation.meta(), taken
+            )
         except (httpx2.TransportError, HttpCallFailed) as exc:
             # 404 on a session: the upstream forgot it (it restarted): start a new one
             forgotten = isinstance(exc, HttpCallFailed) and exc.status == 404
+            if forgotten and http.session_id is not None and not live.ended.is_set():
+                self._note("upstream forgot its session (HTTP 404); starting a new one")
+                live.ended.set()
+                raise _SessionGone from None
             if live.ended.is_set() or forgotten or not await self._answers_ping(live):
                 live.ended.set()
                 raise self.unavailable() from None
@@ -310,11 +374,18 @@ class Upstream:
         return call_result(answer, live.later_members)
 
     async def _call_by_session(
-        self, live: _Connection, name: str, arguments: dict[str, JSONValue]
+        self,
+        live: _Connection,
+        name: str,
+        arguments: dict[str, JSONValue],
+        meta: dict[str, JSONValue] | None,
     ) -> types.CallToolResult:
-        request = types.CallToolRequest(
-            params=types.CallToolRequestParams(name=name, arguments=arguments)
-        )
+        params = types.CallToolRequestParams(name=name, arguments=arguments)
+        if meta:
+            params = types.CallToolRequestParams.model_validate(
+                {"name": name, "arguments": arguments, "_meta": meta}, by_name=False
+            )
+        request = types.CallToolRequest(params=params)
         # send_request, not call_tool: call_tool validates structured content itself (and
         # may list the tools first); the gateway checks the result at stage output.
         return await self._send(live, request, types.CallToolResult)
@@ -334,6 +405,8 @@ class Upstream:
             raise self.unavailable()
         try:
             return await self._send(live, request, result_type)
+        except _SessionGone:
+            raise self.unavailable() from None
         except anyio.get_cancelled_exc_class():
             live.suspect.set()
             raise
@@ -350,6 +423,10 @@ class Upstream:
         except MCPError as exc:
             if exc.code == TOO_LARGE_CODE and live.pipe is not None:  # the pipe's, not theirs
                 raise AnswerTooLarge from None
+            if self.http_status == 404 and live.pipe is None and not live.ended.is_set():
+                self._note("upstream forgot its session (HTTP 404); starting a new one")
+                live.ended.set()
+                raise _SessionGone from None
             # The SDK answers a call whose connection broke with CONNECTION_CLOSED, a code
             # servers use for their own errors too: a ping tells the two apart.
             if live.ended.is_set() or (
@@ -384,10 +461,17 @@ class Upstream:
                 async with (
                     self._connect() as (read, write, pipe),
                     ClientSession(
-                        WatchedStream(read, ended), write, message_handler=self._on_message
+                        WatchedStream(read, ended),
+                        write,
+                        message_handler=self._on_message,
+                        sampling_callback=self._on_sampling,
+                        elicitation_callback=self._on_elicitation,
+                        list_roots_callback=self._on_roots,
                     ) as session,
                 ):
                     live = _Connection(session, ended, pipe)
+                    if pipe is not None:
+                        pipe.on_notification = self.conversations.take
                     live.http = self._caller
                     self._current = live  # a list_changed during the start is kept
                     with anyio.fail_after(START_TIMEOUT_S):
@@ -400,6 +484,8 @@ class Upstream:
                     self.starts += 1
                     self._note(f"upstream started ({self.spec.describe()})")
                     self._live = live
+                    self._started.set()
+                    self._started = anyio.Event()
                     if first:
                         task_status.started()
                         first = False
@@ -490,6 +576,22 @@ class Upstream:
                 live.ended.set()
                 return
 
+    async def _on_sampling(
+        self, context: object, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult | types.ErrorData:
+        request = types.CreateMessageRequest(params=params)
+        return await self.conversations.ask("sampling", request, types.CreateMessageResult)
+
+    async def _on_elicitation(
+        self, context: object, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        request = types.ElicitRequest(params=params)
+        return await self.conversations.ask("elicitation", request, types.ElicitResult)
+
+    async def _on_roots(self, context: object) -> types.ListRootsResult | types.ErrorData:
+        request = types.ListRootsRequest()
+        return await self.conversations.ask("roots", request, types.ListRootsResult)
+
     async def _on_message(self, message: object) -> None:
         live = self._current
         if live is not None and isinstance(message, _LIST_CHANGED):
@@ -500,11 +602,16 @@ class Upstream:
             if rate is None:
                 per_second = self.budgets.notifications_per_second
                 rate = self._http_rate = NotificationRate(per_second, time.monotonic())
-            if not rate.admit(time.monotonic()) and rate.dropped % rate.per_second == 1:
-                self._note(
-                    "upstream sent notifications past notifications_per_second ="
-                    f" {rate.per_second}: {rate.dropped} dropped"
-                )
+            if not rate.admit(time.monotonic()):
+                if rate.dropped % rate.per_second == 1:
+                    self._note(
+                        "upstream sent notifications past notifications_per_second ="
+                        f" {rate.per_second}: {rate.dropped} dropped"
+                    )
+                return
+        if isinstance(message, types.ProgressNotification | types.LoggingMessageNotification):
+            params = message.params.model_dump(by_alias=True, mode="json", exclude_none=True)
+            self.conversations.take(message.method, params)
 
     def _why(self, exc: BaseException, pipe: UpstreamPipe | None) -> str:
         """Why a start failed or a session broke, in the operator's words: never the text of
@@ -637,6 +744,10 @@ def _kind(exc: BaseException) -> str:
     if isinstance(exc, MCPError):
         return f"it answered with a JSON-RPC error (code {exc.code})"
     return type(exc).__name__
+
+
+class _SessionGone(Exception):
+    """The HTTP upstream answered 404 for its session: a new one is started."""
 
 
 class UpstreamFailed(StrictcallError):
