@@ -67,6 +67,7 @@ class Member:
         )
         self.upstream.on_content = on_content
         self.upstream.log_as = f"{LOG_AS}: {config.name}"
+        self.upstream.name = config.name
         self.listing: Listing | None = None
         self.content: UpstreamContent | None = None
         """Its resources, templates and prompts as last listed (kept while it is down: they
