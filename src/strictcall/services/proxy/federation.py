@@ -34,6 +34,7 @@ from strictcall.core.tools import Arguments, Tool, ToolContext, ToolFailure
 from strictcall.errors import TOOL_CHANGED, JSONValue, StrictcallError
 from strictcall.services.proxy.config import HOST_NAME, FederationConfig, UpstreamConfig
 from strictcall.services.proxy.content import FederatedContent, UpstreamContent, index_content
+from strictcall.services.proxy.instances import Instances
 from strictcall.services.proxy.pins import PIN_POLL_S, Pins, definition_of, listed_of
 from strictcall.services.proxy.tools import proxied_tool
 from strictcall.services.proxy.upstream import Listing, Upstream, UpstreamFailed
@@ -68,6 +69,18 @@ class Member:
         self.upstream.on_content = on_content
         self.upstream.log_as = f"{LOG_AS}: {config.name}"
         self.upstream.name = config.name
+        self.instances = (
+            Instances(
+                self.upstream,
+                max_instances=config.max_instances,
+                idle_s=config.idle_s,
+                errlog=errlog,
+            )
+            if config.instances == "per-identity"
+            else None
+        )
+        """Its per-identity processes, when it has them (the shared one lists, and serves none
+        of the calls)."""
         self.listing: Listing | None = None
         self.content: UpstreamContent | None = None
         """Its resources, templates and prompts as last listed (kept while it is down: they
@@ -163,7 +176,12 @@ class Federation:
                 async with member.upstream.running():
                     member.why_missing = None
                     member.settled.set()
-                    await anyio.sleep_forever()
+                    instances = member.instances
+                    if instances is None:
+                        await anyio.sleep_forever()
+                    else:
+                        async with instances.lifespan():
+                            await anyio.sleep_forever()
             except Exception as exc:
                 failed = _upstream_failure(exc)
                 if failed is None:
@@ -281,7 +299,13 @@ class Federation:
                     listed_of(held), upstream, pass_errors=False, timeout=config.timeout
                 )
                 return replace(pinned, name=served, handler=_changed, failures=(TOOL_CHANGED,))
-        tool = proxied_tool(listed, upstream, pass_errors=pass_errors, timeout=config.timeout)
+        tool = proxied_tool(
+            listed,
+            upstream,
+            pass_errors=pass_errors,
+            timeout=config.timeout,
+            instances=member.instances,
+        )
         return replace(tool, name=served)
 
     def _note(self, line: str) -> None:

@@ -22,12 +22,15 @@ import functools
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
+
+import anyio
 
 SANDBOXES: Final = ("none", "bwrap")
 """The sandboxes a stdio upstream may run in, weakest first."""
@@ -36,6 +39,8 @@ SANDBOX_ENV: Final = "STRICTCALL_SANDBOX"
 
 NOBODY: Final = 65534
 """The user a sandboxed upstream is inside its user namespace (with no capabilities)."""
+RELEASE_S: Final = 5.0
+"""How long what is left of a stopped upstream's processes has to be gone."""
 PIDS_CGROUPS: Final = ("/sys/fs/cgroup/pids", "/sys/fs/cgroup")
 """Where a `pids` cgroup may be made: cgroup v1's controller, or v2's root."""
 
@@ -164,7 +169,8 @@ def sandbox_of(spawn: Spawn, environ: Mapping[str, str] = os.environ) -> str | N
 def child_environment(
     spawn: Spawn, credentials: Mapping[str, str], home: str, environ: Mapping[str, str]
 ) -> tuple[dict[str, str], tuple[str, ...]]:
-    """An upstream's environment, and the `env_pass` names the gateway's environment lacks."""
+    """An upstream's environment, and the `env_pass` names the gateway's environment lacks
+    (a credential's value written `~/...` is a path in its own home)."""
     env = {
         "PATH": environ.get("PATH", DEFAULT_PATH),
         "HOME": home,
@@ -178,7 +184,13 @@ def child_environment(
             missing.append(name)
         else:
             env[name] = value
-    env.update(credentials)
+    # a value written "~/..." is in the upstream's own home (a per-identity instance's own)
+    env.update(
+        {
+            key: home + value[1:] if value.startswith("~/") else value
+            for key, value in credentials.items()
+        }
+    )
     return env, tuple(missing)
 
 
@@ -229,11 +241,24 @@ def launch(
     return Launch(tuple(words), env, cgroup, described)
 
 
-def release(launch: Launch) -> None:
-    """Remove what `launch` made once its process has stopped (its cgroup)."""
-    if launch.cgroup is not None:
-        with contextlib.suppress(OSError):
-            os.rmdir(launch.cgroup)
+async def release(launch: Launch) -> None:
+    """Once its process has stopped: kill what is left in its cgroup, and remove the cgroup."""
+    cgroup = launch.cgroup
+    if cgroup is None:
+        return
+    with anyio.move_on_after(RELEASE_S):
+        while True:
+            try:
+                left = Path(cgroup, "cgroup.procs").read_text().split()
+                if not left:
+                    os.rmdir(cgroup)
+                    return
+            except OSError:
+                return
+            for pid in left:
+                with contextlib.suppress(OSError, ValueError):
+                    os.kill(int(pid), signal.SIGKILL)
+            await anyio.sleep(0.02)
 
 
 def _pids_cgroup(processes: int) -> str | None:

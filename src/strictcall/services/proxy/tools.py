@@ -24,7 +24,14 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from strictcall.core.tools import Arguments, Tool, ToolContext, ToolFailure
-from strictcall.errors import RESULT_TOO_LARGE, TOOL_ERROR, UPSTREAM_UNAVAILABLE, JSONValue
+from strictcall.errors import (
+    AT_CAPACITY,
+    RESULT_TOO_LARGE,
+    TOOL_ERROR,
+    UPSTREAM_UNAVAILABLE,
+    JSONValue,
+)
+from strictcall.services.proxy.instances import Instances
 from strictcall.services.proxy.stdio import AnswerTooLarge, UnreadableAnswer
 from strictcall.services.proxy.upstream import Upstream
 
@@ -55,15 +62,24 @@ output refuses it (invalid_tool_result) like any other broken result."""
 
 
 def proxied_tool(
-    listed: types.Tool, upstream: Upstream, *, pass_errors: bool, timeout: float | None
+    listed: types.Tool,
+    upstream: Upstream,
+    *,
+    pass_errors: bool,
+    timeout: float | None,
+    instances: Instances | None = None,
 ) -> Tool:
-    """The strictcall tool that forwards calls of `listed` to `upstream`."""
+    """The strictcall tool that forwards calls of `listed` to `upstream` (or, with
+    `instances`, to the caller identity's own process of it)."""
     structured = listed.output_schema is not None
     name = listed.name
 
     async def forward(ctx: ToolContext, arguments: Arguments) -> JSONValue:
         try:
-            result = await upstream.call(name, arguments)
+            if instances is None:
+                result = await upstream.call(name, arguments)
+            else:
+                result = await instances.call(ctx.identity, name, arguments)
         except MCPError as exc:  # the upstream refused a call that passed strictcall's checks
             raise _tool_error(exc.error.message if pass_errors else None) from None
         except (ValidationError, UnreadableAnswer):  # not a tools/call result
@@ -83,7 +99,8 @@ def proxied_tool(
         input_schema=_read_as_ours(listed.input_schema),
         output_schema=output_schema,
         handler=forward,
-        failures=(TOOL_ERROR, UPSTREAM_UNAVAILABLE, RESULT_TOO_LARGE),
+        failures=(TOOL_ERROR, UPSTREAM_UNAVAILABLE, RESULT_TOO_LARGE)
+        + (() if instances is None else (AT_CAPACITY,)),
         timeout=timeout,
     )
 

@@ -548,7 +548,8 @@ async def _stdio(
         ) as pipe:
             yield pipe.read, pipe.write, pipe
     finally:
-        release(started)
+        with anyio.CancelScope(shield=True):
+            await release(started)
 
 
 async def _list_tools(session: ClientSession) -> Listing:
