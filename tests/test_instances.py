@@ -12,6 +12,7 @@ import re
 import shlex
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -42,15 +43,23 @@ class Running:
 
 @pytest.fixture(scope="module")
 def federation(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    yield from _federate(tmp_path_factory.mktemp("instances"), idle_s=600)
+
+
+@pytest.fixture
+def quickly_idle(tmp_path: Path) -> Iterator[Running]:
+    yield from _federate(tmp_path, idle_s=1)
+
+
+def _federate(tmp: Path, *, idle_s: float) -> Iterator[Running]:
     everything_command()  # installs tests/upstreams (npm ci) when it is not yet
-    tmp = tmp_path_factory.mktemp("instances")
     db = tmp / "federation.sqlite3"
     tokens = {who: create_token(db, who) for who in ("u1", "u2", "u3")}
     memory = shlex.join(["node", str(MEMORY_JS / "index.js")])
     config = tmp / "federation.toml"
     config.write_text(
         f"[upstreams.memory]\ncommand = {json.dumps(memory)}\n"
-        'instances = "per-identity"\nmax_instances = 2\nidle = 600\n'
+        f'instances = "per-identity"\nmax_instances = 2\nidle = {idle_s}\n'
         "credentials.env = { MEMORY_FILE_PATH = '~/memory.jsonl' }\n",
         encoding="utf-8",
     )
@@ -125,6 +134,25 @@ def test_past_max_instances_a_new_identity_is_answered_at_capacity(federation: R
                 assert error["retry_after_ms"] > 0
 
     anyio.run(session)
+
+
+def test_an_idle_instance_is_stopped_and_its_identity_gets_a_new_one(
+    quickly_idle: Running,
+) -> None:
+    async def call(who: str) -> None:
+        async with connect(quickly_idle, who) as client:
+            assert (await client.call_tool("memory_read_graph", {})).is_error is False
+
+    def lines(word: str) -> int:
+        return quickly_idle.stderr.read_text(encoding="utf-8").count(f"instance {word}")
+
+    anyio.run(call, "u1")
+    deadline = time.monotonic() + DEADLINE_S
+    while lines("stopped, idle") < 1:
+        assert time.monotonic() < deadline, quickly_idle.stderr.read_text(encoding="utf-8")
+        time.sleep(0.05)
+    anyio.run(call, "u1")  # started again on its next call
+    assert lines("started") == 2
 
 
 def test_at_capacity_is_in_the_catalogue_retryable_at_execute() -> None:

@@ -120,6 +120,7 @@ class Instances:
             async with instance.upstream.running():
                 self.started += 1
                 instance.ready.set()
+                self._note(f"an identity's instance started ({len(self._live)} running)")
                 await instance.stop.wait()
         except Exception:  # its first start failed (said in its log): the call is unavailable
             instance.failed = True
@@ -144,3 +145,8 @@ class Instances:
                     del self._live[identity]
                     self.reaped += 1
                     instance.stop.set()
+                    self._note(f"an identity's instance stopped, idle ({len(self._live)} running)")
+
+    def _note(self, line: str) -> None:
+        self._errlog.write(f"{self.shared.log_as}: {line}\n")
+        self._errlog.flush()
