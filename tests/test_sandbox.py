@@ -23,7 +23,8 @@ import pytest
 from debian import install_package
 from mcp_peers import UPSTREAMS, everything_command, proxy_argv
 from stdio_peer import StdioPeer
-from strictcall.services.proxy.spawn import SANDBOX_ENV, bwrap_works
+from strictcall.services.proxy.config import ConfigError, federation_config
+from strictcall.services.proxy.spawn import SANDBOX_ENV, Mount, Spawn, SpawnLimits, bwrap_works
 from test_federation import federate_argv, toml_text
 
 HOSTILE = UPSTREAMS / "hostile_upstream.py"
@@ -283,3 +284,62 @@ def test_a_sandbox_that_cannot_run_answers_upstream_unavailable_and_says_why(
         finally:
             assert peer.close() == 0
     assert "sandbox cannot run" in (tmp_path / "stderr").read_text(encoding="utf-8")
+
+
+# --- the config's keys -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "upstream",
+    [
+        {"command": "x", "env_pass": "HOME"},
+        {"command": "x", "env_pass": ["A=B"]},
+        {"command": "x", "sandbox": "docker"},
+        {"command": "x", "network": "no"},
+        {"command": "x", "mounts": [{"path": "relative"}]},
+        {"command": "x", "mounts": [{"path": "/srv", "writable": True}]},
+        {"command": "x", "limits": {"memory": 1}},
+        {"command": "x", "limits": {"processes": 0}},
+        {"command": "x", "instances": "each"},
+        {"command": "x", "max_instances": 0},
+        {"command": "x", "idle": 0},
+        {"url": "http://h/mcp", "sandbox": "bwrap"},
+        {"url": "http://h/mcp", "instances": "per-identity"},
+    ],
+    ids=lambda upstream: ",".join(f"{k}={v}" for k, v in upstream.items()),
+)
+def test_each_sandbox_and_instance_key_is_checked(upstream: dict[str, Any]) -> None:
+    with pytest.raises(ConfigError):
+        federation_config({"upstreams": {"a": upstream}})
+
+
+def test_the_keys_given_are_what_the_upstream_runs_with() -> None:
+    config = federation_config(
+        {
+            "federation": {"sandbox": "none", "homes": "/var/lib/homes"},
+            "upstreams": {
+                "a": {
+                    "command": "x",
+                    "env_pass": ["HTTPS_PROXY"],
+                    "network": False,
+                    "mounts": [{"path": "/srv", "read_only": False}],
+                    "limits": {"memory_mib": 64},
+                    "instances": "per-identity",
+                    "max_instances": 3,
+                    "idle": 9,
+                },
+                "b": {"command": "y", "sandbox": "bwrap"},
+            },
+        }
+    )
+    a, b = config.upstreams
+    assert a.spec.spawn == Spawn(
+        env_pass=("HTTPS_PROXY",),
+        sandbox="none",
+        network=False,
+        mounts=(Mount("/srv", read_only=False),),
+        limits=SpawnLimits(memory_mib=64),
+        homes="/var/lib/homes",
+    )
+    assert (a.instances, a.max_instances, a.idle_s) == ("per-identity", 3, 9.0)
+    assert b.spec.spawn.sandbox == "bwrap" and b.instances == "shared"
