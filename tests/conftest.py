@@ -1,15 +1,19 @@
 """Shared test settings and fixtures: hypothesis runs bounded and without deadlines, so the
 suite stays fast and its timing never decides a result; PostgreSQL databases for the tests that
-run on it (see tests/pg.py)."""
+run on it (see tests/pg.py); stdio upstreams unsandboxed unless a test names its sandbox (the
+suite's upstreams read and write the test's own files: tests/test_sandbox*.py run bwrap)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
 from hypothesis import settings
 
 import pg
+
+os.environ.setdefault("STRICTCALL_SANDBOX", "none")
 
 settings.register_profile("strictcall", max_examples=100, deadline=None)
 settings.load_profile("strictcall")

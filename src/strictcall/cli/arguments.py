@@ -138,3 +138,10 @@ class _Version(argparse.Action):
 
         sys.stdout.write(f"strictcall {__version__}\n")
         parser.exit()
+
+
+def gateway_files(db: str, *paths: str | None) -> tuple[str, ...]:
+    """The gateway's own files a sandboxed upstream must never read: the store (a file, not a
+    URL) and the config, policy and allow-list files given."""
+    files = [] if "://" in db else [db]
+    return (*files, *(path for path in paths if path is not None))

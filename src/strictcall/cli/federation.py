@@ -9,6 +9,7 @@ import shlex
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
+from strictcall.cli.arguments import gateway_files
 from strictcall.cli.commands import (
     EXIT_FAILED,
     EXIT_OK,
@@ -47,11 +48,11 @@ def run_federate(
     over HTTP with `oauth`, the identity provider's tokens too (the config's `[oauth]` table
     and the `--oauth-*` flags), never passed on to an upstream."""
     from strictcall.services.proxy import PolicyError, load_allow_list
-    from strictcall.services.proxy.config import ConfigError, load_config
+    from strictcall.services.proxy.config import ConfigError, hiding, load_config
     from strictcall.services.proxy.federation import Federation, FederationFailed
 
     try:
-        config = load_config(config_path)
+        config = hiding(load_config(config_path), gateway_files(db, config_path, policy, allow))
         allowed = None if allow is None else load_allow_list(allow)
     except (ConfigError, PolicyError) as exc:
         err.write(f"strictcall federate: {exc}\n")

@@ -12,6 +12,7 @@ from strictcall.cli.arguments import (
     _db_path,
     _port,
     _utf8_text,
+    gateway_files,
 )
 from strictcall.cli.edge import _add_edge_arguments, _edge_flags_given, _edge_of
 from strictcall.cli.identity import (
@@ -54,15 +55,21 @@ def run_proxy(
     allow_origins: Sequence[str] = (),
     oauth: OAuthChoice | None = None,
     max_result_bytes: int | None = None,
+    env_pass: Sequence[str] = (),
+    sandbox: str | None = None,
 ) -> int:
     """Serve one upstream MCP server's tools through the gateway: MCP on stdio as `identity`
     (when given), else HTTP on `port` with the store's tokens, behind the same edge as
     `strictcall serve` (`allow_origins`, and `edge`'s deadlines, connection cap and calls in
-    flight per identity). Standard output carries MCP alone in stdio mode; everything else
-    goes to `err`."""
+    flight per identity). A stdio upstream gets the variables `env_pass` names of the gateway's
+    environment (no other) and runs in `sandbox` (None: the strongest the machine has).
+    Standard output carries MCP alone in stdio mode; everything else goes to `err`."""
+    from dataclasses import replace
+
     from strictcall.core.redact import Redaction
     from strictcall.server.proxy import Proxy, upstream_failure  # the MCP SDK loads only here
     from strictcall.services.proxy import PolicyError, UpstreamFailed, UpstreamSpec, load_allow_list
+    from strictcall.services.proxy.spawn import Spawn
     from strictcall.services.proxy.stdio import MAX_RESULT_BYTES
 
     try:
@@ -71,6 +78,9 @@ def run_proxy(
             if upstream_url is not None
             else UpstreamSpec.of_command(upstream or "")
         )
+        hidden = gateway_files(db, allow, policy)
+        spawn = Spawn(env_pass=tuple(env_pass), sandbox=sandbox, hidden=hidden)
+        spec = replace(spec, spawn=spawn)
         allowed = None if allow is None else load_allow_list(allow)
     except (ValueError, PolicyError) as exc:
         err.write(f"strictcall proxy: {exc}\n")
@@ -160,6 +170,20 @@ def add_proxy_parser(
     )
     add_upstream_oauth_arguments(proxy)
     proxy.add_argument(
+        "--env-pass",
+        action="append",
+        default=[],
+        type=_utf8_text,
+        metavar="NAME",
+        help="with --upstream-cmd: pass this variable of strictcall's environment to the"
+        " upstream (repeatable; it gets no other but PATH, LANG and a HOME of its own)",
+    )
+    proxy.add_argument(
+        "--sandbox",
+        choices=("bwrap", "none"),
+        help="with --upstream-cmd: the upstream's sandbox (default: bwrap where it runs)",
+    )
+    proxy.add_argument(
         "--stdio", action="store_true", help="serve MCP on stdin/stdout as --identity"
     )
     proxy.add_argument(
@@ -219,6 +243,9 @@ def run_proxy_args(
     if args.stdio != (args.identity is not None) or (args.stdio and args.port is not None):
         err.write("strictcall proxy: --stdio takes --identity ID (and no --port)\n")
         return EXIT_USAGE
+    if (args.env_pass or args.sandbox is not None) and args.upstream_cmd is None:
+        err.write("strictcall proxy: --env-pass and --sandbox go with --upstream-cmd\n")
+        return EXIT_USAGE
     if args.upstream_header and args.upstream_url is None:
         err.write("strictcall proxy: --upstream-header goes with --upstream-url\n")
         return EXIT_USAGE
@@ -253,6 +280,8 @@ def run_proxy_args(
         redact=args.redact,
         timeout=args.timeout,
         max_result_bytes=args.max_result_bytes,
+        env_pass=args.env_pass,
+        sandbox=args.sandbox,
         edge=_edge_of(args),
         allow_origins=args.allow_origin,
         oauth=oauth,

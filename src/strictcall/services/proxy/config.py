@@ -5,10 +5,21 @@
     pinning = true                    # tool pinning (default on for a federation)
     timeout = 60                      # seconds a call may take, unless the upstream says
     budgets = { max_tools = 500 }     # every upstream's budgets, unless its own table says
+    sandbox = "bwrap"                 # stdio upstreams' sandbox: "bwrap" or "none" (default:
+                                      # the strongest the machine has)
+    homes = "/var/lib/strictcall/homes"   # where their homes are kept (default: temporary)
 
     [upstreams.files]                 # the table's name is the upstream's name and prefix
     command = "node files.js --root /srv"       # a stdio server (split as a shell would)
     credentials.env = { FILES_TOKEN = "..." }    # its own credentials: added to its environment
+    env_pass = ["HTTPS_PROXY"]        # the gateway's variables it is given (none by default)
+    sandbox = "bwrap"                 # this one's sandbox, over the federation's
+    network = false                   # in the sandbox, no network (default true)
+    mounts = [{ path = "/srv", read_only = true }]   # paths it is shown (read-only by default)
+    limits = { memory_mib = 2048, processes = 256, cpu_s = 3600, files = 1024 }
+    instances = "per-identity"        # "shared" (default) or one process per caller identity
+    max_instances = 50                # with per-identity: at most this many at once
+    idle = 300                        # with per-identity: seconds unused before one is stopped
 
     [upstreams.tickets]
     url = "https://tickets.internal/mcp"         # a streamable HTTP server
@@ -33,7 +44,7 @@ from __future__ import annotations
 import math
 import re
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final
@@ -41,6 +52,7 @@ from typing import Final
 from strictcall.core.redact import Redaction
 from strictcall.errors import StrictcallError
 from strictcall.services.proxy.budgets import DEFAULT_BUDGETS, Budgets
+from strictcall.services.proxy.spawn import SANDBOXES, Mount, Spawn, SpawnLimits
 from strictcall.services.proxy.tools import ToolOutput
 from strictcall.services.proxy.upstream import RESTART_MAX_S, RESTART_MIN_S, UpstreamSpec
 
@@ -50,23 +62,37 @@ dots, 128 characters, which those hosts refuse)."""
 SEPARATORS: Final = ("_", "-")
 DEFAULT_SEPARATOR: Final = "_"
 DEFAULT_TIMEOUT_S: Final = 60.0
+INSTANCES: Final = ("shared", "per-identity")
+DEFAULT_MAX_INSTANCES: Final = 50
+"""With per-identity instances: how many may run at once, unless the upstream says."""
+DEFAULT_IDLE_S: Final = 300.0
+"""With per-identity instances: how long one may go unused before it is stopped."""
 
-_FEDERATION_KEYS: Final = frozenset({"separator", "pinning", "timeout", "budgets"})
-_UPSTREAM_KEYS: Final = frozenset(
-    {
-        "command",
-        "url",
-        "credentials",
-        "prefix",
-        "timeout",
-        "restart",
-        "pass_errors",
-        "withhold_errors",
-        "redact",
-        "tools",
-        "budgets",
-    }
+_FEDERATION_KEYS: Final = frozenset(
+    {"separator", "pinning", "timeout", "budgets", "sandbox", "homes"}
 )
+_SPAWN_KEYS: Final = frozenset(
+    {"env_pass", "sandbox", "network", "mounts", "limits", "instances", "max_instances", "idle"}
+)
+_UPSTREAM_KEYS: Final = (
+    frozenset(
+        {
+            "command",
+            "url",
+            "credentials",
+            "prefix",
+            "timeout",
+            "restart",
+            "pass_errors",
+            "withhold_errors",
+            "redact",
+            "tools",
+            "budgets",
+        }
+    )
+    | _SPAWN_KEYS
+)
+_LIMIT_KEYS: Final = frozenset({"memory_mib", "processes", "cpu_s", "files"})
 _TOOL_KEYS: Final = frozenset({"withhold_errors", "redact"})
 REDACT_VALUES: Final = ("secrets", "off")
 """What `redact` may say: redact secrets in results' text (the default), or not."""
@@ -114,6 +140,10 @@ class UpstreamConfig:
     """Each tool's own settings, where the file gives some."""
     budgets: Budgets = DEFAULT_BUDGETS
     """What it may list and send (`strictcall.services.proxy.budgets`)."""
+    instances: str = "shared"
+    """"shared" (one process for every caller) or "per-identity" (one per caller identity)."""
+    max_instances: int = DEFAULT_MAX_INSTANCES
+    idle_s: float = DEFAULT_IDLE_S
 
     def output(self, tool: str, redaction: Redaction) -> ToolOutput:
         """How `tool`'s answers reach the caller: its own settings, else the upstream's
@@ -176,12 +206,19 @@ def federation_config(data: Mapping[str, object]) -> FederationConfig:
         raise ConfigError("federation.pinning is true or false")
     timeout = _seconds(top.get("timeout", DEFAULT_TIMEOUT_S), "federation.timeout")
     budgets = _budgets(top.get("budgets", {}), "federation.budgets", DEFAULT_BUDGETS)
+    sandbox = _sandbox(top.get("sandbox"), "federation.sandbox")
+    homes = top.get("homes")
+    if homes is not None:
+        homes = _text(homes, "federation.homes")
+    defaults = Spawn(sandbox=sandbox, homes=homes)
     if "upstreams" not in data:
         raise ConfigError("the config names no upstream: add an [upstreams.NAME] table")
     tables = _table(data["upstreams"], "[upstreams]")
     if not tables:
         raise ConfigError("the config names no upstream: add an [upstreams.NAME] table")
-    upstreams = tuple(_upstream(name, table, timeout, budgets) for name, table in tables.items())
+    upstreams = tuple(
+        _upstream(name, table, timeout, budgets, defaults) for name, table in tables.items()
+    )
     by_prefix: dict[str, str] = {}
     for upstream in upstreams:
         if not upstream.prefix:  # unprefixed upstreams may differ in names: checked at start
@@ -196,7 +233,7 @@ def federation_config(data: Mapping[str, object]) -> FederationConfig:
 
 
 def _upstream(
-    name: str, value: object, default_timeout: float, default_budgets: Budgets
+    name: str, value: object, default_timeout: float, default_budgets: Budgets, defaults: Spawn
 ) -> UpstreamConfig:
     where = f"upstreams.{name}"
     if HOST_NAME.fullmatch(name) is None:
@@ -211,10 +248,13 @@ def _upstream(
             if credentials.headers:
                 raise ConfigError(f"{where}.credentials.headers are for a `url` upstream")
             spec = UpstreamSpec.of_command(_text(table["command"], f"{where}.command"))
-            spec = UpstreamSpec(command=spec.command, env=dict(credentials.env))
+            spawn = _spawn(table, where, defaults)
+            spec = UpstreamSpec(command=spec.command, env=dict(credentials.env), spawn=spawn)
         else:
             if credentials.env:
                 raise ConfigError(f"{where}.credentials.env is for a `command` upstream")
+            for key in sorted(_SPAWN_KEYS & table.keys()):
+                raise ConfigError(f"{where}.{key} is for a `command` upstream")
             url = _text(table["url"], f"{where}.url")
             spec = UpstreamSpec.of_url(url, [])
             spec = UpstreamSpec(url=spec.url, headers=dict(credentials.headers))
@@ -236,6 +276,9 @@ def _upstream(
     passed = table.get("pass_errors", [])
     if not isinstance(passed, list) or not all(type(tool) is str for tool in passed):
         raise ConfigError(f"{where}.pass_errors is a list of the upstream's tool names")
+    instances = table.get("instances", "shared")
+    if instances not in INSTANCES:
+        raise ConfigError(f'{where}.instances is "shared" or "per-identity"')
     tools = _table(table.get("tools", {}), f"{where}.tools")
     settings = {tool: _tool_settings(own, f"{where}.tools.{tool}") for tool, own in tools.items()}
     return UpstreamConfig(
@@ -250,6 +293,11 @@ def _upstream(
         withhold_errors=_flag(table.get("withhold_errors", False), f"{where}.withhold_errors"),
         redact=_redacts(table.get("redact", "secrets"), f"{where}.redact"),
         tools=settings,
+        instances=str(instances),
+        max_instances=_count(
+            table.get("max_instances", DEFAULT_MAX_INSTANCES), where, "max_instances"
+        ),
+        idle_s=_seconds(table.get("idle", DEFAULT_IDLE_S), f"{where}.idle"),
     )
 
 
@@ -283,6 +331,62 @@ def _redacts(value: object, where: str) -> bool:
     if value not in REDACT_VALUES:
         raise ConfigError(f'{where} is "secrets" (the default) or "off"')
     return value == "secrets"
+
+
+def _spawn(table: Mapping[str, object], where: str, defaults: Spawn) -> Spawn:
+    """How a stdio upstream is started, as its table says (the federation's defaults else)."""
+    passed = table.get("env_pass", [])
+    if not isinstance(passed, list) or not all(
+        type(name) is str and name and "=" not in name for name in passed
+    ):
+        raise ConfigError(f"{where}.env_pass is a list of environment variables' names")
+    sandbox = _sandbox(table.get("sandbox", defaults.sandbox), f"{where}.sandbox")
+    network = table.get("network", True)
+    if type(network) is not bool:
+        raise ConfigError(f"{where}.network is true or false")
+    mounts_given = table.get("mounts", [])
+    if not isinstance(mounts_given, list):
+        raise ConfigError(f"{where}.mounts is a list of {{ path, read_only }} tables")
+    mounts = []
+    for index, given in enumerate(mounts_given):
+        mount = _table(given, f"{where}.mounts[{index}]")
+        _only(mount, frozenset({"path", "read_only"}), f"{where}.mounts[{index}]")
+        path = _text(mount.get("path"), f"{where}.mounts[{index}].path")
+        read_only = mount.get("read_only", True)
+        if not path.startswith("/") or type(read_only) is not bool:
+            raise ConfigError(
+                f'{where}.mounts[{index}] is {{ path = "/absolute", read_only = true|false }}'
+            )
+        mounts.append(Mount(path, read_only))
+    limits = _table(table.get("limits", {}), f"{where}.limits")
+    _only(limits, _LIMIT_KEYS, f"{where}.limits")
+    base = SpawnLimits()
+    counts = {
+        key: _count(limits.get(key, getattr(base, key)), f"{where}.limits", key)
+        for key in sorted(_LIMIT_KEYS)
+    }
+    return Spawn(
+        env_pass=tuple(passed),
+        sandbox=sandbox,
+        network=network,
+        mounts=tuple(mounts),
+        limits=SpawnLimits(**counts),
+        homes=defaults.homes,
+    )
+
+
+def _sandbox(value: object, where: str) -> str | None:
+    if value is None:
+        return None
+    if value not in SANDBOXES:
+        raise ConfigError(f"{where} is one of {', '.join(map(repr, SANDBOXES))}")
+    return str(value)
+
+
+def _count(value: object, where: str, key: str) -> int:
+    if type(value) is not int or value < 1:
+        raise ConfigError(f"{where}.{key} is a positive whole number")
+    return value
 
 
 def _credentials(value: object, where: str) -> Credentials:
@@ -327,6 +431,16 @@ def _seconds(value: object, where: str) -> float:
     raise ConfigError(f"{where} is a positive number of seconds")
 
 
+def hiding(config: FederationConfig, paths: Sequence[str]) -> FederationConfig:
+    """`config` with the gateway's own files (`paths`: its store, config, policy) never shown
+    to a sandboxed upstream."""
+    upstreams = tuple(
+        replace(u, spec=replace(u.spec, spawn=replace(u.spec.spawn, hidden=tuple(paths))))
+        for u in config.upstreams
+    )
+    return replace(config, upstreams=upstreams)
+
+
 MIN_KNOWN: Final = 8
 """The shortest credential redacted wherever it appears (a shorter one would replace words)."""
 
@@ -354,5 +468,6 @@ __all__ = [
     "FederationConfig",
     "UpstreamConfig",
     "federation_config",
+    "hiding",
     "load_config",
 ]

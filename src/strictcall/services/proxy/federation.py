@@ -48,6 +48,7 @@ from strictcall.services.proxy.content import (
     UpstreamContent,
     index_content,
 )
+from strictcall.services.proxy.instances import Instances
 from strictcall.services.proxy.pins import (
     NOTHING,
     PIN_POLL_S,
@@ -94,6 +95,19 @@ class Member:
         )
         self.upstream.on_content = on_content
         self.upstream.log_as = f"{LOG_AS}: {config.name}"
+        self.upstream.name = config.name
+        self.instances = (
+            Instances(
+                self.upstream,
+                max_instances=config.max_instances,
+                idle_s=config.idle_s,
+                errlog=errlog,
+            )
+            if config.instances == "per-identity"
+            else None
+        )
+        """Its per-identity processes, when it has them (the shared one lists, and serves none
+        of the calls)."""
         self.listing: Listing | None = None
         self.content: UpstreamContent | None = None
         """Its resources, templates and prompts as last listed (kept while it is down: they
@@ -228,7 +242,12 @@ class Federation:
                 async with member.upstream.running():
                     member.why_missing = None
                     member.settled.set()
-                    await anyio.sleep_forever()
+                    instances = member.instances
+                    if instances is None:
+                        await anyio.sleep_forever()
+                    else:
+                        async with instances.lifespan():
+                            await anyio.sleep_forever()
             except Exception as exc:
                 failed = _upstream_failure(exc)
                 if failed is None:
@@ -358,7 +377,13 @@ class Federation:
             if held is not None:
                 pinned = proxied_tool(listed_of(held), upstream, timeout=config.timeout)
                 return replace(pinned, name=served, handler=_changed, failures=(TOOL_CHANGED,))
-        tool = proxied_tool(listed, upstream, timeout=config.timeout, output=output)
+        tool = proxied_tool(
+            listed,
+            upstream,
+            timeout=config.timeout,
+            output=output,
+            instances=member.instances,
+        )
         return replace(tool, name=served)
 
     def _admit(self, key: str, member_name: str, listed: Listed) -> bool:

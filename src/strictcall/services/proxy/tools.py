@@ -32,7 +32,14 @@ from strictcall.core.content import Content
 from strictcall.core.pipeline import ERROR_TEXT
 from strictcall.core.redact import Redaction
 from strictcall.core.tools import Arguments, Tool, ToolContext, ToolFailure
-from strictcall.errors import RESULT_TOO_LARGE, TOOL_ERROR, UPSTREAM_UNAVAILABLE, JSONValue
+from strictcall.errors import (
+    AT_CAPACITY,
+    RESULT_TOO_LARGE,
+    TOOL_ERROR,
+    UPSTREAM_UNAVAILABLE,
+    JSONValue,
+)
+from strictcall.services.proxy.instances import Instances
 from strictcall.services.proxy.stdio import AnswerTooLarge, UnreadableAnswer
 from strictcall.services.proxy.upstream import Upstream
 from strictcall.transports.mcp.peer import current_peer
@@ -83,14 +90,19 @@ def proxied_tool(
     *,
     timeout: float | None,
     output: ToolOutput = DEFAULT_OUTPUT,
+    instances: Instances | None = None,
 ) -> Tool:
-    """The strictcall tool that forwards calls of `listed` to `upstream`."""
+    """The strictcall tool that forwards calls of `listed` to `upstream` (or, with
+    `instances`, to the caller identity's own process of it)."""
     name = listed.name
     withhold = output.withhold_errors
 
     async def forward(ctx: ToolContext, arguments: Arguments) -> JSONValue:
         try:
-            result = await upstream.call(name, arguments, current_peer())
+            if instances is None:
+                result = await upstream.call(name, arguments, current_peer())
+            else:
+                result = await instances.call(ctx.identity, name, arguments, current_peer())
         except MCPError:  # the upstream refused a call that passed strictcall's checks
             raise ToolFailure(TOOL_ERROR) from None
         except (ValidationError, UnreadableAnswer):  # not a tools/call result
@@ -109,7 +121,8 @@ def proxied_tool(
         input_schema=_read_as_ours(listed.input_schema),
         output_schema=None if listed.output_schema is None else _read_as_ours(listed.output_schema),
         handler=forward,
-        failures=(TOOL_ERROR, UPSTREAM_UNAVAILABLE, RESULT_TOO_LARGE),
+        failures=(TOOL_ERROR, UPSTREAM_UNAVAILABLE, RESULT_TOO_LARGE)
+        + (() if instances is None else (AT_CAPACITY,)),
         timeout=timeout,
         redact=output.redaction,
         source=output.source,

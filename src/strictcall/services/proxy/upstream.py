@@ -25,11 +25,11 @@ POST on the session's client (`strictcall.services.proxy.http`), read the same w
 from __future__ import annotations
 
 import logging
-import os
 import re
 import shlex
+import shutil
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any, Final, TextIO, TypeVar
@@ -62,6 +62,15 @@ from strictcall.services.proxy.credentials import ClientCredentials, ClientCrede
 from strictcall.services.proxy.http import HttpCaller, HttpCallFailed
 from strictcall.services.proxy.results import call_result, later_members
 from strictcall.services.proxy.session import Conversation, Conversations
+from strictcall.services.proxy.spawn import (
+    Launch,
+    SandboxUnavailable,
+    Spawn,
+    launch,
+    make_home,
+    release,
+    temporary_homes,
+)
 from strictcall.services.proxy.stdio import (
     MAX_RESULT_BYTES,
     TOO_LARGE_CODE,
@@ -91,7 +100,8 @@ ResultT = TypeVar("ResultT", bound=BaseModel)
 @dataclass(frozen=True, slots=True)
 class UpstreamSpec:
     """Where the upstream server is: a command to run (stdio) or a URL (streamable HTTP);
-    `headers` are sent to a URL, `env` added to a command's environment (its credentials)."""
+    `headers` are sent to a URL, `env` added to a command's environment (its credentials),
+    `spawn` says how a command is started (its environment, sandbox and limits)."""
 
     command: tuple[str, ...] = ()
     url: str | None = None
@@ -99,6 +109,7 @@ class UpstreamSpec:
     credentials: ClientCredentials | None = None
     """The proxy's own OAuth client for the upstream (never the caller's token)."""
     env: dict[str, str] = field(default_factory=dict)
+    spawn: Spawn = field(default_factory=Spawn)
 
     @classmethod
     def of_command(cls, command_line: str) -> UpstreamSpec:
@@ -212,6 +223,13 @@ class Upstream:
         and prompts as `on_listing` receives its tools (listed only then)."""
         self.log_as = "strictcall proxy"
         """What each line of its log starts with."""
+        self.name = "upstream"
+        """Its home's name (a federation's upstreams are named by their config)."""
+        self.identity: str | None = None
+        """The caller identity this instance serves alone (None: every caller)."""
+        self.homes: str | None = spec.spawn.homes
+        """Where its home is made; None: a temporary directory of its own, while it runs."""
+        self._said_spawn = False
         self.max_result_bytes: Final = max_result_bytes
         """The longest answer a call may get (one line on stdio; a result's JSON over HTTP)."""
         self._on_listing = on_listing
@@ -243,12 +261,20 @@ class Upstream:
 
     @asynccontextmanager
     async def _running(self) -> AsyncIterator[None]:
-        async with anyio.create_task_group() as group:
-            await group.start(self._supervise)
-            try:
-                yield
-            finally:
-                group.cancel_scope.cancel()
+        made = None
+        if self.homes is None and self.spec.command:
+            made = self.homes = temporary_homes()
+        try:
+            async with anyio.create_task_group() as group:
+                await group.start(self._supervise)
+                try:
+                    yield
+                finally:
+                    group.cancel_scope.cancel()
+        finally:
+            if made is not None:
+                self.homes = None
+                shutil.rmtree(made, ignore_errors=True)
 
     def retry_after_ms(self) -> int:
         """When a call may be worth sending again: the next start, at the soonest."""
@@ -623,6 +649,8 @@ class Upstream:
             return f"the upstream URL answered HTTP {self.http_status}"
         if isinstance(found, httpx2.TransportError):
             return f"could not connect to the upstream URL ({type(found).__name__})"
+        if isinstance(found, SandboxUnavailable):
+            return f"its sandbox cannot run: {found}"
         if isinstance(found, OSError) and self.spec.command:
             return _why_not_run(self.spec.command[0], found)
         if pipe is not None and pipe.exit_status is not None:
@@ -654,16 +682,13 @@ class Upstream:
             hooks = client.event_hooks
             client.event_hooks = {**hooks, "response": [*hooks["response"], saw]}
             return _http(self.spec.url, client)
-        # the upstream sees the environment it would have had if the host had launched it
-        env = {**os.environ, **self.spec.env} if self.spec.env else os.environ
-        return _stdio(
-            self.spec.command,
-            env,
-            self._errlog,
-            self.max_result_bytes,
-            self.budgets,
-            self._note,
-        )
+        assert self.homes is not None  # made by running()
+        home = make_home(self.homes, self.name, self.identity)
+        started = launch(self.spec.command, self.spec.spawn, self.spec.env, home)
+        if not self._said_spawn:  # one line per upstream, not per restart
+            self._said_spawn = True
+            self._note(started.described)
+        return _stdio(started, self._errlog, self.max_result_bytes, self.budgets, self._note)
 
     def _note(self, line: str) -> None:
         self._errlog.write(f"{self.log_as}: {line}\n")
@@ -678,8 +703,7 @@ async def _http(url: str, client: Any) -> AsyncIterator[tuple[Any, Any, None]]:
 
 @asynccontextmanager
 async def _stdio(
-    command: tuple[str, ...],
-    env: Mapping[str, str],
+    started: Launch,
     errlog: TextIO,
     max_answer_bytes: int,
     budgets: Budgets,
@@ -691,16 +715,20 @@ async def _stdio(
         "resourceTemplates": budgets.max_templates,
         "prompts": budgets.max_prompts,
     }
-    async with open_upstream(
-        command,
-        env=env,
-        errlog=errlog,
-        max_answer_bytes=max_answer_bytes,
-        notifications_per_second=budgets.notifications_per_second,
-        note=note,
-        max_listed=max_listed,
-    ) as pipe:
-        yield pipe.read, pipe.write, pipe
+    try:
+        async with open_upstream(
+            started.command,
+            env=started.env,
+            errlog=errlog,
+            max_answer_bytes=max_answer_bytes,
+            notifications_per_second=budgets.notifications_per_second,
+            note=note,
+            max_listed=max_listed,
+        ) as pipe:
+            yield pipe.read, pipe.write, pipe
+    finally:
+        with anyio.CancelScope(shield=True):
+            await release(started)
 
 
 async def _list_tools(session: ClientSession, max_tools: int) -> Listing:

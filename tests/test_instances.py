@@ -1,0 +1,164 @@
+"""`instances = "per-identity"`: each caller identity gets its own process of the real npm
+`@modelcontextprotocol/server-memory` (its own home, its own graph), started on first call,
+stopped when idle, at most `max_instances` at once (then `at_capacity`, retryable, with
+`retry_after_ms`); the listing is the shared process's. Over HTTP, through the official
+client, as `strictcall federate` serves it."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import httpx2
+import pytest
+from mcp.client.client import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from mcp_peers import UPSTREAMS, everything_command
+from servers import create_token
+from stdio_peer import DEADLINE_S
+from strictcall.errors import AT_CAPACITY, CATALOGUE
+
+MEMORY_JS = UPSTREAMS / "node_modules" / "@modelcontextprotocol" / "server-memory" / "dist"
+LISTENING = re.compile(r"listening on (http://[0-9.]+:\d+)")
+
+
+@dataclass
+class Running:
+    base_url: str
+    process: subprocess.Popen[str]
+    tokens: dict[str, str]
+    stderr: Path
+
+
+@pytest.fixture(scope="module")
+def federation(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    yield from _federate(tmp_path_factory.mktemp("instances"), idle_s=600)
+
+
+@pytest.fixture
+def quickly_idle(tmp_path: Path) -> Iterator[Running]:
+    yield from _federate(tmp_path, idle_s=1)
+
+
+def _federate(tmp: Path, *, idle_s: float) -> Iterator[Running]:
+    everything_command()  # installs tests/upstreams (npm ci) when it is not yet
+    db = tmp / "federation.sqlite3"
+    tokens = {who: create_token(db, who) for who in ("u1", "u2", "u3")}
+    memory = shlex.join(["node", str(MEMORY_JS / "index.js")])
+    config = tmp / "federation.toml"
+    config.write_text(
+        f"[upstreams.memory]\ncommand = {json.dumps(memory)}\n"
+        f'instances = "per-identity"\nmax_instances = 2\nidle = {idle_s}\n'
+        "credentials.env = { MEMORY_FILE_PATH = '~/memory.jsonl' }\n",
+        encoding="utf-8",
+    )
+    stderr = tmp / "stderr"
+    argv = [sys.executable, "-m", "strictcall", "federate", "--config", str(config)]
+    with stderr.open("wb") as errors:
+        process = subprocess.Popen(
+            [*argv, "--port", "0", "--db", str(db)],
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+    assert process.stdout is not None
+    match = LISTENING.search(process.stdout.readline())
+    if match is None:
+        process.kill()
+        raise AssertionError(stderr.read_text(encoding="utf-8"))
+    yield Running(match.group(1), process, tokens, stderr)
+    process.terminate()
+    process.stdout.close()
+    assert process.wait(timeout=DEADLINE_S) == 0
+
+
+@asynccontextmanager
+async def connect(running: Running, who: str) -> AsyncIterator[Client]:
+    headers = {"Authorization": f"Bearer {running.tokens[who]}"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=DEADLINE_S) as http,
+        Client(
+            streamable_http_client(running.base_url + "/mcp", http_client=http),
+            read_timeout_seconds=DEADLINE_S,
+        ) as client,
+    ):
+        yield client
+
+
+def test_another_identity_never_sees_the_first_ones_memory_graph(federation: Running) -> None:
+    entity = {"name": "private plan", "entityType": "plan", "observations": ["u1 only"]}
+
+    async def session() -> None:
+        with anyio.fail_after(DEADLINE_S * 3):
+            async with connect(federation, "u1") as u1:
+                made = await u1.call_tool("memory_create_entities", {"entities": [entity]})
+                assert made.is_error is False, made
+                found = await u1.call_tool("memory_search_nodes", {"query": "private"})
+                assert "private plan" in json.dumps(found.structured_content)
+            async with connect(federation, "u2") as u2:
+                names = {tool.name for tool in (await u2.list_tools()).tools}
+                assert "memory_search_nodes" in names  # the listing is shared
+                found = await u2.call_tool("memory_search_nodes", {"query": "private"})
+                assert found.is_error is False, found
+                assert "private plan" not in json.dumps(found.structured_content)
+                graph = await u2.call_tool("memory_read_graph", {})
+                assert "private plan" not in json.dumps(graph.structured_content)
+
+    anyio.run(session)
+
+
+def test_past_max_instances_a_new_identity_is_answered_at_capacity(federation: Running) -> None:
+    async def session() -> None:
+        with anyio.fail_after(DEADLINE_S * 3):
+            for who in ("u1", "u2"):  # both running (the first test, or now)
+                async with connect(federation, who) as client:
+                    await client.call_tool("memory_read_graph", {})
+            async with connect(federation, "u3") as u3:
+                refused = await u3.call_tool("memory_read_graph", {})
+                assert refused.is_error is True
+                error = json.loads(refused.content[0].text)  # type: ignore[union-attr]
+                assert error["code"] == AT_CAPACITY.code and error["retryable"] is True
+                assert error["stage"] == AT_CAPACITY.stage
+                assert error["retry_after_ms"] > 0
+
+    anyio.run(session)
+
+
+def test_an_idle_instance_is_stopped_and_its_identity_gets_a_new_one(
+    quickly_idle: Running,
+) -> None:
+    async def call(who: str) -> None:
+        async with connect(quickly_idle, who) as client:
+            assert (await client.call_tool("memory_read_graph", {})).is_error is False
+
+    def lines(word: str) -> int:
+        return quickly_idle.stderr.read_text(encoding="utf-8").count(f"instance {word}")
+
+    anyio.run(call, "u1")
+    deadline = time.monotonic() + DEADLINE_S
+    while lines("stopped, idle") < 1:
+        assert time.monotonic() < deadline, quickly_idle.stderr.read_text(encoding="utf-8")
+        time.sleep(0.05)
+    anyio.run(call, "u1")  # started again on its next call
+    assert lines("started") == 2
+
+
+def test_at_capacity_is_in_the_catalogue_retryable_at_execute() -> None:
+    assert AT_CAPACITY in CATALOGUE
+    assert (AT_CAPACITY.code, AT_CAPACITY.stage.value, AT_CAPACITY.retryable) == (
+        "at_capacity",
+        "execute",
+        True,
+    )
