@@ -6,8 +6,9 @@ from __future__ import annotations
 import difflib
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Final, TextIO
 
+from strictcall.cli.arguments import EXIT_USAGE
 from strictcall.cli.commands import (
     EXIT_FAILED,
     EXIT_OK,
@@ -18,6 +19,9 @@ from strictcall.cli.commands import (
 from strictcall.cli.serving import serve_stdio_or_http
 from strictcall.server.edge import EdgeLimits
 from strictcall.storage import StoreUnavailable
+
+EXIT_CHANGES_WAIT: Final = 1
+"""`tools diff --exit-code`'s status when a change waits for approval."""
 
 if TYPE_CHECKING:
     from strictcall.cli.identity import OAuthChoice
@@ -50,8 +54,12 @@ def run_federate(
 
     try:
         config = load_config(config_path)
+    except ConfigError as exc:  # exit 2, as every other fault of the config file
+        err.write(f"strictcall federate: {exc}\n")
+        return EXIT_USAGE
+    try:
         allowed = None if allow is None else load_allow_list(allow)
-    except (ConfigError, PolicyError) as exc:
+    except PolicyError as exc:
         err.write(f"strictcall federate: {exc}\n")
         return EXIT_FAILED
     holder = _policy_of(policy, "strictcall federate", err)
@@ -74,11 +82,18 @@ def run_federate(
         assert identity is not None
         serve_federation_stdio(federation, identity, store=store)
 
-    def app_of(origins: OriginPolicy) -> RpcApp:
+    def app_of(origins: OriginPolicy, open_to_operators: bool) -> RpcApp:
         from strictcall.server.federation import federation_app
 
         settings = None if oauth is None else oauth.settings
-        return federation_app(federation, store, origins=origins, edge=edge, oauth=settings)
+        return federation_app(
+            federation,
+            store,
+            origins=origins,
+            edge=edge,
+            oauth=settings,
+            open_to_operators=open_to_operators,
+        )
 
     try:
         return serve_stdio_or_http(
@@ -108,9 +123,10 @@ def run_federate(
         store.close()
 
 
-def run_tools_diff(db: str, *, out: TextIO, err: TextIO) -> int:
+def run_tools_diff(db: str, *, out: TextIO, err: TextIO, exit_code: bool = False) -> int:
     """Print each pinned tool whose upstream changed it, with a unified diff of its pinned and
-    its changed definition (control characters escaped: an upstream chose the text)."""
+    its changed definition (control characters escaped: an upstream chose the text). With
+    `exit_code`, exit 1 when a change waits (for a script or a CI step)."""
     store = _open_store(db, err)
     if store is None:
         return EXIT_FAILED
@@ -133,7 +149,7 @@ def run_tools_diff(db: str, *, out: TextIO, err: TextIO) -> int:
         )
         out.write("".join(f"  {line}\n" for line in lines))
         out.write(f"  approve: strictcall tools approve {pin.name}\n")
-    return EXIT_OK
+    return EXIT_CHANGES_WAIT if exit_code else EXIT_OK
 
 
 def run_tools_approve(db: str, name: str, *, out: TextIO, err: TextIO) -> int:

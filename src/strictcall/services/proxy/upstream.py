@@ -32,7 +32,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from dataclasses import dataclass, field
-from typing import Any, Final, TextIO, TypeVar
+from typing import Any, Final, TextIO, TypeVar, cast
 from urllib.parse import urlsplit, urlunsplit
 
 import anyio
@@ -53,6 +53,7 @@ from strictcall.services.proxy.content import UpstreamContent, list_content
 from strictcall.services.proxy.credentials import ClientCredentials, ClientCredentialsAuth
 from strictcall.services.proxy.http import HttpCaller, HttpCallFailed
 from strictcall.services.proxy.results import call_result, later_members
+from strictcall.services.proxy.stderr import relayed_stderr
 from strictcall.services.proxy.stdio import (
     MAX_RESULT_BYTES,
     TOO_LARGE_CODE,
@@ -493,7 +494,7 @@ class Upstream:
             return _http(self.spec.url, client)
         # the upstream sees the environment it would have had if the host had launched it
         env = {**os.environ, **self.spec.env} if self.spec.env else os.environ
-        return _stdio(self.spec.command, env, self._errlog, self.max_result_bytes)
+        return _stdio(self.spec.command, env, self._errlog, self.max_result_bytes, self.log_as)
 
     def _note(self, line: str) -> None:
         self._errlog.write(f"{self.log_as}: {line}\n")
@@ -508,12 +509,18 @@ async def _http(url: str, client: Any) -> AsyncIterator[tuple[Any, Any, None]]:
 
 @asynccontextmanager
 async def _stdio(
-    command: tuple[str, ...], env: Mapping[str, str], errlog: TextIO, max_answer_bytes: int
+    command: tuple[str, ...],
+    env: Mapping[str, str],
+    errlog: TextIO,
+    max_answer_bytes: int,
+    log_as: str,
 ) -> AsyncIterator[tuple[Any, Any, UpstreamPipe]]:
-    async with open_upstream(
-        command, env=env, errlog=errlog, max_answer_bytes=max_answer_bytes
-    ) as pipe:
-        yield pipe.read, pipe.write, pipe
+    # its stderr reaches the log line by line, each prefixed with its name and escaped
+    with relayed_stderr(log_as, errlog) as stderr:
+        async with open_upstream(
+            command, env=env, errlog=cast(TextIO, stderr), max_answer_bytes=max_answer_bytes
+        ) as pipe:
+            yield pipe.read, pipe.write, pipe
 
 
 async def _list_tools(session: ClientSession) -> Listing:
