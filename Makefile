@@ -56,12 +56,17 @@ docker: $(STAMP)
 VERSION = $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
 IMAGE ?= strictcall:$(VERSION)
 BASE ?= python:$(shell $(BIN)/python -c 'import sys; print("%d.%d" % sys.version_info[:2])')-slim
+## The image holds the extras its documented features need: serve, proxy and federate
+## (server), PostgreSQL (postgres), /metrics (metrics), shared quotas in Redis (quotas) and an
+## identity provider's tokens (oauth). No base and no registry: the message names the local one
+IMAGE_EXTRAS = server,postgres,metrics,quotas,oauth
 image: $(STAMP)
+	$(BIN)/python tests/container_setup.py --check-base $(BASE)
 	rm -rf build
 	$(BIN)/python -m pip wheel --quiet --disable-pip-version-check --wheel-dir build/image/wheels \
-		'.[server,postgres,metrics]'
+		'.[$(IMAGE_EXTRAS)]'
 	docker build --network none --tag $(IMAGE) --build-arg BASE=$(BASE) \
-		--build-arg VERSION=$(VERSION) \
+		--build-arg VERSION=$(VERSION) --build-arg EXTRAS=$(IMAGE_EXTRAS) \
 		--build-arg "REVISION=$$(git rev-parse HEAD 2>/dev/null)" \
 		--build-arg "SOURCE=$$(git remote get-url origin 2>/dev/null | sed 's#//[^/@]*@#//#')" .
 	docker image prune --force --filter label=strictcall.stage=install >/dev/null
