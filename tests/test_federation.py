@@ -529,8 +529,9 @@ def test_an_upstream_down_at_start_serves_its_pinned_tools_as_upstream_unavailab
         first.initialize()
         pinned = first.tool_names()
         assert first.close() == 0
-    # the same upstream, now not there: its tools are known from the pins
-    config.write_text(f"[upstreams.notes]\ncommand = {toml_text(str(tmp_path / 'gone'))}\n")
+    # the same upstream, now down (it exits at once): its tools are known from the pins
+    down = shlex.join([sys.executable, "-c", "raise SystemExit(3)"])
+    config.write_text(f"[upstreams.notes]\ncommand = {toml_text(down)}\n")
     with (tmp_path / "second.stderr").open("wb") as stderr:
         second = StdioPeer(argv, stderr)
         try:
