@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run demo test lint typecheck unit browser promtool docker image bench fuzz atheris \
+.PHONY: install run demo test docs lint typecheck unit browser promtool docker image bench fuzz atheris \
 	load clean
 
 $(STAMP): pyproject.toml
@@ -25,7 +25,14 @@ demo: $(STAMP)
 
 ## test: lint, type checks and the whole test suite (the TypeScript MCP client test installs
 ## tests/ts's npm packages with `npm ci` when they are missing; it needs node and npm)
-test: lint typecheck unit
+test: lint typecheck unit docs
+
+## docs: the documentation site from docs/ (mkdocs.yml), built strictly into build/site,
+## offline (the `docs` extra installed here once, when missing)
+docs: $(STAMP)
+	$(BIN)/python -c "import mkdocs, material, mkdocstrings" 2>/dev/null \
+		|| $(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[docs]'
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --quiet
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests examples bench reliability
