@@ -14,6 +14,14 @@ from strictcall import _starting  # noqa: F401
 from typing import TYPE_CHECKING
 
 from strictcall.client.reply import interpret_tool_reply
+from strictcall.core.content import (
+    Content,
+    audio_block,
+    image_block,
+    resource_block,
+    resource_link_block,
+    text_block,
+)
 from strictcall.core.gateway import Gateway
 from strictcall.core.jsontext import JSONTextError, loads_strict
 from strictcall.core.pipeline import Limits
@@ -59,6 +67,7 @@ def _version() -> str:
 
 __all__ = [
     "Client",
+    "Content",
     "ErrorKind",
     "ForbiddenOrMissing",
     "Gateway",
@@ -73,9 +82,14 @@ __all__ = [
     "ToolFailure",
     "UncorrelatedError",
     "WouldWait",
+    "audio_block",
     "handle",
+    "image_block",
     "interpret_tool_reply",
     "loads_strict",
+    "resource_block",
+    "resource_link_block",
     "running_inline",
+    "text_block",
     "tool",
 ]
