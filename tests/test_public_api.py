@@ -94,6 +94,7 @@ PUBLIC_PATHS = {
 
 PINNED_ROOT = [
     "Client",
+    "Content",
     "ErrorKind",
     "ForbiddenOrMissing",
     "Gateway",
@@ -108,10 +109,15 @@ PINNED_ROOT = [
     "ToolFailure",
     "UncorrelatedError",
     "WouldWait",
+    "audio_block",
     "handle",
+    "image_block",
     "interpret_tool_reply",
     "loads_strict",
+    "resource_block",
+    "resource_link_block",
     "running_inline",
+    "text_block",
     "tool",
 ]
 
