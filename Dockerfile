@@ -7,13 +7,15 @@ ARG BASE=python:3.11-slim
 
 FROM ${BASE} AS install
 ARG VERSION=
+# the extras `make image` made wheels of (IMAGE_EXTRAS): what the documented features need
+ARG EXTRAS=server,postgres,metrics,quotas,oauth
 # make image removes this stage's image after the build (by this label): only the last is kept
 LABEL strictcall.stage=install
 COPY build/image/wheels/ /wheels/
 # One virtualenv, from the wheels alone; pip and setuptools leave it (nothing installs at run).
 RUN python3 -m venv /opt/strictcall \
     && /opt/strictcall/bin/python -m pip install --quiet --no-index --find-links /wheels \
-        --disable-pip-version-check "strictcall[server,postgres,metrics]${VERSION:+==$VERSION}" \
+        --disable-pip-version-check "strictcall[${EXTRAS}]${VERSION:+==$VERSION}" \
     && /opt/strictcall/bin/python -m pip uninstall --quiet --yes pip setuptools
 
 FROM ${BASE}
@@ -21,7 +23,7 @@ ARG VERSION=
 ARG REVISION=
 ARG SOURCE=
 LABEL org.opencontainers.image.title="strictcall" \
-      org.opencontainers.image.description="strictcall serve: the notes tools over JSON-RPC (/rpc) and MCP (/mcp) on HTTP" \
+      org.opencontainers.image.description="strictcall serve, proxy and federate: tool calls checked in stages, over JSON-RPC (/rpc) and MCP (/mcp) on HTTP" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.revision="${REVISION}" \
       org.opencontainers.image.source="${SOURCE}" \

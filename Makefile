@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run demo test lint typecheck unit browser promtool docker image bench fuzz atheris \
+.PHONY: install run demo test docs lint typecheck unit browser promtool docker image bench fuzz atheris \
 	load clean
 
 $(STAMP): pyproject.toml
@@ -25,7 +25,14 @@ demo: $(STAMP)
 
 ## test: lint, type checks and the whole test suite (the TypeScript MCP client test installs
 ## tests/ts's npm packages with `npm ci` when they are missing; it needs node and npm)
-test: lint typecheck unit
+test: lint typecheck unit docs
+
+## docs: the documentation site from docs/ (mkdocs.yml), built strictly into build/site,
+## offline (the `docs` extra installed here once, when missing)
+docs: $(STAMP)
+	$(BIN)/python -c "import mkdocs, material, mkdocstrings" 2>/dev/null \
+		|| $(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[docs]'
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --quiet
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests examples bench reliability
@@ -56,12 +63,17 @@ docker: $(STAMP)
 VERSION = $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
 IMAGE ?= strictcall:$(VERSION)
 BASE ?= python:$(shell $(BIN)/python -c 'import sys; print("%d.%d" % sys.version_info[:2])')-slim
+## The image holds the extras its documented features need: serve, proxy and federate
+## (server), PostgreSQL (postgres), /metrics (metrics), shared quotas in Redis (quotas) and an
+## identity provider's tokens (oauth). No base and no registry: the message names the local one
+IMAGE_EXTRAS = server,postgres,metrics,quotas,oauth
 image: $(STAMP)
+	$(BIN)/python tests/container_setup.py --check-base $(BASE)
 	rm -rf build
 	$(BIN)/python -m pip wheel --quiet --disable-pip-version-check --wheel-dir build/image/wheels \
-		'.[server,postgres,metrics]'
+		'.[$(IMAGE_EXTRAS)]'
 	docker build --network none --tag $(IMAGE) --build-arg BASE=$(BASE) \
-		--build-arg VERSION=$(VERSION) \
+		--build-arg VERSION=$(VERSION) --build-arg EXTRAS=$(IMAGE_EXTRAS) \
 		--build-arg "REVISION=$$(git rev-parse HEAD 2>/dev/null)" \
 		--build-arg "SOURCE=$$(git remote get-url origin 2>/dev/null | sed 's#//[^/@]*@#//#')" .
 	docker image prune --force --filter label=strictcall.stage=install >/dev/null

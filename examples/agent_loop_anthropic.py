@@ -34,7 +34,7 @@ from standin import Route, StandIn, recorded
 from task_tools import task_gateway
 
 from strictcall import Gateway
-from strictcall.transports.providers import run_anthropic_tool_uses
+from strictcall.providers import run_anthropic_tool_uses
 
 MODEL = "claude-sonnet-5"
 IDENTITY = "u1"  # the signed-in user, from the application's session: never from the model

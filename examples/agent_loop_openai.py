@@ -35,7 +35,7 @@ from standin import Route, StandIn, recorded
 from task_tools import task_gateway
 
 from strictcall import Gateway
-from strictcall.transports.providers import run_openai_tool_calls, run_responses_function_calls
+from strictcall.providers import run_openai_tool_calls, run_responses_function_calls
 
 MODEL = "gpt-5.4-mini"
 IDENTITY = "u1"  # the signed-in user, from the application's session: never from the model

@@ -215,6 +215,39 @@ def _debootstrap(tar_file: Path) -> None:
         partial.replace(tar_file)  # whole or not at all: an interrupted run leaves no tar
 
 
-if __name__ == "__main__":  # `make docker`
-    reason = setup_docker()
+def base_missing(base: str) -> str | None:
+    """Why `make image` cannot build on `base` (None: it can): no daemon answers, or the base
+    is neither here nor pulled (no registry answers); the message names the local base this
+    file makes and the command that builds on it, never docker's raw resolver error."""
+    if docker("info").returncode != 0:
+        return "no docker daemon answers: `make docker` starts one (as root), then `make image`"
+    if docker("image", "inspect", base).returncode == 0:
+        return None
+    if docker("pull", "--quiet", base, timeout=300).returncode == 0:
+        return None
+    local = base_tag()
+    here = docker("image", "inspect", local).returncode == 0
+    made = (
+        "it is here"
+        if here
+        else "make it first, with debootstrap from Debian's apt:"
+        " python tests/container_setup.py --make-base"
+    )
+    return (
+        f"the base image {base} is not here and no registry answers; build on the local Debian"
+        f" base instead: make image BASE={local} ({made})"
+    )
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--check-base"]:  # `make image`, before it builds
+        missing = base_missing(sys.argv[2])
+        if missing is not None:
+            print(f"strictcall: {missing}", file=sys.stderr)
+            raise SystemExit(1)
+        raise SystemExit(0)
+    if sys.argv[1:2] == ["--make-base"]:
+        print(base_image())
+        raise SystemExit(0)
+    reason = setup_docker()  # `make docker`
     print("docker: " + ("the daemon answers" if reason is None else f"none ({reason})"))

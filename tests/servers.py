@@ -54,6 +54,13 @@ class RunningServer:
             return self.process.wait(timeout=STOP_DEADLINE_S)
 
 
+def ctrl_c_as_at_a_terminal() -> None:
+    """In the child, before it runs: SIGINT's default action, as a terminal's foreground job
+    has it, even when this suite was started with SIGINT ignored (`setsid bash -c ... &`),
+    which a child would inherit (and Python then never raises KeyboardInterrupt)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def strictcall(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     """Run the strictcall command line to completion."""
     return subprocess.run(

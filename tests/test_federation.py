@@ -187,6 +187,7 @@ class Federation:
         self.db = tmp / "federation.sqlite3"
         notes = f"{fastmcp_command(self.calls)} --rug-pull"
         recorded = "sh -c " + shlex.quote(f"echo $$ >> {self.pids}; exec {notes}")
+        down = shlex.join([sys.executable, "-c", "raise SystemExit(3)", "no-such-server"])
         config = tmp / "federation.toml"
         config.write_text(
             f"[upstreams.notes]\n"
@@ -195,7 +196,8 @@ class Federation:
             f"[upstreams.everything]\n"
             f"command = {toml_text(everything_command())}\n"
             f"[upstreams.down]\n"
-            f"command = {toml_text(str(tmp / 'no-such-server'))}\n",
+            # it exits at once (a command that is not there at all is a config error)
+            f"command = {toml_text(down)}\n",
             encoding="utf-8",
         )
         self.config = config
@@ -299,7 +301,7 @@ def test_a_start_with_an_upstream_missing_serves_the_rest_and_names_it(
 ) -> None:
     stderr = federation.stderr()
     line = next(line for line in stderr.splitlines() if "missing" in line)
-    assert "down" in line and "no-such-server" in line
+    assert "down (" in line  # named, with the reason it is missing
     assert "s3cret-value" not in stderr  # an upstream's credentials never reach the log
 
 
@@ -433,9 +435,11 @@ def test_federate_usage_errors_exit_2(tmp_path: Path, args: list[str]) -> None:
     assert done.returncode == 2
 
 
-def test_a_malformed_config_is_one_line_and_exit_1(tmp_path: Path) -> None:
+def test_a_malformed_config_is_one_line_and_exit_2(tmp_path: Path) -> None:
     config = tmp_path / "c.toml"
-    config.write_text('[upstreams.a]\ncommand = "x"\nbogus = 1\n', encoding="utf-8")
+    config.write_text(
+        f"[upstreams.a]\ncommand = {toml_text(sys.executable)}\nbogus = 1\n", encoding="utf-8"
+    )
     done = run_cli(
         "federate",
         "--config",
@@ -446,7 +450,7 @@ def test_a_malformed_config_is_one_line_and_exit_1(tmp_path: Path) -> None:
         "--identity",
         "u1",
     )
-    assert done.returncode == 1
+    assert done.returncode == 2
     assert len(done.stderr.splitlines()) == 1 and "bogus" in done.stderr
 
 
@@ -552,8 +556,9 @@ def test_an_upstream_down_at_start_serves_its_pinned_tools_as_upstream_unavailab
         first.initialize()
         pinned = first.tool_names()
         assert first.close() == 0
-    # the same upstream, now not there: its tools are known from the pins
-    config.write_text(f"[upstreams.notes]\ncommand = {toml_text(str(tmp_path / 'gone'))}\n")
+    # the same upstream, now down (it exits at once): its tools are known from the pins
+    down = shlex.join([sys.executable, "-c", "raise SystemExit(3)"])
+    config.write_text(f"[upstreams.notes]\ncommand = {toml_text(down)}\n")
     with (tmp_path / "second.stderr").open("wb") as stderr:
         second = StdioPeer(argv, stderr)
         try:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from servers import strictcall
+from servers import ctrl_c_as_at_a_terminal, strictcall
 from strictcall.errors import INVALID_ARGUMENTS, UNKNOWN_TOOL, Reason, Stage
 from strictcall.storage import AuditRecord, open_store
 
@@ -143,6 +143,7 @@ def test_a_forged_call_id_cannot_reach_the_terminal_in_follow(db: Path | str) ->
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        preexec_fn=ctrl_c_as_at_a_terminal,
     ) as process:
         stdout = process.stdout
         assert stdout is not None
@@ -155,12 +156,18 @@ def test_a_forged_call_id_cannot_reach_the_terminal_in_follow(db: Path | str) ->
         reader = threading.Thread(target=pump, daemon=True)
         reader.start()
         try:
+            assert "outcome" in lines.get(timeout=DEADLINE_S)  # the columns' headers
             first = lines.get(timeout=DEADLINE_S)  # the last call: the forged one
             record(db, forged(time.time()))
             second = lines.get(timeout=DEADLINE_S)
         finally:
             process.send_signal(signal.SIGINT)
-            status = process.wait(timeout=DEADLINE_S)
+            try:
+                status = process.wait(timeout=DEADLINE_S)
+            finally:  # the deadline ends the child too: `with Popen` would wait on it for ever
+                if process.poll() is None:
+                    process.kill()
+                    process.wait()
             reader.join(timeout=DEADLINE_S)
         assert status == 0
         for line in (first, second):

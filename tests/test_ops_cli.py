@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from servers import strictcall
+from servers import ctrl_c_as_at_a_terminal, strictcall
 from strictcall.errors import FORBIDDEN_OR_MISSING, INVALID_ARGUMENTS, Reason, Stage
 from strictcall.storage import AuditRecord, open_store
 
@@ -113,13 +113,6 @@ def test_an_operator_token_is_printed_alone_on_the_last_line(any_db: str) -> Non
         store.close()
 
 
-def ctrl_c_as_at_a_terminal() -> None:
-    """In the child, before it runs: SIGINT's default action, as a terminal's foreground job
-    has it, even when this suite was started with SIGINT ignored (`setsid bash -c ... &`),
-    which a child would inherit (and Python then never raises KeyboardInterrupt)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def test_audit_follow_prints_new_calls_as_they_come_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     db = tmp_path / "s.sqlite3"
     record(db, ok(1.0))
@@ -143,6 +136,7 @@ def test_audit_follow_prints_new_calls_as_they_come_and_stops_on_ctrl_c(tmp_path
         reader = threading.Thread(target=pump, daemon=True)
         reader.start()
         try:
+            assert "outcome" in lines.get(timeout=DEADLINE_S)  # the columns' headers
             assert "count_notes" in lines.get(timeout=DEADLINE_S)  # the last calls first
             record(db, shape(2.0))
             assert "/arguments/note_id" in lines.get(timeout=DEADLINE_S)

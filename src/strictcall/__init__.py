@@ -7,6 +7,10 @@
 - `loads_strict` is the strict JSON intake every entry point uses.
 """
 
+# first: a Ctrl-C while the command line loads ends it quietly
+from strictcall import _starting  # noqa: F401
+
+# isort: split
 from typing import TYPE_CHECKING
 
 from strictcall.client.reply import interpret_tool_reply

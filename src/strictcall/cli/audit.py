@@ -25,7 +25,13 @@ def run_audit(
 ) -> int:
     """Print the newest calls that match `query` (all by default) and their counts by
     outcome, stage and code; with `as_json`, the calls alone, one JSON object a line."""
-    from strictcall.ops.audit_query import AuditQuery, audit_json, audit_line, find_calls
+    from strictcall.ops.audit_query import (
+        AUDIT_HEADER,
+        AuditQuery,
+        audit_json,
+        audit_line,
+        find_calls,
+    )
 
     asked = query if query is not None else AuditQuery()
 
@@ -45,11 +51,15 @@ def run_audit(
             out.write(audit_json(r))
         return EXIT_OK
     out.write(f"recent calls (newest first, at most {limit}):\n")
+    if recent:
+        out.write(AUDIT_HEADER)
     for r in recent:
         out.write(audit_line(r))
     out.write("counts by outcome, stage and code:\n")
+    if counts:
+        out.write(f"  {'calls':>8}  {'outcome':7}  {'stage':8}  code\n")
     for outcome, stage, code, n in counts:
-        out.write(f"  {n:>8}  {outcome:5}  {shown(stage):8}  {shown(code)}\n")
+        out.write(f"  {n:>8}  {outcome:7}  {shown(stage):8}  {shown(code)}\n")
     return EXIT_OK
 
 
@@ -99,10 +109,18 @@ def run_audit_follow(
     """Print the last `limit` calls, oldest first, then each new one as it is recorded, until
     Ctrl-C (exit 0) or the store fails (exit 1); only those that match `query`, as lines of
     columns or (`as_json`) one JSON object a line."""
-    from strictcall.ops.audit_query import AuditQuery, audit_json, audit_line, find_calls
+    from strictcall.ops.audit_query import (
+        AUDIT_HEADER,
+        AuditQuery,
+        audit_json,
+        audit_line,
+        find_calls,
+    )
 
     asked = query if query is not None else AuditQuery()
     write = audit_json if as_json else audit_line
+    if not as_json:  # a line of JSON names its fields; columns get their headers
+        out.write(AUDIT_HEADER)
     try:
         store = open_store(db)
     except StoreUnavailable:
@@ -137,7 +155,7 @@ def run_stats(db: str, since: str, *, as_json: bool, out: TextIO, err: TextIO) -
     """Print the breakdown the operator page shows, over the last `since` (e.g. 1h)."""
     import json
 
-    from strictcall.ops.audit_query import audit_line
+    from strictcall.ops.audit_query import AUDIT_HEADER, audit_line
     from strictcall.ops.stats import breakdown, parse_span
 
     try:
@@ -168,6 +186,8 @@ def run_stats(db: str, since: str, *, as_json: bool, out: TextIO, err: TextIO) -
             f"  {shown(row.reason):18}  {shown(row.pointer)}\n"
         )
     out.write("most recent refusals (newest first):\n")
+    if stats.recent_refusals:
+        out.write(AUDIT_HEADER)
     for r in stats.recent_refusals:
         out.write(audit_line(r))
     return EXIT_OK

@@ -7,9 +7,9 @@ import difflib
 import json
 import shlex
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Final, TextIO
 
-from strictcall.cli.arguments import gateway_files
+from strictcall.cli.arguments import EXIT_USAGE, gateway_files
 from strictcall.cli.commands import (
     EXIT_FAILED,
     EXIT_OK,
@@ -21,6 +21,9 @@ from strictcall.cli.serving import serve_stdio_or_http
 from strictcall.core.terminal import one_line
 from strictcall.server.edge import EdgeLimits
 from strictcall.storage import StoreUnavailable
+
+EXIT_CHANGES_WAIT: Final = 1
+"""`tools diff --exit-code`'s status when a change waits for approval."""
 
 if TYPE_CHECKING:
     from strictcall.cli.identity import OAuthChoice
@@ -53,8 +56,12 @@ def run_federate(
 
     try:
         config = hiding(load_config(config_path), gateway_files(db, config_path, policy, allow))
+    except ConfigError as exc:  # exit 2, as every other fault of the config file
+        err.write(f"strictcall federate: {exc}\n")
+        return EXIT_USAGE
+    try:
         allowed = None if allow is None else load_allow_list(allow)
-    except (ConfigError, PolicyError) as exc:
+    except PolicyError as exc:
         err.write(f"strictcall federate: {exc}\n")
         return EXIT_FAILED
     holder = _policy_of(policy, "strictcall federate", err)
@@ -77,11 +84,18 @@ def run_federate(
         assert identity is not None
         serve_federation_stdio(federation, identity, store=store)
 
-    def app_of(origins: OriginPolicy) -> RpcApp:
+    def app_of(origins: OriginPolicy, open_to_operators: bool) -> RpcApp:
         from strictcall.server.federation import federation_app
 
         settings = None if oauth is None else oauth.settings
-        return federation_app(federation, store, origins=origins, edge=edge, oauth=settings)
+        return federation_app(
+            federation,
+            store,
+            origins=origins,
+            edge=edge,
+            oauth=settings,
+            open_to_operators=open_to_operators,
+        )
 
     try:
         return serve_stdio_or_http(
@@ -111,11 +125,12 @@ def run_federate(
         store.close()
 
 
-def run_tools_diff(db: str, *, out: TextIO, err: TextIO) -> int:
+def run_tools_diff(db: str, *, out: TextIO, err: TextIO, exit_code: bool = False) -> int:
     """Print each pinned tool (resource, template, prompt) whose upstream changed it, or that
     appeared mid-run: the upstream it comes from, a unified diff of its pinned and its changed
     definition (control characters escaped: an upstream chose the text), and the command that
-    approves exactly that change (its digest)."""
+    approves exactly that change (its digest). With `exit_code`, exit 1 when a change waits (for
+    a script or a CI step)."""
     from strictcall.services.proxy.pins import digest_of, shown_key, upstream_of
 
     store = _open_store(db, err)
@@ -147,7 +162,7 @@ def run_tools_diff(db: str, *, out: TextIO, err: TextIO) -> int:
         out.write(
             f"  approve: strictcall tools approve {shlex.quote(pin.name)} --digest {digest}\n"
         )
-    return EXIT_OK
+    return EXIT_CHANGES_WAIT if exit_code else EXIT_OK
 
 
 def run_tools_approve(db: str, name: str, digest: str, *, out: TextIO, err: TextIO) -> int:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from strictcall.cli.store import EXIT_FAILED, EXIT_OK, _with_store
+from strictcall.cli.store import EXIT_FAILED, EXIT_OK, _with_store, say_if_new
 from strictcall.core.terminal import json_shown, shown
 from strictcall.storage import shown_db
 
 
 def run_notes_add(db: str, owner: str, text: str, *, out: TextIO, err: TextIO) -> int:
     """Add a note; its id is printed."""
+    say_if_new(db, err)
     note = _with_store(db, err, lambda store: store.add_note(owner, text))
     if note is None:
         return EXIT_FAILED

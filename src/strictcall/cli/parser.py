@@ -43,6 +43,7 @@ import sys
 from collections.abc import Sequence
 from typing import BinaryIO, Final, TextIO
 
+from strictcall._starting import loaded
 from strictcall.cli.arguments import (
     _NOT_A_STORE,
     _Commands,
@@ -152,6 +153,11 @@ def build_parser() -> argparse.ArgumentParser:
         "tools", help="a federation's pinned tools: diff (what changed), approve NAME"
     ).add_subparsers(dest="action", required=True, metavar="ACTION", action=_Commands)
     diff = pinned.add_parser("diff", help="the pinned tools changed upstream, as a diff each")
+    diff.add_argument(
+        "--exit-code",
+        action="store_true",
+        help="exit 1 when a change waits for approval (0 when none), as git diff --exit-code",
+    )
     diff.add_argument("--db", type=_db_path, help=db_help)
     approve = pinned.add_parser("approve", help="serve a pinned tool's changed definition")
     approve.add_argument("name", type=_utf8_text, metavar="NAME", help="as `tools diff` shows")
@@ -271,6 +277,7 @@ def main(
     stdout: BinaryIO | None = None,
 ) -> int:
     """Run the command line; returns the exit status."""
+    loaded()  # a Ctrl-C from here on is each command's to answer
     try:
         args, unknown = build_parser().parse_known_args(argv)
         if unknown:  # the command's own usage, not the top level's
@@ -419,7 +426,7 @@ def _operate(args: argparse.Namespace, out: TextIO) -> int:
         from strictcall.cli import federation
 
         if args.action == "diff":
-            return federation.run_tools_diff(db, out=out, err=err)
+            return federation.run_tools_diff(db, out=out, err=err, exit_code=args.exit_code)
         return federation.run_tools_approve(db, args.name, args.digest, out=out, err=err)
     if args.command == "tokens" and args.action == "list":
         return commands.run_tokens_list(db, out=out, err=err)

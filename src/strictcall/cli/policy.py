@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal, TextIO
 
 from strictcall.cli.store import EXIT_FAILED, EXIT_OK
+from strictcall.core.terminal import counted
 from strictcall.errors import PolicyFileError
 
 if TYPE_CHECKING:
@@ -15,16 +16,21 @@ if TYPE_CHECKING:
 
 def _policy_of(path: str | None, command: str, err: TextIO) -> PolicyHolder | Literal[False] | None:
     """The policy in the file at `path` in force (None without one), or False after one line
-    on `err` saying why it cannot be (its line and reason)."""
+    on `err` saying why it cannot be (its line and reason); a policy with no rule is served,
+    with a warning line."""
     if path is None:
         return None
+    from strictcall.core.policy import policy_warnings
     from strictcall.services.policy_file import load_holder
 
     try:
-        return load_holder(path)
+        holder = load_holder(path)
     except PolicyFileError as exc:
         err.write(f"{command}: policy {path}: {exc}\n")
         return False
+    for warning in policy_warnings(holder.current):
+        err.write(f"{command}: policy {path}: warning: {warning}\n")
+    return holder
 
 
 def _reload_on_hangup(holder: PolicyHolder, path: str, err: TextIO) -> Callable[[], None] | None:
@@ -40,8 +46,10 @@ def _reload_on_hangup(holder: PolicyHolder, path: str, err: TextIO) -> Callable[
 
 
 def run_policy_check(path: str, *, out: TextIO, err: TextIO) -> int:
-    """Check the policy file at `path`: one line saying what it holds, or one line with the
-    line number and the reason it is not valid (exit 1)."""
+    """Check the policy file at `path`: one line saying what it holds (and a warning line on
+    `err` for what is most likely a mistake: no rule at all), or one line with the line
+    number and the reason it is not valid (exit 1)."""
+    from strictcall.core.policy import policy_warnings
     from strictcall.services.policy_file import read_policy
 
     try:
@@ -50,5 +58,8 @@ def run_policy_check(path: str, *, out: TextIO, err: TextIO) -> int:
         err.write(f"{path}: {exc}\n")
         return EXIT_FAILED
     shared = "" if policy.shared is None else ", quotas shared"
-    out.write(f"{path}: ok: {len(policy.rules)} rules, {len(policy.quotas)} quotas{shared}\n")
+    rules, quotas = counted(len(policy.rules), "rule"), counted(len(policy.quotas), "quota")
+    out.write(f"{path}: ok: {rules}, {quotas}{shared}\n")
+    for warning in policy_warnings(policy):
+        err.write(f"{path}: warning: {warning}\n")
     return EXIT_OK

@@ -69,6 +69,7 @@ def run_proxy(
     from strictcall.core.redact import Redaction
     from strictcall.server.proxy import Proxy, upstream_failure  # the MCP SDK loads only here
     from strictcall.services.proxy import PolicyError, UpstreamFailed, UpstreamSpec, load_allow_list
+    from strictcall.services.proxy.config import missing_program
     from strictcall.services.proxy.spawn import Spawn
     from strictcall.services.proxy.stdio import MAX_RESULT_BYTES
 
@@ -85,6 +86,10 @@ def run_proxy(
     except (ValueError, PolicyError) as exc:
         err.write(f"strictcall proxy: {exc}\n")
         return EXIT_FAILED
+    missing = None if not spec.command else missing_program(spec.command[0])
+    if missing is not None:  # exit 2, as a federation's config naming it would
+        err.write(f"strictcall proxy: --upstream-cmd: {missing}\n")
+        return EXIT_USAGE
     holder = _policy_of(policy, "strictcall proxy", err)
     if holder is False:
         return EXIT_FAILED
@@ -114,11 +119,18 @@ def run_proxy(
         assert identity is not None
         serve_proxy_stdio(proxy, identity, store=store)
 
-    def app_of(origins: OriginPolicy) -> RpcApp:
+    def app_of(origins: OriginPolicy, open_to_operators: bool) -> RpcApp:
         from strictcall.server.proxy import proxy_app
 
         settings = None if oauth is None else oauth.settings
-        return proxy_app(proxy, store, origins=origins, edge=edge, oauth=settings)
+        return proxy_app(
+            proxy,
+            store,
+            origins=origins,
+            edge=edge,
+            oauth=settings,
+            open_to_operators=open_to_operators,
+        )
 
     try:
         return serve_stdio_or_http(

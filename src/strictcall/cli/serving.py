@@ -27,7 +27,7 @@ def serve_stdio_or_http(
     upstreams: str,
     stdio_detail: str,
     serve_stdio: Callable[[], None],
-    app_of: Callable[[OriginPolicy], RpcApp],
+    app_of: Callable[[OriginPolicy, bool], RpcApp],
     failed: Callable[[], object | None],
     failures: tuple[type[BaseException], ...],
     failure_of: Callable[[BaseException], object | None],
@@ -37,8 +37,10 @@ def serve_stdio_or_http(
     allow_origins: Sequence[str] = (),
 ) -> int:
     """Serve MCP on stdio as `identity` (when given: `serve_stdio`), else HTTP on `port` (the
-    app `app_of` makes for the origins admitted), saying so in one line (`upstreams` names what
-    is served behind it; `stdio_detail` follows the store on stdio). `failed` says why the
+    app `app_of` makes for the origins admitted, the operator page open on a loopback address as
+    `serve`'s), saying so in one line naming the page and /metrics (`upstreams` names what is
+    served behind it; `stdio_detail` follows the store on stdio), and "stopping", "stopped" as
+    it ends. `failed` says why the
     upstreams' first start failed, once it has; an exception of `failures` is told by
     `failure_of` (raised again when that says nothing)."""
     from strictcall.server.listen import ListenError
@@ -56,14 +58,21 @@ def serve_stdio_or_http(
             from strictcall.server.logs import quiet_after_failure
 
             def ready(bound_host: str, bound_port: int) -> None:
-                out.write(f"{command} listening on http://{bound_host}:{bound_port}")
-                out.write(f" (store: {shown_db(db)}; {upstreams})\n")
+                base = f"http://{bound_host}:{bound_port}"
+                out.write(f"{command} listening on {base} (store: {shown_db(db)}; {upstreams};")
+                out.write(f" operator page {base}/, metrics {base}/metrics); Ctrl-C stops it\n")
                 out.flush()
 
-            origins = OriginPolicy(frozenset(allow_origins), loopback=is_loopback_host(host))
-            app = app_of(origins)
+            def stopping() -> None:
+                _say(out, f"{command}: stopping (finishing the requests in flight)\n")
+
+            loopback = is_loopback_host(host)
+            origins = OriginPolicy(frozenset(allow_origins), loopback=loopback)
+            app = app_of(origins, loopback)
             with quiet_after_failure(lambda: failed() is not None):
-                serve(app, host, DEFAULT_PORT if port is None else port, ready, edge=edge)
+                bound = DEFAULT_PORT if port is None else port
+                serve(app, host, bound, ready, edge=edge, on_stopping=stopping)
+            _say(out, f"{command}: stopped\n")
     except ListenError as exc:
         err.write(f"{command}: {exc}\n")
         return EXIT_FAILED
@@ -79,3 +88,13 @@ def serve_stdio_or_http(
         err.write(f"{command}: {why}\n")
         return EXIT_FAILED
     return EXIT_OK
+
+
+def _say(out: TextIO, line: str) -> None:
+    """A line on `out` as the server stops: whoever started it may have stopped reading (a
+    closed pipe), which must not turn a clean stop into a failure."""
+    try:
+        out.write(line)
+        out.flush()
+    except (OSError, ValueError):
+        pass

@@ -3,12 +3,20 @@ opened (or one line saying why it cannot be)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from contextlib import closing
 from typing import Final, TextIO, TypeVar
 
 from strictcall.errors import MissingExtra
-from strictcall.storage import Store, StoreUnavailable, open_store, shown_db, unavailable_because
+from strictcall.storage import (
+    Store,
+    StoreUnavailable,
+    is_database_url,
+    open_store,
+    shown_db,
+    unavailable_because,
+)
 
 T = TypeVar("T")
 
@@ -27,6 +35,19 @@ def _open_store(db: str, err: TextIO) -> Store | None:
         why = unavailable_because(db, exc)
         err.write(f"strictcall: cannot open the store at {shown_db(db)}: {why}\n")
         return None
+
+
+def store_named(db: str) -> str:
+    """The store as a command names it: a file by its full path (a relative one is relative
+    to the directory the command ran in), a URL without its password."""
+    return shown_db(db) if is_database_url(db) else os.path.abspath(db)
+
+
+def say_if_new(db: str, err: TextIO) -> None:
+    """Tell `err` when the SQLite file at `db` is not there yet (a command that writes makes it):
+    a token made in a new store is one no server on another store knows."""
+    if not is_database_url(db) and not os.path.exists(db):
+        err.write(f"strictcall: no store at {store_named(db)} yet: a new one is made there\n")
 
 
 def _with_store(db: str, err: TextIO, action: Callable[[Store], T]) -> T | None:

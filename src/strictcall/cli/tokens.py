@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import TextIO
 
-from strictcall.cli.store import EXIT_FAILED, EXIT_OK, _with_store
+from strictcall.cli.store import EXIT_FAILED, EXIT_OK, _with_store, say_if_new, store_named
 from strictcall.core.terminal import shown
 from strictcall.errors import FORBIDDEN_OR_MISSING, ErrorKind
 from strictcall.storage import (
@@ -20,13 +20,17 @@ from strictcall.storage import (
 
 
 def run_tokens_create(db: str, identity: str, *, out: TextIO, err: TextIO) -> int:
-    """Create an API token; the token is printed alone on the last line."""
+    """Create an API token in the store it names; the token is printed alone on the last line."""
+    say_if_new(db, err)
     token = _with_store(db, err, lambda store: store.create_token(identity))
     if token is None:
         return EXIT_FAILED
     token_id = hash_token(token)[:TOKEN_ID_LENGTH]
     whose = shown(identity)
-    out.write(f"token for {whose} (id {token_id}; shown once, stored only as a hash):\n{token}\n")
+    out.write(
+        f"token for {whose} in {store_named(db)} (id {token_id}; shown once, stored only as a"
+        f" hash):\n{token}\n"
+    )
     return EXIT_OK
 
 
@@ -98,9 +102,14 @@ def _audit_command(
 
 
 def run_operator_token(db: str, name: str, *, out: TextIO, err: TextIO) -> int:
-    """Create an operator's token (the page, /metrics); printed alone on the last line."""
+    """Create an operator's token (the page, /metrics) in the store it names; printed alone on
+    the last line."""
+    say_if_new(db, err)
     token = _with_store(db, err, lambda store: store.create_operator_token(name))
     if token is None:
         return EXIT_FAILED
-    out.write(f"operator token for {shown(name)} (shown once, stored only as a hash):\n{token}\n")
+    out.write(
+        f"operator token for {shown(name)} in {store_named(db)} (shown once, stored only as a"
+        f" hash):\n{token}\n"
+    )
     return EXIT_OK

@@ -64,3 +64,9 @@ def one_line(text: str) -> str:
     """`text` (an upstream or a library may have chosen some of it) folded onto one line and
     `shown`: no control character reaches a terminal."""
     return shown(" ".join(text.split()))
+
+
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """`count` and its noun as a reader says them: "1 tool", "0 tools", "2 tools" (`plural`
+    for a noun not made plural by an s)."""
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"

@@ -213,8 +213,12 @@ def load_settings(
             document = tomllib.loads(Path(path).read_text(encoding="utf-8"))
         except OSError as exc:
             raise ValueError(f"cannot read {path}: {exc.strerror or type(exc).__name__}") from None
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError):
-            raise ValueError(f"{path} is not a TOML file") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ValueError(
+                f"{path} is not valid TOML: {exc}; fix that line and start again"
+            ) from None
+        except UnicodeDecodeError:
+            raise ValueError(f"{path} is not a TOML file (not UTF-8 text)") from None
         known = {"oauth"} | beside
         unknown = sorted(set(document) - known)
         if unknown:

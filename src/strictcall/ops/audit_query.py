@@ -89,10 +89,17 @@ def audit_line(r: AuditRecord) -> str:
     call id, reason, pointer; every field escaped."""
     at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(r.at))
     return (
-        f"  {at}  {r.outcome:5}  {shown(r.stage):8}  {shown(r.code):22}"
+        f"  {at}  {r.outcome:7}  {shown(r.stage):8}  {shown(r.code):22}"
         f"  {shown(r.tool):12}  {shown(r.identity):10}  {r.latency_us:>7} us"
         f"  call {shown(r.call_id)}  {shown(r.reason)}  {shown(r.pointer)}\n"
     )
+
+
+AUDIT_HEADER: Final = (
+    f"  {'time':20}  {'outcome':7}  {'stage':8}  {'code':22}  {'tool':12}  {'identity':10}"
+    f"  {'latency':>10}  call id  reason  pointer\n"
+)
+"""The column headers of `audit_line`'s lines, printed above them."""
 
 
 def audit_json(r: AuditRecord) -> str:

@@ -49,10 +49,12 @@ def federation_app(
     origins: OriginPolicy | None = None,
     edge: EdgeLimits | None = None,
     oauth: OAuthSettings | None = None,
+    open_to_operators: bool = False,
 ) -> RpcApp:
     """The ASGI app serving the federation: JSON-RPC at /rpc, MCP at /mcp (both wire
     versions, as `strictcall serve`), tokens from `store` (and the identity provider's, with
-    `oauth`), the same edge as `serve`. A caller's token is never passed on: each upstream
+    `oauth`), the same edge and operator page as `serve` (open without a token when
+    `open_to_operators`). A caller's token is never passed on: each upstream
     sees its own credentials from the config only."""
     from strictcall.server.app import build_gateway_app
 
@@ -67,4 +69,5 @@ def federation_app(
         redactions=lambda: federation.redactions.counts,
         content=federation.content,
         oauth=oauth,
+        open_to_operators=open_to_operators,
     )

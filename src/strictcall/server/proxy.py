@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Final, TextIO
 from strictcall.audit.log import AuditLog
 from strictcall.core.gateway import Gateway
 from strictcall.core.pipeline import Limits
-from strictcall.core.policy import PolicyHolder
+from strictcall.core.policy import PolicyHolder, policy_warnings
 from strictcall.core.redact import Redaction
 from strictcall.core.terminal import one_line
 from strictcall.services.proxy.config import UpstreamConfig, known_credentials
@@ -78,6 +78,7 @@ class Proxy:
         self._output = ToolOutput("upstream", withhold_errors, redaction)
         self._timeout = timeout
         self._refused: dict[str, str] = {}
+        self._warned: set[str] = set()
         self.content: Final = FederatedContent(self.gateway.may_use)
         """The upstream's resources and prompts, served as a federation of one serves them
         (names and URIs as the upstream lists them)."""
@@ -118,6 +119,14 @@ class Proxy:
                     f"strictcall proxy: tool {one_line(json.dumps(name))} not served:"
                     f" {one_line(reason)}\n"
                 )
+        holder = self.gateway.policy
+        if holder is not None:  # once per rule, not per relisting
+            for warning in policy_warnings(
+                holder.current, [tool.name for tool in self.gateway.tools]
+            ):
+                if warning not in self._warned:
+                    self._warned.add(warning)
+                    self._errlog.write(f"strictcall proxy: policy warning: {warning}\n")
         self._errlog.flush()
         self._refused = refused
 
@@ -183,10 +192,12 @@ def proxy_app(
     origins: OriginPolicy | None = None,
     edge: EdgeLimits | None = None,
     oauth: OAuthSettings | None = None,
+    open_to_operators: bool = False,
 ) -> RpcApp:
     """The ASGI app serving the proxy: JSON-RPC at /rpc, MCP at /mcp, tokens from `store` (and
     the identity provider's, with `oauth`), for the browser `origins` admitted and within
-    `edge.max_in_flight` calls per identity (as `strictcall serve`'s app). The caller's token
+    `edge.max_in_flight` calls per identity, the operator page open without a token when
+    `open_to_operators` (as `strictcall serve`'s app). The caller's token
     is never passed on: the upstream sees the proxy's own credentials only."""
     from strictcall.server.app import build_gateway_app
 
@@ -198,5 +209,6 @@ def proxy_app(
         lifespans=[proxy.lifespan],
         oauth=oauth,
         content=proxy.content,
+        open_to_operators=open_to_operators,
         redactions=lambda: proxy.redactions.counts,
     )

@@ -9,7 +9,15 @@ exactly like one that does not exist.
 from strictcall.core.policy.grant import Grant
 from strictcall.core.policy.holder import PolicyHolder
 from strictcall.core.policy.load import parse_policy
-from strictcall.core.policy.model import DEFAULT_DENY, Policy, Quota, Rate, Rule, ToolLimits
+from strictcall.core.policy.model import (
+    DEFAULT_DENY,
+    Policy,
+    Quota,
+    Rate,
+    Rule,
+    ToolLimits,
+    policy_warnings,
+)
 
 __all__ = [
     "DEFAULT_DENY",
@@ -21,4 +29,5 @@ __all__ = [
     "Rule",
     "ToolLimits",
     "parse_policy",
+    "policy_warnings",
 ]

@@ -15,9 +15,12 @@ grants is hidden (default deny). Every quota whose `who` and `tools` match appli
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import json
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Final, Literal
+
+from strictcall.core.terminal import counted
 
 EVERYONE: Final = "*"
 SCOPE_PREFIX: Final = "scope:"
@@ -149,3 +152,20 @@ def _on_segments(prefix: str, tool: str) -> bool:
     if not prefix or prefix[-1] in SEGMENT_ENDS or len(tool) == len(prefix):
         return True
     return tool[len(prefix)] in SEGMENT_ENDS
+
+
+def policy_warnings(policy: Policy, served: Collection[str] | None = None) -> list[str]:
+    """What in `policy` is most likely a mistake, one sentence each: no rule at all (every tool
+    hidden from every caller), or a rule whose `tools` match none of the tools `served` (None:
+    not known, as for `strictcall policy check`)."""
+    if not policy.rules:
+        return ["the policy has no rule: every tool is hidden from every caller"]
+    if served is None:
+        return []
+    return [
+        f"rule {json.dumps(rule.name)} grants no served tool: its tools"
+        f" {json.dumps(list(rule.tools))} match none of the {counted(len(served), 'tool')}"
+        " served"
+        for rule in policy.rules
+        if not any(matches_tool(rule.tools, tool) for tool in served)
+    ]

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import math
 import re
+import shutil
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -50,6 +51,7 @@ from pathlib import Path
 from typing import Final
 
 from strictcall.core.redact import Redaction
+from strictcall.core.terminal import shown
 from strictcall.errors import StrictcallError
 from strictcall.services.proxy.budgets import DEFAULT_BUDGETS, Budgets
 from strictcall.services.proxy.spawn import SANDBOXES, Mount, Spawn, SpawnLimits
@@ -174,7 +176,8 @@ def load_config(path: str) -> FederationConfig:
     """The federation in the TOML file at `path`.
 
     Raises:
-        ConfigError: the file cannot be read, is not TOML, or is not shaped as documented.
+        ConfigError: the file cannot be read, is not TOML, is not shaped as documented, or
+            names a program that is not there.
     """
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -183,8 +186,19 @@ def load_config(path: str) -> FederationConfig:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"the config {path} is not TOML: {exc}") from None
-    return federation_config(data)
+        raise ConfigError(toml_error(path, exc)) from None
+    config = federation_config(data)
+    for upstream in config.upstreams:
+        missing = None if not upstream.spec.command else missing_program(upstream.spec.command[0])
+        if missing is not None:
+            raise ConfigError(f"upstreams.{upstream.name}.command: {missing}")
+    return config
+
+
+def toml_error(path: str, exc: tomllib.TOMLDecodeError) -> str:
+    """A TOML syntax error as the operator fixes it: the file, the reason and its line and
+    column (the parser's words, which never quote the file's text)."""
+    return f"{path} is not valid TOML: {shown(str(exc))}; fix that line and start again"
 
 
 def federation_config(data: Mapping[str, object]) -> FederationConfig:
@@ -242,7 +256,12 @@ def _upstream(
     _only(table, _UPSTREAM_KEYS, f"[{where}]")
     credentials = _credentials(table.get("credentials", {}), where)
     if ("command" in table) == ("url" in table):
-        raise ConfigError(f"{where} has either `command` (stdio) or `url` (streamable HTTP)")
+        has = "both" if "command" in table else "neither"
+        raise ConfigError(
+            f"[{where}] has {has} of `command` and `url`: give it one, either"
+            ' command = "PROGRAM ARGS..." (a stdio server) or url = "https://HOST/mcp"'
+            " (a streamable HTTP server)"
+        )
     try:
         if "command" in table:
             if credentials.headers:
@@ -308,6 +327,17 @@ def _budgets(value: object, where: str, base: Budgets) -> Budgets:
         if type(count) is not int or count < 1:
             raise ConfigError(f"{where}.{key} is a whole number, at least 1")
     return Budgets.of({key: count for key, count in table.items() if type(count) is int}, base)
+
+
+def missing_program(program: str) -> str | None:
+    """Why `program` cannot be started, when it is not there (None when it is): refused before
+    serving, or a federation would serve without it, retrying it for ever."""
+    if shutil.which(program) is not None:
+        return None
+    return (
+        f"the program {shown(program)} was not found (not on PATH, or not an executable"
+        " file): install it, or write its full path"
+    )
 
 
 def _tool_settings(value: object, where: str) -> ToolSettings:
@@ -470,4 +500,6 @@ __all__ = [
     "federation_config",
     "hiding",
     "load_config",
+    "missing_program",
+    "toml_error",
 ]

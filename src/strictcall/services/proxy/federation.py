@@ -31,9 +31,9 @@ import mcp_types as types
 
 from strictcall.core.gateway import Gateway
 from strictcall.core.pipeline import Limits
-from strictcall.core.policy import PolicyHolder
+from strictcall.core.policy import PolicyHolder, policy_warnings
 from strictcall.core.redact import Redaction
-from strictcall.core.terminal import one_line
+from strictcall.core.terminal import counted, one_line
 from strictcall.core.tools import Arguments, Tool, ToolContext, ToolFailure
 from strictcall.errors import TOOL_CHANGED, JSONValue, StrictcallError
 from strictcall.services.proxy.config import (
@@ -198,6 +198,7 @@ class Federation:
                 self._owners.update(self._content_owners)
                 self._started = True
                 self._say_missing()
+                self._warn_unserved_rules()
                 if self.pins is not None:
                     group.start_soon(self._watch_pins)
                 try:
@@ -267,10 +268,15 @@ class Federation:
         missing = [member for member in self.members if member.listing is None]
         served = len(self.members) - len(missing)
         if not missing:
-            self._note(f"serving {served} upstreams, {len(self.gateway.tools)} tools")
+            self._note(
+                f"serving {counted(served, 'upstream')}, {counted(len(self.gateway.tools), 'tool')}"
+            )
             return
         named = "; ".join(f"{m.config.name} ({m.why_missing})" for m in missing)
-        self._note(f"serving {served} of {len(self.members)} upstreams; missing, retried: {named}")
+        self._note(
+            f"serving {served} of {counted(len(self.members), 'upstream')};"
+            f" missing, retried: {named}"
+        )
 
     async def _watch_pins(self) -> None:
         pins = self.pins
@@ -356,6 +362,8 @@ class Federation:
             self._tool_collision = collision
             self._owners = owners
         refused.update(self.gateway.replace_tools(tools[name] for name in sorted(tools)))
+        if self._started:
+            self._warn_unserved_rules()
         for name, reason in sorted(refused.items()):
             key = f"{name}\0{reason}"
             if key not in self._logged:  # once per tool and reason, not per relisting
@@ -395,6 +403,17 @@ class Federation:
         waits = self._started and member.listings > 1
         definition = content_definition(listed, member_name)
         return self.pins.check(key, definition, new_waits=waits) is None
+
+    def _warn_unserved_rules(self) -> None:
+        """Say once each policy rule that grants none of the tools served: it hides them all."""
+        holder = self.gateway.policy
+        if holder is not None:
+            for warning in policy_warnings(
+                holder.current, [tool.name for tool in self.gateway.tools]
+            ):
+                if warning not in self._logged:
+                    self._logged.add(warning)
+                    self._note(f"policy warning: {warning}")
 
     def _note(self, line: str) -> None:
         self._errlog.write(f"{LOG_AS}: {line}\n")

@@ -32,7 +32,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from dataclasses import dataclass, field
-from typing import Any, Final, TextIO, TypeVar
+from typing import Any, Final, TextIO, TypeVar, cast
 from urllib.parse import urlsplit, urlunsplit
 
 import anyio
@@ -71,6 +71,7 @@ from strictcall.services.proxy.spawn import (
     release,
     temporary_homes,
 )
+from strictcall.services.proxy.stderr import relayed_stderr
 from strictcall.services.proxy.stdio import (
     MAX_RESULT_BYTES,
     TOO_LARGE_CODE,
@@ -688,7 +689,9 @@ class Upstream:
         if not self._said_spawn:  # one line per upstream, not per restart
             self._said_spawn = True
             self._note(started.described)
-        return _stdio(started, self._errlog, self.max_result_bytes, self.budgets, self._note)
+        return _stdio(
+            started, self._errlog, self.max_result_bytes, self.budgets, self._note, self.log_as
+        )
 
     def _note(self, line: str) -> None:
         self._errlog.write(f"{self.log_as}: {line}\n")
@@ -708,6 +711,7 @@ async def _stdio(
     max_answer_bytes: int,
     budgets: Budgets,
     note: Callable[[str], None],
+    log_as: str,
 ) -> AsyncIterator[tuple[Any, Any, UpstreamPipe]]:
     max_listed = {
         "tools": budgets.max_tools,
@@ -716,16 +720,18 @@ async def _stdio(
         "prompts": budgets.max_prompts,
     }
     try:
-        async with open_upstream(
-            started.command,
-            env=started.env,
-            errlog=errlog,
-            max_answer_bytes=max_answer_bytes,
-            notifications_per_second=budgets.notifications_per_second,
-            note=note,
-            max_listed=max_listed,
-        ) as pipe:
-            yield pipe.read, pipe.write, pipe
+        # its stderr reaches the log line by line, each prefixed with its name and escaped
+        with relayed_stderr(log_as, errlog) as stderr:
+            async with open_upstream(
+                started.command,
+                env=started.env,
+                errlog=cast(TextIO, stderr),
+                max_answer_bytes=max_answer_bytes,
+                notifications_per_second=budgets.notifications_per_second,
+                note=note,
+                max_listed=max_listed,
+            ) as pipe:
+                yield pipe.read, pipe.write, pipe
     finally:
         with anyio.CancelScope(shield=True):
             await release(started)

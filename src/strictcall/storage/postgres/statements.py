@@ -72,7 +72,10 @@ READ_NOTE_PREPARED: Final = Prepared.of("strictcall_read_note", POSTGRES.read_no
 LIST_NOTES_PREPARED: Final = Prepared.of("strictcall_list_notes", POSTGRES.list_notes)
 COUNT_NOTES_PREPARED: Final = Prepared.of("strictcall_count_notes", POSTGRES.count_notes)
 TOKEN_IDENTITY_PREPARED: Final = Prepared.of("strictcall_token_identity", POSTGRES.token_identity)
-HEALTH_PREPARED: Final = Prepared.of("strictcall_health", "SELECT 1")
+HEALTH_SQL: Final = "SELECT 1 FROM notes, tokens, audit LIMIT 0"
+"""The health probe: the tables every call needs are there (a database emptied or replaced
+under a running server answers `SELECT 1` while every call fails), read nothing."""
+HEALTH_PREPARED: Final = Prepared.of("strictcall_health", HEALTH_SQL)
 # The notes read by the calls of one turn of the loop, by one statement: each (owner, id) read
 # by its own lookup in the unique index, as alone (the single read's query, once per key; OFFSET
 # 0 keeps the planner from turning it into a join that may scan the table).

@@ -57,6 +57,7 @@ from strictcall.storage.postgres.statements import (
     CREATE,
     DELETE,
     HEALTH_PREPARED,
+    HEALTH_SQL,
     LIST_NOTES_PREPARED,
     RECORD_BATCH,
     TOKEN_IDENTITY_PREPARED,
@@ -247,9 +248,10 @@ class PostgresStore(SharedReads, SharedPins):
         return self._run(lambda conn: conn.execute(sql, params).rowcount, retry=False)
 
     def healthy(self) -> bool:
-        """Whether the database answers now (one round trip, or none while a fault is held)."""
+        """Whether the database answers now with the tables calls need (one round trip, or
+        none while a fault is held)."""
         try:
-            self._run(lambda conn: conn.execute("SELECT 1"), retry=True, wait=READ_POOL_WAIT_S)
+            self._run(lambda conn: conn.execute(HEALTH_SQL), retry=True, wait=READ_POOL_WAIT_S)
         except StoreUnavailable:
             return False
         return True
