@@ -358,3 +358,22 @@ def test_providers_turns_get_text_as_it_is_and_anthropic_gets_image_blocks() -> 
         ]
     written = run_openai_tool_calls(picture, chat, "u1")[0]["content"]
     assert orjson.loads(written) == list(ALL_KINDS[:4])
+
+
+def test_the_docs_example_runs_and_lists_no_output_schema() -> None:
+    from pathlib import Path
+
+    page = (Path(__file__).parent.parent / "docs" / "CONTENT.md").read_text(encoding="utf-8")
+    code = page.split("```python\n", 1)[1].split("```", 1)[0]
+    namespace: dict[str, Any] = {}
+    exec(code, namespace)
+    gateway = namespace["gateway"]
+    assert "outputSchema" not in gateway.list_tools("mcp")[0]
+    result = line_result_of(gateway, "snapshot", {"name": "sales"})
+    assert [block["type"] for block in result["content"]] == ["text", "image"]
+
+
+def line_result_of(gateway: Gateway, name: str, arguments: dict[str, JSONValue]) -> Any:
+    tools = McpTools(gateway, lambda ctx: "u1", lambda: "s")
+    line = anyio.run(tools.answer_call_line, {"name": name, "arguments": arguments}, 1, "u1")
+    return orjson.loads(line)["result"]
