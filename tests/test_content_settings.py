@@ -10,6 +10,7 @@ import pytest
 
 from strictcall.core.content import Content, text_block
 from strictcall.core.redact import CREDENTIAL, Redaction, marker, redact_content, redact_text
+from strictcall.errors import TOOL_ERROR
 from strictcall.ops.metrics import Metrics
 from strictcall.services.proxy.config import ConfigError, federation_config, known_credentials
 from strictcall.services.proxy.tools import Redactions
@@ -128,3 +129,15 @@ def test_each_kind_of_secret_is_replaced_by_its_marker(text: str, kind: str) -> 
 def test_plain_prose_is_left_as_it_is() -> None:
     prose = "The refund window is 7 days; ask support@example.com. Path /srv/a:b@c is fine.\n"
     assert redact_text(prose * 50, Redaction(), {}) == prose * 50
+
+
+def test_an_upstreams_error_is_audited_as_tool_error_with_its_name_never_its_text() -> None:
+    from strictcall import Gateway, Tool
+    from strictcall.core.record import record_of
+
+    failed = Content((text_block(f"no such file; token {TOKEN}"),), is_error=True)
+    tool = Tool("files_read", "", {"type": "object"}, None, lambda c, a: failed, source="files")
+    outcome = Gateway([tool]).settle({"name": "files_read", "arguments": {}}, "u1", "c1")
+    record = record_of(outcome, "u1")
+    assert (record.code, record.stage, record.reason) == (TOOL_ERROR.code, "execute", "files")
+    assert "no such file" not in repr(record) and TOKEN not in repr(record)

@@ -97,7 +97,8 @@ def proxied_tool(
         except MCPError as exc:  # the upstream refused a call that passed strictcall's checks
             if not output.pass_errors:
                 raise ToolFailure(TOOL_ERROR) from None
-            text = redact_text(exc.error.message, output.redaction or REDACT_SECRETS, {})
+            redaction = REDACT_SECRETS if output.redaction is None else output.redaction
+            text = redact_text(exc.error.message, redaction, {})
             raise ToolFailure(TOOL_ERROR, details={UPSTREAM_TEXT: text}) from None
         except (ValidationError, UnreadableAnswer):  # not a tools/call result
             return _UNREADABLE
