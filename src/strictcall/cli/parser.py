@@ -11,7 +11,7 @@
     strictcall federate --config FILE [--stdio --identity ID | --host H --port N] [--db PATH|URL]
                         [--allow FILE]
     strictcall tools diff [--db PATH|URL]            pinned tools changed upstream, and how
-    strictcall tools approve NAME [--db PATH|URL]    serve a pinned tool's changed definition
+    strictcall tools approve NAME --digest D [--db PATH|URL]   serve the change `tools diff` showed
     strictcall tokens create --identity ID [--db PATH|URL]
     strictcall tokens list [--db PATH|URL]
     strictcall tokens revoke (TOKEN_ID | --identity ID) [--db PATH|URL]
@@ -155,6 +155,13 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("--db", type=_db_path, help=db_help)
     approve = pinned.add_parser("approve", help="serve a pinned tool's changed definition")
     approve.add_argument("name", type=_utf8_text, metavar="NAME", help="as `tools diff` shows")
+    approve.add_argument(
+        "--digest",
+        type=_utf8_text,
+        required=True,
+        metavar="D",
+        help="the digest `tools diff` showed for the change reviewed (no other is approved)",
+    )
     approve.add_argument("--db", type=_db_path, help=db_help)
 
     policy = commands.add_parser(
@@ -413,7 +420,7 @@ def _operate(args: argparse.Namespace, out: TextIO) -> int:
 
         if args.action == "diff":
             return federation.run_tools_diff(db, out=out, err=err)
-        return federation.run_tools_approve(db, args.name, out=out, err=err)
+        return federation.run_tools_approve(db, args.name, args.digest, out=out, err=err)
     if args.command == "tokens" and args.action == "list":
         return commands.run_tokens_list(db, out=out, err=err)
     if args.command == "tokens" and args.action == "revoke":
