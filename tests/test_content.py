@@ -321,3 +321,59 @@ def test_a_secret_split_across_two_blocks_is_not_found() -> None:
     halves = (text_block(TOKEN[:20]), text_block(TOKEN[20:]))
     gateway = gateway_answering(Content(halves), redact=True)
     assert blocks_of(line_result(gateway, HANDSHAKE)) == list(halves)
+
+
+# --- the providers' turns ----------------------------------------------------------------------
+
+
+def test_providers_turns_get_text_as_it_is_and_anthropic_gets_image_blocks() -> None:
+    from strictcall.transports.providers import (
+        arun_anthropic_tool_uses,
+        run_anthropic_tool_uses,
+        run_openai_tool_calls,
+        run_responses_function_calls,
+    )
+
+    texts = gateway_answering(Content((text_block('Echo: "hi"'),)))
+    chat = [{"id": "c1", "type": "function", "function": {"name": "t", "arguments": "{}"}}]
+    assert run_openai_tool_calls(texts, chat, "u1")[0]["content"] == 'Echo: "hi"'
+    item = {"type": "function_call", "call_id": "c1", "name": "t", "arguments": "{}"}
+    assert run_responses_function_calls(texts, [item], "u1")[0]["output"] == 'Echo: "hi"'
+    use = {"type": "tool_use", "id": "c1", "name": "t", "input": {}}
+    assert run_anthropic_tool_uses(texts, [use], "u1")[0]["content"] == 'Echo: "hi"'
+
+    picture = gateway_answering(Content(ALL_KINDS[:4]))
+    source = {"type": "base64", "media_type": "image/png", "data": base64.b64encode(PNG).decode()}
+    for results in (
+        run_anthropic_tool_uses(picture, [use], "u1"),
+        run_anthropic_tool_uses(picture, [use, {**use, "id": "c2"}], "u1")[:1],
+        anyio.run(arun_anthropic_tool_uses, picture, [use], "u1"),
+    ):
+        assert results[0]["is_error"] is False
+        assert results[0]["content"] == [
+            {"type": "text", "text": ALL_KINDS[0]["text"]},
+            {"type": "image", "source": source},
+            {"type": "text", "text": orjson.dumps(ALL_KINDS[2]).decode()},
+            {"type": "text", "text": orjson.dumps(ALL_KINDS[3]).decode()},
+        ]
+    written = run_openai_tool_calls(picture, chat, "u1")[0]["content"]
+    assert orjson.loads(written) == list(ALL_KINDS[:4])
+
+
+def test_the_docs_example_runs_and_lists_no_output_schema() -> None:
+    from pathlib import Path
+
+    page = (Path(__file__).parent.parent / "docs" / "CONTENT.md").read_text(encoding="utf-8")
+    code = page.split("```python\n", 1)[1].split("```", 1)[0]
+    namespace: dict[str, Any] = {}
+    exec(code, namespace)
+    gateway = namespace["gateway"]
+    assert "outputSchema" not in gateway.list_tools("mcp")[0]
+    result = line_result_of(gateway, "snapshot", {"name": "sales"})
+    assert [block["type"] for block in result["content"]] == ["text", "image"]
+
+
+def line_result_of(gateway: Gateway, name: str, arguments: dict[str, JSONValue]) -> Any:
+    tools = McpTools(gateway, lambda ctx: "u1", lambda: "s")
+    line = anyio.run(tools.answer_call_line, {"name": name, "arguments": arguments}, 1, "u1")
+    return orjson.loads(line)["result"]

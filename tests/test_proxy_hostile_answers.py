@@ -65,7 +65,7 @@ def test_an_unreadable_answer_is_invalid_tool_result_at_once(hostile: Hostile, t
     assert_kind(error_of(result), INVALID_TOOL_RESULT)
     assert took < AT_ONCE_S
     served = hostile.peer.call("string_id", {})  # and the same upstream serves the next call
-    assert served["structuredContent"] == {"result": "by string"}
+    assert served["content"] == [{"type": "text", "text": "by string"}]
 
 
 def test_an_answer_over_the_cap_is_refused_at_once_without_being_kept(hostile: Hostile) -> None:
@@ -80,7 +80,7 @@ def test_an_answer_over_the_cap_is_refused_at_once_without_being_kept(hostile: H
     assert took < AT_ONCE_S * 2
     assert peak_rss_kib(pid) - before < PEAK_GROWTH_KIB
     served = hostile.peer.call("string_id", {})
-    assert served["structuredContent"] == {"result": "by string"}
+    assert served["content"] == [{"type": "text", "text": "by string"}]
 
 
 def test_the_cap_is_the_flags(tmp_path: Path) -> None:
@@ -90,7 +90,9 @@ def test_the_cap_is_the_flags(tmp_path: Path) -> None:
         error = error_of(proxy.peer.call("big", {}))  # 300,000 characters
         assert_kind(error, RESULT_TOO_LARGE)
         assert error["limit"] == 100_000
-        assert proxy.peer.call("string_id", {})["structuredContent"] == {"result": "by string"}
+        assert proxy.peer.call("string_id", {})["content"] == [
+            {"type": "text", "text": "by string"}
+        ]
     finally:
         proxy.close()
 

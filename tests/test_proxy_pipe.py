@@ -52,10 +52,13 @@ class Scripted(StdioProxy):
         return [json.loads(line) for line in lines]
 
     def text_of(self, name: str) -> str:
-        """The one text a tool without an output schema answered (listed wrapped)."""
+        """The one text a tool without an output schema answered (its one text block)."""
         result = self.peer.call(name, {})
         assert result["isError"] is False, result
-        text: str = result["structuredContent"]["result"]
+        assert "structuredContent" not in result, result
+        [block] = result["content"]
+        assert block["type"] == "text", result
+        text: str = block["text"]
         return text
 
 
@@ -148,7 +151,7 @@ def test_a_hung_server_is_unavailable_then_stopped_and_started_again(tmp_path: P
             assert time.monotonic() < deadline, "not restarted within the deadline"
             time.sleep(0.2)
         assert UPSTREAM_UNAVAILABLE.code in seen
-        assert result["structuredContent"] == {"result": "by string"}
+        assert result["content"] == [{"type": "text", "text": "by string"}]
         stderr = proxy.stderr()
         assert stderr.count("upstream started") == 2, stderr
     finally:

@@ -40,7 +40,8 @@ class AuditRecord(NamedTuple):
     latency_us: int
     reason: str | None = None
     """The catalogue's reason of a parse or shape error (`strictcall.errors.Reason`); for a
-    refusal of the policy, the name of its rule (`default-deny` for a tool no rule grants)."""
+    refusal of the policy, the name of its rule (`default-deny` for a tool no rule grants); for
+    an upstream's error result, the upstream's name (never its text)."""
     pointer: str | None = None
     """Where a shape error is, as the gateway's `audit_pointer` shows it: member names the
     tool's schema declares, any other name as "*" (a name the model made up is its text)."""
@@ -121,6 +122,9 @@ def _policy_rule(error: Mapping[str, Any], tool: str | None) -> str | None:
     policy refusal names, or `DEFAULT_DENY` for a registered tool the caller may not see (the
     caller is told `unknown_tool`, as for a tool that does not exist; the operator is not)."""
     code = error["code"]
+    if code == "tool_error":  # an upstream's error result names its upstream, never its text
+        upstream = error.get("upstream")
+        return upstream if type(upstream) is str else None
     if code in POLICY_CODES:
         rule = error.get("rule")
         return rule if type(rule) is str else None

@@ -107,7 +107,7 @@ class Proxy:
 
     def _take_listing(self, listing: Listing) -> None:
         output = self._output
-        passed = output if not output.withhold_errors else replace(output, withhold_errors=False)
+        passed = replace(output, withhold_errors=False, pass_errors=True)
         outputs = {name: passed for name in self._pass_errors}
         tools = proxied_tools(
             listing, self.upstream, timeout=self._timeout, outputs=outputs, output=output

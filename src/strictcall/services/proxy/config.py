@@ -155,7 +155,8 @@ class UpstreamConfig:
         if own.withhold_errors is not None:
             withhold = own.withhold_errors
         redact = self.redact if own.redact is None else own.redact
-        return ToolOutput(self.name, withhold, replace(redaction, results=redact))
+        passed = tool in self.pass_errors
+        return ToolOutput(self.name, withhold, replace(redaction, results=redact), passed)
 
     def served_name(self, tool: str, separator: str) -> str:
         """The name a tool of this upstream is served as: `prefix` `separator` `tool`, or the

@@ -13,7 +13,8 @@ An `isError` result is `tool_error` (stage execute) carrying the upstream's bloc
 text as the error's `upstream_text`) and the upstream's name, unless the operator withholds
 the tool's errors (`withhold_errors`): then it is a bare `tool_error`, as strictcall's own
 refusals are. A JSON-RPC error from the upstream is a bare `tool_error` (its message is the
-upstream's to its client, not a tool's to the model), and a result that is not a tools/call
+upstream's to its client, not a tool's to the model; it passes, redacted, for a tool named in
+`pass_errors`), and a result that is not a tools/call
 result is withheld (`invalid_tool_result`).
 """
 
@@ -30,7 +31,7 @@ from pydantic import ValidationError
 
 from strictcall.core.content import Content
 from strictcall.core.pipeline import ERROR_TEXT
-from strictcall.core.redact import Redaction
+from strictcall.core.redact import Redaction, redact_text
 from strictcall.core.tools import Arguments, Tool, ToolContext, ToolFailure
 from strictcall.errors import (
     AT_CAPACITY,
@@ -79,6 +80,9 @@ class ToolOutput:
     source: str | None = None
     withhold_errors: bool = False
     redaction: Redaction | None = REDACT_SECRETS
+    pass_errors: bool = False
+    """Named in `pass_errors`: a JSON-RPC error's message passes too (redacted), as
+    `upstream_text`."""
 
 
 DEFAULT_OUTPUT: Final = ToolOutput()
@@ -103,8 +107,12 @@ def proxied_tool(
                 result = await upstream.call(name, arguments, current_peer())
             else:
                 result = await instances.call(ctx.identity, name, arguments, current_peer())
-        except MCPError:  # the upstream refused a call that passed strictcall's checks
-            raise ToolFailure(TOOL_ERROR) from None
+        except MCPError as exc:  # the upstream refused a call that passed strictcall's checks
+            if not output.pass_errors:
+                raise ToolFailure(TOOL_ERROR) from None
+            redaction = REDACT_SECRETS if output.redaction is None else output.redaction
+            text = redact_text(exc.error.message, redaction, {})
+            raise ToolFailure(TOOL_ERROR, details={UPSTREAM_TEXT: text}) from None
         except (ValidationError, UnreadableAnswer):  # not a tools/call result
             return _UNREADABLE
         except AnswerTooLarge:

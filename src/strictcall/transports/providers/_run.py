@@ -25,7 +25,7 @@ a float, or None and its refusal. A plain tuple: it is made once per call, on th
 
 R = TypeVar("R")
 
-Result: TypeAlias = Callable[[str, str, bool], R]
+Result: TypeAlias = Callable[[str, Any, bool], R]
 """Writes one result as the provider reads it: (call id, JSON text, whether a refusal)."""
 
 
@@ -91,6 +91,10 @@ Ask: TypeAlias = Callable[["Gateway", str, Any, str, str], dict[str, JSONValue]]
 """Runs one well-formed call: (gateway, name, arguments, identity, call id) -> the answer."""
 
 
+Blocks: TypeAlias = Callable[[Content], JSONValue | None]
+"""A content result as a provider's blocks, or None to write it as text."""
+
+
 @dataclass(frozen=True, slots=True)
 class Provider:
     """How one provider's turn holds its calls and how its results are written.
@@ -121,12 +125,15 @@ class Provider:
     """The member that holds a result's JSON text."""
     error_key: str | None
     """The member that says whether a result is a refusal, if the provider has one."""
+    blocks: Blocks | None = None
+    """A content result as the provider's own blocks (Anthropic's, with images), where it has
+    them; None: its one value as text (`content_of`)."""
 
     def at(self, index: int) -> str:
         """The pointer to the turn's call at `index`."""
         return f"/{self.member}/{index}"
 
-    def write(self, call_id: str, text: str, refusal: bool) -> dict[str, JSONValue]:
+    def write(self, call_id: str, text: JSONValue, refusal: bool) -> dict[str, JSONValue]:
         """One result as the provider reads it."""
         result: dict[str, JSONValue] = {self.kind_key: self.kind, self.id_key: call_id}
         result[self.text_key] = text
@@ -165,12 +172,15 @@ def run_turn(
             if seen is None:
                 seen = set()
             planned = provider.check(gateway, item, provider.at(len(results) + skipped), seen)
-            results.append(provider.write(planned[0], *answer_planned(gateway, planned, identity)))
+            answer = answer_of(gateway, planned, identity)
+            results.append(provider.write(planned[0], *content_of(answer, provider.blocks)))
             continue
         call_id, name, arguments = fields
         if seen is not None:
             seen.add(call_id)
-        content, refusal = content_of(ask(gateway, name, arguments, identity, call_id))
+        content, refusal = content_of(
+            ask(gateway, name, arguments, identity, call_id), provider.blocks
+        )
         result: dict[str, JSONValue] = {
             provider.kind_key: provider.kind,
             provider.id_key: call_id,
@@ -205,12 +215,7 @@ async def arun_turn(
     """`run_turn` from an event loop, the calls run concurrently (the caller checks
     `identity`)."""
     planned = plan_turn(gateway, items, provider)
-    return await arun_planned(gateway, planned, identity, provider.write)
-
-
-def answer_planned(gateway: Gateway, planned: Planned, identity: str) -> tuple[str, bool]:
-    """The text and refusal flag for one planned call, run now."""
-    return content_of(answer_of(gateway, planned, identity))
+    return await arun_planned(gateway, planned, identity, provider.write, provider.blocks)
 
 
 def answer_of(gateway: Gateway, planned: Planned, identity: str) -> dict[str, JSONValue]:
@@ -222,7 +227,11 @@ def answer_of(gateway: Gateway, planned: Planned, identity: str) -> dict[str, JS
 
 
 async def arun_planned(
-    gateway: Gateway, planned: list[Planned], identity: str, result: Result[R]
+    gateway: Gateway,
+    planned: list[Planned],
+    identity: str,
+    result: Result[R],
+    blocks: Blocks | None = None,
 ) -> list[R]:
     """The results of the planned calls, in order, the calls run concurrently."""
     if len(planned) == 1:  # the common turn: no tasks to make
@@ -230,7 +239,8 @@ async def arun_planned(
     else:
         answers = await asyncio.gather(*(_answer(gateway, one, identity) for one in planned))
     return [
-        result(one[0], *content_of(answer)) for one, answer in zip(planned, answers, strict=True)
+        result(one[0], *content_of(answer, blocks))
+        for one, answer in zip(planned, answers, strict=True)
     ]
 
 
@@ -241,18 +251,22 @@ async def _answer(gateway: Gateway, one: Planned, identity: str) -> dict[str, JS
     return await gateway.call_parsed_async(call, identity, call_id, has_float=has_float)
 
 
-def content_of(answer: dict[str, JSONValue]) -> tuple[str, bool]:
+def content_of(answer: dict[str, JSONValue], blocks: Blocks | None = None) -> tuple[Any, bool]:
     """The text the model reads for one answer, and whether it is a refusal.
 
     A value is written as JSON text, so `0`, `false`, `""`, `[]` and `null` read as the values
     they are, never as an empty result; a refusal is the structured error as JSON text. A
-    content result (`Content`) is its one value (`Content.as_value`): text blocks alone their
-    text as it is, anything else as JSON text.
+    content result (`Content`) is the provider's `blocks` where it has them, else its one value
+    (`Content.as_value`): text blocks alone their text as it is, anything else as JSON text.
     """
     refusal = answer["ok"] is not True
     if not refusal and type(answer["result"]) is Content:
-        value = answer["result"].as_value()
-        if type(value) is str and answer["result"].structured is None:
+        content = answer["result"]
+        written = None if blocks is None else blocks(content)
+        if written is not None:
+            return written, False
+        value = content.as_value()
+        if type(value) is str and content.structured is None:
             return value, False
         answer = {"ok": True, "call_id": answer["call_id"], "result": value}
     try:  # the common answer, written at once; anything else as `_written_exactly` says

@@ -27,6 +27,7 @@ from typing import Any, Final, Literal
 
 import orjson
 
+from strictcall.core.content import Content
 from strictcall.core.gateway import Gateway
 from strictcall.core.jsontext import JSONTextError, TextFault
 from strictcall.core.pipeline import ARGUMENTS_LEVELS, fail, text_refusal, too_large
@@ -73,7 +74,8 @@ def run_anthropic_tool_uses(
         fields = _block_fields(blocks[0])
         if fields:
             call_id, name, arguments = fields
-            content, refusal = content_of(_ask(gateway, name, arguments, identity, call_id))
+            answer = _ask(gateway, name, arguments, identity, call_id)
+            content, refusal = content_of(answer, anthropic_blocks)
             return [
                 {
                     "type": "tool_result",
@@ -192,6 +194,29 @@ def _plan(gateway: Gateway, call_id: str, name: str, arguments: JSONValue) -> Pl
     return from_value(gateway, call_id, name, arguments)
 
 
+_IMAGE_TYPES: Final = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
+"""The image types Anthropic's API takes in a tool_result (any other is written as JSON)."""
+
+
+def anthropic_blocks(content: Content) -> JSONValue | None:
+    """A content result holding an image as a `tool_result`'s blocks, as Anthropic's API takes
+    them: text blocks as text, images as base64 image sources, any other block as a text block
+    of its JSON; None (its one value as text) for a result without an image."""
+    if not any(block["type"] == "image" for block in content.blocks):
+        return None
+    written: list[JSONValue] = []
+    for block in content.blocks:
+        kind = block["type"]
+        if kind == "text":
+            written.append({"type": "text", "text": block["text"]})
+        elif kind == "image" and block["mimeType"] in _IMAGE_TYPES:
+            source = {"type": "base64", "media_type": block["mimeType"], "data": block["data"]}
+            written.append({"type": "image", "source": source})
+        else:
+            written.append({"type": "text", "text": orjson.dumps(block).decode()})
+    return written
+
+
 ANTHROPIC: Final = Provider(
     "content",
     _block_fields,
@@ -203,5 +228,6 @@ ANTHROPIC: Final = Provider(
     "tool_use_id",
     "content",
     "is_error",
+    anthropic_blocks,
 )
 """`{"type": "tool_result", "tool_use_id", "content", "is_error"}` blocks answering `tool_use`s."""
