@@ -10,6 +10,7 @@
 from typing import TYPE_CHECKING
 
 from strictcall.client.reply import interpret_tool_reply
+from strictcall.core.display import Annotations, Display, Icon
 from strictcall.core.gateway import Gateway
 from strictcall.core.jsontext import JSONTextError, loads_strict
 from strictcall.core.pipeline import Limits
@@ -54,10 +55,13 @@ def _version() -> str:
 
 
 __all__ = [
+    "Annotations",
     "Client",
+    "Display",
     "ErrorKind",
     "ForbiddenOrMissing",
     "Gateway",
+    "Icon",
     "JSONTextError",
     "Limits",
     "ProtocolError",

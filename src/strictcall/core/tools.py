@@ -23,6 +23,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, NamedTuple, NotRequired, Required, get_type_hints
 
+from strictcall.core.display import NO_DISPLAY, Display
 from strictcall.errors import RESULT_TOO_LARGE, ErrorKind, JSONValue, Stage, StrictcallError
 
 Arguments = dict[str, JSONValue]
@@ -105,7 +106,8 @@ class Tool:
     `result_matches` (optional) checks a result against the arguments at stage output, for what
     a schema cannot say (e.g. the note returned is the note asked for). `inline_first`, for a
     tool with a timeout, tries the handler on the caller's thread before a worker's (see the
-    module's docstring).
+    module's docstring). `display` is what a host shows beside the name and schemas (title,
+    annotations, icons, `_meta`: `strictcall.core.display`).
     """
 
     name: str
@@ -118,6 +120,7 @@ class Tool:
     timeout: float | None = None
     result_matches: ResultCheck | None = None
     inline_first: bool = False
+    display: Display = NO_DISPLAY
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -140,6 +143,7 @@ def tool(
     authorize: Authorizer | None = None,
     failures: tuple[ErrorKind, ...] = (),
     timeout: float | None = None,
+    display: Display = NO_DISPLAY,
 ) -> Callable[[Callable[..., Any]], Tool]:
     """Make a `Tool` of a function, deriving both schemas from its type hints.
 
@@ -147,7 +151,8 @@ def tool(
     are the tool's arguments (a parameter with a default is optional). Use JSON-shaped types:
     str, int, float, bool, None, list, dict, Literal, TypedDict and unions of them (before
     Python 3.12, pydantic needs `typing_extensions.TypedDict`). The derived schemas are what the
-    gateway enforces, made strict like any declared schema.
+    gateway enforces, made strict like any declared schema. `display`: the title, annotations,
+    icons and `_meta` hosts are shown (`Display`).
     """
 
     def make(func: Callable[..., Any]) -> Tool:
@@ -183,6 +188,7 @@ def tool(
             authorize=authorize,
             failures=failures,
             timeout=timeout,
+            display=display,
         )
 
     return make

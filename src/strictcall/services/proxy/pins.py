@@ -1,10 +1,12 @@
-"""Tool pinning: a tool's name, description and schemas recorded in the store on first sight;
-a later change is not served until an operator approves it (`strictcall tools approve NAME`).
+"""Tool pinning: a tool's name, description and schemas, and its title, annotations, icons and
+`_meta` where it has them, recorded in the store on first sight; a later change is not served
+until an operator approves it (`strictcall tools approve NAME`).
 
 Until then the tool is listed as it was pinned (the host never sees the changed description,
-where a poisoned instruction would be) and every call answers `tool_changed`; the change is
-logged once per process and counted (`changes`, in /metrics). Approvals made by another
-process (the command line) are read back by `refresh`.
+where a poisoned instruction would be, nor a read-only hint it was never approved with) and
+every call answers `tool_changed`; the change is logged once per process and counted
+(`changes`, in /metrics). Approvals made by another process (the command line) are read back
+by `refresh`.
 """
 
 from __future__ import annotations
@@ -21,15 +23,38 @@ PIN_POLL_S: Final = 1.0
 """How often a federation with a tool held back reads the store for an approval."""
 
 
+DISPLAY_MEMBERS: Final = ("title", "annotations", "icons", "_meta")
+"""The members of a listed tool pinned beside its name, description and schemas, where the
+upstream lists them (a tool without any pins exactly as before they were pinned)."""
+
+
+def display_members(listed: types.Tool) -> dict[str, object]:
+    """A listed tool's title, annotations, icons and `_meta` as MCP writes them (those it has)."""
+    if (
+        listed.title is None
+        and listed.annotations is None
+        and listed.icons is None
+        and listed.meta is None
+    ):
+        return {}
+    return listed.model_dump(by_alias=True, mode="json", exclude_none=True, include=_DISPLAY_FIELDS)
+
+
+_DISPLAY_FIELDS: Final = {"title", "annotations", "icons", "meta"}
+
+
 def definition_of(listed: types.Tool) -> str:
-    """What is pinned of a listed tool: its name, description and schemas, as canonical JSON."""
+    """What is pinned of a listed tool: its name, description, schemas, and its title,
+    annotations, icons and `_meta` where it has them, as canonical JSON."""
+    pinned: dict[str, object] = {
+        "name": listed.name,
+        "description": listed.description,
+        "inputSchema": listed.input_schema,
+        "outputSchema": listed.output_schema,
+    }
+    pinned |= display_members(listed)
     return json.dumps(
-        {
-            "name": listed.name,
-            "description": listed.description,
-            "inputSchema": listed.input_schema,
-            "outputSchema": listed.output_schema,
-        },
+        pinned,
         sort_keys=True,
         ensure_ascii=False,
         separators=(",", ":"),
@@ -44,6 +69,7 @@ def listed_of(definition: str) -> types.Tool:
         description=pinned["description"],
         input_schema=pinned["inputSchema"],
         output_schema=pinned["outputSchema"],
+        **{key: pinned[key] for key in DISPLAY_MEMBERS if key in pinned},
     )
 
 

@@ -1,5 +1,8 @@
 """An upstream MCP server's tools as strictcall `Tool`s, run through the same gateway.
 
+A proxied tool is listed with its upstream's title, annotations, icons and `_meta`, neutralised
+where a host or terminal would show them (`strictcall.core.display`).
+
 What a proxied tool's result is (what stage output checks and the caller receives):
 
 - a tool that declares an outputSchema: its `structuredContent`, checked against that schema
@@ -23,8 +26,10 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
+from strictcall.core.display import NO_DISPLAY, Display, display_from_listing
 from strictcall.core.tools import Arguments, Tool, ToolContext, ToolFailure
 from strictcall.errors import RESULT_TOO_LARGE, TOOL_ERROR, UPSTREAM_UNAVAILABLE, JSONValue
+from strictcall.services.proxy.pins import display_members
 from strictcall.services.proxy.stdio import AnswerTooLarge, UnreadableAnswer
 from strictcall.services.proxy.upstream import Upstream
 
@@ -85,7 +90,17 @@ def proxied_tool(
         handler=forward,
         failures=(TOOL_ERROR, UPSTREAM_UNAVAILABLE, RESULT_TOO_LARGE),
         timeout=timeout,
+        display=display_of(listed),
     )
+
+
+def display_of(listed: types.Tool) -> Display:
+    """What a host is shown of an upstream's tool beside its schemas (title, annotations, icons,
+    `_meta`), neutralised as `strictcall.core.display` says."""
+    shown = display_members(listed)
+    if not shown:
+        return NO_DISPLAY
+    return display_from_listing(shown)
 
 
 def proxied_tools(

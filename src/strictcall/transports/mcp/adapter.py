@@ -1,8 +1,9 @@
 """MCP's view of the gateway: tools/list and tools/call on the official SDK's low-level server.
 
-- tools/list gives each tool's name, description, inputSchema and outputSchema as
-  `strictcall.core.listing` lists them for MCP (a result that is not declared an object is listed
-  wrapped, as the schema of {"result": value}).
+- tools/list gives each tool's name, description, inputSchema and outputSchema, and its title,
+  annotations, icons and `_meta` where it has them, as `strictcall.core.listing` lists them for
+  MCP (a result that is not declared an object is listed wrapped, as the schema of
+  {"result": value}).
 - tools/call hands the raw params (never the SDK's coerced model) to the gateway. Success:
   structuredContent holds the validated value (wrapped as {"result": value} for those tools)
   and one text block holds the value as JSON, so [], "" and null are never an empty content
@@ -70,14 +71,19 @@ def describe_tools(
     by the gateway; non-object output schemas wrapped there), as SDK models; with `identity`
     (and its token's `claims`), only those that caller may call."""
     return [
-        types.Tool(
-            name=listed["name"],
-            description=listed["description"],
-            input_schema=listed["inputSchema"],
-            output_schema=listed["outputSchema"],
-        )
+        types.Tool.model_validate(listed) if len(listed) > 4 else _plain_tool(listed)
         for listed in gateway.listing(identity, "mcp", claims)
     ]
+
+
+def _plain_tool(listed: dict[str, JSONValue]) -> types.Tool:
+    """A listed tool without a display (title, annotations, icons, `_meta`) as the SDK's model."""
+    return types.Tool(
+        name=listed["name"],
+        description=listed["description"],
+        input_schema=listed["inputSchema"],
+        output_schema=listed["outputSchema"],
+    )
 
 
 # --- tools/call --------------------------------------------------------------------------------
