@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import base64
 import json
+import re
+from pathlib import Path
 from typing import Any
 
 import mcp_types as types
@@ -176,3 +178,13 @@ def test_a_tool_without_a_display_pins_as_it_did_before_displays_were_pinned() -
         "inputSchema": {"type": "object"},
         "outputSchema": None,
     }
+
+
+def test_the_docs_example_lists_its_display() -> None:
+    page = (Path(__file__).resolve().parent.parent / "docs" / "LISTINGS.md").read_text("utf-8")
+    (snippet,) = re.findall(r"```python\n(.*?)```", page, flags=re.DOTALL)
+    namespace: dict[str, Any] = {}
+    exec(snippet, namespace)
+    (listed,) = Gateway([namespace["read_note"]]).list_tools("mcp")
+    assert listed["annotations"] == {"readOnlyHint": True, "openWorldHint": False}
+    assert listed["title"] == "Read a note" and listed["_meta"] == {"com.example/team": "docs"}
