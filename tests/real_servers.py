@@ -3,7 +3,7 @@ the one list of what strictcall changes on the way (`through_listing`, `through_
 
 The servers: from npm server-everything, -filesystem, -memory and -sequential-thinking
 (tests/upstreams/package.json); from PyPI mcp-server-fetch, -time and -git (a venv of their own,
-tests/upstreams/servers_setup.py); and the FastMCP notes server over HTTP. Each stateful one
+tests/servers_setup.py); and the FastMCP notes server over HTTP. Each stateful one
 works in a folder of its own per run (`Place`): a run directly and each run through a
 federation start from the same files, so the same calls in the same order give the same answers.
 
@@ -13,8 +13,7 @@ The documented changes, and nothing else, are what may differ:
 - its inputSchema and outputSchema are read as JSON Schema 2020-12 (`$schema` dropped) with
   the root of an input schema declared `type: "object"`, and listed as strictcall enforces
   them, made strict (`strictcall.core.schema.strict`: objects closed to unknown members, an
-  integer written as one); a tool without an outputSchema is listed with strictcall's own
-  (its text or its blocks, as {"result": ...});
+  integer written as one); a tool without an outputSchema is listed without one;
 - `execution` (tasks) is not listed: the federation runs no tasks;
 - a tool whose schema does not compile is not served (`NOT_SERVED`);
 - what the upstream answers is its own but for values that change from one run to the next by
@@ -35,15 +34,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from strictcall.core.listing import object_rooted, wrap_schema
+from strictcall.core.listing import object_rooted
 from strictcall.core.schema.strict import EXACT_INTEGER, make_strict
-from strictcall.services.proxy.tools import CONTENT_RESULT
 
 UPSTREAMS_DIR: Final = Path(__file__).resolve().parent / "upstreams"
 NODE: Final = UPSTREAMS_DIR / "node_modules" / "@modelcontextprotocol"
 SERVERS_BIN: Final = UPSTREAMS_DIR / ".venv-servers" / "bin"
 SEPARATOR: Final = "_"
-PAGE: Final = b"<html><head><title>Refunds</title></head><body><h1>Refunds</h1><p>The refund window is 7 days.</p></body></html>"
+PAGE: Final = (
+    b"<html><head><title>Refunds</title></head>"
+    b"<body><h1>Refunds</h1><p>The refund window is 7 days.</p></body></html>"
+)
 
 NOT_SERVED: Final = {"notes": frozenset({"bad_schema"})}
 """Tools an upstream lists that the federation does not serve: their schema does not compile."""
@@ -146,7 +147,7 @@ def page_server() -> Iterator[str]:
     """A web page on 127.0.0.1 for mcp-server-fetch (it never fetches anything else)."""
 
     class Page(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+        def do_GET(self) -> None:
             self.send_response(200)
             self.send_header("Content-Type", "text/html; charset=utf-8")
             self.send_header("Content-Length", str(len(PAGE)))
@@ -354,10 +355,8 @@ def through_listing(prefix: str, direct: dict[str, Any]) -> dict[str, Any] | Non
     expected["name"] = f"{prefix}{SEPARATOR}{direct['name']}"
     expected.setdefault("description", "")
     expected["inputSchema"] = _listed_strict(object_rooted(_ours(direct["inputSchema"])))
-    output = direct.get("outputSchema")
-    expected["outputSchema"] = _listed_strict(
-        wrap_schema(CONTENT_RESULT) if output is None else _ours(output)
-    )
+    if "outputSchema" in direct:
+        expected["outputSchema"] = _listed_strict(_ours(direct["outputSchema"]))
     return expected
 
 

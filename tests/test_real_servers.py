@@ -30,10 +30,8 @@ from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "upstreams"))
-
-from mcp_peers import fastmcp_command  # noqa: E402
-from real_servers import (  # noqa: E402
+from mcp_peers import fastmcp_command
+from real_servers import (
     Place,
     calls,
     make_place,
@@ -44,8 +42,8 @@ from real_servers import (  # noqa: E402
     through_result,
     upstream_env,
 )
-from servers import create_token  # noqa: E402
-from servers_setup import ensure_servers  # noqa: E402
+from servers import create_token
+from servers_setup import ensure_servers
 
 DEADLINE_S: Final = 60.0
 HANDSHAKE: Final = "2025-11-25"
@@ -120,7 +118,7 @@ async def collect(client: Client, run: Run, page: str, names: dict[str, str] | N
 
 
 def session(params: StdioServerParameters, mode: str) -> Client:
-    return Client(stdio_client(params), mode=mode, read_timeout_seconds=DEADLINE_S)  # type: ignore[arg-type]
+    return Client(stdio_client(params), mode=mode, read_timeout_seconds=DEADLINE_S)
 
 
 async def direct_run(run: Run, page: str, notes_url: str) -> None:
@@ -224,7 +222,7 @@ def http_client(url: str, token: str, mode: str) -> AbstractAsyncContextManager[
             httpx2.AsyncClient(headers=headers, timeout=DEADLINE_S) as http,
             Client(
                 streamable_http_client(url, http_client=http),
-                mode=mode,  # type: ignore[arg-type]
+                mode=mode,
                 read_timeout_seconds=DEADLINE_S,
             ) as client,
         ):

@@ -7,7 +7,7 @@
     strictcall serve --mcp-stdio --identity ID [--db PATH|URL]
     strictcall proxy (--upstream-cmd CMD | --upstream-url URL [--upstream-header H]...)
                      [--stdio --identity ID | --host H --port N] [--db PATH|URL] [--allow FILE]
-                     [--pass-errors TOOL]... [--timeout S]
+                     [--withhold-errors [--pass-errors TOOL]...] [--redact secrets|off] [--timeout S]
     strictcall federate --config FILE [--stdio --identity ID | --host H --port N] [--db PATH|URL]
                         [--allow FILE]
     strictcall tools diff [--db PATH|URL]            pinned tools changed upstream, and how

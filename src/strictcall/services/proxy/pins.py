@@ -17,6 +17,7 @@ from typing import Final, TextIO
 import mcp_types as types
 
 from strictcall.services.proxy.config import UpstreamConfig
+from strictcall.services.proxy.tools import display_members
 from strictcall.storage.base import PinStore, StoreUnavailable
 
 PIN_POLL_S: Final = 1.0
@@ -26,21 +27,6 @@ PIN_POLL_S: Final = 1.0
 DISPLAY_MEMBERS: Final = ("title", "annotations", "icons", "_meta")
 """The members of a listed tool pinned beside its name, description and schemas, where the
 upstream lists them (a tool without any pins exactly as before they were pinned)."""
-
-
-def display_members(listed: types.Tool) -> dict[str, object]:
-    """A listed tool's title, annotations, icons and `_meta` as MCP writes them (those it has)."""
-    if (
-        listed.title is None
-        and listed.annotations is None
-        and listed.icons is None
-        and listed.meta is None
-    ):
-        return {}
-    return listed.model_dump(by_alias=True, mode="json", exclude_none=True, include=_DISPLAY_FIELDS)
-
-
-_DISPLAY_FIELDS: Final = {"title", "annotations", "icons", "meta"}
 
 
 def definition_of(listed: types.Tool) -> str:

@@ -1,6 +1,6 @@
 """The PyPI MCP servers the real-server tests run (mcp-server-fetch, mcp-server-time,
 mcp-server-git), installed into a venv of their own, tests/upstreams/.venv-servers, from the
-pinned servers-requirements.txt beside this file; and the npm servers (tests/upstreams'
+pinned tests/upstreams/servers-requirements.txt; and the npm servers (tests/upstreams'
 package-lock.json) with `npm ci` when node_modules is missing.
 
 Idempotent and fast when done: the venv carries a stamp holding the hash of the requirements,
@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Final
 
-HERE: Final = Path(__file__).resolve().parent
+HERE: Final = Path(__file__).resolve().parent / "upstreams"
 REQUIREMENTS: Final = HERE / "servers-requirements.txt"
 VENV: Final = HERE / ".venv-servers"
 STAMP: Final = VENV / ".requirements-sha256"
