@@ -26,6 +26,12 @@ INSTALL_TIMEOUT_S: Final = 600
 SERVERS: Final = ("mcp-server-fetch", "mcp-server-time", "mcp-server-git")
 
 
+_READABILITY: Final = (
+    "from readabilipy import simple_json_from_html_string as read;"
+    " read('<p>x</p>', use_readability=True)"
+)
+
+
 def server_command(name: str) -> Path:
     """The console script of one of `SERVERS` in the servers' venv."""
     return VENV / "bin" / name
@@ -78,6 +84,17 @@ def _ensure_pypi() -> str | None:
         )
         if done.returncode != 0:
             return f"pip install of {REQUIREMENTS.name} failed: {done.stderr.strip()[-300:]}"
+        # mcp-server-fetch's readabilipy runs `npm install` (its package-lock) on its first
+        # page when npm is there: done here, once, rather than inside a test's call
+        readied = subprocess.run(
+            [str(VENV / "bin" / "python"), "-c", _READABILITY],
+            capture_output=True,
+            text=True,
+            timeout=INSTALL_TIMEOUT_S,
+            check=False,
+        )
+        if readied.returncode != 0:
+            return f"readabilipy's npm install failed: {readied.stderr.strip()[-300:]}"
         STAMP.write_text(_wanted() + "\n", encoding="ascii")
     return None
 
