@@ -15,7 +15,10 @@ The documented changes, and nothing else, are what may differ:
   them, made strict (`strictcall.core.schema.strict`: objects closed to unknown members, an
   integer written as one); a tool without an outputSchema is listed without one;
 - `execution` (tasks) is not listed: the federation runs no tasks;
-- a tool whose schema does not compile is not served (`NOT_SERVED`);
+- a tool whose schema does not compile is not served (`NOT_SERVED`), and an answer that breaks
+  the tool's own outputSchema is refused (`BROKEN_OUTPUT`: `invalid_tool_result`);
+- on 2026-07-28 a result's `_meta` names its server, strictcall (the wire's envelope);
+- a tool reporting its own process' environment reports the federation's (`OWN_ENVIRONMENT`);
 - what the upstream answers is its own but for values that change from one run to the next by
   themselves (the folder a run works in, clocks, commit hashes: `steady`).
 """
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import copy
 import http.server
+import json
 import re
 import shutil
 import subprocess
@@ -31,11 +35,15 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any, Final
 
+from mcp_types import SERVER_INFO_META_KEY
+
 from strictcall.core.listing import object_rooted
 from strictcall.core.schema.strict import EXACT_INTEGER, make_strict
+from strictcall.errors import INVALID_TOOL_RESULT
 
 UPSTREAMS_DIR: Final = Path(__file__).resolve().parent / "upstreams"
 NODE: Final = UPSTREAMS_DIR / "node_modules" / "@modelcontextprotocol"
@@ -48,6 +56,18 @@ PAGE: Final = (
 
 NOT_SERVED: Final = {"notes": frozenset({"bad_schema"})}
 """Tools an upstream lists that the federation does not serve: their schema does not compile."""
+
+BROKEN_OUTPUT: Final = frozenset({("notes", "broken_count")})
+"""Tools whose answers break their own outputSchema: refused at stage output
+(`invalid_tool_result`); the official client, called directly, raises instead."""
+
+OWN_ENVIRONMENT: Final = frozenset({("everything", "get-env")})
+"""Tools that answer with their own process' environment, which is the federation's when
+it starts them, not the test's: compared by the kinds of their blocks only."""
+
+MODERN: Final = "2026-07-28"
+SERVER_INFO: Final = {"name": "strictcall", "version": version("strictcall")}
+"""What a 2026-07-28 result's `_meta` names as its server (the wire's own: strictcall's)."""
 
 NOT_LISTED: Final = frozenset({"execution"})
 """Members of an upstream's tool the federation does not list."""
@@ -360,10 +380,30 @@ def through_listing(prefix: str, direct: dict[str, Any]) -> dict[str, Any] | Non
     return expected
 
 
-def through_result(prefix: str, name: str, direct: dict[str, Any]) -> dict[str, Any]:
+def through_result(prefix: str, name: str, direct: dict[str, Any], version: str) -> dict[str, Any]:
     """What the federation answers for a call the upstream answered `direct` (a tools/call
-    result as JSON): the upstream's own answer (no change is documented for results)."""
-    return direct
+    result as JSON, read on 2025-11-25) to a host on wire `version`: the upstream's own answer,
+    but for the documented changes (the module's docstring)."""
+    if (prefix, name) in BROKEN_OUTPUT:
+        text = json.dumps(INVALID_TOOL_RESULT.as_error(), separators=(",", ":"))
+        expected: dict[str, Any] = {
+            "content": [{"type": "text", "text": text}],
+            "isError": True,
+            "resultType": "complete",
+        }
+    else:
+        expected = copy.deepcopy(direct)
+    if version == MODERN:
+        expected["_meta"] = {**expected.get("_meta", {}), SERVER_INFO_META_KEY: SERVER_INFO}
+    return expected
+
+
+def comparable(prefix: str, name: str, answer: dict[str, Any]) -> dict[str, Any]:
+    """An answer as compared: a tool that reports its own process' environment
+    (`OWN_ENVIRONMENT`) only by the kinds of its blocks."""
+    if (prefix, name) not in OWN_ENVIRONMENT:
+        return answer
+    return {**answer, "content": [block["type"] for block in answer.get("content", [])]}
 
 
 _VARIES: Final = [
