@@ -409,6 +409,7 @@ def comparable(prefix: str, name: str, answer: dict[str, Any]) -> dict[str, Any]
 _VARIES: Final = [
     (re.compile(r"\b[0-9a-f]{40}\b"), "<commit>"),
     (re.compile(r"\b[0-9a-f]{7,12}\b(?=[ \]:])"), "<short>"),
+    (re.compile(r"\b\d\d?:\d\d:\d\d\s?(?:AM|PM)"), "<when>"),
     (re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:[+-]\d\d:\d\d|Z)?"), "<when>"),
     (
         re.compile(

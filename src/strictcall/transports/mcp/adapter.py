@@ -199,7 +199,8 @@ def result_message(
     if version in MODERN_PROTOCOL_VERSIONS:
         dumped["resultType"] = "complete"
         server_info = {"name": SERVER_NAME, "version": _version()}
-        dumped["_meta"] = {types.SERVER_INFO_META_KEY: server_info}
+        # beside the result's own _meta (a proxied tool's upstream's), never in its place
+        dumped["_meta"] = {**dumped.get("_meta", {}), types.SERVER_INFO_META_KEY: server_info}
     dumped = serialize_server_result("tools/call", version, dumped)
     return types.JSONRPCResponse(jsonrpc="2.0", id=request_id, result=dumped)
 
@@ -469,7 +470,9 @@ class McpTools:
         self._audit(outcome, error, identity)
         if version in MODERN_PROTOCOL_VERSIONS:
             result["resultType"] = "complete"
-            result["_meta"] = {types.SERVER_INFO_META_KEY: _server_info()}
+            own = result.get("_meta")  # a proxied tool's upstream's: kept beside the server's name
+            kept = own if isinstance(own, dict) else {}
+            result["_meta"] = {**kept, types.SERVER_INFO_META_KEY: _server_info()}
         return dump_line({"jsonrpc": "2.0", "id": request_id, "result": result})
 
     def _call_of(
