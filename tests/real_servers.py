@@ -25,6 +25,7 @@ The documented changes, and nothing else, are what may differ:
 
 from __future__ import annotations
 
+import base64
 import copy
 import http.server
 import json
@@ -426,7 +427,7 @@ _VARIES: Final = [
 
 def steady(value: Any, base: Path) -> Any:
     """`value` with what changes from run to run by itself written as a placeholder: the run's
-    folder, commit hashes, timestamps."""
+    folder, commit hashes, timestamps (inside text blobs too)."""
     if isinstance(value, str):
         text = value.replace(str(base), "<place>")
         for pattern, placeholder in _VARIES:
@@ -435,8 +436,21 @@ def steady(value: Any, base: Path) -> Any:
     if isinstance(value, list):
         return [steady(item, base) for item in value]
     if isinstance(value, dict):
-        return {key: steady(item, base) for key, item in value.items()}
+        return {
+            key: _steady_blob(item, base) if key == "blob" else steady(item, base)
+            for key, item in value.items()
+        }
     return value
+
+
+def _steady_blob(blob: Any, base: Path) -> Any:
+    """A resource's base64 blob compared by its steady text where it is UTF-8 text (the
+    server-everything blobs hold a clock time), else as it is."""
+    try:
+        text = base64.b64decode(blob, validate=True).decode("utf-8")
+    except (ValueError, TypeError):
+        return blob
+    return "base64 of " + steady(text, base)
 
 
 def remove_place(place: Place) -> None:
