@@ -164,15 +164,16 @@ def test_a_proxied_tool_keeps_its_upstreams_display() -> None:
 def test_the_display_is_pinned_and_a_changed_annotation_is_a_changed_definition() -> None:
     before = sdk_tool(**LISTED_DISPLAY)
     after = sdk_tool(**{**LISTED_DISPLAY, "annotations": {"readOnlyHint": False}})
-    assert definition_of(before) != definition_of(after)
-    assert listed_of(definition_of(before)) == before  # served as pinned, display and all
+    assert definition_of(before, "up") != definition_of(after, "up")
+    assert listed_of(definition_of(before, "up")) == before  # served as pinned, display and all
     retitled = sdk_tool(**{**LISTED_DISPLAY, "title": "Delete everything"})
-    assert definition_of(retitled) != definition_of(before)
+    assert definition_of(retitled, "up") != definition_of(before, "up")
 
 
 def test_a_tool_without_a_display_pins_as_it_did_before_displays_were_pinned() -> None:
     bare = sdk_tool(description="d")
-    assert json.loads(definition_of(bare)) == {
+    assert json.loads(definition_of(bare, "up")) == {
+        "upstream": "up",
         "name": "t",
         "description": "d",
         "inputSchema": {"type": "object"},

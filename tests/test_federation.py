@@ -246,24 +246,47 @@ def test_each_upstream_serves_its_tools_under_its_prefix(federation: Federation)
     assert "add" in federation.calls.read_text().split()
 
 
+def digest_in(diff: str, key: str) -> str:
+    """The digest `tools diff` shows for the change of `key` (`tool "notes_add"`)."""
+    found = re.search(rf"{re.escape(key)} \w+ upstream .*digest ([0-9a-f]{{64}}):", diff)
+    assert found is not None, diff
+    return found.group(1)
+
+
 def test_an_upstreams_list_changed_reaches_the_downstream_stdio_session(
     federation: Federation,
 ) -> None:
     peer = federation.peer
+    db = str(federation.db)
     assert "notes_late" not in {tool["name"] for tool in federation.listing()}
-    peer.send(
-        b'{"jsonrpc":"2.0","id":"grow","method":"tools/call",'
-        b'"params":{"name":"notes_grow","arguments":{}}}'
+    assert peer.call("notes_grow", {})["isError"] is False
+    # a tool (and a resource) that appears mid-run waits for an approval: not served
+    diff = until(
+        lambda: (
+            (out := run_cli("tools", "diff", "--db", db).stdout) and "memo://late" in out and out
+        ),
+        "the new tool and resource wait",
     )
+    assert "notes_late" not in {tool["name"] for tool in federation.listing()}
+    for key, name in (('tool "notes_late"', "notes_late"), ('resource "memo://late"', "")):
+        approved = run_cli(
+            "tools",
+            "approve",
+            name or "resource:memo://late",
+            "--digest",
+            digest_in(diff, key),
+            "--db",
+            db,
+        )
+        assert approved.returncode == 0, approved.stderr
     seen: list[dict[str, Any]] = []
     while not (
         any(m.get("method") == LIST_CHANGED for m in seen)
         and any(m.get("method") == RESOURCES_CHANGED for m in seen)  # its new resource too
-        and any(m.get("id") == "grow" for m in seen)
     ):
         seen.append(peer.message())
     names = [tool["name"] for tool in federation.listing()]
-    assert "notes_late" in names and names == sorted(names)  # a new tool: pinned, served
+    assert "notes_late" in names and names == sorted(names)  # approved: served
     assert peer.call("notes_late", {})["isError"] is False
     resources = peer.request("resources/list")["result"]["resources"]
     assert {"uri": "memo://late", "name": "notes_late_memo"}.items() <= {
@@ -304,7 +327,11 @@ def test_a_rug_pull_is_held_back_as_tool_changed_until_an_operator_approves_it(
     assert diff.returncode == 0, diff.stderr
     assert '"notes_add"' in diff.stdout and "id_rsa" in diff.stdout
     assert '"notes_read_note"' not in diff.stdout
-    approved = run_cli("tools", "approve", "notes_add", "--db", str(federation.db))
+    assert "upstream notes" in diff.stdout  # the upstream the change comes from
+    digest = digest_in(diff.stdout, 'tool "notes_add"')
+    approved = run_cli(
+        "tools", "approve", "notes_add", "--digest", digest, "--db", str(federation.db)
+    )
     assert approved.returncode == 0, approved.stderr
 
     def served() -> bool:
@@ -317,7 +344,7 @@ def test_a_rug_pull_is_held_back_as_tool_changed_until_an_operator_approves_it(
     until(served, "the approved change is served")
     now = {tool["name"]: tool for tool in federation.listing()}["notes_add"]
     assert "id_rsa" in now["description"]  # approved: the operator's call
-    again = run_cli("tools", "approve", "notes_add", "--db", str(federation.db))
+    again = run_cli("tools", "approve", "notes_add", "--digest", digest, "--db", str(federation.db))
     assert again.returncode == 1  # nothing waits any more
     assert run_cli("tools", "diff", "--db", str(federation.db)).stdout.startswith("no pinned tool")
 

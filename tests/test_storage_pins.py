@@ -31,16 +31,17 @@ def test_a_pin_is_kept_a_change_waits_and_approval_moves_it_in_once(store: Store
     assert store.pin_tool("notes_add", "v1") is True
     assert store.pin_tool("notes_add", "v2") is False  # first sight only
     assert store.tool_pins() == [ToolPin("notes_add", "v1", None)]
-    assert store.approve_tool("notes_add") is False  # nothing waits
+    assert store.approve_tool("notes_add", "v2") is False  # nothing waits
     store.see_tool("notes_add", "v2")
     assert store.tool_pins() == [ToolPin("notes_add", "v1", "v2")]
-    assert store.approve_tool("notes_add") is True
+    assert store.approve_tool("notes_add", "v3") is False  # not the one waiting
+    assert store.approve_tool("notes_add", "v2") is True
     assert store.tool_pins() == [ToolPin("notes_add", "v2", None)]
-    assert store.approve_tool("notes_add") is False
+    assert store.approve_tool("notes_add", "v2") is False
     store.see_tool("notes_add", "v3")
     store.see_tool("notes_add", None)  # the upstream went back: nothing waits
     assert store.tool_pins() == [ToolPin("notes_add", "v2", None)]
-    assert store.approve_tool("no_such_tool") is False
+    assert store.approve_tool("no_such_tool", "v1") is False
 
 
 def test_pins_are_listed_by_name(store: Store) -> None:

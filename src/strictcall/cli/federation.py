@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import shlex
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
@@ -16,6 +17,7 @@ from strictcall.cli.commands import (
     _reload_on_hangup,
 )
 from strictcall.cli.serving import serve_stdio_or_http
+from strictcall.core.terminal import one_line
 from strictcall.server.edge import EdgeLimits
 from strictcall.storage import StoreUnavailable
 
@@ -109,8 +111,12 @@ def run_federate(
 
 
 def run_tools_diff(db: str, *, out: TextIO, err: TextIO) -> int:
-    """Print each pinned tool whose upstream changed it, with a unified diff of its pinned and
-    its changed definition (control characters escaped: an upstream chose the text)."""
+    """Print each pinned tool (resource, template, prompt) whose upstream changed it, or that
+    appeared mid-run: the upstream it comes from, a unified diff of its pinned and its changed
+    definition (control characters escaped: an upstream chose the text), and the command that
+    approves exactly that change (its digest)."""
+    from strictcall.services.proxy.pins import digest_of, shown_key, upstream_of
+
     store = _open_store(db, err)
     if store is None:
         return EXIT_FAILED
@@ -127,36 +133,61 @@ def run_tools_diff(db: str, *, out: TextIO, err: TextIO) -> int:
         return EXIT_OK
     for pin in waiting:
         assert pin.seen is not None
-        out.write(f"tool {json.dumps(pin.name)} changed upstream:\n")
+        what = "appeared" if not pin.pinned else "changed"
+        upstream = upstream_of(pin.seen) or "?"
+        was = upstream_of(pin.pinned)
+        moved = f" (pinned as upstream {was}'s)" if was is not None and was != upstream else ""
+        digest = digest_of(pin.seen)
+        out.write(f"{shown_key(pin.name)} {what} upstream {upstream}{moved}, digest {digest}:\n")
         lines = difflib.unified_diff(
             _shown(pin.pinned), _shown(pin.seen), "pinned", "changed", lineterm="", n=2
         )
         out.write("".join(f"  {line}\n" for line in lines))
-        out.write(f"  approve: strictcall tools approve {pin.name}\n")
+        out.write(
+            f"  approve: strictcall tools approve {shlex.quote(pin.name)} --digest {digest}\n"
+        )
     return EXIT_OK
 
 
-def run_tools_approve(db: str, name: str, *, out: TextIO, err: TextIO) -> int:
-    """Pin the changed definition of the tool served as `name`: a running federation serves it
-    within a second. Exits 1 when no change of that tool waits."""
+def run_tools_approve(db: str, name: str, digest: str, *, out: TextIO, err: TextIO) -> int:
+    """Pin the changed definition of the one served as `name`, if it is the one whose digest
+    `tools diff` showed (`digest`): a running federation serves it within a second. Exits 1
+    when no change of it waits, or the one waiting is another."""
+    from strictcall.services.proxy.pins import digest_of, shown_key
+
+    shown = one_line(shown_key(name))
     store = _open_store(db, err)
     if store is None:
         return EXIT_FAILED
     try:
-        approved = store.approve_tool(name)
+        waiting = next((p.seen for p in store.tool_pins() if p.name == name), None)
+        approved = (
+            waiting is not None
+            and digest_of(waiting) == digest
+            and store.approve_tool(name, waiting)
+        )
     except StoreUnavailable as exc:
         err.write(f"strictcall tools: cannot approve ({exc})\n")
         return EXIT_FAILED
     finally:
         store.close()
-    if not approved:
-        err.write(f"strictcall tools: no change of {json.dumps(name)} waits for approval\n")
+    if waiting is None:
+        err.write(f"strictcall tools: no change of {shown} waits for approval\n")
         return EXIT_FAILED
-    out.write(f"approved {json.dumps(name)}: served as changed from now on\n")
+    if not approved:
+        err.write(
+            f"strictcall tools: the change of {shown} waiting now is not the one with digest"
+            f" {one_line(digest[:64])}: nothing approved; review it again (strictcall tools"
+            " diff)\n"
+        )
+        return EXIT_FAILED
+    out.write(f"approved {shown}: served as changed from now on\n")
     return EXIT_OK
 
 
 def _shown(definition: str) -> list[str]:
     """A definition as lines to compare: indented JSON, every non-ASCII and control character
-    escaped."""
+    escaped (none for one that appeared mid-run: nothing was approved)."""
+    if not definition:
+        return []
     return json.dumps(json.loads(definition), indent=2, sort_keys=True).splitlines()

@@ -7,11 +7,11 @@
     strictcall serve --mcp-stdio --identity ID [--db PATH|URL]
     strictcall proxy (--upstream-cmd CMD | --upstream-url URL [--upstream-header H]...)
                      [--stdio --identity ID | --host H --port N] [--db PATH|URL] [--allow FILE]
-                     [--withhold-errors [--pass-errors TOOL]...] [--redact secrets|off] [--timeout S]
+                     [--withhold-errors [--pass-errors TOOL]...] [--redact MODE] [--timeout S]
     strictcall federate --config FILE [--stdio --identity ID | --host H --port N] [--db PATH|URL]
                         [--allow FILE]
     strictcall tools diff [--db PATH|URL]            pinned tools changed upstream, and how
-    strictcall tools approve NAME [--db PATH|URL]    serve a pinned tool's changed definition
+    strictcall tools approve NAME --digest D [--db PATH|URL]   serve the change `tools diff` showed
     strictcall tokens create --identity ID [--db PATH|URL]
     strictcall tokens list [--db PATH|URL]
     strictcall tokens revoke (TOKEN_ID | --identity ID) [--db PATH|URL]
@@ -19,7 +19,7 @@
     strictcall notes list --owner ID [--db PATH|URL]
     strictcall audit [--limit N] [--db PATH|URL]
     strictcall check OLD NEW [OLD NEW ...] [--contract reply] [--write-tests FILE] [--json]
-    strictcall lint PATH... [--format text|json|sarif|github] [--fix] [--confidence LEVEL]
+    strictcall lint PATH... [--format text|json|sarif|github] [--fix] [--explore] [--run]
     strictcall lint --diff BASE [PATH...]
     strictcall audit [--limit N] [--follow] [--identity ID] [--tool NAME] [--since 15m]
                      [--errors] [--json] [--db PATH|URL]
@@ -155,6 +155,13 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("--db", type=_db_path, help=db_help)
     approve = pinned.add_parser("approve", help="serve a pinned tool's changed definition")
     approve.add_argument("name", type=_utf8_text, metavar="NAME", help="as `tools diff` shows")
+    approve.add_argument(
+        "--digest",
+        type=_utf8_text,
+        required=True,
+        metavar="D",
+        help="the digest `tools diff` showed for the change reviewed (no other is approved)",
+    )
     approve.add_argument("--db", type=_db_path, help=db_help)
 
     policy = commands.add_parser(
@@ -222,7 +229,15 @@ def build_parser() -> argparse.ArgumentParser:
     lint.add_argument("--format", choices=["text", "json", "sarif", "github"], default="text")
     lint.add_argument("--fix", action="store_true", help="apply the fixes that are certain")
     lint.add_argument(
-        "--confidence", choices=["high", "medium", "low"], default="medium", help="least shown"
+        "--explore", action="store_true", help="add the guesses: falsy values nothing shows legal"
+    )
+    lint.add_argument(
+        "--confidence", choices=["high", "medium", "low"], help="old spelling: low is --explore"
+    )
+    lint.add_argument(
+        "--run",
+        action="store_true",
+        help="run check on each finding's function; keep what it shows",
     )
     lint.add_argument(
         "--diff", metavar="BASE", help="only presence tests a change made truth tests"
@@ -405,7 +420,7 @@ def _operate(args: argparse.Namespace, out: TextIO) -> int:
 
         if args.action == "diff":
             return federation.run_tools_diff(db, out=out, err=err)
-        return federation.run_tools_approve(db, args.name, out=out, err=err)
+        return federation.run_tools_approve(db, args.name, args.digest, out=out, err=err)
     if args.command == "tokens" and args.action == "list":
         return commands.run_tokens_list(db, out=out, err=err)
     if args.command == "tokens" and args.action == "revoke":
@@ -449,8 +464,10 @@ def _review(args: argparse.Namespace, out: TextIO) -> int:
             args.paths,
             output=args.format,
             fix=args.fix,
+            explore=args.explore,
             confidence=args.confidence,
             diff=args.diff,
+            run=args.run,
             out=out,
             err=sys.stderr,
         )

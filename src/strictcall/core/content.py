@@ -94,15 +94,13 @@ class Content:
         return "\n".join(b["text"] for b in self.blocks if b.get("type") == "text")
 
     def as_json(self) -> dict[str, JSONValue]:
-        """The result as MCP writes it: content, structuredContent and _meta where present,
-        isError where true."""
-        written: dict[str, JSONValue] = {"content": list(self.blocks)}
+        """The result as MCP writes it (as the SDK does: isError always, structuredContent and
+        _meta where present)."""
+        written: dict[str, JSONValue] = {"content": list(self.blocks), "isError": self.is_error}
         if self.structured is not None:
             written["structuredContent"] = self.structured
         if self.meta is not None:
             written["_meta"] = self.meta
-        if self.is_error:
-            written["isError"] = True
         return written
 
     def as_value(self) -> JSONValue:

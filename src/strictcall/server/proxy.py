@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import AsyncIterator, Callable, Collection
+from collections.abc import AsyncIterator, Callable, Collection, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import replace
-from typing import TYPE_CHECKING, Final, TextIO
+from typing import TYPE_CHECKING, Any, Final, TextIO
 
 from strictcall.audit.log import AuditLog
 from strictcall.core.gateway import Gateway
@@ -56,7 +56,7 @@ class Proxy:
         redaction: Redaction | None = REDACT_SECRETS,
         timeout: float | None = DEFAULT_TIMEOUT_S,
         limits: Limits | None = None,
-        upstream_options: dict[str, float] | None = None,
+        upstream_options: Mapping[str, Any] | None = None,
         max_result_bytes: int = MAX_RESULT_BYTES,
     ) -> None:
         self.gateway: Final = Gateway(limits=limits, allowed=allowed, policy=policy)
@@ -115,7 +115,8 @@ class Proxy:
         for name, reason in refused.items():
             if self._refused.get(name) != reason:  # once per tool and reason, not per relisting
                 self._errlog.write(
-                    f"strictcall proxy: tool {json.dumps(name)} not served: {one_line(reason)}\n"
+                    f"strictcall proxy: tool {one_line(json.dumps(name))} not served:"
+                    f" {one_line(reason)}\n"
                 )
         self._errlog.flush()
         self._refused = refused

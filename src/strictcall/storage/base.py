@@ -327,8 +327,9 @@ class OpsStore(Protocol):
 
 
 class ToolPin(NamedTuple):
-    """A pinned tool (a federation's, by its served name): the definition approved (JSON), and
-    the different one last seen from its upstream, waiting for approval (None: none)."""
+    """A pinned tool, resource, template or prompt (a federation's, by its served key): the
+    definition approved (JSON; "" when none was yet: one that appeared mid-run), and the
+    different one last seen from its upstream, waiting for approval (None: none)."""
 
     name: str
     pinned: str
@@ -343,7 +344,7 @@ class PinStore(Protocol):
     def tool_pins(self) -> list[ToolPin]: ...
     def pin_tool(self, name: str, definition: str) -> bool: ...
     def see_tool(self, name: str, definition: str | None) -> None: ...
-    def approve_tool(self, name: str) -> bool: ...
+    def approve_tool(self, name: str, seen: str) -> bool: ...
 
 
 @runtime_checkable

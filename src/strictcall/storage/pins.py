@@ -40,6 +40,7 @@ class SharedPins:
         upstream is back to the pinned one, nothing waits)."""
         self._change(self._sql.see_tool, (definition, name))
 
-    def approve_tool(self, name: str) -> bool:
-        """Pin the tool's changed definition in place of the old; whether one was waiting."""
-        return self._change(self._sql.approve_tool, (time.time(), name)) > 0
+    def approve_tool(self, name: str, seen: str) -> bool:
+        """Pin the tool's changed definition in place of the old, if `seen` is the one waiting
+        (the one the operator reviewed); whether it was."""
+        return self._change(self._sql.approve_tool, (time.time(), name, seen)) > 0

@@ -112,7 +112,7 @@ def statements(dialect: Dialect) -> Statements:
         see_tool=f"UPDATE tool_pins SET seen = {p} WHERE name = {p}",
         approve_tool=(
             f"UPDATE tool_pins SET pinned = seen, seen = NULL, pinned_at = {p}"
-            f" WHERE name = {p} AND seen IS NOT NULL"
+            f" WHERE name = {p} AND seen = {p}"
         ),
     )
 

@@ -4,7 +4,9 @@ A caller is a name and, where the token says them (OAuth, the identity issue), c
 frozenset of "group:NAME" and "scope:NAME" strings. A rule's `who` holds names ("alice"),
 claims ("group:support", "scope:notes.read") and "*" (anyone); its `tools` holds exact names,
 prefixes ending in "*" ("github__*", for a federated upstream's prefixed tools) and "*" (every
-tool). Names are compared exactly: no case folding, no Unicode normalization, no trimming.
+tool). A prefix matches whole segments of a name (a segment ends at `_ - . / :`): `jira*` and
+`jira_*` grant `jira_search`, never `jiraext_search`. Names are compared exactly: no case
+folding, no Unicode normalization, no trimming.
 
 For each tool, the first rule (in file order) whose `who` matches the caller and whose `tools`
 match the tool grants it, with that rule's limits and per-(identity, tool) rate; a tool no rule
@@ -124,12 +126,26 @@ def matches_caller(who: tuple[str, ...], name: str, claims: Claims) -> bool:
     return False
 
 
+SEGMENT_ENDS: Final = "_-./:"
+"""The characters that end a segment of a tool's name (`jira_search`: `jira`, then `search`)."""
+
+
 def matches_tool(tools: tuple[str, ...], tool: str) -> bool:
     """Whether an entry of `tools` is "*", the tool's exact name, or a prefix of it written
-    with a trailing "*"."""
+    with a trailing "*" that ends on a whole segment: `jira_*` and `jira*` both grant
+    `jira_search` (and `jira*` grants `jira` itself), neither grants `jiraext_search`."""
     for entry in tools:
         if entry in (tool, EVERYONE):
             return True
-        if entry.endswith("*") and tool.startswith(entry[:-1]):
+        if entry.endswith("*") and _on_segments(entry[:-1], tool):
             return True
     return False
+
+
+def _on_segments(prefix: str, tool: str) -> bool:
+    """Whether `tool` starts with `prefix` and the prefix ends where a segment of it does."""
+    if not tool.startswith(prefix):
+        return False
+    if not prefix or prefix[-1] in SEGMENT_ENDS or len(tool) == len(prefix):
+        return True
+    return tool[len(prefix)] in SEGMENT_ENDS

@@ -4,6 +4,7 @@
     separator = "_"                   # between prefix and tool name: "_" (default) or "-"
     pinning = true                    # tool pinning (default on for a federation)
     timeout = 60                      # seconds a call may take, unless the upstream says
+    budgets = { max_tools = 500 }     # every upstream's budgets, unless its own table says
 
     [upstreams.files]                 # the table's name is the upstream's name and prefix
     command = "node files.js --root /srv"       # a stdio server (split as a shell would)
@@ -19,6 +20,7 @@
     pass_errors = ["search"]          # its tools whose error results pass all the same
     redact = "off"                    # its results not redacted ("secrets", the default)
     tools.search = { redact = "secrets" }       # one tool's own: redact, withhold_errors
+    budgets = { max_tools = 200 }     # what it may list and send (docs/BUDGETS.md)
 
 Every key is checked: an unknown key, a wrong type, a name or prefix hosts would refuse, two
 upstreams with one prefix, is a `ConfigError` naming the key (two without a prefix may serve
@@ -38,6 +40,7 @@ from typing import Final
 
 from strictcall.core.redact import Redaction
 from strictcall.errors import StrictcallError
+from strictcall.services.proxy.budgets import DEFAULT_BUDGETS, Budgets
 from strictcall.services.proxy.tools import ToolOutput
 from strictcall.services.proxy.upstream import RESTART_MAX_S, RESTART_MIN_S, UpstreamSpec
 
@@ -48,7 +51,7 @@ SEPARATORS: Final = ("_", "-")
 DEFAULT_SEPARATOR: Final = "_"
 DEFAULT_TIMEOUT_S: Final = 60.0
 
-_FEDERATION_KEYS: Final = frozenset({"separator", "pinning", "timeout"})
+_FEDERATION_KEYS: Final = frozenset({"separator", "pinning", "timeout", "budgets"})
 _UPSTREAM_KEYS: Final = frozenset(
     {
         "command",
@@ -61,6 +64,7 @@ _UPSTREAM_KEYS: Final = frozenset(
         "withhold_errors",
         "redact",
         "tools",
+        "budgets",
     }
 )
 _TOOL_KEYS: Final = frozenset({"withhold_errors", "redact"})
@@ -108,6 +112,8 @@ class UpstreamConfig:
     redact: bool = True
     tools: Mapping[str, ToolSettings] = field(default_factory=dict)
     """Each tool's own settings, where the file gives some."""
+    budgets: Budgets = DEFAULT_BUDGETS
+    """What it may list and send (`strictcall.services.proxy.budgets`)."""
 
     def output(self, tool: str, redaction: Redaction) -> ToolOutput:
         """How `tool`'s answers reach the caller: its own settings, else the upstream's
@@ -169,12 +175,13 @@ def federation_config(data: Mapping[str, object]) -> FederationConfig:
     if type(pinning) is not bool:
         raise ConfigError("federation.pinning is true or false")
     timeout = _seconds(top.get("timeout", DEFAULT_TIMEOUT_S), "federation.timeout")
+    budgets = _budgets(top.get("budgets", {}), "federation.budgets", DEFAULT_BUDGETS)
     if "upstreams" not in data:
         raise ConfigError("the config names no upstream: add an [upstreams.NAME] table")
     tables = _table(data["upstreams"], "[upstreams]")
     if not tables:
         raise ConfigError("the config names no upstream: add an [upstreams.NAME] table")
-    upstreams = tuple(_upstream(name, table, timeout) for name, table in tables.items())
+    upstreams = tuple(_upstream(name, table, timeout, budgets) for name, table in tables.items())
     by_prefix: dict[str, str] = {}
     for upstream in upstreams:
         if not upstream.prefix:  # unprefixed upstreams may differ in names: checked at start
@@ -188,7 +195,9 @@ def federation_config(data: Mapping[str, object]) -> FederationConfig:
     return FederationConfig(upstreams, separator=separator, pinning=pinning)
 
 
-def _upstream(name: str, value: object, default_timeout: float) -> UpstreamConfig:
+def _upstream(
+    name: str, value: object, default_timeout: float, default_budgets: Budgets
+) -> UpstreamConfig:
     where = f"upstreams.{name}"
     if HOST_NAME.fullmatch(name) is None:
         raise ConfigError(f"upstream names are 1-64 of A-Z a-z 0-9 _ -: {name!r} is not")
@@ -237,10 +246,20 @@ def _upstream(name: str, value: object, default_timeout: float) -> UpstreamConfi
         restart_min_s=restart_min,
         restart_max_s=restart_max,
         pass_errors=frozenset(passed),
+        budgets=_budgets(table.get("budgets", {}), f"{where}.budgets", default_budgets),
         withhold_errors=_flag(table.get("withhold_errors", False), f"{where}.withhold_errors"),
         redact=_redacts(table.get("redact", "secrets"), f"{where}.redact"),
         tools=settings,
     )
+
+
+def _budgets(value: object, where: str, base: Budgets) -> Budgets:
+    table = _table(value, where)
+    _only(table, frozenset(Budgets.names()), where)
+    for key, count in table.items():
+        if type(count) is not int or count < 1:
+            raise ConfigError(f"{where}.{key} is a whole number, at least 1")
+    return Budgets.of({key: count for key, count in table.items() if type(count) is int}, base)
 
 
 def _tool_settings(value: object, where: str) -> ToolSettings:

@@ -165,11 +165,30 @@ Entry = tuple["UpstreamConfig", "Upstream", UpstreamContent | None]
 """An upstream's config, its runner and its content (None: never listed)."""
 
 
+_KINDS: Final = {"resource URI": "resource", "resource template": "template", "prompt": "prompt"}
+"""Each collision's `what` and the kind its pin key starts with."""
+
+Listed = types.Resource | types.ResourceTemplate | types.Prompt
+
+
+def _admit_all(key: str, upstream: str, listed: Listed) -> bool:
+    return True
+
+
 def index_content(
-    entries: Sequence[Entry], separator: str
+    entries: Sequence[Entry],
+    separator: str,
+    *,
+    owners: dict[str, str] | None = None,
+    admit: Callable[[str, str, Listed], bool] = _admit_all,
 ) -> tuple[ContentIndex, dict[str, str], list[str]]:
     """The served content of `entries`, the names left out (each with its reason, for the log)
-    and the collisions between upstreams (one line each, naming both)."""
+    and the collisions between upstreams (one line each, naming both).
+
+    `owners` maps each key (`resource:URI`, `template:URI`, `prompt:NAME`) to the upstream that
+    has it: one already there keeps it (a federation's after its start; added to here), and
+    `admit(key, upstream, listed)` says whether its pin lets it be served."""
+    owners = {} if owners is None else owners
     resources: dict[str, _Served[types.Resource]] = {}
     templates: dict[str, _Served[types.ResourceTemplate]] = {}
     prompts: dict[str, _Served[types.Prompt]] = {}
@@ -184,15 +203,16 @@ def index_content(
         what: str,
         config: UpstreamConfig,
     ) -> None:
-        owner = kept.get(key)
-        if owner is None:
-            kept[key] = served
-            return
-        if owner.upstream is not served.upstream:
+        pin_key = f"{_KINDS[what]}:{key}"
+        owner = owners.setdefault(pin_key, config.name)
+        if owner != config.name:
             collisions.append(
                 f"{what} {_shown(key)} of upstream {config.name} collides with the same"
-                f" {what} of upstream {owner.owner}: serve one of them only"
+                f" {what} of upstream {owner}: serve one of them only"
             )
+            return
+        if key not in kept and admit(pin_key, config.name, served.listed):
+            kept[key] = served
 
     for config, upstream, content in entries:
         if content is None:
@@ -373,6 +393,32 @@ class FederatedContent:
             served, types.GetPromptRequest(params=params), types.GetPromptResult
         )
         return types.GetPromptResult(description=result.description, messages=result.messages)
+
+    async def complete(
+        self, identity: str, params: types.CompleteRequestParams, claims: Claims | None = None
+    ) -> types.CompleteResult:
+        """completion/complete for a served prompt's argument (its served name mapped back to
+        the upstream's own) or a served template's, from the upstream that serves it."""
+        ref = params.ref
+        served: _Served[Any] | None
+        if isinstance(ref, types.PromptReference):
+            served = self.index.prompts.get(ref.name)
+            own_ref: types.PromptReference | types.ResourceTemplateReference = (
+                ref if served is None else types.PromptReference(type="ref/prompt", name=served.own)
+            )
+        else:
+            served = next(
+                (t for t in self.index.templates if t.listed.uri_template == ref.uri), None
+            )
+            own_ref = ref
+        if served is None or not self._may_use(identity, served.judged, claims):
+            raise ToolFailure(FORBIDDEN_OR_MISSING)
+        forwarded = types.CompleteRequestParams(
+            ref=own_ref, argument=params.argument, context=params.context
+        )
+        request = types.CompleteRequest(params=forwarded)
+        result = await _forwarded(served, request, types.CompleteResult)
+        return types.CompleteResult(completion=result.completion)
 
 
 def _listed(*groups: Iterable[_Served[Any]]) -> list[BaseModel]:

@@ -5,13 +5,16 @@ Each upstream lives on its own (`Upstream`: restarted with its own backoff, reli
 `notifications/tools/list_changed`): one that is down answers its tools `upstream_unavailable`
 while the others serve. One that does not start is retried with its backoff, and served once
 it starts; the start names the missing ones. Two tools served under one name are refused at
-start (`FederationFailed`, one line naming both upstreams); a collision that only appears
-later (an upstream that came up late, or relisted) leaves the newcomer's tool out, one line.
+start (`FederationFailed`, one line naming both upstreams). After the start, the first upstream
+to serve a name (a tool's, a prompt's, a resource's URI or a template) keeps it while the
+federation runs: another that lists it later (one that came up late, or relisted) is not
+served under it, in one line naming both.
 
 With pinning (`Pins`), a tool whose definition changed since it was pinned is listed as it
-was pinned and answers `tool_changed` until an operator approves the change; and an upstream
-that has not started yet (down when the federation started) has its pinned tools listed,
-answering `upstream_unavailable` with the time of its next try.
+was pinned and answers `tool_changed` until an operator approves the change; one that appears
+in a later listing of an upstream that had listed already waits for approval, not served; and
+an upstream that has not started yet (down when the federation started) has its pinned tools
+listed, answering `upstream_unavailable` with the time of its next try.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import replace
-from typing import TextIO
+from typing import Final, TextIO
 
 import anyio
 import mcp_types as types
@@ -39,11 +42,28 @@ from strictcall.services.proxy.config import (
     UpstreamConfig,
     known_credentials,
 )
-from strictcall.services.proxy.content import FederatedContent, UpstreamContent, index_content
-from strictcall.services.proxy.pins import PIN_POLL_S, Pins, definition_of, listed_of
+from strictcall.services.proxy.content import (
+    FederatedContent,
+    Listed,
+    UpstreamContent,
+    index_content,
+)
+from strictcall.services.proxy.pins import (
+    NOTHING,
+    PIN_POLL_S,
+    Pins,
+    content_definition,
+    definition_of,
+    listed_of,
+)
 from strictcall.services.proxy.tools import Redactions, proxied_tool
 from strictcall.services.proxy.upstream import Listing, Upstream, UpstreamFailed
 from strictcall.storage.base import PinStore, StoreUnavailable
+
+SERVE_WITHIN_S: Final = 10.0
+"""How long the federation waits for the rest of its upstreams' first starts once one has
+settled, before serving those that have started: one still starting is served once it answers
+(its pinned tools meanwhile answer upstream_unavailable)."""
 
 LOG_AS = "strictcall federate"
 
@@ -70,6 +90,7 @@ class Member:
             errlog=errlog,
             restart_min_s=config.restart_min_s,
             restart_max_s=config.restart_max_s,
+            budgets=config.budgets,
         )
         self.upstream.on_content = on_content
         self.upstream.log_as = f"{LOG_AS}: {config.name}"
@@ -77,6 +98,8 @@ class Member:
         self.content: UpstreamContent | None = None
         """Its resources, templates and prompts as last listed (kept while it is down: they
         answer upstream_unavailable)."""
+        self.listings = 0
+        """How many listings of its tools it has given in this process."""
         self.why_missing: str | None = None
         self.settled = anyio.Event()
         """Set once its first start has succeeded or failed."""
@@ -117,7 +140,12 @@ class Federation:
         self.content = FederatedContent(self.gateway.may_use)
         """The upstreams' resources and prompts, served beside the tools."""
         self._started = False
-        self._collision: str | None = None
+        self._owners: dict[str, str] = {}
+        """Who serves each served key (a tool's name, `resource:URI`...): after the start, the
+        first upstream to serve it keeps it."""
+        self._tool_collision: str | None = None
+        self._content_collision: str | None = None
+        self._content_owners: dict[str, str] = {}
         self._logged: set[str] = set()
         self.failed: FederationFailed | None = None
         """Why the federation could not start, once it could not."""
@@ -141,11 +169,19 @@ class Federation:
             async with anyio.create_task_group() as group:
                 for member in self.members:
                     group.start_soon(self._keep, member)
+                await self._first_starts()
                 for member in self.members:
-                    await member.settled.wait()
+                    if not member.settled.is_set():
+                        member.why_missing = (
+                            f"still starting {SERVE_WITHIN_S:g} s after the first one settled;"
+                            " served once it answers"
+                        )
                 self._rebuild()  # the pinned tools of those that did not start
-                if self._collision is not None:
-                    raise FederationFailed(self._collision)
+                self._rebuild_content()
+                collision = self._tool_collision or self._content_collision
+                if collision is not None:
+                    raise FederationFailed(collision)
+                self._owners.update(self._content_owners)
                 self._started = True
                 self._say_missing()
                 if self.pins is not None:
@@ -163,6 +199,24 @@ class Federation:
                 raise
             self.failed = _first(found)
             raise self.failed from None
+
+    async def _first_starts(self) -> None:
+        """Wait for every upstream's first start to settle (started, or failed), but no more
+        than `SERVE_WITHIN_S` after the first one did: one that hangs delays no other."""
+        first = anyio.Event()
+
+        async def settle(member: Member) -> None:
+            await member.settled.wait()
+            first.set()
+
+        async with anyio.create_task_group() as group:
+            for member in self.members:
+                group.start_soon(settle, member)
+            await first.wait()
+            with anyio.move_on_after(SERVE_WITHIN_S):
+                for member in self.members:
+                    await member.settled.wait()
+            group.cancel_scope.cancel()
 
     async def _keep(self, member: Member) -> None:
         """Run `member`'s upstream; until its first start succeeds, try again with its backoff
@@ -206,10 +260,13 @@ class Federation:
             await anyio.sleep(PIN_POLL_S)
             if pins.holding and pins.refresh():
                 self._rebuild()
+                self._rebuild_content()
 
     def _listing_of(self, index: int) -> Callable[[Listing], None]:
         def take(listing: Listing) -> None:
-            self.members[index].listing = listing
+            member = self.members[index]
+            member.listing = listing
+            member.listings += 1
             self._rebuild()
 
         return take
@@ -225,10 +282,14 @@ class Federation:
         """Serve every listed upstream's resources and prompts (a collision at start is the
         start's failure; later, the newcomer's is left out, one line)."""
         entries = [(m.config, m.upstream, m.content) for m in self.members]
-        index, refused, collisions = index_content(entries, self.config.separator)
+        owners = self._owners if self._started else dict(self._owners)
+        index, refused, collisions = index_content(
+            entries, self.config.separator, owners=owners, admit=self._admit
+        )
         self.content.replace(index)
-        if collisions and not self._started and self._collision is None:
-            self._collision = collisions[0]
+        if not self._started:
+            self._content_collision = collisions[0] if collisions else None
+            self._content_owners = owners
         lines = [f"{name} not served: {reason}" for name, reason in sorted(refused.items())]
         if self._started:
             lines += [f"{line}; the later one not served" for line in collisions]
@@ -240,8 +301,10 @@ class Federation:
     def _rebuild(self) -> None:
         """Serve every started upstream's tools, sorted by their served names."""
         tools: dict[str, Tool] = {}
-        owners: dict[str, str] = {}
+        # at start, who lists a name now; after it, who served it first (kept for the run)
+        owners: dict[str, str] = self._owners if self._started else {}
         refused: dict[str, str] = {}
+        collision: str | None = None
         separator = self.config.separator
         for member in self.members:
             config = member.config
@@ -255,21 +318,24 @@ class Federation:
                     continue
                 owner = owners.setdefault(served, config.name)
                 if owner != config.name:
-                    line = (
-                        f"tool name {json.dumps(served)} of upstream {config.name} collides"
-                        f" with the same name of upstream {owner}: give one of them another prefix"
-                    )
-                    if not self._started:  # refused at start, in this one line
-                        if self._collision is None:  # the first one is said
-                            self._collision = line
+                    if not self._started:  # refused at start, in one line (the first one)
+                        collision = collision or (
+                            f"tool name {one_line(json.dumps(served))} of upstream"
+                            f" {config.name} collides with the same name of upstream {owner}:"
+                            " give one of them another prefix"
+                        )
                         continue
                     refused[served] = (
-                        f"upstream {config.name}'s tool collides with upstream {owner}'s"
+                        f"upstream {config.name}'s collides with upstream {owner}'s, which"
+                        " keeps it (it served it first)"
                     )
                     continue
                 tool = self._served(member, listed, served)
                 if tool is not None:
                     tools[served] = tool
+        if not self._started:
+            self._tool_collision = collision
+            self._owners = owners
         refused.update(self.gateway.replace_tools(tools[name] for name in sorted(tools)))
         for name, reason in sorted(refused.items()):
             key = f"{name}\0{reason}"
@@ -284,14 +350,26 @@ class Federation:
         upstream = member.upstream
         output = config.output(listed.name, self.redaction)
         if self.pins is not None:
-            held = self.pins.check(served, definition_of(listed))
-            if held == "":
+            # what a later listing adds waits for an approval (the first is trusted on sight)
+            waits = self._started and member.listings > 1
+            held = self.pins.check(served, definition_of(listed, config.name), new_waits=waits)
+            if held == NOTHING:
                 return None
             if held is not None:
                 pinned = proxied_tool(listed_of(held), upstream, timeout=config.timeout)
                 return replace(pinned, name=served, handler=_changed, failures=(TOOL_CHANGED,))
         tool = proxied_tool(listed, upstream, timeout=config.timeout, output=output)
         return replace(tool, name=served)
+
+    def _admit(self, key: str, member_name: str, listed: Listed) -> bool:
+        """Whether a resource, template or prompt may be served as pinned (always, without
+        pinning); one changed since it was pinned, or new in a later listing, is held back."""
+        if self.pins is None:
+            return True
+        member = next(m for m in self.members if m.config.name == member_name)
+        waits = self._started and member.listings > 1
+        definition = content_definition(listed, member_name)
+        return self.pins.check(key, definition, new_waits=waits) is None
 
     def _note(self, line: str) -> None:
         self._errlog.write(f"{LOG_AS}: {line}\n")

@@ -16,8 +16,10 @@ requests carry an envelope the transport stamps, so its calls stay the session's
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import itertools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Final
 
 import anyio
@@ -33,6 +35,16 @@ DRAIN_S: Final = 0.05
 """How long the rest of an answer's SSE stream is read for: a server ends it right after the
 answer; one that keeps it open has its connection closed instead of kept."""
 _ACCEPT: Final = "application/json, text/event-stream"
+REFUSED_REQUESTS: Final = {
+    "sampling/createMessage": "Sampling not supported",
+    "elicitation/create": "Elicitation not supported",
+    "roots/list": "List roots not supported",
+}
+"""The requests of a server's the proxy does not pass on, and the MCP SDK's words for each."""
+CANCEL_S: Final = 5.0
+"""How long the post of a `notifications/cancelled` may take."""
+_LEFT: set[asyncio.Task[None]] = set()
+"""Posts nobody waits for, kept until done."""
 
 
 class HttpCallFailed(StrictcallError):
@@ -66,9 +78,15 @@ class HttpCaller:
         return self.version is not None and self.version not in MODERN_PROTOCOL_VERSIONS
 
     async def call_tool(
-        self, name: str, arguments: Mapping[str, JSONValue]
+        self,
+        name: str,
+        arguments: Mapping[str, JSONValue],
+        meta: Mapping[str, JSONValue] | None = None,
+        on_notification: Callable[[str, object], object] | None = None,
     ) -> dict[str, JSONValue]:
-        """Post a tools/call; its answer, a JSON-RPC message read but not checked.
+        """Post a tools/call (with `meta` as its params' `_meta`, when given); its answer, a
+        JSON-RPC message read but not checked. The notifications on its answer stream go to
+        `on_notification` (method, params), in order, when given.
 
         Raises:
             httpx2.TransportError: the upstream could not be reached, or the connection broke.
@@ -77,43 +95,98 @@ class HttpCaller:
             orjson.JSONDecodeError: the answer is not JSON.
         """
         request_id = f"strictcall-{next(self._ids)}"
+        params: dict[str, object] = {"name": name, "arguments": arguments}
+        if meta:
+            params["_meta"] = meta
         body = orjson.dumps(
-            {
-                "jsonrpc": "2.0",
-                "id": request_id,
-                "method": "tools/call",
-                "params": {"name": name, "arguments": arguments},
-            }
+            {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
         )
         headers = {"accept": _ACCEPT, "content-type": "application/json"}
         if self.version is not None:
             headers["mcp-protocol-version"] = self.version
         if self.session_id is not None:
             headers[SESSION_HEADER] = self.session_id
-        async with self.client.stream("POST", self.url, content=body, headers=headers) as response:
-            kind = response.headers.get("content-type", "").lower()
-            if kind.startswith("application/json"):
-                answer = orjson.loads(await self._read_capped(response))
-                if type(answer) is dict:
-                    return answer
-            elif kind.startswith("text/event-stream") and response.status_code < 300:
-                source = httpx2.EventSource(response, max_event_size=self.max_answer_bytes)
-                events = source.__aiter__()
-                try:
-                    async for event in events:
-                        if not event.data:
-                            continue
-                        message = orjson.loads(event.data)
-                        if type(message) is dict and message.get("id") == request_id:
-                            # read the stream to its end, which follows at once, so that the
-                            # connection is kept for the next call: one left unread is closed
-                            with anyio.move_on_after(DRAIN_S):
-                                async for _ in events:
-                                    pass
-                            return message
-                except httpx2.SSEError:  # an event longer than the cap
-                    raise AnswerTooLarge from None
-            raise HttpCallFailed(response.status_code)
+        try:
+            async with self.client.stream(
+                "POST", self.url, content=body, headers=headers
+            ) as response:
+                kind = response.headers.get("content-type", "").lower()
+                if response.status_code == 404 and self.session_id is not None:
+                    raise HttpCallFailed(404)  # the session is gone (the server restarted)
+                if kind.startswith("application/json"):
+                    answer = orjson.loads(await self._read_capped(response))
+                    if type(answer) is dict:
+                        return answer
+                elif kind.startswith("text/event-stream") and response.status_code < 300:
+                    source = httpx2.EventSource(response, max_event_size=self.max_answer_bytes)
+                    events = source.__aiter__()
+                    try:
+                        async for event in events:
+                            if not event.data:
+                                continue
+                            message = orjson.loads(event.data)
+                            if type(message) is not dict:
+                                continue
+                            method = message.get("method")
+                            if type(method) is str and "id" in message:
+                                # a request of the server's during the call: answered at once
+                                self._answer_request(message["id"], method, headers)
+                                continue
+                            if on_notification is not None and "id" not in message:
+                                if type(method) is str:
+                                    on_notification(method, message.get("params"))
+                                continue
+                            if message.get("id") == request_id:
+                                # read the stream to its end, which follows at once, so that the
+                                # connection is kept for the next call: one left unread is closed
+                                with anyio.move_on_after(DRAIN_S):
+                                    async for _ in events:
+                                        pass
+                                return message
+                    except httpx2.SSEError:  # an event longer than the cap
+                        raise AnswerTooLarge from None
+                raise HttpCallFailed(response.status_code)
+        except asyncio.CancelledError:  # timed out, or the caller left: the upstream is told
+            self._cancel(request_id, headers)
+            raise
+
+    def _answer_request(self, request_id: object, method: str, headers: dict[str, str]) -> None:
+        """Answer a request the upstream made during a call, at once and without waiting:
+        ping with an empty result, any other with the error the MCP SDK gives a client that
+        does not offer it (never left unanswered for the upstream to wait on)."""
+        if isinstance(request_id, bool) or not isinstance(request_id, str | int):
+            return
+        answer: dict[str, object] = {"jsonrpc": "2.0", "id": request_id}
+        if method == "ping":
+            answer["result"] = {}
+        elif method in REFUSED_REQUESTS:
+            answer["error"] = {"code": -32600, "message": REFUSED_REQUESTS[method]}
+        else:
+            answer["error"] = {"code": -32601, "message": "Method not found"}
+        self._post_later(orjson.dumps(answer), headers)
+
+    def _cancel(self, request_id: str, headers: dict[str, str]) -> None:
+        """Post `notifications/cancelled` for a call abandoned (without waiting for it)."""
+        body = orjson.dumps(
+            {
+                "jsonrpc": "2.0",
+                "method": "notifications/cancelled",
+                "params": {"requestId": request_id, "reason": "abandoned by the caller"},
+            }
+        )
+
+        self._post_later(body, headers)
+
+    def _post_later(self, body: bytes, headers: dict[str, str]) -> None:
+        """Post `body` to the upstream without waiting for it (within `CANCEL_S`)."""
+
+        async def post() -> None:
+            with contextlib.suppress(Exception), anyio.move_on_after(CANCEL_S):
+                await self.client.post(self.url, content=body, headers=headers)
+
+        task = asyncio.get_running_loop().create_task(post())
+        _LEFT.add(task)
+        task.add_done_callback(_LEFT.discard)
 
     async def _read_capped(self, response: httpx2.Response) -> bytes:
         """The body, or AnswerTooLarge as soon as it passes the cap (the rest left unread)."""

@@ -29,8 +29,9 @@ import asyncio
 import contextlib
 import os
 import re
+import time
 from collections import deque
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TextIO
 
@@ -42,6 +43,7 @@ from mcp.shared.message import SessionMessage
 from strictcall.errors import JSONValue, StrictcallError
 from strictcall.services.proxy._asyncio import close_transport
 from strictcall.services.proxy._mcp_sdk import terminate_tree
+from strictcall.services.proxy.budgets import NotificationRate
 from strictcall.transports.pipes import Output, pipe_output
 
 CALL_IDS: Final = 1 << 32
@@ -59,6 +61,11 @@ MAX_RESULT_BYTES: Final = 8 * 1024 * 1024
 """The longest answer (one line) a proxied tool's call may get from its server, unless the proxy
 is given another (`--max-result-bytes`): a longer one is not kept, and the call is answered
 result_too_large at once."""
+
+RATE_PAUSE_S: Final = 0.1
+"""How long a server past its notification rate is not read: its flood waits in its own pipe
+(and its writes block), not on the loop; lines read meanwhile that name no id are dropped
+unread."""
 
 _EDGE: Final = 512
 """How much of each end of a line over the limit is kept: where its id is written."""
@@ -233,8 +240,30 @@ class UpstreamPipe(asyncio.Protocol):
     """The server's stdout, read on the loop: the answers to `call_tool` to their calls, every
     other message to the session's `read`."""
 
-    def __init__(self, max_answer_bytes: int = MAX_RESULT_BYTES) -> None:
+    def __init__(
+        self,
+        max_answer_bytes: int = MAX_RESULT_BYTES,
+        notifications_per_second: int | None = None,
+        note: Callable[[str], None] | None = None,
+        max_listed: Mapping[str, int] | None = None,
+    ) -> None:
         self._splitter = _LineCutter(max_answer_bytes)
+        self._max_listed = dict(max_listed or {})
+        """The most members of each listing's array (`tools`: max_tools...): a longer one is
+        cut to one past its budget before the SDK reads it (refused whole then, as past its
+        budget), so 60,000 tools cost one orjson parse, not 60,000 models."""
+        self._rate = (
+            None
+            if notifications_per_second is None
+            else NotificationRate(notifications_per_second, time.monotonic())
+        )
+        self._note = note
+        self._inbox_full = False
+        self._over_rate = False
+        self._said_at = 0.0
+        self._said_dropped = 0
+        self._missed: dict[str, bytes] = {}
+        """The list_changed notifications dropped past the rate, sent on once it allows."""
         self._lines: deque[bytes | Oversized] = deque()
         self._calls: dict[int, asyncio.Future[dict[str, JSONValue]]] = {}
         self._next_id = CALL_IDS
@@ -249,6 +278,9 @@ class UpstreamPipe(asyncio.Protocol):
         stopped (it exited, or closed its output, by itself); None otherwise."""
         self.read: Final = _Inbox(self._pause)
         self.write: Final = _Outbox(self)
+        self.on_notification: Callable[[str, object], bool] | None = None
+        """Takes the server's notifications before the session (their method and params),
+        synchronously, in the order read; True: taken (the session never sees it)."""
 
     # --- the loop's side -------------------------------------------------------------------
 
@@ -269,9 +301,23 @@ class UpstreamPipe(asyncio.Protocol):
         self._end()
 
     def _pause(self, paused: bool) -> None:
+        self._inbox_full = paused
+        self._read_or_not()
+
+    def _read_or_not(self) -> None:
+        """Read the server's stdout unless the session's inbox is full or the server is past
+        its notification rate (then it waits `RATE_PAUSE_S`: what it floods costs the others
+        little)."""
         transport = self._transport
         if transport is not None and not transport.is_closing():
-            transport.pause_reading() if paused else transport.resume_reading()
+            if self._inbox_full or self._over_rate:
+                transport.pause_reading()
+            else:
+                transport.resume_reading()
+
+    def _rate_allows(self) -> None:
+        self._over_rate = False
+        self._read_or_not()
 
     def _end(self) -> None:
         if self.ended:
@@ -302,11 +348,21 @@ class UpstreamPipe(asyncio.Protocol):
             else:
                 self.read.put(ValueError("a line from the server was too long"))
             return
-        if self._calls:
+        message: Any = None
+        if self._over_rate and b'"id"' not in line and b"list_changed" not in line:
+            # past the rate: a line that names no id is dropped unread (one that writes its
+            # id escaped is the server's own loss)
+            assert self._rate is not None
+            self._rate.dropped += 1
+            return
+        if self._calls or self._rate is not None:
             try:
                 message = orjson.loads(line)
             except orjson.JSONDecodeError:
                 message = None
+            if type(message) is dict and "id" not in message and not self._admit(message, line):
+                return
+        if self._calls:
             if type(message) is dict and "method" not in message:
                 request_id = _call_id(message.get("id"))
                 call = None if request_id is None else self._calls.get(request_id)
@@ -324,11 +380,69 @@ class UpstreamPipe(asyncio.Protocol):
         if not line.strip():
             return  # a blank line carries no message
         try:
-            parsed = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+            if type(message) is dict and self._cut_listing(message):
+                parsed = types.jsonrpc_message_adapter.validate_python(message, by_name=False)
+            else:
+                parsed = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
         except ValueError as exc:  # as the SDK's transport: the session is told
             self.read.put(exc)
             return
+        taken = self.on_notification
+        if (
+            taken is not None
+            and isinstance(parsed, types.JSONRPCNotification)
+            and taken(parsed.method, parsed.params)
+        ):
+            return
         self.read.put(SessionMessage(parsed))
+
+    def _cut_listing(self, message: dict[str, Any]) -> bool:
+        """Cut each array of a listing's result past its budget to one past it; whether one
+        was."""
+        result = message.get("result")
+        if type(result) is not dict or "id" not in message:
+            return False
+        cut = False
+        for key, limit in self._max_listed.items():
+            items = result.get(key)
+            if type(items) is list and len(items) > limit + 1:
+                result[key] = items[: limit + 1]
+                cut = True
+        return cut
+
+    def _admit(self, message: dict[str, Any], line: bytes) -> bool:
+        """Whether a notification (`message`, read from `line`) is within the upstream's rate;
+        one past it is dropped (a list_changed is kept, and sent on when the rate allows), and
+        the server's stdout is not read for `RATE_PAUSE_S`."""
+        rate = self._rate
+        if rate is None:
+            return True
+        now = time.monotonic()
+        if rate.admit(now):
+            return True
+        if not self._over_rate:
+            self._over_rate = True
+            self._read_or_not()
+            asyncio.get_running_loop().call_later(RATE_PAUSE_S, self._rate_allows)
+        method = message.get("method")
+        if isinstance(method, str) and method.endswith("/list_changed"):
+            if not self._missed:
+                asyncio.get_running_loop().call_later(1.0, self._send_missed)
+            self._missed[method] = line
+        if self._note is not None and now - self._said_at >= 1.0:
+            dropped = rate.dropped - self._said_dropped
+            self._said_at, self._said_dropped = now, rate.dropped
+            self._note(
+                f"upstream sent notifications past notifications_per_second ="
+                f" {rate.per_second}: {dropped} dropped"
+            )
+        return False
+
+    def _send_missed(self) -> None:
+        missed, self._missed = self._missed, {}
+        for line in missed.values():
+            if not self.ended:
+                self._take(line)
 
     def _call_named(
         self, text: bytes, *, alone: bool
@@ -363,10 +477,13 @@ class UpstreamPipe(asyncio.Protocol):
             raise anyio.BrokenResourceError
 
     async def call_tool(
-        self, name: str, arguments: Mapping[str, JSONValue]
+        self,
+        name: str,
+        arguments: Mapping[str, JSONValue],
+        meta: Mapping[str, JSONValue] | None = None,
     ) -> dict[str, JSONValue]:
-        """Send a tools/call and return its answer as the server wrote it: a JSON-RPC message,
-        read but not checked.
+        """Send a tools/call (with `meta` as its params' `_meta`, when given) and return its
+        answer as the server wrote it: a JSON-RPC message, read but not checked.
 
         Raises:
             PipeClosed: the server's stdout ended, or its stdin broke, before the answer.
@@ -377,12 +494,10 @@ class UpstreamPipe(asyncio.Protocol):
         self._next_id += 1
         call: asyncio.Future[dict[str, JSONValue]] = asyncio.get_running_loop().create_future()
         self._calls[request_id] = call
-        request = {
-            "jsonrpc": "2.0",
-            "id": request_id,
-            "method": "tools/call",
-            "params": {"name": name, "arguments": arguments},
-        }
+        params: dict[str, object] = {"name": name, "arguments": arguments}
+        if meta:
+            params["_meta"] = meta
+        request = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
         try:
             self._hold(request_id, orjson.dumps(request, option=orjson.OPT_APPEND_NEWLINE))
             await self._output_drained()
@@ -463,6 +578,9 @@ async def open_upstream(
     env: Mapping[str, str],
     errlog: TextIO,
     max_answer_bytes: int = MAX_RESULT_BYTES,
+    notifications_per_second: int | None = None,
+    note: Callable[[str], None] | None = None,
+    max_listed: Mapping[str, int] | None = None,
 ) -> AsyncIterator[UpstreamPipe]:
     """Start the server and yield its pipes; stop it on leaving (stdin closed, then the process
     group terminated and killed if it has not exited).
@@ -492,7 +610,7 @@ async def open_upstream(
     # the files own the descriptors from here on: each is closed by its transport, or here
     stdout_file = os.fdopen(our_stdout, "rb", buffering=0)
     stdin_file = os.fdopen(our_stdin, "wb", buffering=0)
-    pipe = UpstreamPipe(max_answer_bytes)
+    pipe = UpstreamPipe(max_answer_bytes, notifications_per_second, note, max_listed)
     reading: asyncio.BaseTransport | None = None
     output: Output | None = None
     try:

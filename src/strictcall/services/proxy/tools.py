@@ -39,6 +39,7 @@ from strictcall.core.tools import Arguments, Tool, ToolContext, ToolFailure
 from strictcall.errors import RESULT_TOO_LARGE, TOOL_ERROR, UPSTREAM_UNAVAILABLE, JSONValue
 from strictcall.services.proxy.stdio import AnswerTooLarge, UnreadableAnswer
 from strictcall.services.proxy.upstream import Upstream
+from strictcall.transports.mcp.peer import current_peer
 
 log = logging.getLogger("strictcall")
 
@@ -93,7 +94,7 @@ def proxied_tool(
 
     async def forward(ctx: ToolContext, arguments: Arguments) -> JSONValue:
         try:
-            result = await upstream.call(name, arguments)
+            result = await upstream.call(name, arguments, current_peer())
         except MCPError:  # the upstream refused a call that passed strictcall's checks
             raise ToolFailure(TOOL_ERROR) from None
         except (ValidationError, UnreadableAnswer):  # not a tools/call result

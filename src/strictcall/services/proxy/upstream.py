@@ -49,10 +49,19 @@ from pydantic import BaseModel
 from strictcall.core.tools import ToolFailure
 from strictcall.errors import RETRY_AFTER_MS, UPSTREAM_UNAVAILABLE, JSONValue, StrictcallError
 from strictcall.services.proxy._mcp_sdk import WatchedStream, http_client
+from strictcall.services.proxy.budgets import (
+    DEFAULT_BUDGETS,
+    Budgets,
+    NotificationRate,
+    content_refusal,
+    name_refusal,
+    tools_refusal,
+)
 from strictcall.services.proxy.content import UpstreamContent, list_content
 from strictcall.services.proxy.credentials import ClientCredentials, ClientCredentialsAuth
 from strictcall.services.proxy.http import HttpCaller, HttpCallFailed
 from strictcall.services.proxy.results import call_result, later_members
+from strictcall.services.proxy.session import Conversation, Conversations
 from strictcall.services.proxy.stdio import (
     MAX_RESULT_BYTES,
     TOO_LARGE_CODE,
@@ -62,6 +71,7 @@ from strictcall.services.proxy.stdio import (
     UpstreamPipe,
     open_upstream,
 )
+from strictcall.transports.mcp.peer import CallPeer
 
 log = logging.getLogger("strictcall")
 
@@ -69,6 +79,8 @@ RESTART_MIN_S: Final = 0.25
 RESTART_MAX_S: Final = 8.0
 START_TIMEOUT_S: Final = 30.0
 """How long a start (spawn, initialize, first tools/list) may take before it counts as failed."""
+REINIT_S: Final = 10.0
+"""How long a call whose HTTP upstream forgot its session waits for a new one to be sent on."""
 PING_S: Final = 5.0
 """How long a server suspected of hanging has to answer a ping."""
 
@@ -187,8 +199,14 @@ class Upstream:
         restart_max_s: float = RESTART_MAX_S,
         ping_s: float = PING_S,
         max_result_bytes: int = MAX_RESULT_BYTES,
+        budgets: Budgets = DEFAULT_BUDGETS,
     ) -> None:
         self.spec: Final = spec
+        self.budgets: Final = budgets
+        """What it may list and send (`strictcall.services.proxy.budgets`)."""
+        self._said: set[str] = set()
+        self._http_rate: NotificationRate | None = None
+        """The refusals of its listings said already (each once, not per relisting)."""
         self.on_content: Callable[[UpstreamContent], None] | None = None
         """When set (a federation's), receives the upstream's resources, resource templates
         and prompts as `on_listing` receives its tools (listed only then)."""
@@ -209,6 +227,10 @@ class Upstream:
         """How many times the server was started and answered its first tools/list."""
         self.http_status: int | None = None
         """The last HTTP error status an HTTP upstream answered in this session, if any."""
+        self._started = anyio.Event()
+        """Set (and made anew) each time a session starts."""
+        self.conversations: Final = Conversations(self._note)
+        """The calls in flight with a downstream peer, and where notifications go."""
 
     def running(self) -> AbstractAsyncContextManager[None]:
         """Start the server and keep it running until left; a lifespan of the serving loop.
@@ -242,9 +264,13 @@ class Upstream:
         """The failure a call gets while the upstream is down."""
         return ToolFailure(UPSTREAM_UNAVAILABLE, retry_after_ms=self.retry_after_ms())
 
-    async def call(self, name: str, arguments: dict[str, JSONValue]) -> types.CallToolResult:
+    async def call(
+        self, name: str, arguments: dict[str, JSONValue], peer: CallPeer | None = None
+    ) -> types.CallToolResult:
         """One tools/call, its result as the upstream sent it (read as the SDK's CallToolResult
-        once; what it holds is the gateway's to check).
+        once; what it holds is the gateway's to check). With `peer` (the downstream caller's
+        way back), the upstream's progress and messages during the call go to that caller
+        (`strictcall.services.proxy.session`), its answer after them.
 
         Over stdio the call takes the pipe's own path (`strictcall.services.proxy.stdio`), not the
         session's: the session's would write and read the same message through two more tasks
@@ -264,29 +290,81 @@ class Upstream:
         live = self._live
         if live is None or live.ended.is_set():  # gone, or going: its restart is on its way
             raise self.unavailable()
+        if peer is not None:
+            with self.conversations.open(peer) as conversation:
+                result = await self._call_once_more(live, name, arguments, conversation)
+                await conversation.settled()
+                return result
+        return await self._call_once_more(live, name, arguments, None)
+
+    async def _call_once_more(
+        self,
+        live: _Connection,
+        name: str,
+        arguments: dict[str, JSONValue],
+        conversation: Conversation | None,
+    ) -> types.CallToolResult:
+        """`_call`, sent again once on a new session when the HTTP upstream answered 404 for
+        its session (it restarted and forgot it, as the specification has it)."""
+        try:
+            return await self._call(live, name, arguments, conversation)
+        except _SessionGone:
+            pass
+        with anyio.move_on_after(REINIT_S):
+            while (again := self._live) is None or again is live or again.ended.is_set():
+                await self._started.wait()
+            return await self._call(again, name, arguments, conversation)
+        raise self.unavailable()
+
+    async def _call(
+        self,
+        live: _Connection,
+        name: str,
+        arguments: dict[str, JSONValue],
+        conversation: Conversation | None,
+    ) -> types.CallToolResult:
+        meta = None if conversation is None else conversation.meta()
         try:
             if live.pipe is not None:
                 try:
-                    answer = await live.pipe.call_tool(name, arguments)
+                    answer = await live.pipe.call_tool(name, arguments, meta)
                 except PipeClosed:
                     live.ended.set()
                     raise self.unavailable() from None
                 return call_result(answer, live.later_members)
             if live.http is not None and live.http.takes_calls():
-                return await self._call_by_post(live, live.http, name, arguments)
-            return await self._call_by_session(live, name, arguments)
+                return await self._call_by_post(live, live.http, name, arguments, conversation)
+            return await self._call_by_session(live, name, arguments, meta)
         except anyio.get_cancelled_exc_class():
             live.suspect.set()  # timed out (or the caller left): is the server still there?
             raise
 
     async def _call_by_post(
-        self, live: _Connection, http: HttpCaller, name: str, arguments: dict[str, JSONValue]
+        self,
+        live: _Connection,
+        http: HttpCaller,
+        name: str,
+        arguments: dict[str, JSONValue],
+        conversation: Conversation | None,
     ) -> types.CallToolResult:
+        taken = None
+        if conversation is not None:
+            conversations = self.conversations
+
+            def taken(method: str, params: object) -> None:
+                conversations.take_of_call(conversation, method, params)
+
         try:
-            answer = await http.call_tool(name, arguments)
+            answer = await http.call_tool(
+                name, arguments, None if conversation is None else conversation.meta(), taken
+            )
         except (httpx2.TransportError, HttpCallFailed) as exc:
             # 404 on a session: the upstream forgot it (it restarted): start a new one
             forgotten = isinstance(exc, HttpCallFailed) and exc.status == 404
+            if forgotten and http.session_id is not None and not live.ended.is_set():
+                self._note("upstream forgot its session (HTTP 404); starting a new one")
+                live.ended.set()
+                raise _SessionGone from None
             if live.ended.is_set() or forgotten or not await self._answers_ping(live):
                 live.ended.set()
                 raise self.unavailable() from None
@@ -296,11 +374,18 @@ class Upstream:
         return call_result(answer, live.later_members)
 
     async def _call_by_session(
-        self, live: _Connection, name: str, arguments: dict[str, JSONValue]
+        self,
+        live: _Connection,
+        name: str,
+        arguments: dict[str, JSONValue],
+        meta: dict[str, JSONValue] | None,
     ) -> types.CallToolResult:
-        request = types.CallToolRequest(
-            params=types.CallToolRequestParams(name=name, arguments=arguments)
-        )
+        params = types.CallToolRequestParams(name=name, arguments=arguments)
+        if meta:
+            params = types.CallToolRequestParams.model_validate(
+                {"name": name, "arguments": arguments, "_meta": meta}, by_name=False
+            )
+        request = types.CallToolRequest(params=params)
         # send_request, not call_tool: call_tool validates structured content itself (and
         # may list the tools first); the gateway checks the result at stage output.
         return await self._send(live, request, types.CallToolResult)
@@ -320,6 +405,8 @@ class Upstream:
             raise self.unavailable()
         try:
             return await self._send(live, request, result_type)
+        except _SessionGone:
+            raise self.unavailable() from None
         except anyio.get_cancelled_exc_class():
             live.suspect.set()
             raise
@@ -336,6 +423,10 @@ class Upstream:
         except MCPError as exc:
             if exc.code == TOO_LARGE_CODE and live.pipe is not None:  # the pipe's, not theirs
                 raise AnswerTooLarge from None
+            if self.http_status == 404 and live.pipe is None and not live.ended.is_set():
+                self._note("upstream forgot its session (HTTP 404); starting a new one")
+                live.ended.set()
+                raise _SessionGone from None
             # The SDK answers a call whose connection broke with CONNECTION_CLOSED, a code
             # servers use for their own errors too: a ping tells the two apart.
             if live.ended.is_set() or (
@@ -370,10 +461,17 @@ class Upstream:
                 async with (
                     self._connect() as (read, write, pipe),
                     ClientSession(
-                        WatchedStream(read, ended), write, message_handler=self._on_message
+                        WatchedStream(read, ended),
+                        write,
+                        message_handler=self._on_message,
+                        sampling_callback=self._on_sampling,
+                        elicitation_callback=self._on_elicitation,
+                        list_roots_callback=self._on_roots,
                     ) as session,
                 ):
                     live = _Connection(session, ended, pipe)
+                    if pipe is not None:
+                        pipe.on_notification = self.conversations.take
                     live.http = self._caller
                     self._current = live  # a list_changed during the start is kept
                     with anyio.fail_after(START_TIMEOUT_S):
@@ -381,11 +479,13 @@ class Upstream:
                         live.later_members = later_members(started.protocol_version)
                         if live.http is not None:
                             live.http.version = started.protocol_version
-                        self._on_listing(await _list_tools(session))
+                        self._on_listing(await self._listed_tools(session))
                         await self._list_content(live, started.capabilities)
                     self.starts += 1
                     self._note(f"upstream started ({self.spec.describe()})")
                     self._live = live
+                    self._started.set()
+                    self._started = anyio.Event()
                     if first:
                         task_status.started()
                         first = False
@@ -417,7 +517,7 @@ class Upstream:
             live.relist = anyio.Event()
             try:
                 with anyio.fail_after(START_TIMEOUT_S):
-                    listing = await _list_tools(live.session)
+                    listing = await self._listed_tools(live.session)
                     self._on_listing(listing)
                     await self._list_content(live, live.capabilities)
             except Exception as exc:
@@ -431,7 +531,38 @@ class Upstream:
         """List the upstream's resources, templates and prompts for `on_content`, if any."""
         live.capabilities = capabilities
         if self.on_content is not None and capabilities is not None:
-            self.on_content(await list_content(live.session, capabilities, self._note))
+            content = await list_content(live.session, capabilities, self._note)
+            refusal = content_refusal(
+                content.resources, content.templates, content.prompts, self.budgets
+            )
+            if refusal is not None:
+                self._say(f"listing refused ({refusal}); none of its resources or prompts served")
+                content = UpstreamContent(offers=content.offers)
+            self.on_content(content)
+
+    async def _listed_tools(self, session: ClientSession) -> Listing:
+        """The upstream's tools within its budgets: a listing past one is refused whole (one
+        line; none of its tools served), a tool whose name breaks the specification's rules
+        is left out (one line)."""
+        listing = await _list_tools(session, self.budgets.max_tools)
+        refusal = tools_refusal(listing, self.budgets)
+        if refusal is not None:
+            self._say(f"tools/list refused ({refusal}); none of its tools served")
+            return []
+        kept = []
+        for tool in listing:
+            why = name_refusal(tool.name)
+            if why is None:
+                kept.append(tool)
+            else:
+                self._say(f"tool not served: its {why}")
+        return kept
+
+    def _say(self, line: str) -> None:
+        """Note `line` once per process (a relisting says nothing new)."""
+        if line not in self._said:
+            self._said.add(line)
+            self._note(line)
 
     async def _pinger(self, live: _Connection) -> None:
         while True:
@@ -445,10 +576,42 @@ class Upstream:
                 live.ended.set()
                 return
 
+    async def _on_sampling(
+        self, context: object, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult | types.ErrorData:
+        request = types.CreateMessageRequest(params=params)
+        return await self.conversations.ask("sampling", request, types.CreateMessageResult)
+
+    async def _on_elicitation(
+        self, context: object, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        request = types.ElicitRequest(params=params)
+        return await self.conversations.ask("elicitation", request, types.ElicitResult)
+
+    async def _on_roots(self, context: object) -> types.ListRootsResult | types.ErrorData:
+        request = types.ListRootsRequest()
+        return await self.conversations.ask("roots", request, types.ListRootsResult)
+
     async def _on_message(self, message: object) -> None:
         live = self._current
         if live is not None and isinstance(message, _LIST_CHANGED):
-            live.relist.set()
+            live.relist.set()  # past the rate too: relistings coalesce, one at a time
+        if self.spec.url is not None and isinstance(message, types.ServerNotification):
+            # over HTTP the SDK has read it already: past the rate it goes no further
+            rate = self._http_rate
+            if rate is None:
+                per_second = self.budgets.notifications_per_second
+                rate = self._http_rate = NotificationRate(per_second, time.monotonic())
+            if not rate.admit(time.monotonic()):
+                if rate.dropped % rate.per_second == 1:
+                    self._note(
+                        "upstream sent notifications past notifications_per_second ="
+                        f" {rate.per_second}: {rate.dropped} dropped"
+                    )
+                return
+        if isinstance(message, types.ProgressNotification | types.LoggingMessageNotification):
+            params = message.params.model_dump(by_alias=True, mode="json", exclude_none=True)
+            self.conversations.take(message.method, params)
 
     def _why(self, exc: BaseException, pipe: UpstreamPipe | None) -> str:
         """Why a start failed or a session broke, in the operator's words: never the text of
@@ -493,7 +656,14 @@ class Upstream:
             return _http(self.spec.url, client)
         # the upstream sees the environment it would have had if the host had launched it
         env = {**os.environ, **self.spec.env} if self.spec.env else os.environ
-        return _stdio(self.spec.command, env, self._errlog, self.max_result_bytes)
+        return _stdio(
+            self.spec.command,
+            env,
+            self._errlog,
+            self.max_result_bytes,
+            self.budgets,
+            self._note,
+        )
 
     def _note(self, line: str) -> None:
         self._errlog.write(f"{self.log_as}: {line}\n")
@@ -508,23 +678,40 @@ async def _http(url: str, client: Any) -> AsyncIterator[tuple[Any, Any, None]]:
 
 @asynccontextmanager
 async def _stdio(
-    command: tuple[str, ...], env: Mapping[str, str], errlog: TextIO, max_answer_bytes: int
+    command: tuple[str, ...],
+    env: Mapping[str, str],
+    errlog: TextIO,
+    max_answer_bytes: int,
+    budgets: Budgets,
+    note: Callable[[str], None],
 ) -> AsyncIterator[tuple[Any, Any, UpstreamPipe]]:
+    max_listed = {
+        "tools": budgets.max_tools,
+        "resources": budgets.max_resources,
+        "resourceTemplates": budgets.max_templates,
+        "prompts": budgets.max_prompts,
+    }
     async with open_upstream(
-        command, env=env, errlog=errlog, max_answer_bytes=max_answer_bytes
+        command,
+        env=env,
+        errlog=errlog,
+        max_answer_bytes=max_answer_bytes,
+        notifications_per_second=budgets.notifications_per_second,
+        note=note,
+        max_listed=max_listed,
     ) as pipe:
         yield pipe.read, pipe.write, pipe
 
 
-async def _list_tools(session: ClientSession) -> Listing:
-    """Every page of the upstream's tools/list."""
+async def _list_tools(session: ClientSession, max_tools: int) -> Listing:
+    """Every page of the upstream's tools/list (no page more once past `max_tools`)."""
     tools: Listing = []
     cursor: str | None = None
     while True:
         params = None if cursor is None else types.PaginatedRequestParams(cursor=cursor)
         page = await session.list_tools(params=params)
         tools.extend(page.tools)
-        if page.next_cursor is None:
+        if page.next_cursor is None or len(tools) > max_tools:
             return tools
         cursor = page.next_cursor
 
@@ -557,6 +744,10 @@ def _kind(exc: BaseException) -> str:
     if isinstance(exc, MCPError):
         return f"it answered with a JSON-RPC error (code {exc.code})"
     return type(exc).__name__
+
+
+class _SessionGone(Exception):
+    """The HTTP upstream answered 404 for its session: a new one is started."""
 
 
 class UpstreamFailed(StrictcallError):

@@ -27,6 +27,7 @@ import mcp_types as types
 import orjson
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
+from mcp.shared.message import ServerMessageMetadata
 from mcp_types.methods import SPEC_CLIENT_METHODS, serialize_server_result
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -45,6 +46,15 @@ from strictcall.transports.mcp.content import (
     ContentHandlers,
     ContentServer,
     McpContent,
+)
+from strictcall.transports.mcp.peer import (
+    ASKS,
+    Ask,
+    CallPeer,
+    Notify,
+    log_level_of,
+    progress_token_of,
+    serving_peer,
 )
 
 SERVER_NAME: Final = "strictcall"
@@ -242,6 +252,9 @@ def json_text(value: JSONValue) -> str | None:
     return None if text is None else text.decode("utf-8")
 
 
+MAX_LEVELS: Final = 10_000
+"""Identities whose logging/setLevel is remembered at once (the oldest forgotten first)."""
+
 CallContext = Callable[[], AbstractContextManager[None]]
 """What `McpTools` enters around each tools/call it answers (`call_context`)."""
 
@@ -281,6 +294,9 @@ class McpTools:
         self._call_scope = call_scope
         self._record = record
         self._call_context = call_context
+        self.levels: Final[dict[str, str]] = {}
+        """The log level each identity asked for with logging/setLevel (at most
+        `MAX_LEVELS` identities, the oldest forgotten first)."""
         # follows the gateway's tools, which may change while serving (a proxy's upstream
         # lists new ones): rebuilt when its generation moves
         self._generation = -1
@@ -318,6 +334,8 @@ class McpTools:
         """Whether the server answers requests for `method` (any other gets -32601 from
         strictcall, which echoes nothing of it): resources and prompts only while the content
         source offers them."""
+        if method == "completion/complete":  # a prompt's or a template's arguments
+            return self._content is not None and bool(self._content.content.offers())
         kind = CONTENT_METHODS.get(method)
         if kind is not None:
             return self._content is not None and kind in self._content.content.offers()
@@ -338,9 +356,13 @@ class McpTools:
             on_read_resource=None if content is None else content.read_resource,
             on_list_prompts=None if content is None else content.list_prompts,
             on_get_prompt=None if content is None else content.get_prompt,
+            on_completion=None if content is None else content.complete,
         )
         if content is not None:
             server.offers = content.content.offers
+        # added, not passed: passing it warns that 2026-07-28 deprecates logging (it still
+        # carries it, and handshake-era hosts set their level with it)
+        server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, self.set_level)
         server.middleware[:] = [
             m for m in server.middleware if type(m).__name__ != "OpenTelemetryMiddleware"
         ]
@@ -363,16 +385,61 @@ class McpTools:
         self._follow()
         return describe_tools(self.gateway, identity, claims)
 
+    async def set_level(
+        self, ctx: Context, params: types.SetLevelRequestParams
+    ) -> types.EmptyResult:
+        """logging/setLevel: the least severe level of the messages the caller's calls get
+        (kept per identity: a stateless /mcp request's session ends with it)."""
+        identity = self._identity_of(ctx)
+        if identity is not None:
+            self.levels.pop(identity, None)
+            if len(self.levels) >= MAX_LEVELS:
+                del self.levels[next(iter(self.levels))]
+            self.levels[identity] = params.level
+        return types.EmptyResult()
+
+    def peer_of(
+        self,
+        params: Mapping[str, JSONValue],
+        identity: str | None,
+        caller: str,
+        notify: Notify,
+        offers: frozenset[str] = frozenset(),
+        ask: Ask | None = None,
+    ) -> CallPeer | None:
+        """The way back for a call whose caller asked for progress (its token) or messages
+        (its level: the request's own on 2026-07-28, else its identity's), or can be asked
+        (`offers`, by `ask`); None for one that can have none of them."""
+        meta = params.get("_meta")
+        token = progress_token_of(meta)
+        level = log_level_of(meta)
+        if level is None and identity is not None:
+            level = self.levels.get(identity)
+        if token is None and level is None and not (offers and ask is not None):
+            return None
+        return CallPeer(caller, token, level, notify, offers, ask)
+
     async def call_tool(
         self, ctx: Context, params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         """tools/call as the SDK hands it over: the raw params go to the gateway; the SDK's
         parsed `params` are unused (pydantic would have coerced what the gateway must see as
-        sent)."""
+        sent). The upstream's notifications during the call ride the request's own stream."""
         raw = dict(ctx.params) if ctx.params is not None else {}
-        return await self.answer_call(
-            raw, ctx.request_id, self._identity_of(ctx), self._claims_of(ctx)
-        )
+        identity = self._identity_of(ctx)
+        session, request_id = ctx.session, ctx.request_id
+
+        async def notify(notification: types.ServerNotification) -> None:
+            await session.send_notification(notification, related_request_id=request_id)
+
+        async def ask(request: types.ServerRequest, result_type: Any) -> Any:
+            related = ServerMessageMetadata(related_request_id=request_id)
+            return await session.send_request(request, result_type, metadata=related)
+
+        offers = offered(session.client_capabilities)
+        peer = self.peer_of(raw, identity, self._call_scope(), notify, offers, ask)
+        with serving_peer(peer):
+            return await self.answer_call(raw, ctx.request_id, identity, self._claims_of(ctx))
 
     async def answer_call(
         self,
@@ -536,6 +603,13 @@ class McpTools:
         call_id = None if request_id is None else self.call_id(request_id)
         tool = self.gateway.tool_named({"name": name})
         return refusal_record(error, identity, call_id, tool)
+
+
+def offered(capabilities: types.ClientCapabilities | None) -> frozenset[str]:
+    """Which of the requests a server may make during a call a client's capabilities offer."""
+    if capabilities is None:
+        return frozenset()
+    return frozenset(kind for kind in ASKS if getattr(capabilities, kind, None) is not None)
 
 
 def _wrapping(wrapping: dict[str, bool | None], tool: str | None) -> bool | None:

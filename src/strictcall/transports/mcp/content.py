@@ -98,6 +98,16 @@ class McpContent(Protocol):
         """
         ...
 
+    async def complete(
+        self, identity: str, params: types.CompleteRequestParams, claims: Claims | None = None
+    ) -> types.CompleteResult:
+        """The completions of a served prompt's or template's argument.
+
+        Raises:
+            ToolFailure: the caller may not use it, or it failed (the catalogue's kind).
+        """
+        ...
+
 
 def refused(failure: ToolFailure) -> MCPError:
     """A source's failure as the JSON-RPC error that answers it: the stage's code and message,
@@ -176,6 +186,18 @@ class ContentHandlers:
         name, arguments = params.name, params.arguments
         got = functools.partial(self.content.get_prompt, name=name, arguments=arguments)
         return await self._answered(ctx, "prompts", name, got)
+
+    async def complete(
+        self, ctx: Context, params: types.CompleteRequestParams
+    ) -> types.CompleteResult:
+        ref = params.ref
+        if isinstance(ref, types.PromptReference):
+            kind: Kind = "prompts"
+            key = ref.name
+        else:
+            kind, key = "resources", ref.uri
+        completed = functools.partial(self.content.complete, params=params)
+        return await self._answered(ctx, kind, key, completed)
 
     async def _answered(
         self, ctx: Context, kind: Kind, key: str, answer: Callable[..., Awaitable[ResultT]]

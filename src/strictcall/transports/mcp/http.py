@@ -12,10 +12,11 @@ everything else is replayed to the SDK's session manager.
 
 from __future__ import annotations
 
-from collections.abc import Coroutine
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Coroutine
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Final
 
+import mcp_types as types
 import orjson
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.requests import Request
@@ -26,6 +27,7 @@ from strictcall.core.ids import mint_call_id
 from strictcall.core.policy.model import Claims
 from strictcall.core.record import refusal_record
 from strictcall.core.refusals import protocol_refusal
+from strictcall.errors import JSONValue
 from strictcall.transports.asgi import (
     CLAIMS_KEY,
     IDENTITY_KEY,
@@ -48,6 +50,7 @@ from strictcall.transports.mcp.adapter import (
 from strictcall.transports.mcp.content import McpContent
 from strictcall.transports.mcp.direct import DirectRequest, direct_request
 from strictcall.transports.mcp.intake import DirectCall, Refused, read_message, refuse_too_large
+from strictcall.transports.mcp.peer import log_level_of, progress_token_of
 from strictcall.transports.mcp.sdk_errors import scrubbed
 
 
@@ -110,10 +113,35 @@ class McpHttpApp:
             stateless=True,
             max_request_body_size=gateway.limits.max_size,
         )
+        self.streaming: Final = StreamableHTTPSessionManager(
+            tools.server(),
+            json_response=False,
+            stateless=True,
+            max_request_body_size=gateway.limits.max_size,
+        )
+        """Answers a tools/call whose caller asked for progress or messages on an SSE stream
+        (when its Accept takes one): the upstream's notifications during it ride there."""
 
     def lifespan(self) -> AbstractAsyncContextManager[None]:
-        """The session manager's run, to be entered at startup and left at shutdown."""
-        return self.manager.run()
+        """The session managers' run, to be entered at startup and left at shutdown."""
+        return self._run()
+
+    @asynccontextmanager
+    async def _run(self) -> AsyncIterator[None]:
+        async with self.manager.run(), self.streaming.run():
+            yield
+
+    def _streams(self, scope: Scope, message: dict[str, JSONValue]) -> bool:
+        """Whether a tools/call's caller asked for progress (its token) or messages (a level:
+        the request's, or its identity's) and takes an SSE answer."""
+        if message.get("method") != "tools/call":
+            return False
+        params = message.get("params")
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        asked = progress_token_of(meta) is not None or log_level_of(meta) is not None
+        if not asked and self._tools.levels:
+            asked = scope.get(IDENTITY_KEY) in self._tools.levels
+        return asked and _accepts_stream(scope)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["method"] == "GET":
@@ -122,6 +150,7 @@ class McpHttpApp:
             response = Response(status_code=405, headers={"Allow": "POST"})
             await response(scope, receive, send)
             return
+        manager = self.manager
         if scope["method"] == "POST":
             body = await read_body(receive, self.limits.max_size)
             if body is None:
@@ -133,7 +162,13 @@ class McpHttpApp:
                 self.limits,
                 tools.serves,
                 answers_itself=(
-                    (lambda read: direct_request(scope, read, tools.declares_headers))
+                    (
+                        lambda read: (
+                            None
+                            if self._streams(scope, read)
+                            else direct_request(scope, read, tools.declares_headers)
+                        )
+                    )
                     if self._direct
                     else None
                 ),
@@ -148,9 +183,13 @@ class McpHttpApp:
                 await self._answer_directly(message, scope, receive, send)
                 return
             receive = _replay(body, receive)
+            if isinstance(message, types.JSONRPCRequest) and self._streams(
+                scope, message.model_dump(by_alias=True, exclude_none=True)
+            ):
+                manager = self.streaming
         identity = scope.get(IDENTITY_KEY)
         watched = SdkErrors(send, identity if isinstance(identity, str) else None, self._record)
-        await self.manager.handle_request(scope, receive, watched)
+        await manager.handle_request(scope, receive, watched)
 
     async def _answer_directly(
         self, call: DirectCall, scope: Scope, receive: Receive, send: Send
@@ -190,7 +229,11 @@ class McpHttpApp:
             bytes(body),
             self.limits,
             tools.serves,
-            answers_itself=lambda read: direct_request(scope, read, tools.declares_headers),
+            answers_itself=lambda read: (
+                None
+                if self._streams(scope, read)
+                else direct_request(scope, read, tools.declares_headers)
+            ),
         )
         if not isinstance(message, DirectRequest):
             return None
@@ -302,6 +345,15 @@ def _json_response(body: bytes) -> Answered:
         (b"content-length", str(len(body)).encode("ascii")),
     ]
     return 200, headers, body
+
+
+def _accepts_stream(scope: Scope) -> bool:
+    """Whether the request's Accept takes an SSE stream (and JSON, as the SDK requires)."""
+    for name, value in scope.get("headers", []):
+        if name.lower() == b"accept":
+            lowered = value.lower()
+            return b"text/event-stream" in lowered and b"application/json" in lowered
+    return False
 
 
 def _is_json(start: Message) -> bool:

@@ -58,6 +58,7 @@ from strictcall.transports.mcp.adapter import (
 )
 from strictcall.transports.mcp.content import McpContent
 from strictcall.transports.mcp.intake import DirectCall, Refused, read_message, refuse_too_large
+from strictcall.transports.mcp.peer import ASKS, serving_peer
 from strictcall.transports.mcp.sdk_errors import scrubbed_message
 from strictcall.transports.pipes import TOO_LONG, Output, read_lines, stdout_writer
 
@@ -238,7 +239,16 @@ async def _session(serving: _Serving, stdin: IO[bytes]) -> None:
 
         answers = Answers(Frames(output), on_error)
         with _Tasks() as direct:
-            intake = StdioIntake(read_send, answers, tools, identity, record, spawn=direct.spawn)
+            intake = StdioIntake(
+                read_send,
+                answers,
+                tools,
+                identity,
+                record,
+                spawn=direct.spawn,
+                scope=scope,
+                may_ask=serving.tools_change,
+            )
             calls.start_soon(take_lines, stdin, gateway.limits.max_size, intake)
             options = NotificationOptions(
                 tools_changed=serving.tools_change,
@@ -422,6 +432,12 @@ class Answers:
             )
             await self._inner.send(SessionMessage(notification))
 
+    async def notify(self, notification: types.ServerNotification) -> None:
+        """Send a notification of a call in flight (its progress, an upstream's message)."""
+        dumped = notification.model_dump(by_alias=True, mode="json", exclude_none=True)
+        message = types.JSONRPCNotification(jsonrpc="2.0", **dumped)
+        await self._inner.send(SessionMessage(message))
+
     async def send_line(self, request_id: types.RequestId, line: bytes) -> None:
         """Send the answer to `request_id`, written already as a line of JSON."""
         if isinstance(self._inner, Frames):
@@ -461,6 +477,8 @@ class StdioIntake:
         *,
         spawn: Callable[[Callable[[DirectCall], Coroutine[Any, Any, None]], DirectCall], object]
         | None = None,
+        scope: str = "stdio",
+        may_ask: bool = False,
     ) -> None:
         self._messages = messages
         self._spawn = spawn
@@ -470,13 +488,20 @@ class StdioIntake:
         self._identity = identity
         self._record = record
         self._running: dict[str, asyncio.Task[Any]] = {}
+        self._scope = scope
+        """The session's name among the proxy's callers (`peer.CallPeer.caller`)."""
+        self._may_ask = may_ask
+        """Tools may ask the host during a call (a proxy's, a federation's upstreams)."""
+        self._asked = False
+        """The host's client may be asked during a call: its calls go through the SDK."""
 
     async def take(self, line: bytes) -> None:
         """Pass on or answer one line (its newline removed); a blank line carries no message."""
         if not line.strip(b" \t\r"):
             return
-        # once the session is initialized, a plain tools/call goes to the gateway directly
-        direct = self._answers.initialized and self._spawn is not None
+        # once the session is initialized, a plain tools/call goes to the gateway directly,
+        # unless the host may be asked during it (sampling, elicitation, roots: the SDK's)
+        direct = self._answers.initialized and self._spawn is not None and not self._asked
         message = read_message(line, self._limits, self._tools.serves, direct_calls=direct)
         if isinstance(message, Refused):
             await self._answer(message)
@@ -491,6 +516,13 @@ class StdioIntake:
         if isinstance(message, types.JSONRPCRequest):
             if message.method == "initialize":
                 self._answers.expect_initialize(message.id)
+                params = message.params if isinstance(message.params, dict) else {}
+                capabilities = params.get("capabilities")
+                self._asked = (
+                    self._may_ask
+                    and isinstance(capabilities, dict)
+                    and any(kind in capabilities for kind in ASKS)
+                )
             else:
                 self._answers.expect(message.id)
         elif isinstance(message, types.JSONRPCNotification):
@@ -511,20 +543,27 @@ class StdioIntake:
         task = asyncio.current_task() if self._spawn is not None else None
         if task is not None:
             self._running[key] = task
+        # a plain call carries no progress token: it gets messages if its caller set a level
+        peer = None
+        if self._tools.levels:
+            peer = self._tools.peer_of(
+                message.params, self._identity, self._scope, self._answers.notify
+            )
+        version = protocol_version(message.params)
         try:
-            version = protocol_version(message.params)
-            if version == HANDSHAKE_ERA:
+            if version == HANDSHAKE_ERA and peer is None:
                 line = await self._tools.answer_call_line(
                     message.params, message.request_id, self._identity
                 )
             else:
-                result = await self._tools.answer_call(
-                    message.params, message.request_id, self._identity
-                )
+                with serving_peer(peer):
+                    result = await self._tools.answer_call(
+                        message.params, message.request_id, self._identity
+                    )
         finally:
             if task is not None and self._running.get(key) is task:
                 del self._running[key]
-        if version == HANDSHAKE_ERA:
+        if version == HANDSHAKE_ERA and peer is None:
             await self._answers.send_line(message.request_id, line)
         else:
             reply = result_message(message.request_id, result, version)

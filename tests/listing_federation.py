@@ -1,0 +1,107 @@
+"""`strictcall federate` on stdio in front of hand-written upstreams whose listings a test
+rewrites while it runs (tests/upstreams/listing_upstream.py): an impostor that relists another's
+names, a tool that appears mid-run, a listing past a budget, a flood of notifications."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from mcp_peers import UPSTREAMS
+from stdio_peer import DEADLINE_S, StdioPeer
+
+LISTING_UPSTREAM = UPSTREAMS / "listing_upstream.py"
+T = TypeVar("T")
+
+
+def until(check: Callable[[], T], what: str) -> T:
+    """Poll `check` until it returns something truthy, within the deadline."""
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        found = check()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {DEADLINE_S} s: {what}")
+        time.sleep(0.05)
+
+
+class ListingFederation:
+    """A federation of listing upstreams, each named, with its prefix ("" by default) and its
+    first listing; `relist` rewrites one's listing (it then sends list_changed)."""
+
+    def __init__(
+        self,
+        tmp: Path,
+        upstreams: dict[str, dict[str, Any]],
+        *,
+        prefixes: dict[str, str] | None = None,
+        pinning: bool = True,
+        extra: str = "",
+        db: Path | None = None,
+        missing: frozenset[str] = frozenset(),
+        name: str = "federate",
+    ) -> None:
+        self.tmp = tmp
+        self.db = db or tmp / "federation.sqlite3"
+        prefixes = prefixes or {}
+        lines = [f"[federation]\npinning = {str(pinning).lower()}\n{extra}"]
+        for upstream, listing in upstreams.items():
+            self.relist(upstream, listing, touch=False)
+            command = [sys.executable, str(LISTING_UPSTREAM), upstream, str(self.path(upstream))]
+            if upstream in missing:
+                command = [str(tmp / "no-such-server")]
+            lines.append(
+                f"[upstreams.{upstream}]\ncommand = {json.dumps(shlex.join(command))}\n"
+                f"prefix = {json.dumps(prefixes.get(upstream, ''))}\n"
+            )
+        self.config = tmp / f"{name}.toml"
+        self.config.write_text("".join(lines), encoding="utf-8")
+        self.stderr_path = tmp / f"{name}.stderr"
+        self._stderr = self.stderr_path.open("wb")
+        argv = [
+            sys.executable,
+            "-m",
+            "strictcall",
+            "federate",
+            "--config",
+            str(self.config),
+            "--db",
+            str(self.db),
+            "--stdio",
+            "--identity",
+            "u1",
+        ]
+        self.peer = StdioPeer(argv, self._stderr)
+
+    def path(self, upstream: str) -> Path:
+        return self.tmp / f"{upstream}.listing.json"
+
+    def relist(self, upstream: str, listing: dict[str, Any], *, touch: bool = True) -> None:
+        """Write `upstream`'s listing; it notices and sends list_changed."""
+        path = self.path(upstream)
+        part = path.with_suffix(".part")
+        part.write_text(json.dumps(listing), encoding="utf-8")
+        part.replace(path)  # whole, never half-written
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(encoding="utf-8", errors="replace")
+
+    def tools(self) -> dict[str, dict[str, Any]]:
+        listed = self.peer.request("tools/list")["result"]["tools"]
+        return {tool["name"]: tool for tool in listed}
+
+    def resources(self) -> dict[str, dict[str, Any]]:
+        listed = self.peer.request("resources/list")["result"]["resources"]
+        return {resource["uri"]: resource for resource in listed}
+
+    def close(self) -> int:
+        try:
+            return self.peer.close()
+        finally:
+            self._stderr.close()

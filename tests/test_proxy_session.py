@@ -1,0 +1,418 @@
+"""What an upstream says during a call reaches the caller that made it, through `strictcall
+proxy` and `strictcall federate`: progress (the caller's own token) and `notifications/message`
+filtered by the caller's level, with the official MCP Python client on stdio and on /mcp (an
+SSE answer stream), on both wire versions, in front of a FastMCP server on stdio and on HTTP.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import anyio
+import httpx2
+import mcp_types as types
+import pytest
+from mcp.client.client import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from mcp_peers import UPSTREAMS, everything_command
+from servers import create_token
+from stdio_peer import DEADLINE_S
+from strictcall.errors import TIMEOUT, UPSTREAM_UNAVAILABLE
+
+CHATTY = UPSTREAMS / "fastmcp_chatty.py"
+MODERN = "2026-07-28"
+LEGACY = "legacy"
+LISTENING = re.compile(r"listening on (http://[0-9.]+:\d+)")
+
+# 2026-07-28 deprecates logging (SEP-2577); hosts of the handshake era still set their level
+pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
+
+
+def chatty_command(*extra: str) -> str:
+    return shlex.join([sys.executable, str(CHATTY), *extra])
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@pytest.fixture(scope="module")
+def chatty_url() -> Iterator[str]:
+    """The chatty FastMCP server on streamable HTTP, once it accepts connections."""
+    port = _free_port()
+    process = subprocess.Popen(
+        [sys.executable, str(CHATTY), "--http", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + DEADLINE_S
+    try:
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the chatty server never listened"
+                assert process.poll() is None, "the chatty server exited"
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        process.wait(timeout=DEADLINE_S)
+
+
+def _front(kind: str, upstream: str, tmp: Path) -> list[str]:
+    """The arguments that put `strictcall proxy` or `strictcall federate` in front of
+    `upstream` (a command line, or a URL)."""
+    is_url = upstream.startswith("http")
+    if kind == "proxy":
+        return ["proxy", "--upstream-url" if is_url else "--upstream-cmd", upstream]
+    config = tmp / "federation.toml"
+    member = "url" if is_url else "command"
+    config.write_text(f"[upstreams.chat]\n{member} = {json.dumps(upstream)}\n", encoding="utf-8")
+    return ["federate", "--config", str(config)]
+
+
+def _tool(kind: str, name: str) -> str:
+    return name if kind == "proxy" else f"chat_{name}"
+
+
+@dataclass
+class Heard:
+    """What the client heard besides the answer."""
+
+    progress: list[tuple[float, float | None, str | None]] = field(default_factory=list)
+    logs: list[tuple[str, Any]] = field(default_factory=list)
+
+    async def on_progress(self, progress: float, total: float | None, message: str | None) -> None:
+        self.progress.append((progress, total, message))
+
+    async def on_log(self, params: types.LoggingMessageNotificationParams) -> None:
+        self.logs.append((params.level, params.data))
+
+
+@asynccontextmanager
+async def connected(
+    wire: str, mode: str, front: list[str], tmp: Path, heard: Heard
+) -> AsyncIterator[Client]:
+    """The official client connected to strictcall on `wire` ("stdio" or "http"), asking for
+    info-level messages as `mode` asks (logging/setLevel, or 2026-07-28's per-request level)."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    db = tmp / "audit.sqlite3"
+    level: dict[str, Any] = {} if mode == LEGACY else {"log_level": "info"}
+    if wire == "stdio":
+        args = ["-m", "strictcall", *front, "--stdio", "--identity", "u1", "--db", str(db)]
+        server = StdioServerParameters(command=sys.executable, args=args, env=env)
+        async with Client(server, logging_callback=heard.on_log, mode=mode, **level) as client:
+            if mode == LEGACY:
+                await client.set_logging_level("info")
+            yield client
+        return
+    token = create_token(db, "u1")
+    argv = [sys.executable, "-m", "strictcall", *front, "--port", "0", "--db", str(db)]
+    process = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
+    )
+    try:
+        assert process.stdout is not None
+        match = LISTENING.search(process.stdout.readline())
+        assert match is not None
+        headers = {"Authorization": f"Bearer {token}"}
+        async with (
+            httpx2.AsyncClient(headers=headers) as http,
+            Client(
+                streamable_http_client(f"{match.group(1)}/mcp", http_client=http),
+                logging_callback=heard.on_log,
+                mode=mode,
+                **level,
+            ) as client,
+        ):
+            if mode == LEGACY:
+                await client.set_logging_level("info")
+            yield client
+    finally:
+        process.terminate()
+        process.wait(timeout=DEADLINE_S)
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+CASES = [
+    pytest.param(kind, wire, mode, upstream, id=f"{kind}-{wire}-{mode}-{upstream}-upstream")
+    for kind, wire, mode, upstream in (
+        # each wire, each version and each kind of upstream at least once, for both fronts
+        ("proxy", "stdio", LEGACY, "stdio"),
+        ("proxy", "stdio", MODERN, "http"),
+        ("proxy", "http", LEGACY, "http"),
+        ("proxy", "http", MODERN, "stdio"),
+        ("federate", "stdio", MODERN, "stdio"),
+        ("federate", "http", LEGACY, "http"),
+    )
+]
+
+
+@pytest.mark.parametrize(("kind", "wire", "mode", "upstream"), CASES)
+def test_progress_and_messages_of_a_call_reach_its_caller(
+    kind: str, wire: str, mode: str, upstream: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    target = chatty_command() if upstream == "stdio" else request.getfixturevalue("chatty_url")
+    front = _front(kind, target, tmp_path)
+    heard = Heard()
+
+    async def run() -> types.CallToolResult:
+        with anyio.fail_after(DEADLINE_S):
+            async with connected(wire, mode, front, tmp_path, heard) as client:
+                return await client.call_tool(
+                    _tool(kind, "count"), {"steps": 3}, progress_callback=heard.on_progress
+                )
+
+    result = anyio.run(run)
+    assert result.is_error is not True
+    assert heard.progress == [(1.0, 3.0, "step 1"), (2.0, 3.0, "step 2"), (3.0, 3.0, "step 3")]
+    # info and above only: the debug lines the tool writes are filtered out by the caller's level
+    assert [level for level, _ in heard.logs] == ["info"] * 3
+    assert [data["msg"] for _, data in heard.logs] == [f"counted {n}" for n in (1, 2, 3)]
+
+
+def test_a_caller_that_asks_for_nothing_hears_nothing(tmp_path: Path) -> None:
+    heard = Heard()
+    front = _front("proxy", chatty_command(), tmp_path)
+
+    async def run() -> types.CallToolResult:
+        with anyio.fail_after(DEADLINE_S):
+            env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+            db = tmp_path / "audit.sqlite3"
+            args = ["-m", "strictcall", *front, "--stdio", "--identity", "u1", "--db", str(db)]
+            server = StdioServerParameters(command=sys.executable, args=args, env=env)
+            async with Client(server, logging_callback=heard.on_log, mode=LEGACY) as client:
+                return await client.call_tool("count", {"steps": 2})
+
+    result = anyio.run(run)
+    assert result.is_error is not True
+    assert heard.logs == [] and heard.progress == []
+
+
+def _start_chatty(port: int, call_log: Path) -> subprocess.Popen[bytes]:
+    """The chatty server on HTTP at `port`, once it accepts connections."""
+    process = subprocess.Popen(
+        [sys.executable, str(CHATTY), "--http", str(port), "--call-log", str(call_log)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return process
+        except OSError:
+            assert time.monotonic() < deadline and process.poll() is None
+            time.sleep(0.05)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    process.wait(timeout=DEADLINE_S)
+
+
+def _stdio_client(front: list[str], tmp: Path, errlog: TextIO = sys.stderr) -> Client:
+    """The official client of strictcall on stdio, its stderr to `errlog`."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    db = tmp / "audit.sqlite3"
+    args = ["-m", "strictcall", *front, "--stdio", "--identity", "u1", "--db", str(db)]
+    server = StdioServerParameters(command=sys.executable, args=args, env=env)
+    return Client(stdio_client(server, errlog=errlog), mode=LEGACY)
+
+
+@pytest.mark.parametrize("upstream", ["stdio", "http"])
+def test_a_call_the_caller_cancels_is_cancelled_upstream(upstream: str, tmp_path: Path) -> None:
+    call_log = tmp_path / "calls.log"
+    chatty = None
+    if upstream == "http":
+        port = _free_port()
+        chatty = _start_chatty(port, call_log)
+        target = f"http://127.0.0.1:{port}/mcp"
+    else:
+        target = chatty_command("--call-log", str(call_log))
+    front = _front("proxy", target, tmp_path)
+
+    def told() -> str:
+        return call_log.read_text(encoding="utf-8") if call_log.exists() else ""
+
+    async def run() -> None:
+        async with _stdio_client(front, tmp_path) as client:
+            with anyio.move_on_after(DEADLINE_S):
+                async with anyio.create_task_group() as group:
+                    group.start_soon(client.call_tool, "hold", {"seconds": 60})
+                    while "hold started" not in told():
+                        await anyio.sleep(0.05)
+                    group.cancel_scope.cancel()  # the client sends notifications/cancelled
+            deadline = time.monotonic() + DEADLINE_S
+            while "cancelled" not in told():
+                assert time.monotonic() < deadline, told()
+                await anyio.sleep(0.05)
+
+    try:
+        anyio.run(run)
+    finally:
+        if chatty is not None:
+            _stop(chatty)
+    assert "hold finished" not in told()
+
+
+def test_an_http_upstream_that_forgot_its_session_is_started_again_and_the_call_sent_again(
+    tmp_path: Path,
+) -> None:
+    port = _free_port()
+    call_log = tmp_path / "calls.log"
+    chatty = _start_chatty(port, call_log)
+    front = _front("proxy", f"http://127.0.0.1:{port}/mcp", tmp_path)
+    errlog = tmp_path / "proxy.stderr"
+
+    async def run() -> list[types.CallToolResult]:
+        nonlocal chatty
+        results = []
+        with errlog.open("w") as stderr, anyio.fail_after(DEADLINE_S * 2):
+            async with _stdio_client(front, tmp_path, stderr) as client:
+                results.append(await client.call_tool("count", {"steps": 1}))
+                _stop(chatty)
+                chatty = _start_chatty(port, call_log)  # a new process: the session is gone
+                results.append(await client.call_tool("count", {"steps": 1}))
+        return results
+
+    try:
+        results = anyio.run(run)
+    finally:
+        _stop(chatty)
+    assert [result.is_error for result in results] == [False, False], results[1].content
+    assert errlog.read_text(encoding="utf-8").count("forgot its session") == 1
+
+
+@pytest.mark.parametrize("upstream", ["stdio", "http"])
+def test_an_upstream_that_asks_during_a_call_is_answered_at_once(
+    upstream: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    target = chatty_command() if upstream == "stdio" else request.getfixturevalue("chatty_url")
+    front = [*_front("proxy", target, tmp_path), "--timeout", str(DEADLINE_S)]
+
+    async def run() -> types.CallToolResult:
+        with anyio.fail_after(DEADLINE_S):
+            async with _stdio_client(front, tmp_path) as client:
+                return await client.call_tool("ask", {"question": "which?"})
+
+    started = time.monotonic()
+    result = anyio.run(run)
+    # the elicitation is refused at once (the upstream's tool then fails): never the timeout
+    assert result.is_error is True  # the upstream's tool failed, its error passed as tool_error
+    assert TIMEOUT.code not in str(result.content)
+    print(f"answered in {time.monotonic() - started:.2f} s")
+
+
+HANGS = shlex.join([sys.executable, "-c", "import time; time.sleep(600)"])
+"""An upstream that starts and never answers initialize."""
+
+
+def test_an_upstream_that_hangs_at_its_start_delays_no_other(tmp_path: Path) -> None:
+    config = tmp_path / "federation.toml"
+    config.write_text(
+        f"[upstreams.chat]\ncommand = {json.dumps(chatty_command())}\n"
+        f"[upstreams.stuck]\ncommand = {json.dumps(HANGS)}\n",
+        encoding="utf-8",
+    )
+    errlog = tmp_path / "federate.stderr"
+
+    async def run() -> types.CallToolResult:
+        with errlog.open("w") as stderr:
+            # served before the stuck one's start times out (30 s): within SERVE_WITHIN_S
+            with anyio.fail_after(DEADLINE_S):
+                front = ["federate", "--config", str(config)]
+                async with _stdio_client(front, tmp_path, stderr) as client:
+                    # a loaded machine may take longer than the bound to start even chat: it
+                    # is served once it answers, and the host is told its tools changed
+                    while "chat_count" not in {t.name for t in (await client.list_tools()).tools}:
+                        await anyio.sleep(0.1)
+                    while True:  # listed a moment before its session is taken: retryable
+                        result = await client.call_tool("chat_count", {"steps": 1})
+                        if UPSTREAM_UNAVAILABLE.code not in str(result.content):
+                            return result
+                        await anyio.sleep(0.25)
+
+    result = anyio.run(run)
+    assert result.is_error is not True
+    said = errlog.read_text(encoding="utf-8")
+    # served while the stuck one was still starting, not after its start timed out
+    assert "stuck (still starting 10 s after the first one settled" in said
+    assert "did not answer initialize" not in said
+
+
+def test_an_elicitation_during_a_call_is_asked_of_its_caller_and_answered(tmp_path: Path) -> None:
+    asked: list[str] = []
+
+    async def elicit(
+        context: object, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"answer": "blue"})
+
+    errlog = tmp_path / "proxy.stderr"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    db = tmp_path / "audit.sqlite3"
+    args = ["-m", "strictcall", "proxy", "--upstream-cmd", chatty_command()]
+    args += ["--stdio", "--identity", "u1", "--db", str(db)]
+    server = StdioServerParameters(command=sys.executable, args=args, env=env)
+
+    async def run() -> types.CallToolResult:
+        with errlog.open("w") as stderr, anyio.fail_after(DEADLINE_S):
+            transport = stdio_client(server, errlog=stderr)
+            async with Client(transport, mode=LEGACY, elicitation_callback=elicit) as client:
+                return await client.call_tool("ask", {"question": "which colour?"})
+
+    result = anyio.run(run)
+    assert asked == ["which colour?"]
+    assert result.is_error is not True
+    assert "told blue" in str(result.content)
+    said = errlog.read_text(encoding="utf-8")
+    assert "elicitation/create to caller" in said and "answered" in said
+    assert "which colour" not in said and "blue" not in said  # audited, never its content
+
+
+@pytest.mark.parametrize("kind", ["proxy", "federate"])
+def test_completions_of_a_prompts_argument_come_from_its_upstream(
+    kind: str, tmp_path: Path
+) -> None:
+    front = _front(kind, everything_command(), tmp_path)
+    # a federation's member "chat" serves its prompt prefixed; the proxy serves it as it is
+    prompt = "chat_completable-prompt" if kind == "federate" else "completable-prompt"
+
+    async def run() -> tuple[types.CompleteResult, BaseException | None]:
+        with anyio.fail_after(DEADLINE_S):
+            async with _stdio_client(front, tmp_path) as client:
+                ref = types.PromptReference(type="ref/prompt", name=prompt)
+                found = await client.complete(ref, {"name": "department", "value": "E"})
+                unknown = types.PromptReference(type="ref/prompt", name="no-such-prompt")
+                try:
+                    await client.complete(unknown, {"name": "department", "value": "E"})
+                except MCPError as exc:
+                    return found, exc
+                return found, None
+
+    found, refused = anyio.run(run)
+    assert found.completion.values == ["Engineering"]
+    assert isinstance(refused, MCPError)  # a prompt not served is not asked of any upstream

@@ -1,0 +1,248 @@
+"""Per-upstream budgets (`strictcall.services.proxy.budgets`): each at its edge (within: served;
+one past: that upstream's listing refused whole, in one line), through a federation whose other
+upstreams stay served, and `strictcall proxy` in front of an upstream whose tool names are
+100,010 characters of ESC and newlines."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+import pytest
+
+from listing_federation import LISTING_UPSTREAM, ListingFederation, until
+from mcp_peers import error_of, proxy_argv
+from stdio_peer import StdioPeer
+from strictcall.errors import UNKNOWN_TOOL
+from strictcall.services.proxy.budgets import (
+    Budgets,
+    NotificationRate,
+    content_refusal,
+    name_refusal,
+    tools_refusal,
+)
+from strictcall.services.proxy.config import ConfigError, federation_config
+
+OBJECT: dict[str, Any] = {"type": "object"}
+SMALL = Budgets(
+    max_tools=3,
+    max_resources=3,
+    max_templates=3,
+    max_prompts=3,
+    max_description_bytes=10,
+    max_schema_bytes=40,
+    max_uri_chars=20,
+    notifications_per_second=5,
+)
+
+
+def tools(count: int, **extra: Any) -> list[types.Tool]:
+    return [
+        types.Tool(name=f"t{i}", input_schema=extra.get("schema", OBJECT), **extra.get("more", {}))
+        for i in range(count)
+    ]
+
+
+# --- each budget at its edge ------------------------------------------------------------------
+
+
+def test_tools_per_listing_at_the_edge() -> None:
+    assert tools_refusal(tools(3), SMALL) is None
+    refusal = tools_refusal(tools(4), SMALL)
+    assert refusal is not None and "max_tools" in refusal
+
+
+@pytest.mark.parametrize(
+    ("budget", "within", "past"),
+    [
+        ("max_resources", {"resources": 3}, {"resources": 4}),
+        ("max_templates", {"templates": 3}, {"templates": 4}),
+        ("max_prompts", {"prompts": 3}, {"prompts": 4}),
+    ],
+)
+def test_resources_templates_and_prompts_per_listing_at_the_edge(
+    budget: str, within: dict[str, int], past: dict[str, int]
+) -> None:
+    def listed(counts: dict[str, int]) -> str | None:
+        resources = [
+            types.Resource(uri=f"m://{i}", name="r") for i in range(counts.get("resources", 0))
+        ]
+        templates = [
+            types.ResourceTemplate(uri_template=f"m://{i}/{{x}}", name="t")
+            for i in range(counts.get("templates", 0))
+        ]
+        prompts = [types.Prompt(name=f"p{i}") for i in range(counts.get("prompts", 0))]
+        return content_refusal(resources, templates, prompts, SMALL)
+
+    assert listed(within) is None
+    refusal = listed(past)
+    assert refusal is not None and budget in refusal
+
+
+def test_a_description_at_the_edge_in_utf8_bytes() -> None:
+    assert tools_refusal(tools(1, more={"description": "é" * 5}), SMALL) is None  # 10 bytes
+    refusal = tools_refusal(tools(1, more={"description": "é" * 5 + "x"}), SMALL)
+    assert refusal is not None and "max_description_bytes" in refusal
+    prompt = types.Prompt(name="p", description="x" * 11)
+    refused = content_refusal([], [], [prompt], SMALL)
+    assert refused is not None and "max_description_bytes" in refused
+
+
+def test_a_schema_at_the_edge_in_compact_json_bytes() -> None:
+    fits = {"type": "object", "title": "x" * 12}  # {"type":"object","title":"xx..."} = 40
+    assert len(json.dumps(fits, separators=(",", ":"))) == 40
+    assert tools_refusal(tools(1, schema=fits), SMALL) is None
+    over = {"type": "object", "title": "x" * 13}
+    refusal = tools_refusal(tools(1, schema=over), SMALL)
+    assert refusal is not None and "max_schema_bytes" in refusal
+    out = types.Tool(name="o", input_schema=OBJECT, output_schema=over)
+    refused = tools_refusal([out], SMALL)
+    assert refused is not None and "output schema" in refused
+
+
+def test_a_uri_at_the_edge() -> None:
+    assert content_refusal([types.Resource(uri="m://" + "x" * 16, name="r")], [], [], SMALL) is None
+    refusal = content_refusal([types.Resource(uri="m://" + "x" * 17, name="r")], [], [], SMALL)
+    assert refusal is not None and "max_uri_chars" in refusal
+
+
+@pytest.mark.parametrize(
+    ("name", "served"),
+    [
+        ("a" * 128, True),
+        ("a" * 129, False),
+        ("files.read-all_2", True),
+        ("", False),
+        ("has space", False),
+        ("esc\x1b[2J", False),
+        ("new\nline", False),
+        ("cyrillic_\u0435", False),
+        ("slash/name", False),
+    ],
+    ids=lambda value: repr(value)[:20],
+)
+def test_a_tool_name_keeps_the_specifications_rules(name: str, served: bool) -> None:
+    refusal = name_refusal(name)
+    assert (refusal is None) is served
+    if refusal is not None:
+        assert refusal.isprintable() and len(refusal) < 400  # escaped and cut
+
+
+def test_notifications_past_the_rate_are_dropped_and_the_rate_refills() -> None:
+    rate = NotificationRate(5, now=0.0)
+    admitted = sum(rate.admit(0.0) for _ in range(20))
+    assert admitted == 10  # a burst of as many again as a second's
+    assert rate.dropped == 10
+    assert rate.admit(0.1) is False  # half a notification refilled
+    assert rate.admit(0.2) is True  # one more
+    assert sum(rate.admit(10.0) for _ in range(20)) == 10  # refilled to the burst, no more
+
+
+def test_budgets_are_read_from_the_config_with_defaults() -> None:
+    config = federation_config(
+        {
+            "federation": {"budgets": {"max_tools": 50}},
+            "upstreams": {
+                "a": {"command": "a", "budgets": {"max_prompts": 7}},
+                "b": {"command": "b"},
+            },
+        }
+    )
+    a, b = config.upstreams
+    assert (a.budgets.max_tools, a.budgets.max_prompts) == (50, 7)
+    assert (b.budgets.max_tools, b.budgets.max_prompts) == (50, Budgets().max_prompts)
+
+
+@pytest.mark.parametrize(
+    "budgets", [{"max_tool": 5}, {"max_tools": 0}, {"max_tools": True}, {"max_tools": 2.5}]
+)
+def test_a_budget_not_shaped_as_documented_is_refused(budgets: dict[str, Any]) -> None:
+    with pytest.raises(ConfigError):
+        federation_config({"upstreams": {"a": {"command": "a", "budgets": budgets}}})
+
+
+# --- through a federation: that upstream's listing refused, the rest served -------------------
+
+
+def test_a_relisting_past_max_tools_is_refused_in_one_line_and_the_others_served(
+    tmp_path: Path,
+) -> None:
+    federation = ListingFederation(
+        tmp_path,
+        {"big": {"tools": ["one"]}, "calm": {"tools": ["quiet"]}},
+        prefixes={"big": "big", "calm": "calm"},
+        extra="budgets = { max_tools = 3 }\n",
+        pinning=False,
+    )
+    try:
+        federation.peer.initialize()
+        assert set(federation.tools()) == {"big_one", "calm_quiet"}
+        federation.relist("big", {"tools": ["one", "two", "three"]})  # at the edge: served
+        until(lambda: "big_three" in federation.tools(), "the edge is served")
+        federation.relist("big", {"tools": ["one"], "many": 60_000})
+        until(lambda: "max_tools" in federation.stderr(), "the refusal is said")
+        assert set(federation.tools()) == {"calm_quiet"}
+        assert federation.peer.call("calm_quiet", {})["isError"] is False
+        lines = [x for x in federation.stderr().splitlines() if "max_tools" in x]
+        assert len(lines) == 1 and "big" in lines[0] and len(lines[0]) < 300
+    finally:
+        assert federation.close() == 0
+
+
+def test_a_flood_of_notifications_is_dropped_past_the_rate_and_said_once_a_second(
+    tmp_path: Path,
+) -> None:
+    federation = ListingFederation(
+        tmp_path,
+        {"loud": {"tools": ["one"]}, "calm": {"tools": ["quiet"]}},
+        prefixes={"loud": "loud", "calm": "calm"},
+        extra="budgets = { notifications_per_second = 50 }\n",
+        pinning=False,
+    )
+    try:
+        federation.peer.initialize()
+        started = time.monotonic()
+        federation.relist("loud", {"tools": ["one", "two"], "flood": 20_000, "wave": 1})
+        until(lambda: "notifications_per_second" in federation.stderr(), "the drop is said")
+        assert federation.peer.call("calm_quiet", {})["isError"] is False
+        # the list_changed sent with the flood is not lost: the new tool is served
+        until(lambda: "loud_two" in federation.tools(), "the relisting is read")
+        said = [x for x in federation.stderr().splitlines() if "notifications_per_second" in x]
+        # once a second at most, not once a notification (20,000 of them)
+        assert 1 <= len(said) <= time.monotonic() - started + 2
+    finally:
+        assert federation.close() == 0
+
+
+# --- strictcall proxy: names a host must never see ----------------------------------------------
+
+
+def test_the_proxy_serves_no_tool_whose_name_breaks_the_specifications_rules(
+    tmp_path: Path,
+) -> None:
+    hostile = "x" * 100_000 + "\x1b[2J\nforged"  # 100,010 characters with ESC and a newline
+    listing = tmp_path / "listing.json"
+    listing.write_text(json.dumps({"tools": ["fine", hostile, "a" * 129]}), encoding="utf-8")
+    upstream = shlex.join([sys.executable, str(LISTING_UPSTREAM), "up", str(listing)])
+    stderr_path = tmp_path / "proxy.stderr"
+    with stderr_path.open("wb") as stderr:
+        peer = StdioPeer(proxy_argv(upstream, tmp_path / "db.sqlite3"), stderr)
+        try:
+            peer.initialize()
+            assert peer.tool_names() == {"fine"}
+            started = time.monotonic()
+            answer = peer.request("tools/call", {"name": hostile, "arguments": {}})
+            error = error_of(answer["result"])
+            assert (error["code"], error["stage"]) == (UNKNOWN_TOOL.code, UNKNOWN_TOOL.stage.value)
+            assert len(json.dumps(answer)) < 2_000  # the name is never echoed
+            assert time.monotonic() - started >= 0  # (printed below; no time asserted)
+        finally:
+            assert peer.close() == 0
+    text = stderr_path.read_text(encoding="utf-8", errors="replace")
+    assert "\x1b" not in text and "forged" not in text.replace("\\nforged", "")
+    assert max(len(line) for line in text.splitlines()) < 1_000
