@@ -4,7 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run demo test docs lint typecheck unit browser promtool docker image bench fuzz atheris \
+.PHONY: install run demo test docs lint typecheck unit servers browser promtool docker image bench \
+	fuzz atheris \
 	load clean
 
 $(STAMP): pyproject.toml
@@ -42,8 +43,14 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-unit: $(STAMP) browser promtool docker
+unit: $(STAMP) browser promtool docker servers
 	$(BIN)/pytest --cov --cov-report=term
+
+## servers: the real MCP servers the tests run behind federate: the npm ones (`npm ci` in
+## tests/upstreams) and the PyPI ones in a venv of their own (tests/upstreams/.venv-servers, pinned
+## in servers-requirements.txt); quick when they are there
+servers: $(STAMP)
+	$(BIN)/python tests/servers_setup.py
 
 ## browser: Debian's chromium for the operator page's test (apt-get, when root and missing)
 browser: $(STAMP)

@@ -22,6 +22,7 @@ from strictcall.core.content import (
     resource_link_block,
     text_block,
 )
+from strictcall.core.display import Annotations, Display, Icon
 from strictcall.core.gateway import Gateway
 from strictcall.core.jsontext import JSONTextError, loads_strict
 from strictcall.core.pipeline import Limits
@@ -66,11 +67,14 @@ def _version() -> str:
 
 
 __all__ = [
+    "Annotations",
     "Client",
     "Content",
+    "Display",
     "ErrorKind",
     "ForbiddenOrMissing",
     "Gateway",
+    "Icon",
     "JSONTextError",
     "Limits",
     "ProtocolError",

@@ -10,6 +10,10 @@
   stands (`strictcall.core.openai_strict`); every other tool is listed `strict: false`, unchanged.
   Optional members are never rewritten as required-and-nullable: a gateway reading null as
   absent for one host would accept, for that host, calls the tool's schema refuses.
+- A tool's display (title, annotations, icons, `_meta`: `strictcall.core.display`) is listed
+  for MCP only: neither OpenAI's function tools (chat or Responses) nor Anthropic's tools have
+  a member for any of them (their SDKs' `FunctionDefinition`, `FunctionToolParam`,
+  `ToolParam`), and their APIs refuse members they do not know.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import copy
 from typing import Final, Literal
 
+from strictcall.core.display import NO_DISPLAY
 from strictcall.core.openai_strict import strict_schema
 from strictcall.core.tools import Tool
 from strictcall.errors import JSONValue
@@ -53,6 +58,8 @@ def describe_tool(
         }
         if tool.output_schema is not None:  # None: the tool declares none (it answers content)
             listed["outputSchema"] = mcp_output_schema(output_schema)
+        if tool.display is not NO_DISPLAY:
+            listed |= tool.display.listed()
         return listed
     if format == "openai":
         return {

@@ -25,6 +25,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, NamedTuple, NotRequired, Required, get_type_hints
 
+from strictcall.core.display import NO_DISPLAY, Display
 from strictcall.core.redact import Redaction
 from strictcall.errors import RESULT_TOO_LARGE, ErrorKind, JSONValue, Stage, StrictcallError
 
@@ -112,6 +113,8 @@ class Tool:
     one and answers content (or a value as its JSON text) with no structured value. `redact`
     (optional) is what stage output redacts of its content (`strictcall.core.redact`);
     `source` names the upstream a proxied tool forwards to, in its errors and their records.
+    `display` is what a host shows beside the name and schemas (title, annotations, icons,
+    `_meta`: `strictcall.core.display`).
     """
 
     name: str
@@ -124,6 +127,7 @@ class Tool:
     timeout: float | None = None
     result_matches: ResultCheck | None = None
     inline_first: bool = False
+    display: Display = NO_DISPLAY
     redact: Redaction | None = None
     source: str | None = None
 
@@ -148,6 +152,7 @@ def tool(
     authorize: Authorizer | None = None,
     failures: tuple[ErrorKind, ...] = (),
     timeout: float | None = None,
+    display: Display = NO_DISPLAY,
 ) -> Callable[[Callable[..., Any]], Tool]:
     """Make a `Tool` of a function, deriving both schemas from its type hints.
 
@@ -155,7 +160,8 @@ def tool(
     are the tool's arguments (a parameter with a default is optional). Use JSON-shaped types:
     str, int, float, bool, None, list, dict, Literal, TypedDict and unions of them (before
     Python 3.12, pydantic needs `typing_extensions.TypedDict`). The derived schemas are what the
-    gateway enforces, made strict like any declared schema.
+    gateway enforces, made strict like any declared schema. `display`: the title, annotations,
+    icons and `_meta` hosts are shown (`Display`).
     """
 
     def make(func: Callable[..., Any]) -> Tool:
@@ -191,6 +197,7 @@ def tool(
             authorize=authorize,
             failures=failures,
             timeout=timeout,
+            display=display,
         )
 
     return make

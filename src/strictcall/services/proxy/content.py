@@ -18,6 +18,9 @@ How they are served (the choice, for hosts):
 - What an upstream answers is read as the SDK's models (their shape checked), capped as a
   tool's result (`result_too_large`), and passed on without its `_meta`; a name or URI holding
   a control, format or separator character is not served (said once in the log, escaped).
+- A listed resource, template or prompt keeps its title and icons, checked as a tool's are
+  (`strictcall.core.display`: the title's control and bidi characters as U+FFFD, cut at its
+  limit; an icon hosts should not fetch or show left out); its listing `_meta` is not passed.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, ValidationError
 
+from strictcall.core.display import MAX_ICONS, icon_problem, neutral_text
 from strictcall.core.policy.model import Claims
 from strictcall.core.terminal import one_line
 from strictcall.core.tools import ToolFailure
@@ -220,7 +224,7 @@ def index_content(
             if not (resource.uri.isprintable() and judged.isprintable()):
                 refused[_shown(resource.uri)] = "its URI or name holds a control character"
                 continue
-            listed = resource.model_copy(update={"name": judged, "meta": None})
+            listed = resource.model_copy(update={"name": judged, **_shown_members(resource)})
             served = _Served(upstream, config.name, judged, resource.name, listed, timeout)
             claim(resources, resource.uri, served, "resource URI", config)
         for template in content.templates:
@@ -229,7 +233,7 @@ def index_content(
             if pattern is None or not judged.isprintable():
                 refused[_shown(template.uri_template)] = "not a URI template strictcall reads"
                 continue
-            listed_t = template.model_copy(update={"name": judged, "meta": None})
+            listed_t = template.model_copy(update={"name": judged, **_shown_members(template)})
             by_template = _Served(
                 upstream, config.name, judged, template.name, listed_t, timeout, pattern
             )
@@ -239,7 +243,7 @@ def index_content(
             if _NAME.fullmatch(judged) is None:
                 refused[_shown(judged)] = "hosts accept 1-64 of A-Z a-z 0-9 _ - in a prompt's name"
                 continue
-            listed_p = prompt.model_copy(update={"name": judged, "meta": None})
+            listed_p = prompt.model_copy(update={"name": judged, **_shown_members(prompt)})
             claim(
                 prompts,
                 judged,
@@ -438,3 +442,19 @@ async def _forwarded(
         raise ToolFailure(INVALID_TOOL_RESULT) from None
     except AnswerTooLarge:
         raise ToolFailure(RESULT_TOO_LARGE, details={"limit": upstream.max_result_bytes}) from None
+
+
+def _shown_members(
+    listed: types.Resource | types.ResourceTemplate | types.Prompt,
+) -> dict[str, Any]:
+    """The members a listed resource, template or prompt is served with in place of its own:
+    no `_meta`, its title neutralised and its icons checked as a tool's."""
+    update: dict[str, Any] = {"meta": None}
+    if listed.title is not None:
+        update["title"] = neutral_text(listed.title)
+    if listed.icons is not None:
+        kept = [
+            i for i in listed.icons if icon_problem(i.src, i.mime_type, i.sizes, i.theme) is None
+        ]
+        update["icons"] = kept[:MAX_ICONS]
+    return update

@@ -1,14 +1,16 @@
 """Pinning: a served tool's (and resource's, template's, prompt's) definition recorded in the
-store with the upstream that serves it; a later change is not served until an operator approves
-what they reviewed (`strictcall tools approve NAME --digest D`).
+store with the upstream that serves it (a tool's title, annotations, icons and `_meta` with its
+name, description and schemas, where it has them); a later change is not served until an
+operator approves what they reviewed (`strictcall tools approve NAME --digest D`).
 
 At start, what is seen for the first time is pinned (trust on first use). What appears later
 (an upstream's relisting, a restart that lists a tool it did not list before) waits for an
 approval like a change: nothing is approved for it yet, so it is not served. A changed tool is
 listed as it was pinned (the host never sees the changed description, where a poisoned
-instruction would be) and every call answers `tool_changed`; a changed resource, template or
-prompt is not served. Each change is logged once per process and counted (`changes`, in
-/metrics). Approvals made by another process (the command line) are read back by `refresh`.
+instruction would be, nor a read-only hint it was not approved with) and every call answers
+`tool_changed`; a changed resource, template or prompt is not served. Each change is logged
+once per process and counted (`changes`, in /metrics). Approvals made by another process (the
+command line) are read back by `refresh`.
 
 The pin of each is keyed by its served name (a tool's), or `resource:URI`, `template:URI` and
 `prompt:NAME`; its definition names the upstream, so two upstreams without a prefix keep
@@ -26,6 +28,7 @@ import mcp_types as types
 
 from strictcall.core.terminal import one_line
 from strictcall.services.proxy.config import UpstreamConfig
+from strictcall.services.proxy.tools import display_members
 from strictcall.storage.base import PinStore, StoreUnavailable
 
 PIN_POLL_S: Final = 1.0
@@ -39,8 +42,14 @@ def canonical(value: dict[str, object]) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
+DISPLAY_MEMBERS: Final = ("title", "annotations", "icons", "_meta")
+"""The members of a listed tool pinned beside its name, description and schemas, where the
+upstream lists them (a tool without any pins exactly as before they were pinned)."""
+
+
 def definition_of(listed: types.Tool, upstream: str) -> str:
-    """What is pinned of a listed tool: its upstream, name, description and schemas."""
+    """What is pinned of a listed tool: its upstream, name, description and schemas, and its
+    title, annotations, icons and `_meta` where it has them."""
     return canonical(
         {
             "upstream": upstream,
@@ -48,6 +57,7 @@ def definition_of(listed: types.Tool, upstream: str) -> str:
             "description": listed.description,
             "inputSchema": listed.input_schema,
             "outputSchema": listed.output_schema,
+            **display_members(listed),
         }
     )
 
@@ -82,6 +92,7 @@ def listed_of(definition: str) -> types.Tool:
         description=pinned["description"],
         input_schema=pinned["inputSchema"],
         output_schema=pinned["outputSchema"],
+        **{key: pinned[key] for key in DISPLAY_MEMBERS if key in pinned},
     )
 
 

@@ -1,5 +1,8 @@
 """An upstream MCP server's tools as strictcall `Tool`s, run through the same gateway.
 
+A proxied tool is listed with its upstream's title, annotations, icons and `_meta`, neutralised
+where a host or terminal would show them (`strictcall.core.display`).
+
 What a proxied tool's result is: the upstream's own, as MCP content
 (`strictcall.core.content.Content`): its blocks in order, its structuredContent and `_meta`,
 checked at stage output (blocks well-formed; structuredContent against the tool's
@@ -30,6 +33,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from strictcall.core.content import Content
+from strictcall.core.display import NO_DISPLAY, Display, display_from_listing
 from strictcall.core.pipeline import ERROR_TEXT
 from strictcall.core.redact import Redaction, redact_text
 from strictcall.core.tools import Arguments, Tool, ToolContext, ToolFailure
@@ -132,9 +136,34 @@ def proxied_tool(
         failures=(TOOL_ERROR, UPSTREAM_UNAVAILABLE, RESULT_TOO_LARGE)
         + (() if instances is None else (AT_CAPACITY,)),
         timeout=timeout,
+        display=display_of(listed),
         redact=output.redaction,
         source=output.source,
     )
+
+
+def display_members(listed: types.Tool) -> dict[str, object]:
+    """A listed tool's title, annotations, icons and `_meta` as MCP writes them (those it has)."""
+    if (
+        listed.title is None
+        and listed.annotations is None
+        and listed.icons is None
+        and listed.meta is None
+    ):
+        return {}
+    return listed.model_dump(by_alias=True, mode="json", exclude_none=True, include=_DISPLAY_FIELDS)
+
+
+_DISPLAY_FIELDS: Final = {"title", "annotations", "icons", "meta"}
+
+
+def display_of(listed: types.Tool) -> Display:
+    """What a host is shown of an upstream's tool beside its schemas (title, annotations, icons,
+    `_meta`), neutralised as `strictcall.core.display` says."""
+    shown = display_members(listed)
+    if not shown:
+        return NO_DISPLAY
+    return display_from_listing(shown)
 
 
 def proxied_tools(

@@ -1,8 +1,9 @@
 """MCP's view of the gateway: tools/list and tools/call on the official SDK's low-level server.
 
-- tools/list gives each tool's name, description, inputSchema and outputSchema as
-  `strictcall.core.listing` lists them for MCP (a result that is not declared an object is listed
-  wrapped, as the schema of {"result": value}).
+- tools/list gives each tool's name, description, inputSchema and outputSchema, and its title,
+  annotations, icons and `_meta` where it has them, as `strictcall.core.listing` lists them for
+  MCP (a result that is not declared an object is listed wrapped, as the schema of
+  {"result": value}).
 - tools/call hands the raw params (never the SDK's coerced model) to the gateway. Success:
   structuredContent holds the validated value (wrapped as {"result": value} for those tools)
   and one text block holds the value as JSON, so [], "" and null are never an empty content
@@ -81,14 +82,23 @@ def describe_tools(
     by the gateway; non-object output schemas wrapped there), as SDK models; with `identity`
     (and its token's `claims`), only those that caller may call."""
     return [
-        types.Tool(
-            name=listed["name"],
-            description=listed["description"],
-            input_schema=listed["inputSchema"],
-            output_schema=listed.get("outputSchema"),
-        )
+        _plain_tool(listed) if _PLAIN.issuperset(listed) else types.Tool.model_validate(listed)
         for listed in gateway.listing(identity, "mcp", claims)
     ]
+
+
+_PLAIN: Final = frozenset({"name", "description", "inputSchema", "outputSchema"})
+"""The members of a listed tool without a display (title, annotations, icons, `_meta`)."""
+
+
+def _plain_tool(listed: dict[str, JSONValue]) -> types.Tool:
+    """A listed tool without a display as the SDK's model (built without validating again)."""
+    return types.Tool(
+        name=listed["name"],
+        description=listed["description"],
+        input_schema=listed["inputSchema"],
+        output_schema=listed.get("outputSchema"),
+    )
 
 
 # --- tools/call --------------------------------------------------------------------------------
@@ -199,7 +209,8 @@ def result_message(
     if version in MODERN_PROTOCOL_VERSIONS:
         dumped["resultType"] = "complete"
         server_info = {"name": SERVER_NAME, "version": _version()}
-        dumped["_meta"] = {types.SERVER_INFO_META_KEY: server_info}
+        # beside the result's own _meta (a proxied tool's upstream's), never in its place
+        dumped["_meta"] = {**dumped.get("_meta", {}), types.SERVER_INFO_META_KEY: server_info}
     dumped = serialize_server_result("tools/call", version, dumped)
     return types.JSONRPCResponse(jsonrpc="2.0", id=request_id, result=dumped)
 
@@ -526,7 +537,9 @@ class McpTools:
         self._audit(outcome, error, identity)
         if version in MODERN_PROTOCOL_VERSIONS:
             result["resultType"] = "complete"
-            result["_meta"] = {types.SERVER_INFO_META_KEY: _server_info()}
+            own = result.get("_meta")  # a proxied tool's upstream's: kept beside the server's name
+            kept = own if isinstance(own, dict) else {}
+            result["_meta"] = {**kept, types.SERVER_INFO_META_KEY: _server_info()}
         return dump_line({"jsonrpc": "2.0", "id": request_id, "result": result})
 
     def _call_of(

@@ -1,0 +1,360 @@
+"""Eight real MCP servers (tests/real_servers.py) called directly and through `strictcall
+federate`, with the official Python client: every tool's listing and the answers of two or
+three calls of each are the upstream's own but for the documented changes
+(`real_servers.through_listing`, `through_result`), through a stdio downstream on 2025-11-25 and
+an /mcp downstream on 2026-07-28; both downstreams list well-formed on both wire versions.
+
+One federation process per wire serves all eight; everything is gathered once per module.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import anyio
+import httpx2
+import mcp_types as types
+import pytest
+from mcp.client.client import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+from mcp_peers import fastmcp_command
+from real_servers import (
+    Place,
+    calls,
+    comparable,
+    make_place,
+    page_server,
+    stdio_upstreams,
+    steady,
+    through_listing,
+    through_result,
+    upstream_env,
+)
+from servers import create_token
+from servers_setup import ensure_servers
+
+DEADLINE_S: Final = 60.0
+HANDSHAKE: Final = "2025-11-25"
+MODERN: Final = "2026-07-28"
+LISTENING = re.compile(r"listening on (http://[0-9.]+:\d+)")
+PREFIXES: Final = (
+    "everything",
+    "filesystem",
+    "memory",
+    "thinking",
+    "fetch",
+    "time",
+    "git",
+    "notes",
+)
+
+
+def dumped(model: Any) -> dict[str, Any]:
+    out: dict[str, Any] = model.model_dump(by_alias=True, mode="json", exclude_none=True)
+    return out
+
+
+async def answer_of(client: Client, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """A call's result as JSON, or what the client raised reading it (its kind)."""
+    try:
+        return dumped(await client.call_tool(name, arguments))
+    except (RuntimeError, ValueError) as exc:  # the client's own checks of the result
+        return {"client raised": type(exc).__name__}
+
+
+@dataclass
+class Run:
+    """What one run saw: each tool's listing and each call's answer, by prefix."""
+
+    place: Place
+    version: str = ""
+    listings: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    answers: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    served: list[str] = field(default_factory=list)
+
+
+def wait_listening(port: int) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        with socket.socket() as attempt:
+            if attempt.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        assert time.monotonic() < deadline, "the server did not listen"
+        time.sleep(0.05)
+
+
+async def collect(client: Client, run: Run, page: str, names: dict[str, str] | None = None) -> None:
+    """List and call through one session: `names` maps a prefix to its served-name prefix."""
+    run.version = client.protocol_version or ""
+    listed = [dumped(tool) for tool in (await client.list_tools()).tools]
+    run.served = [tool["name"] for tool in listed]
+    for prefix, sequence in calls(run.place, page).items():
+        if names is None:
+            if prefix not in run.listings:
+                continue
+            served = ""
+        else:
+            served = names[prefix]
+            run.listings[prefix] = {
+                tool["name"][len(served) :]: tool
+                for tool in listed
+                if tool["name"].startswith(served)
+            }
+        answers = run.answers.setdefault(prefix, [])
+        for name, arguments in sequence:
+            answers.append(await answer_of(client, served + name, arguments))
+
+
+async def _refuse(*_: Any) -> types.ErrorData:
+    """What the direct client answers an upstream's sampling, elicitation or roots request."""
+    return types.ErrorData(code=types.INVALID_REQUEST, message="not offered by this test")
+
+
+def session(params: StdioServerParameters, mode: str) -> Client:
+    """A direct client offering what strictcall offers its upstreams (sampling, elicitation,
+    roots): servers such as server-everything list the tools that need them only then."""
+    return Client(
+        stdio_client(params),
+        mode=mode,
+        read_timeout_seconds=DEADLINE_S,
+        sampling_callback=_refuse,
+        elicitation_callback=_refuse,
+        list_roots_callback=_refuse,
+    )
+
+
+async def direct_run(run: Run, page: str, notes_url: str) -> None:
+    """Each server on its own, with the official client (2025-11-25)."""
+    base_env = {"PATH": os.environ["PATH"], "HOME": str(run.place.base)}
+    for prefix, argv in stdio_upstreams(run.place).items():
+        params = StdioServerParameters(
+            command=argv[0], args=argv[1:], env={**base_env, **upstream_env(prefix, run.place)}
+        )
+        async with session(params, "legacy") as client:
+            run.listings[prefix] = {
+                tool.name: dumped(tool) for tool in (await client.list_tools()).tools
+            }
+            sequence = calls(run.place, page)[prefix]
+            run.answers[prefix] = [
+                await answer_of(client, name, arguments) for name, arguments in sequence
+            ]
+    async with (
+        httpx2.AsyncClient(timeout=DEADLINE_S) as http,
+        Client(streamable_http_client(notes_url, http_client=http), mode="legacy") as client,
+    ):
+        run.listings["notes"] = {
+            tool.name: dumped(tool) for tool in (await client.list_tools()).tools
+        }
+        run.answers["notes"] = [
+            await answer_of(client, name, arguments)
+            for name, arguments in calls(run.place, page)["notes"]
+        ]
+
+
+def federation_config(place: Place, notes_url: str) -> Path:
+    lines = []
+    for prefix, argv in stdio_upstreams(place).items():
+        lines.append(f"[upstreams.{prefix}]")
+        lines.append(f"command = {json.dumps(shlex.join(argv))}")
+        env = upstream_env(prefix, place)
+        if env:
+            pairs = ", ".join(f"{key} = {json.dumps(value)}" for key, value in env.items())
+            lines.append(f"credentials.env = {{ {pairs} }}")
+    lines += ["[upstreams.notes]", f"url = {json.dumps(notes_url)}"]
+    config = place.base / "federation.toml"
+    config.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return config
+
+
+def federate_argv(place: Place, notes_url: str) -> list[str]:
+    config = federation_config(place, notes_url)
+    db = place.base / "federation.sqlite3"
+    return [
+        sys.executable,
+        "-m",
+        "strictcall",
+        "federate",
+        "--config",
+        str(config),
+        "--db",
+        str(db),
+    ]
+
+
+@dataclass
+class World:
+    direct: Run
+    stdio: Run
+    http: Run
+    versions: dict[tuple[str, str], tuple[str, list[str]]]
+    """(downstream, mode) -> the negotiated version and the served names listed."""
+
+
+NAMES: Final = {prefix: f"{prefix}_" for prefix in PREFIXES}
+
+
+@asynccontextmanager
+async def http_federation(place: Place, notes_url: str) -> AsyncIterator[tuple[str, str]]:
+    db = place.base / "federation.sqlite3"
+    token = create_token(db, "u1")
+    process = subprocess.Popen(
+        [*federate_argv(place, notes_url), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert process.stdout is not None
+    try:
+        first = process.stdout.readline()
+        match = LISTENING.search(first)
+        assert match is not None, first
+        yield match.group(1) + "/mcp", token
+    finally:
+        process.terminate()
+        process.stdout.close()
+        process.wait(timeout=DEADLINE_S)
+
+
+def http_client(url: str, token: str, mode: str) -> AbstractAsyncContextManager[Client]:
+    @asynccontextmanager
+    async def opened() -> AsyncIterator[Client]:
+        headers = {"Authorization": f"Bearer {token}"}
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=DEADLINE_S) as http,
+            Client(
+                streamable_http_client(url, http_client=http),
+                mode=mode,
+                read_timeout_seconds=DEADLINE_S,
+            ) as client,
+        ):
+            yield client
+
+    return opened()
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    why = ensure_servers()
+    if why is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"the real MCP servers are needed on CI: {why}")
+        pytest.skip(f"the real MCP servers are not installed: {why}")
+    tmp = tmp_path_factory.mktemp("real-servers")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    notes = subprocess.Popen(
+        [*shlex.split(fastmcp_command()), "--http", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    notes_url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        wait_listening(port)
+        with page_server() as page:
+            direct = Run(make_place(tmp / "direct"))
+            stdio = Run(make_place(tmp / "stdio"))
+            http = Run(make_place(tmp / "http"))
+            versions: dict[tuple[str, str], tuple[str, list[str]]] = {}
+
+            async def gather() -> None:
+                with anyio.fail_after(DEADLINE_S * 4):
+                    await direct_run(direct, page, notes_url)
+                    argv = [*federate_argv(stdio.place, notes_url), "--stdio", "--identity", "u1"]
+                    params = StdioServerParameters(
+                        command=argv[0], args=argv[1:], env=dict(os.environ)
+                    )
+                    async with session(params, "legacy") as client:
+                        await collect(client, stdio, page, NAMES)
+                    async with session(params, "auto") as client:
+                        listed = (await client.list_tools()).tools
+                        versions[("stdio", "auto")] = (
+                            client.protocol_version or "",
+                            [tool.name for tool in listed],
+                        )
+                    versions[("stdio", "legacy")] = (stdio.version, stdio.served)
+                    async with http_federation(http.place, notes_url) as (url, token):
+                        async with http_client(url, token, "auto") as client:
+                            await collect(client, http, page, NAMES)
+                        async with http_client(url, token, "legacy") as client:
+                            listed = (await client.list_tools()).tools
+                            versions[("http", "legacy")] = (
+                                client.protocol_version or "",
+                                [tool.name for tool in listed],
+                            )
+                    versions[("http", "auto")] = (http.version, http.served)
+
+            anyio.run(gather)
+            yield World(direct, stdio, http, versions)
+    finally:
+        notes.terminate()
+        notes.wait(timeout=DEADLINE_S)
+
+
+@pytest.mark.parametrize("prefix", PREFIXES)
+@pytest.mark.parametrize("wire", ["stdio", "http"])
+def test_every_tool_is_listed_as_its_upstream_lists_it(
+    world: World, prefix: str, wire: str
+) -> None:
+    direct = world.direct.listings[prefix]
+    through = getattr(world, wire).listings[prefix]
+    expected = {
+        name: listed
+        for name, tool in direct.items()
+        if (listed := through_listing(prefix, tool)) is not None
+    }
+    assert sorted(through) == sorted(expected)
+    for name in expected:
+        assert through[name] == expected[name], name
+
+
+@pytest.mark.parametrize("prefix", PREFIXES)
+@pytest.mark.parametrize("wire", ["stdio", "http"])
+def test_every_call_answers_as_its_upstream_answers(world: World, prefix: str, wire: str) -> None:
+    run: Run = getattr(world, wire)
+    sequence = calls(world.direct.place, "")[prefix]
+    direct = world.direct.answers[prefix]
+    through = run.answers[prefix]
+    assert len(through) == len(direct) == len(sequence)
+    for (name, _), answer, got in zip(sequence, direct, through, strict=True):
+        expected = through_result(prefix, name, answer, run.version)
+        expected = comparable(prefix, name, steady(expected, world.direct.place.base))
+        assert comparable(prefix, name, steady(got, run.place.base)) == expected, name
+
+
+@pytest.mark.parametrize(
+    ("wire", "mode", "version"),
+    [
+        ("stdio", "legacy", HANDSHAKE),
+        ("stdio", "auto", MODERN),
+        ("http", "legacy", HANDSHAKE),
+        ("http", "auto", MODERN),
+    ],
+)
+def test_hosts_on_both_wire_versions_get_the_same_tools(
+    world: World, wire: str, mode: str, version: str
+) -> None:
+    negotiated, names = world.versions[(wire, mode)]
+    assert negotiated == version
+    served = {
+        f"{prefix}_{name}"
+        for prefix, tools in world.direct.listings.items()
+        for name, tool in tools.items()
+        if through_listing(prefix, tool) is not None
+    }
+    assert sorted(names) == sorted(served)
