@@ -34,6 +34,7 @@ from strictcall.transports.asgi import (
     Receive,
     Scope,
     Send,
+    declared_length,
     read_body,
 )
 from strictcall.transports.asgi import Response as Answered
@@ -123,7 +124,9 @@ class McpHttpApp:
             await response(scope, receive, send)
             return
         if scope["method"] == "POST":
-            body = await read_body(receive, self.limits.max_size)
+            # a declared length past the limit is refused before a byte of the body is read
+            too_long = declared_length(scope) > self.limits.max_size
+            body = None if too_long else await read_body(receive, self.limits.max_size)
             if body is None:
                 await self._refuse(refuse_too_large(self.limits), 413, scope, receive, send)
                 return
