@@ -50,6 +50,7 @@ from strictcall.transports.mcp.content import McpContent
 from strictcall.transports.mcp.direct import DirectRequest, direct_request
 from strictcall.transports.mcp.intake import DirectCall, Refused, read_message, refuse_too_large
 from strictcall.transports.mcp.sdk_errors import scrubbed
+from strictcall.transports.offload import off_loop, read_off_loop
 
 
 def identity_in_scope(ctx: Context) -> str | None:
@@ -131,16 +132,16 @@ class McpHttpApp:
                 await self._refuse(refuse_too_large(self.limits), 413, scope, receive, send)
                 return
             tools = self._tools
-            message = read_message(
-                body,
-                self.limits,
-                tools.serves,
-                answers_itself=(
-                    (lambda read: direct_request(scope, read, tools.declares_headers))
-                    if self._direct
-                    else None
-                ),
+            answers_itself = (
+                (lambda read: direct_request(scope, read, tools.declares_headers))
+                if self._direct
+                else None
             )
+
+            def read() -> Any:
+                return read_message(body, self.limits, tools.serves, answers_itself=answers_itself)
+
+            message = await read_off_loop(read) if off_loop(body) else read()
             if isinstance(message, DirectRequest):
                 await self._answer_request(message, scope, send)
                 return
@@ -186,8 +187,8 @@ class McpHttpApp:
         be awaited (an async tool's, a proxied one's: read once, here, and answered without the
         ASGI cycle around it); None, with nothing run or audited, otherwise (the server then
         runs the app on it)."""
-        if not self._direct or len(body) > self.limits.max_size:
-            return None
+        if not self._direct or len(body) > self.limits.max_size or off_loop(body):
+            return None  # a long body is read off the loop, by the app
         tools = self._tools
         message = read_message(
             bytes(body),
