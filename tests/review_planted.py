@@ -280,12 +280,212 @@ def read(reply: dict[str, Any]) -> dict[str, Any]:
     return {"status": "missing"}
 """,
     ),
+    (
+        "temperature-get-or",
+        3,
+        """
+def sampling(kwargs):
+    temperature = kwargs.get("temperature") or 0.7
+    return {"temperature": temperature}
+""",
+    ),
+    (
+        "top-p-attribute-or",
+        9,
+        """
+from dataclasses import dataclass
+
+@dataclass
+class ModelSettings:
+    top_p: float | None = None
+
+def request(settings: ModelSettings) -> dict:
+    return {"top_p": settings.top_p or 1.0}
+""",
+    ),
+    (
+        "seed-self-or",
+        8,
+        """
+import random
+
+class Sampler:
+    def __init__(self, seed: int | None = None) -> None:
+        self.seed = seed
+    def draw(self) -> int:
+        return self.seed or random.randint(1, 2**31)
+""",
+    ),
+    (
+        "penalties-subscript-or",
+        4,
+        """
+def penalties(config):
+    return {
+        "presence_penalty": config["presence_penalty"] or 0.5,
+        "frequency_penalty": config.get("frequency_penalty") or 0.2,
+    }
+""",
+    ),
+    (
+        "subscript-or-timeout",
+        3,
+        """
+def connect(config, open_socket):
+    return open_socket(config["host"], timeout=config["timeout"] or 30)
+""",
+    ),
+    (
+        "annotated-int-get-or",
+        3,
+        """
+def retries_of(options: dict) -> int:
+    retries: int = options.get("retries") or 3
+    if retries == 0:
+        return 0
+    return retries
+""",
+    ),
+    (
+        "ternary-subscript",
+        3,
+        """
+def limit_of(params):
+    return params["limit"] if params.get("limit") else 100
+""",
+    ),
+    (
+        "walrus-comprehension",
+        3,
+        """
+def scores(rows):
+    return [s for row in rows if (s := row.get("score"))]
+""",
+    ),
+    (
+        "all-counts",
+        3,
+        """
+def every_tool_answered(results):
+    return all(r.get("result") for r in results if r.get("jsonrpc") == "2.0")
+""",
+    ),
+    (
+        "jsonrpc-id-zero",
+        3,
+        """
+def is_notification(message):
+    if message.get("jsonrpc") == "2.0" and not message.get("id"):
+        return True
+    return False
+""",
+    ),
+    (
+        "mcp-content-empty",
+        3,
+        """
+def tool_failed(result):
+    if not result.get("content") and not result.get("isError"):
+        return True
+    return False
+""",
+    ),
+    (
+        "documented-no-limit",
+        9,
+        """
+from dataclasses import dataclass
+
+@dataclass
+class Budget:
+    max_calls: int | None = None  # 0 = no limit
+
+def calls_left(budget: Budget, used: int) -> int:
+    limit = budget.max_calls or 100
+    return limit - used
+""",
+    ),
+    (
+        "literal-level",
+        9,
+        """
+from typing import Literal
+from pydantic import BaseModel
+
+class Options(BaseModel):
+    verbosity: Literal[0, 1, 2] | None = None
+
+def level(options: Options) -> int:
+    return options.verbosity or 1
+""",
+    ),
+    (
+        "compared-with-zero",
+        3,
+        """
+def delay_of(retry):
+    delay = retry.get("delay") or 1.0
+    if retry.get("delay") == 0:
+        return None
+    return delay
+""",
+    ),
+    (
+        "threshold-attribute-documented",
+        12,
+        """
+class Retriever:
+    def __init__(self, similarity: float | None = None) -> None:
+        \"\"\"A retriever.
+
+        Args:
+            similarity: the cosine threshold, 0.0 to 1.0; 0.0 keeps every match.
+        \"\"\"
+        self.similarity = similarity
+
+    def query(self, search, text):
+        return search(text, threshold=self.similarity or 0.6)
+""",
+    ),
 ]
 """(id, the line the lint must point at, code)."""
 
-KNOWN_MISSES: Final = frozenset({"bool-call"})
-"""Planted defects the default confidence misses, as measured (docs/LINT.md): `bool()` alone
-is no evidence (on real code every `bool(d.get(k))` read was a flag)."""
+KNOWN_MISSES: Final = frozenset[str]()
+"""Planted defects `--explore` misses, as measured (docs/LINT.md)."""
+
+SHOWN_BY_DEFAULT: Final = frozenset(
+    {
+        "all-counts",
+        "and-chain",
+        "annotated-int-get-or",
+        "compared-with-zero",
+        "comprehension-condition",
+        "documented-no-limit",
+        "guarded-subscript",
+        "half-fix-is-not-none",
+        "id-zero",
+        "is-none-nearby",
+        "json-schema",
+        "jsonrpc-id-zero",
+        "literal-level",
+        "mcp-content-empty",
+        "penalties-subscript-or",
+        "pydantic-model",
+        "results-plural",
+        "seed-direct",
+        "seed-natural",
+        "seed-self-or",
+        "structured-content",
+        "temperature-get-or",
+        "ternary-self",
+        "ternary-subscript",
+        "threshold-attribute-documented",
+        "top-p-attribute-or",
+        "walrus",
+    }
+)
+"""Planted defects the default (what the code shows) reports, as measured (docs/LINT.md);
+the others are reported by `--explore`, as guesses."""
 
 LOOK_ALIKES: Final[list[tuple[str, str]]] = [
     (

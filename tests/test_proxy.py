@@ -106,12 +106,11 @@ def test_the_upstreams_input_schema_is_made_strict(fastmcp: StdioProxy) -> None:
     assert fastmcp.peer.call("add", {"a": 1, "b": 2})["structuredContent"] == {"result": 3}
 
 
-def test_an_error_result_is_tool_error_with_its_text_withheld(fastmcp: StdioProxy) -> None:
-    result = fastmcp.peer.call("read_note", {"note_id": "secret-zz"})
-    error = error_of(result)
-    assert_kind(error, TOOL_ERROR)
-    assert UPSTREAM_TEXT not in error
-    assert "secret-zz" not in json.dumps(result)
+def test_an_error_result_reaches_the_caller_with_the_upstreams_blocks(fastmcp: StdioProxy) -> None:
+    result = fastmcp.peer.call("read_note", {"note_id": "zz"})
+    assert result["isError"] is True
+    assert result["content"] == [{"type": "text", "text": "note not found: zz"}]
+    assert "structuredContent" not in result
 
 
 def test_a_slow_call_is_a_retryable_timeout_and_the_proxy_keeps_serving(
@@ -145,9 +144,11 @@ def test_server_everything_text_and_content_blocks_and_structured_content(
     everything: StdioProxy,
 ) -> None:
     echoed = everything.peer.call("echo", {"message": "hi"})
-    assert echoed["structuredContent"] == {"result": "Echo: hi"}
-    image = everything.peer.call("get-tiny-image", {})["structuredContent"]["result"]
-    assert [block["type"] for block in image] == ["text", "image", "text"]
+    assert echoed["content"] == [{"type": "text", "text": "Echo: hi"}]
+    assert "structuredContent" not in echoed
+    image = everything.peer.call("get-tiny-image", {})
+    assert [block["type"] for block in image["content"]] == ["text", "image", "text"]
+    assert image["content"][1]["mimeType"] == "image/png"
     weather = everything.peer.call("get-structured-content", {"location": "Chicago"})
     assert set(weather["structuredContent"]) == {"temperature", "conditions", "humidity"}
     refused = error_of(everything.peer.call("get-structured-content", {"location": "Paris"}))
@@ -164,12 +165,22 @@ def allow_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def test_pass_errors_puts_the_upstreams_text_in_upstream_text(tmp_path: Path) -> None:
-    proxy = StdioProxy(tmp_path, fastmcp_command(), "--pass-errors", "read_note")
+def test_withhold_errors_answers_a_bare_tool_error_save_for_pass_errors(tmp_path: Path) -> None:
+    proxy = StdioProxy(
+        tmp_path, fastmcp_command(), "--withhold-errors", "--pass-errors", "read_note"
+    )
     try:
-        error = error_of(proxy.peer.call("read_note", {"note_id": "zz"}))
+        result = proxy.peer.call("read_note", {"note_id": "zz"})
+        assert result["content"] == [{"type": "text", "text": "note not found: zz"}]
+    finally:
+        proxy.close()
+    proxy = StdioProxy(tmp_path, fastmcp_command(), "--withhold-errors")
+    try:
+        result = proxy.peer.call("read_note", {"note_id": "secret-zz"})
+        error = error_of(result)
         assert_kind(error, TOOL_ERROR)
-        assert error[UPSTREAM_TEXT] == "note not found: zz"
+        assert UPSTREAM_TEXT not in error
+        assert "secret-zz" not in json.dumps(result)
     finally:
         proxy.close()
 

@@ -11,7 +11,8 @@ from typing import Any
 import mcp_types as types
 import pytest
 
-from strictcall import Gateway, Tool, ToolContext
+from strictcall import Gateway, Tool, ToolContext, ToolFailure
+from strictcall.core.redact import Redaction
 from strictcall.errors import (
     INVALID_TOOL_RESULT,
     TOOL_ERROR,
@@ -20,39 +21,43 @@ from strictcall.errors import (
     JSONValue,
 )
 from strictcall.services.proxy import (
-    CONTENT_RESULT,
     UPSTREAM_TEXT,
     PolicyError,
     UpstreamSpec,
     allow_list,
+    content_of,
     load_allow_list,
-    result_of,
 )
 from strictcall.transports.mcp import describe_tools
 
-OBJECT_OUTPUT: dict[str, JSONValue] = {"type": ["object", "null"], "additionalProperties": True}
+OBJECT_OUTPUT: dict[str, JSONValue] = {"type": "object", "additionalProperties": True}
 
 
-def gateway_of(result: types.CallToolResult, *, structured: bool, pass_errors: bool) -> Gateway:
+def gateway_of(result: types.CallToolResult, *, structured: bool, withheld: bool) -> Gateway:
     """A gateway with one tool whose handler answers as a proxied tool would for `result`."""
 
     def handler(ctx: ToolContext, arguments: dict[str, JSONValue]) -> JSONValue:
-        return result_of(result, structured=structured, pass_errors=pass_errors)
+        if result.is_error and withheld:
+            raise ToolFailure(TOOL_ERROR)
+        return content_of(result)
 
-    schema = OBJECT_OUTPUT if structured else CONTENT_RESULT
     tool = Tool(
         "t",
         "",
         {"type": "object"},
-        schema,
+        OBJECT_OUTPUT if structured else None,
         handler,
         failures=(TOOL_ERROR, UPSTREAM_UNAVAILABLE),
+        redact=Redaction(),
+        source="up",
     )
     return Gateway([tool])
 
 
-def answer(result: types.CallToolResult, *, structured: bool = False, passed: bool = False) -> Any:
-    gateway = gateway_of(result, structured=structured, pass_errors=passed)
+def answer(
+    result: types.CallToolResult, *, structured: bool = False, withheld: bool = False
+) -> Any:
+    gateway = gateway_of(result, structured=structured, withheld=withheld)
     return gateway.call('{"name":"t","arguments":{}}', "u1", "c1")
 
 
@@ -65,6 +70,11 @@ def test_one_text_block_is_the_result_as_a_string_even_an_empty_one() -> None:
         assert answer(types.CallToolResult(content=[text(value)]))["result"] == value
 
 
+def test_text_blocks_alone_are_their_texts_one_per_line() -> None:
+    got = answer(types.CallToolResult(content=[text("a"), text("b")]))["result"]
+    assert got == "a\nb"
+
+
 def test_other_content_is_the_list_of_blocks_as_mcp_writes_them_even_none() -> None:
     image = types.ImageContent(type="image", data="aGk=", mime_type="image/png")
     got = answer(types.CallToolResult(content=[text("a"), image]))["result"]
@@ -75,7 +85,7 @@ def test_other_content_is_the_list_of_blocks_as_mcp_writes_them_even_none() -> N
     assert answer(types.CallToolResult(content=[]))["result"] == []
 
 
-@pytest.mark.parametrize("value", [{"count": 0}, {}, None])
+@pytest.mark.parametrize("value", [{"count": 0}, {}])
 def test_structured_content_is_the_result_falsy_values_included(value: JSONValue) -> None:
     result = types.CallToolResult(content=[], structured_content=value)
     got = answer(result, structured=True)
@@ -83,19 +93,31 @@ def test_structured_content_is_the_result_falsy_values_included(value: JSONValue
     assert got["result"] == value
 
 
-def test_a_success_without_the_structured_content_its_schema_promises_is_withheld() -> None:
-    got = answer(types.CallToolResult(content=[text("{}")]), structured=True)
+@pytest.mark.parametrize("sent", [None, "absent"])
+def test_a_success_without_the_structured_content_its_schema_promises_is_withheld(
+    sent: str | None,
+) -> None:
+    result = types.CallToolResult(content=[text("{}")])
+    if sent is None:
+        result = types.CallToolResult(content=[text("{}")], structured_content=None)
+    got = answer(result, structured=True)
     assert got["error"] == {"code": "invalid_tool_result", "stage": "output", "retryable": False}
     assert INVALID_TOOL_RESULT.code == got["error"]["code"]
 
 
-def test_an_error_result_is_tool_error_its_text_only_passed_when_asked() -> None:
-    failed = types.CallToolResult(content=[text("db password=hunter2"), text("l2")], is_error=True)
-    withheld = answer(failed)["error"]
+def test_an_error_result_passes_its_text_redacted_unless_withheld() -> None:
+    failed = types.CallToolResult(
+        content=[text("token ghp_" + "a1B2" * 9), text("l2")], is_error=True
+    )
+    passed = answer(failed)["error"]
+    assert passed == {
+        **TOOL_ERROR.as_error(),
+        "upstream": "up",
+        UPSTREAM_TEXT: "token [redacted:github-token]\nl2",
+    }
+    withheld = answer(failed, withheld=True)["error"]
     assert withheld == TOOL_ERROR.as_error()
-    assert "hunter2" not in json.dumps(withheld)
-    passed = answer(failed, passed=True)["error"]
-    assert passed == {**TOOL_ERROR.as_error(), UPSTREAM_TEXT: "db password=hunter2\nl2"}
+    assert "a1B2" not in json.dumps(withheld)
 
 
 # --- the gateway, per identity -----------------------------------------------------------------

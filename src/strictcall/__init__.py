@@ -10,6 +10,14 @@
 from typing import TYPE_CHECKING
 
 from strictcall.client.reply import interpret_tool_reply
+from strictcall.core.content import (
+    Content,
+    audio_block,
+    image_block,
+    resource_block,
+    resource_link_block,
+    text_block,
+)
 from strictcall.core.gateway import Gateway
 from strictcall.core.jsontext import JSONTextError, loads_strict
 from strictcall.core.pipeline import Limits
@@ -55,6 +63,7 @@ def _version() -> str:
 
 __all__ = [
     "Client",
+    "Content",
     "ErrorKind",
     "ForbiddenOrMissing",
     "Gateway",
@@ -69,9 +78,14 @@ __all__ = [
     "ToolFailure",
     "UncorrelatedError",
     "WouldWait",
+    "audio_block",
     "handle",
+    "image_block",
     "interpret_tool_reply",
     "loads_strict",
+    "resource_block",
+    "resource_link_block",
     "running_inline",
+    "text_block",
     "tool",
 ]

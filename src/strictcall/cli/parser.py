@@ -7,7 +7,7 @@
     strictcall serve --mcp-stdio --identity ID [--db PATH|URL]
     strictcall proxy (--upstream-cmd CMD | --upstream-url URL [--upstream-header H]...)
                      [--stdio --identity ID | --host H --port N] [--db PATH|URL] [--allow FILE]
-                     [--pass-errors TOOL]... [--timeout S]
+                     [--withhold-errors [--pass-errors TOOL]...] [--redact MODE] [--timeout S]
     strictcall federate --config FILE [--stdio --identity ID | --host H --port N] [--db PATH|URL]
                         [--allow FILE]
     strictcall tools diff [--db PATH|URL]            pinned tools changed upstream, and how
@@ -19,7 +19,7 @@
     strictcall notes list --owner ID [--db PATH|URL]
     strictcall audit [--limit N] [--db PATH|URL]
     strictcall check OLD NEW [OLD NEW ...] [--contract reply] [--write-tests FILE] [--json]
-    strictcall lint PATH... [--format text|json|sarif|github] [--fix] [--confidence LEVEL]
+    strictcall lint PATH... [--format text|json|sarif|github] [--fix] [--explore] [--run]
     strictcall lint --diff BASE [PATH...]
     strictcall audit [--limit N] [--follow] [--identity ID] [--tool NAME] [--since 15m]
                      [--errors] [--json] [--db PATH|URL]
@@ -222,7 +222,15 @@ def build_parser() -> argparse.ArgumentParser:
     lint.add_argument("--format", choices=["text", "json", "sarif", "github"], default="text")
     lint.add_argument("--fix", action="store_true", help="apply the fixes that are certain")
     lint.add_argument(
-        "--confidence", choices=["high", "medium", "low"], default="medium", help="least shown"
+        "--explore", action="store_true", help="add the guesses: falsy values nothing shows legal"
+    )
+    lint.add_argument(
+        "--confidence", choices=["high", "medium", "low"], help="old spelling: low is --explore"
+    )
+    lint.add_argument(
+        "--run",
+        action="store_true",
+        help="run check on each finding's function; keep what it shows",
     )
     lint.add_argument(
         "--diff", metavar="BASE", help="only presence tests a change made truth tests"
@@ -449,8 +457,10 @@ def _review(args: argparse.Namespace, out: TextIO) -> int:
             args.paths,
             output=args.format,
             fix=args.fix,
+            explore=args.explore,
             confidence=args.confidence,
             diff=args.diff,
+            run=args.run,
             out=out,
             err=sys.stderr,
         )

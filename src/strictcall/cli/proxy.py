@@ -45,6 +45,8 @@ def run_proxy(
     allow: str | None,
     pass_errors: list[str],
     policy: str | None = None,
+    withhold_errors: bool = False,
+    redact: str = "secrets",
     timeout: float,
     out: TextIO,
     err: TextIO,
@@ -58,6 +60,7 @@ def run_proxy(
     `strictcall serve` (`allow_origins`, and `edge`'s deadlines, connection cap and calls in
     flight per identity). Standard output carries MCP alone in stdio mode; everything else
     goes to `err`."""
+    from strictcall.core.redact import Redaction
     from strictcall.server.proxy import Proxy, upstream_failure  # the MCP SDK loads only here
     from strictcall.services.proxy import PolicyError, UpstreamFailed, UpstreamSpec, load_allow_list
     from strictcall.services.proxy.stdio import MAX_RESULT_BYTES
@@ -86,6 +89,8 @@ def run_proxy(
         allowed=allowed,
         policy=holder,
         pass_errors=pass_errors,
+        withhold_errors=withhold_errors,
+        redaction=Redaction(results=redact == "secrets"),
         timeout=timeout,
         max_result_bytes=MAX_RESULT_BYTES if max_result_bytes is None else max_result_bytes,
     )
@@ -179,7 +184,18 @@ def add_proxy_parser(
         default=[],
         type=_utf8_text,
         metavar="TOOL",
-        help="pass this tool's error text to the caller as upstream_text (repeatable)",
+        help="pass this tool's error results even with --withhold-errors (repeatable)",
+    )
+    proxy.add_argument(
+        "--withhold-errors",
+        action="store_true",
+        help="answer the upstream's error results as a bare tool_error (default: passed, redacted)",
+    )
+    proxy.add_argument(
+        "--redact",
+        choices=("secrets", "off"),
+        default="secrets",
+        help="redact secrets in the upstream's results (default) or not (its errors: always)",
     )
     proxy.add_argument(
         "--timeout", type=float, default=60.0, help="seconds a call may take (default 60)"
@@ -233,6 +249,8 @@ def run_proxy_args(
         allow=args.allow,
         policy=args.policy,
         pass_errors=args.pass_errors,
+        withhold_errors=args.withhold_errors,
+        redact=args.redact,
         timeout=args.timeout,
         max_result_bytes=args.max_result_bytes,
         edge=_edge_of(args),

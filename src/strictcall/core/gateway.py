@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 import orjson
 
+from strictcall.core.content import Content
 from strictcall.core.execute import execute_call, execute_call_async, failure_of
 from strictcall.core.ids import check_request_id
 from strictcall.core.jsontext import JSONTextError, dump_text, parse_document
@@ -48,10 +49,12 @@ from strictcall.core.pipeline import (
     Limits,
     authorize_call,
     check_arguments,
+    check_content,
     check_envelope,
     check_result,
     fail,
     may_hold_float,
+    plain_answer,
     read_call,
     route_call,
     succeed,
@@ -198,12 +201,18 @@ class Gateway(ToolRegistry):
             result, rejection = execute_call(compiled, ctx, arguments, pool)
             if rejection is not None:
                 return fail(call_id, rejection, located=self._details)
-        rejection = check_result(compiled, arguments, result, ctx)  # 6. output
+        if type(result) is Content:  # 6. output
+            result = check_content(compiled, arguments, result, ctx)
+            rejection = result if type(result) is Rejection else None
+        else:
+            rejection = check_result(compiled, arguments, result, ctx)
         if rejection is None and grant is not None and grant.max_result_bytes is not None:
             rejection = grant.check_result(result)
         if rejection is not None:
             return fail(call_id, rejection, located=self._details)
-        return succeed(call_id, result)
+        if type(result) is Content:  # answered as JSON alone: see `plain_answer`
+            return plain_answer(succeed(call_id, result, tool.source))
+        return succeed(call_id, result, tool.source)
 
     @overload
     def _ladder(
@@ -294,12 +303,16 @@ class Gateway(ToolRegistry):
                 return fail(call_id, rejection, located=self._details)
         if marks is not None:
             marks.append(time_ns())
-        rejection = check_result(compiled, arguments, result, ctx)  # 6. output
+        if type(result) is Content:  # 6. output
+            result = check_content(compiled, arguments, result, ctx)
+            rejection = result if type(result) is Rejection else None
+        else:
+            rejection = check_result(compiled, arguments, result, ctx)
         if rejection is None and grant is not None and grant.max_result_bytes is not None:
             rejection = grant.check_result(result)
         if rejection is not None:
             return fail(call_id, rejection, located=self._details)
-        return succeed(call_id, result)
+        return succeed(call_id, result, tool.source)
 
     async def _ladder_async(
         self,
@@ -349,12 +362,16 @@ class Gateway(ToolRegistry):
         if rejection is None:
             if marks is not None:
                 marks.append(time_ns())
-            rejection = check_result(compiled, arguments, result, ctx)  # 6. output
+            if type(result) is Content:  # 6. output
+                result = check_content(compiled, arguments, result, ctx)
+                rejection = result if type(result) is Rejection else None
+            else:
+                rejection = check_result(compiled, arguments, result, ctx)
         if rejection is None and grant is not None and grant.max_result_bytes is not None:
             rejection = grant.check_result(result)
         if rejection is not None:
             return fail(call_id, rejection, located=self._details)
-        return succeed(call_id, result)
+        return succeed(call_id, result, tool.source)
 
     async def call_async(
         self, raw: str | bytes, identity: str, call_id: str | int
@@ -368,7 +385,8 @@ class Gateway(ToolRegistry):
         document = read_call(raw, self.limits, numbers=self._numbers)
         if type(document) is Rejection:
             return fail(call_id, document, located=self._details)
-        return await self._ladder_async(document.value, document.has_float, identity, call_id)
+        answer = await self._ladder_async(document.value, document.has_float, identity, call_id)
+        return plain_answer(answer)
 
     def call_parsed(
         self, call: JSONValue, identity: str, call_id: str | int, *, has_float: bool | None = None

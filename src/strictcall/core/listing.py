@@ -4,7 +4,8 @@
   tool's schema leaves it implicit (`object_rooted`).
 - MCP (and /rpc's tools/list) wants an object `outputSchema`: a tool whose result is not
   declared an object is listed wrapped, as the schema of {"result": value}, marked with
-  `x-fastmcp-wrap-result` so that FastMCP's client unwraps the value again.
+  `x-fastmcp-wrap-result` so that FastMCP's client unwraps the value again. A tool that
+  declares none (`Tool.output_schema` None: it answers content) is listed without one.
 - OpenAI: `strict: true` only for a tool whose input schema qualifies for strict mode as it
   stands (`strictcall.core.openai_strict`); every other tool is listed `strict: false`, unchanged.
   Optional members are never rewritten as required-and-nullable: a gateway reading null as
@@ -45,12 +46,14 @@ def describe_tool(
         strict = strict_schema(parameters)
         parameters = strict if strict is not None else parameters
     if format == "mcp":
-        return {
+        listed: dict[str, JSONValue] = {
             "name": tool.name,
             "description": tool.description,
             "inputSchema": parameters,
-            "outputSchema": mcp_output_schema(output_schema),
         }
+        if tool.output_schema is not None:  # None: the tool declares none (it answers content)
+            listed["outputSchema"] = mcp_output_schema(output_schema)
+        return listed
     if format == "openai":
         return {
             "type": "function",

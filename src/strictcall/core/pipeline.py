@@ -9,7 +9,10 @@
 5. execute   `strictcall.core.execute`: the handler runs; a declared failure keeps its code,
              anything else becomes internal_error, a slow tool timeout (its time limits and
              threads are that module's).
-6. output    `check_result`: the result is a JSON value that satisfies the output schema.
+6. output    `check_result`: the result is a JSON value that satisfies the output schema; a
+             result that is MCP content, `check_content`: its blocks well-formed
+             (`strictcall.core.content`), its text redacted where the tool says
+             (`strictcall.core.redact`), its structured value satisfying the output schema.
 
 Each rung returns what the next one needs or a `Rejection`. Nothing here does I/O but the tool
 itself. `Gateway` climbs them (one ladder per form, sync and async), and the seed's `handle`
@@ -28,6 +31,7 @@ from typing import TYPE_CHECKING, Final
 if TYPE_CHECKING:
     from strictcall.core.policy.grant import Grant
 
+from strictcall.core.content import Content, check_blocks
 from strictcall.core.jsontext import (
     MAX_DEPTH,
     MAX_SIZE,
@@ -37,6 +41,7 @@ from strictcall.core.jsontext import (
     _check_depth,
 )
 from strictcall.core.jsontext import parse_document as _parse_document
+from strictcall.core.redact import redact_content
 from strictcall.core.schema import CompiledSchema, Violation, to_pointer
 from strictcall.core.tools import (
     Arguments,
@@ -52,6 +57,7 @@ from strictcall.errors import (
     INVALID_TOOL_RESULT,
     REQUEST_TOO_LARGE,
     TIMEOUT,
+    TOOL_ERROR,
     UNKNOWN_TOOL,
     JSONValue,
     Reason,
@@ -99,7 +105,9 @@ class CompiledTool:
             tool,
             CompiledSchema(dict(tool.input_schema)),
             CompiledSchema(
-                tool.output_schema
+                True
+                if tool.output_schema is None
+                else tool.output_schema
                 if isinstance(tool.output_schema, bool)
                 else dict(tool.output_schema)
             ),
@@ -376,6 +384,42 @@ def check_result(
     return None if consistent is True else WITHHELD
 
 
+def check_content(
+    compiled: CompiledTool, arguments: Arguments, content: Content, ctx: ToolContext
+) -> Content | Rejection:
+    """Rung 6 for a result that is MCP content: its blocks well-formed, its text redacted as
+    the tool's `redact` says, then its structured value (an object) a JSON value that satisfies
+    the output schema; a tool that declares one and answers success without it is withheld.
+    An error result (`is_error`) is checked and redacted alike, its structured value dropped
+    (hosts check one against the output schema even on errors)."""
+    blocks = check_blocks(content.blocks)
+    structured, meta = content.structured, content.meta
+    if blocks is None or not (meta is None or type(meta) is dict):
+        return WITHHELD
+    if content.is_error:
+        structured = None
+    elif structured is not None:
+        if type(structured) is not dict:
+            return WITHHELD
+    elif compiled.tool.output_schema is not None:
+        return WITHHELD
+    checked = Content(blocks, structured, meta, content.is_error)
+    redaction = compiled.tool.redact
+    if redaction is not None:
+        checked = redact_content(checked, redaction, compiled.tool.source)
+    if meta is not None and _json_kind(meta) is None:
+        return WITHHELD
+    if _json_kind(list(checked.blocks)) is None:
+        return WITHHELD
+    if checked.structured is not None and (
+        compiled.tool.output_schema is not None or _json_kind(checked.structured) is None
+    ):
+        rejection = check_result(compiled, arguments, checked.structured, ctx)
+        if rejection is not None:
+            return rejection
+    return checked
+
+
 def _json_kind(value: JSONValue, max_depth: int = MAX_RESULT_DEPTH) -> bool | None:
     """None if `value` is not a JSON value nested at most `max_depth` deep; else whether it
     holds a float."""
@@ -447,9 +491,50 @@ def _flat_object(value: dict[JSONValue, JSONValue]) -> bool:
 # --- answers -----------------------------------------------------------------------------------
 
 
-def succeed(call_id: str | int, result: JSONValue) -> dict[str, JSONValue]:
-    """The answer to a call that climbed every rung."""
+ERROR_TEXT: Final = "upstream_text"
+"""The detail of a tool_error that holds the tool's own error text (a proxied tool's upstream's,
+redacted), from an error result (`Content.is_error`)."""
+
+SOURCE: Final = "upstream"
+"""The detail of a tool_error that names the upstream whose error it is (`Tool.source`)."""
+
+CONTENT: Final = "content"
+"""The member of an error answer that holds the error result's `Content`, for the wires that
+write its blocks (MCP); the others write the error (its text in `ERROR_TEXT`)."""
+
+
+def succeed(
+    call_id: str | int, result: JSONValue, source: str | None = None
+) -> dict[str, JSONValue]:
+    """The answer to a call that climbed every rung (an error result's: its tool_error, with
+    the `Content` beside it, naming the upstream `source`)."""
+    if type(result) is Content and result.is_error:
+        return content_error(call_id, result, source)
     return {"ok": True, "call_id": call_id, "result": result}
+
+
+def content_error(call_id: str | int, content: Content, source: str | None) -> dict[str, JSONValue]:
+    """The answer to a call whose tool answered an error result: tool_error, the text of its
+    blocks as `ERROR_TEXT` (and the upstream as `SOURCE`), the result beside it as `CONTENT`."""
+    error = TOOL_ERROR.as_error()
+    if source is not None:
+        error[SOURCE] = source
+    error[ERROR_TEXT] = content.text()
+    return {"ok": False, "call_id": call_id, "error": error, CONTENT: content}
+
+
+def plain_answer(answer: dict[str, JSONValue]) -> dict[str, JSONValue]:
+    """An answer as JSON alone, for a caller that takes no content blocks (`Gateway.call`,
+    /rpc): a `Content` result as its one value (`Content.as_value`), an error result's blocks
+    left out (its text is in the error)."""
+    if answer["ok"] is True:
+        result = answer["result"]
+        if type(result) is Content:
+            return {"ok": True, "call_id": answer["call_id"], "result": result.as_value()}
+        return answer
+    if CONTENT in answer:
+        return {"ok": False, "call_id": answer["call_id"], "error": answer["error"]}
+    return answer
 
 
 def fail(call_id: str | int, rejection: Rejection, *, located: bool = True) -> dict[str, JSONValue]:

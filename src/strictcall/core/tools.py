@@ -2,7 +2,9 @@
 
 A handler receives a `ToolContext` (the caller's identity, set by whoever calls the gateway and
 never taken from the arguments) and the validated arguments. It returns a JSON value, which the
-gateway checks against the output schema before the agent sees it. It fails by raising:
+gateway checks against the output schema before the agent sees it, or a
+`strictcall.core.content.Content` (MCP content blocks, an optional structured value checked
+against the output schema), which MCP hosts receive as the blocks they are. It fails by raising:
 
 - `ForbiddenOrMissing`: the resource is not there for this caller (stage resource);
 - `ToolFailure(kind)`: a failure the tool declared in `failures` (stage execute, its own code
@@ -23,6 +25,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, NamedTuple, NotRequired, Required, get_type_hints
 
+from strictcall.core.redact import Redaction
 from strictcall.errors import RESULT_TOO_LARGE, ErrorKind, JSONValue, Stage, StrictcallError
 
 Arguments = dict[str, JSONValue]
@@ -105,19 +108,24 @@ class Tool:
     `result_matches` (optional) checks a result against the arguments at stage output, for what
     a schema cannot say (e.g. the note returned is the note asked for). `inline_first`, for a
     tool with a timeout, tries the handler on the caller's thread before a worker's (see the
-    module's docstring).
+    module's docstring). An `output_schema` of None declares none: the tool is listed without
+    one and answers content (or a value as its JSON text) with no structured value. `redact`
+    (optional) is what stage output redacts of its content (`strictcall.core.redact`);
+    `source` names the upstream a proxied tool forwards to, in its errors and their records.
     """
 
     name: str
     description: str
     input_schema: Mapping[str, JSONValue]
-    output_schema: Mapping[str, JSONValue] | bool
+    output_schema: Mapping[str, JSONValue] | bool | None
     handler: Handler
     authorize: Authorizer | None = None
     failures: tuple[ErrorKind, ...] = ()
     timeout: float | None = None
     result_matches: ResultCheck | None = None
     inline_first: bool = False
+    redact: Redaction | None = None
+    source: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -190,11 +198,13 @@ def tool(
 
 def _schemas_from_hints(
     func: Callable[..., Any],
-) -> tuple[dict[str, JSONValue], dict[str, JSONValue], bool]:
+) -> tuple[dict[str, JSONValue], dict[str, JSONValue] | None, bool]:
     # Only the decorator needs pydantic; it refuses typing.TypedDict before Python 3.12, so the
     # arguments' TypedDict comes from typing_extensions (a dependency of pydantic).
     from pydantic import TypeAdapter
     from typing_extensions import TypedDict
+
+    from strictcall.core.content import Content
 
     hints = get_type_hints(func, include_extras=True)
     params = list(inspect.signature(func).parameters.values())
@@ -211,6 +221,8 @@ def _schemas_from_hints(
         raise TypeError("a tool's return type needs a type hint")
     arguments_type = TypedDict(f"{func.__name__}_arguments", fields)  # type: ignore[misc]
     input_schema = _untitled(TypeAdapter(arguments_type).json_schema())
+    if hints["return"] is Content:  # content blocks: no output schema to declare
+        return input_schema, None, takes_context
     output_schema = _untitled(TypeAdapter(hints["return"]).json_schema())
     return input_schema, output_schema, takes_context
 

@@ -12,6 +12,7 @@
     strictcall_requests_in_flight              HTTP requests being answered
     strictcall_policy_refusals_total{rule, code} calls the policy refused, by its rule
     strictcall_tool_changes_total              pinned tools seen changed upstream (a federation)
+    strictcall_redactions_total{upstream,kind} secrets redacted in proxied answers
     strictcall_build_info{version, python}     1
     process_*, python_*                        prometheus_client's process and runtime collectors
 
@@ -38,7 +39,7 @@ import bisect
 import os
 import platform
 from collections import Counter as Counter_
-from collections.abc import Callable, Container, Iterable, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from functools import partial
 from operator import itemgetter
@@ -135,6 +136,10 @@ _LOST: Final = (
 )
 _AVAILABLE: Final = ("strictcall_store_available", "1 while the store answers, 0 in an outage.")
 _OUTAGES: Final = ("strictcall_store_outages", "Store outages seen by this server.")
+_REDACTIONS: Final = (
+    "strictcall_redactions",
+    "Secrets replaced by a marker in proxied answers, by upstream and kind (never what).",
+)
 _BUILD: Final = ("strictcall_build_info", "The running strictcall's version, and Python's.")
 
 _Key = tuple[str | None, str, str | None, str | None]
@@ -201,6 +206,8 @@ class Metrics(Collector):
         self.requests_in_flight: Callable[[], int] = lambda: 0
         """How many HTTP requests are being answered now (set by whoever counts them)."""
         self.tool_changes: Callable[[], int] | None = None
+        self.redactions: Callable[[], Mapping[tuple[str, str], int]] | None = None
+        """How many secrets were redacted, by (upstream, kind) (a proxy's; None: none)."""
         """How many pinned tools were seen changed (a federation's; None: no pinning)."""
         self.audit_backlog: Callable[[], int] = lambda: 0
         """How many audit records wait to be written (set by whoever keeps them)."""
@@ -390,6 +397,11 @@ class Metrics(Collector):
         yield GaugeMetricFamily(*_IN_FLIGHT, value=self.requests_in_flight())
         if self.tool_changes is not None:
             yield CounterMetricFamily(*_TOOL_CHANGES, value=self.tool_changes())
+        if self.redactions is not None:
+            redacted = CounterMetricFamily(*_REDACTIONS, labels=["upstream", "kind"])
+            for (source, kind), n in sorted(self.redactions().items()):
+                redacted.add_metric([source, kind], n)
+            yield redacted
         yield _build_info()
 
     def exposition(self) -> bytes:

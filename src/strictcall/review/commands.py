@@ -3,6 +3,7 @@ as `diff` does (0 nothing found, 1 found, 2 could not run)."""
 
 from __future__ import annotations
 
+import ast
 import inspect
 import io
 import json
@@ -324,15 +325,26 @@ def run_lint(
     fix: bool,
     out: TextIO,
     err: TextIO,
-    confidence: str = "medium",
+    explore: bool = False,
+    confidence: str | None = None,
     diff: str | None = None,
+    run: bool = False,
 ) -> int:
-    """Lint Python files for truthiness used where presence may be meant; with `diff`, only
-    the presence tests that the changes since that git revision turned into truth tests."""
+    """Lint Python files for truthiness used where presence may be meant: what the code shows,
+    or with `explore` the guesses too; with `diff`, only the presence tests that the changes
+    since that git revision turned into truth tests; with `run`, each finding checked by
+    running its function beside its presence reading. `confidence` is the old spelling:
+    `low` is `explore`, `high` and `medium` the default."""
     from strictcall.review.fix import apply_fixes
-    from strictcall.review.lint import Finding, lint_source, project_facts, python_files
+    from strictcall.review.lint import Finding, lint_source, python_files
 
-    level: Any = confidence
+    if confidence is not None:
+        explore = explore or confidence == "low"
+        err.write(
+            f"strictcall lint: --confidence {confidence} is now "
+            f"{'--explore' if confidence == 'low' else 'the default'} (the default shows only "
+            "what the code shows; --explore adds the guesses)\n"
+        )
     if diff is not None:
         from strictcall.review.diff import run_diff
 
@@ -355,16 +367,24 @@ def run_lint(
         except (OSError, UnicodeDecodeError) as exc:
             err.write(f"strictcall lint: {path}: cannot read ({type(exc).__name__})\n")
             trouble = True
-    facts = project_facts(list(sources.values()))
+    from strictcall.review.imports import ImportedFacts
+
+    imports = ImportedFacts()
     for path, source in sources.items():
         shown = str(path)
         try:
-            found = lint_source(source, shown, confidence=level, project=facts)
+            tree = ast.parse(source, filename=shown)
+            imported = imports.for_module(path, tree)
+            found = lint_source(source, shown, explore=explore, imported=imported, tree=tree)
+            if run and found:
+                from strictcall.review.run import run_findings
+
+                found = run_findings(path, source, found)
             if fix and any(f.fix is not None for f in found):
                 source, count = apply_fixes(source, found)
                 path.write_text(source, encoding="utf-8")
                 fixed += count
-                found = lint_source(source, shown, confidence=level, project=facts)
+                found = lint_source(source, shown, explore=explore, imported=imported)
         except OSError as exc:
             err.write(f"strictcall lint: {shown}: cannot write ({type(exc).__name__})\n")
             trouble = True

@@ -119,10 +119,10 @@ def review_change(
     key or attribute for presence; each with the counterexample when `run`."""
     try:
         old_tree = ast.parse(old_source)
-        new_findings = lint_source(new_source, path, confidence="low")
+        new_findings = lint_source(new_source, path, explore=True)
     except SyntaxError:
         return []
-    old_findings = lint_source(old_source, path, confidence="low") if old_source else []
+    old_findings = lint_source(old_source, path, explore=True) if old_source else []
     already = {(f.scope, f.subject, f.rule.id) for f in old_findings}
     old_lines = old_source.splitlines()
     new_lines = new_source.splitlines()

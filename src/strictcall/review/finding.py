@@ -8,14 +8,10 @@ from typing import Final, Literal
 
 from strictcall.review.rules import Rule
 
-Confidence = Literal["high", "medium", "low"]
-CONFIDENCES: Final[tuple[Confidence, ...]] = ("high", "medium", "low")
-"""From surest to least sure: a declared type says it; the code implies it; nothing says."""
-
-
-def at_least(confidence: Confidence, floor: Confidence) -> bool:
-    """True when `confidence` is `floor` or surer."""
-    return CONFIDENCES.index(confidence) <= CONFIDENCES.index(floor)
+Confidence = Literal["shown", "guess"]
+"""`shown`: the code shows that a falsy value has a meaning there (the finding says what shows
+it); `guess`: nothing does, and only `lint --explore` reports it."""
+CONFIDENCES: Final[tuple[Confidence, ...]] = ("shown", "guess")
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,14 +43,22 @@ class Finding:
     falsy: tuple[str, ...] = ()
     """The falsy values the line mishandles, as JSON text (`0`, `false`, `""`, `[]`)."""
     why: str = ""
-    """Why those values are legal there, or that nothing in the code says."""
+    """What shows those values are legal there (the evidence), or, for a guess, what little
+    the code says."""
     remedy: str = ""
     """The fix to make, in words and code."""
-    confidence: Confidence = "medium"
+    confidence: Confidence = "shown"
     subject: str = ""
     """The key or attribute the value was read by (`result`, `timeout`), when constant."""
     scope: str = ""
     """The function the line is in, or "" at a module's top level."""
+    counterexample: str = ""
+    """The falsy input and the two readings of it (the line's, and presence's)."""
+
+    @property
+    def evidence(self) -> str:
+        """What shows the falsy values are legal there; "" for a guess."""
+        return self.why if self.confidence == "shown" else ""
 
     @property
     def question(self) -> str:
@@ -76,29 +80,36 @@ class Finding:
             "input": self.input,
             "falsy": list(self.falsy),
             "why": self.why,
+            "evidence": self.evidence or None,
+            "counterexample": self.counterexample or None,
             "remedy": self.remedy,
             "confidence": self.confidence,
             "fixable": self.fix is not None,
         }
 
     def detail(self) -> str:
-        """Message, falsy values, why, fix and the distinguishing input, in one sentence run."""
+        """Message, falsy values, evidence (or what the guess rests on), counterexample and
+        fix, in one sentence run."""
         parts = [f"{self.message}."]
         if self.falsy:
             parts.append(f"Mishandles {', '.join(self.falsy)}.")
-        if self.why:
-            parts.append(f"Legal? {self.why}.")
-        if self.remedy:
-            parts.append(f"Fix: {self.remedy}.")
-        if self.input and self.input != "(none)":
-            parts.append(f"Tells them apart: {self.input}")
+        if self.why and self.confidence == "shown":
+            parts.append(f"Evidence: {self.why}.")
+        elif self.why:
+            parts.append(f"Guessing: {self.why}.")
+        if self.counterexample:
+            parts.append(f"Counterexample: {self.counterexample}.")
+        elif self.input and self.input != "(none)":
+            parts.append(f"Tells them apart: {self.input}.")
         else:
             parts.append(self.question)
+        if self.remedy:
+            parts.append(f"Fix: {self.remedy}.")
         return " ".join(parts)
 
     def as_github(self) -> str:
         """The finding as a GitHub Actions workflow command: an annotation on its line."""
-        level = "notice" if self.confidence == "low" else "warning"
+        level = "notice" if self.confidence == "guess" else "warning"
         detail = self.detail().replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
         return (
             f"::{level} file={self.path},line={self.line},col={self.col},"

@@ -6,10 +6,17 @@ value's legal falsy values."""
 from __future__ import annotations
 
 import ast
-import re
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
+from strictcall.review.evidence import (
+    answer_of,
+    compared_as_data,
+    keys_read,
+    names_after_or,
+    or_operand,
+    shown_code,
+)
 from strictcall.review.finding import Confidence
 from strictcall.review.legal import (
     EMPTY_TEXT,
@@ -22,15 +29,16 @@ from strictcall.review.legal import (
     Facts,
     declared_field,
     kinds_of,
+    schema_field,
     shown_type,
     value_annotation,
 )
 from strictcall.review.shapes import (
+    FLAG,
     as_container,
     as_number,
     as_union,
     asks_nothing,
-    compared_with_parameter,
     constant_key,
     decides_answer,
     is_answer,
@@ -39,22 +47,17 @@ from strictcall.review.shapes import (
     is_none_test,
     is_number,
     is_true,
+    own_nodes,
     truth_context,
     type_name,
 )
 from strictcall.review.shapes import (
     subject as subject_of,
 )
+from strictcall.review.specs import Specified, spec_says_absent_is_false, specified
 
 Kind = Literal["get", "subscript", "attribute"]
 Use = Literal["truth", "or", "none"]
-
-_FLAG: Final = re.compile(
-    r"(^|_)(is|has|supports?|enabled?|disabled?|use|uses|allow|allows|should|can|needs?|strict"
-    r"|validate|include|defer|skip|force|verbose|debug|ignore|requires?)(_|$)"
-    r"|_(enabled|disabled|only|flag|allowed)$"
-)
-"""Names of bool flags: their false and their absence are one answer."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +109,7 @@ class Scope:
     parents: dict[ast.AST, ast.AST]
     owner: str | None = None
     """The class a method belongs to, for `self.x`."""
+    source: str = ""
     nodes: list[ast.AST] = field(default_factory=list)
     annotations: dict[str, ast.expr] = field(default_factory=dict)
     bindings: dict[str, list[_Binding]] = field(default_factory=dict)
@@ -114,10 +118,11 @@ class Scope:
     narrowed: dict[str, Declared] = field(default_factory=dict)
     """Values the code checks with `isinstance(x, T)`: the falsy values T admits."""
     hits: list[Hit] = field(default_factory=list)
+    _keys_cache: dict[str, frozenset[str]] = field(default_factory=dict)
 
     def run(self) -> list[Hit]:
         """Every hit in the scope, in source order."""
-        self.nodes = sorted(_own_nodes(self.node), key=_position)
+        self.nodes = sorted(own_nodes(self.node), key=_position)
         self._learn()
         for node in self.nodes:
             self._consider(node)
@@ -238,6 +243,18 @@ class Scope:
             key = node.slice.value
             read = Read("subscript", node, node.value, key, node.slice)
             return _with_declared(read, self._declared_key(node.value, key))
+        if (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.ctx, ast.Load)
+            and isinstance(node.slice, ast.Constant)
+            and isinstance(node.slice.value, str)
+            and or_operand(node, self.parents)
+            and not is_namespace(node.value)
+        ):
+            # `d["k"] or default`: the key is there, and a falsy value in it is replaced
+            key = node.slice.value
+            read = Read("subscript", node, node.value, key, node.slice)
+            return _with_declared(read, self._declared_key(node.value, key))
         if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
             parent = self.parents.get(node)
             if isinstance(parent, ast.Call) and parent.func is node:
@@ -266,14 +283,14 @@ class Scope:
             if found is not None:
                 owner, annotation = found
                 if owner:
-                    return declared_field(owner, key, self.facts, anywhere=False) if key else None
+                    return declared_field(owner, key, self.facts) if key else None
                 kinds = kinds_of(annotation, self.facts)
                 if kinds is not None:
                     where = f"`{shown}` holds `{shown_type(annotation)}` values"
                     return Declared(kinds, where)
         if key is None:
             return None
-        return declared_field(None, key, self.facts, anywhere=True)
+        return schema_field(key, self.facts)
 
     def _declared_attribute(self, node: ast.Attribute) -> Declared | None:
         owner: str | None = None
@@ -287,7 +304,7 @@ class Scope:
                 if owner is None and annotation is not None:
                     name = type_name(annotation)
                     owner = name if self.facts.class_fields(name) is not None else None
-        return declared_field(owner, node.attr, self.facts, anywhere=True)
+        return declared_field(owner, node.attr, self.facts)
 
     # --- the uses ---------------------------------------------------------------------------
 
@@ -307,29 +324,32 @@ class Scope:
             return
         context = truth_context(node, self.parents)
         if context is not None:
-            self._weigh(Hit("truth", node, read, name, context, (), "", "low"))
+            self._weigh(Hit("truth", node, read, name, context, (), "", "guess"))
             return
         parent = self.parents.get(node)
         if isinstance(parent, ast.BoolOp) and isinstance(parent.op, ast.Or):
             index = next(i for i, v in enumerate(parent.values) if v is node)
             if index + 1 < len(parent.values):
                 default = parent.values[index + 1]
-                hit = Hit("or", node, read, name, "or", (), "", "low", default)
+                hit = Hit("or", node, read, name, "or", (), "", "guess", default)
                 self._weigh(hit)
             return
         if isinstance(parent, ast.Compare) and is_none_test(parent) and read.kind == "get":
-            self._weigh(Hit("none", node, read, name, "is None", (), "", "low"))
+            self._weigh(Hit("none", node, read, name, "is None", (), "", "guess"))
 
     def _weigh(self, hit: Hit) -> None:
-        """Keep the hit with the falsy values it mishandles, why they are legal, how sure."""
+        """Keep the hit: shown when the code shows that a falsy value has a meaning there (the
+        evidence), else a guess for --explore; dropped when the code shows none is legal."""
         read = hit.read
-        if read.key is not None and _FLAG.search(read.key.lower()) and hit.use != "or":
+        if read.key is not None and FLAG.search(read.key.lower()) and hit.use != "or":
+            return
+        if hit.use == "truth" and spec_says_absent_is_false(read.key):
             return
         declared = read.declared
         if declared is None or declared.kinds == EVERY:
             declared = self.narrowed.get(subject_of(hit.node), declared)
         if hit.use == "none":
-            self._weigh_none(hit)
+            self._weigh_none(hit, declared)
             return
         if hit.use == "truth" and read.default is not None:
             return  # `.get(k, default)`: a missing key reads as the default the author chose
@@ -339,132 +359,147 @@ class Scope:
                 return
             if isinstance(read.default, ast.Constant) and not read.default.value:
                 return
-        if declared is not None and self._weigh_declared(hit, declared):
+        spec = specified(read.key, self._keys_read(read.receiver), hit.use)
+        judged = self._judge(hit, declared, spec)
+        if judged is None:
             return
-        if hit.use == "or":
-            self._weigh_default(hit)
-            return
-        if read.kind == "attribute":
-            return  # an attribute nothing declares: too often an object, which is never falsy
-        implied = self._implied(hit)
-        if implied is not None:
-            falsy, why = implied
-            self._keep(hit, falsy, why, "medium")
+        falsy, guess = judged
+        shown = self._evidence(hit, declared, spec, falsy)
+        if shown is not None:
+            self._keep(hit, shown[0], shown[1], "shown")
         else:
-            self._keep(
-                hit, _ALL_BUT_NULL, "could not tell: nothing in the code says what it holds", "low"
-            )
+            self._keep(hit, falsy, guess, "guess")
 
-    def _weigh_declared(self, hit: Hit, declared: Declared) -> bool:
-        """Weigh a hit by a declared type; False when the type leaves the question open (Any).
+    def _judge(
+        self, hit: Hit, declared: Declared | None, spec: Specified | None
+    ) -> tuple[frozenset[str], str] | None:
+        """The falsy values the line may mishandle and why that is only a guess; None when the
+        code shows none of them can reach it (a type without one, a value never absent)."""
+        meant = bool(spec is not None or (declared is not None and declared.meant))
+        if declared is not None and declared.kinds != EVERY:
+            falsy = declared.kinds - {NULL}
+            never_absent = hit.read.kind != "get" and NULL not in declared.kinds
+            if never_absent and not (hit.use == "or" and meant):
+                return None  # never absent: a truth test or `or` here is about the value itself
+            if hit.use == "or" and is_true(hit.default):
+                falsy &= {FALSE}
+            else:
+                falsy -= {FALSE}  # a flag, or bools combined with `or`
+            if not falsy or (hit.read.kind == "attribute" and not falsy & {ZERO, FALSE}):
+                return None
+            shown = " and ".join(v for v in ORDER if v in falsy)
+            why = f"{declared.where}, which admits {shown}; a declared type alone does not show "
+            return falsy, why + "that a falsy value means something here"
+        if hit.use == "or" and hit.default is not None:
+            if is_number(hit.default):
+                why = "the default is a number, so the value may be one; nothing shows 0 is"
+                return frozenset({ZERO}), why + " more than unset here"
+            if is_true(hit.default):
+                why = "the default is true, so the value may be false; nothing shows false is"
+                return frozenset({FALSE}), why + " more than unset here"
+            if hit.read.kind == "attribute" and spec is None:
+                return None
+            return frozenset(_ALL_BUT_NULL), _COULD_NOT_TELL
+        if hit.read.kind == "attribute" and spec is None:
+            return None  # an attribute nothing declares: too often an object, never falsy
+        return frozenset(_ALL_BUT_NULL), self._hint(hit)
 
-        A number's 0 replaced by an `or` default is the surest case (`timeout or 600`); a
-        number tested for truth often means "none" on purpose; false tested for truth is a
-        flag; an empty text or container usually means none."""
-        falsy = declared.kinds - {NULL}
-        if hit.read.kind != "get" and NULL not in declared.kinds and declared.kinds != EVERY:
-            return True  # never absent: a truth test or `or` here is about the value itself
-        if hit.use == "or" and is_true(hit.default):
-            falsy &= {FALSE}
-        else:
-            falsy -= {FALSE}  # a flag, or bools combined with `or`
-        if not falsy:
-            return True
-        if declared.kinds == EVERY:
-            return False
-        if (ZERO in falsy or FALSE in falsy) and hit.use == "truth" and falsy - {ZERO, FALSE}:
-            why = f"{declared.where}: a number among texts or containers"
-            self._keep(hit, falsy, why, "low")  # a mixed union says little about this value
-        elif ZERO in falsy or FALSE in falsy:
-            numbers = falsy & {ZERO, FALSE}
-            why = f"{declared.where}, and {' and '.join(sorted(numbers))} is one"
-            # `or` replacing a declared number is the surest case; a number tested for
-            # truth usually means "none or zero" on purpose (a count, tokens, a timestamp)
-            sure = "low" if hit.use != "or" else "high" if declared.exact else "medium"
-            self._keep(hit, numbers, why, sure)
-        elif hit.read.kind != "attribute":
-            why = (
-                f"{declared.where}, which admits them, though an empty text or container "
-                "often means none"
-            )
-            self._keep(hit, falsy, why, "low")
-        return True
+    def _evidence(
+        self,
+        hit: Hit,
+        declared: Declared | None,
+        spec: Specified | None,
+        falsy: frozenset[str],
+    ) -> tuple[frozenset[str], str] | None:
+        """What in the code shows that a falsy value has a meaning at this line: a protocol
+        field's specification, a declaration giving it one, a comparison treating it as data,
+        the value passed on as the function's answer."""
+        if spec is not None and spec.meant & falsy:
+            return spec.meant & falsy, spec.says
+        if declared is not None and declared.meant & falsy:
+            return declared.meant & falsy, declared.meaning
+        uses = self._uses(hit) + self._uses_after_or(hit)
+        for use in uses:
+            compared = compared_as_data(use, self.parents, self.node, falsy, self.source)
+            if compared is not None:
+                return compared
+        if (
+            hit.use == "truth"
+            and falsy - {EMPTY_TEXT}
+            and hit.read.key is not None
+            and not any(as_container(use, self.parents) for use in uses)
+        ):
+            passed = self._passed_on(hit)
+            if passed is not None:
+                line, text = passed
+                why = (
+                    f"line {line} passes the value on unchanged (`{text}`), so a falsy value "
+                    "the sender sent is data"
+                )
+                return falsy, why
+        return None
 
-    def _weigh_none(self, hit: Hit) -> None:
+    def _weigh_none(self, hit: Hit, declared: Declared | None) -> None:
         read = hit.read
         if read.default is not None or self._fills_in(hit):
             return
-        declared = read.declared
         if declared is not None and NULL not in declared.kinds:
+            return
+        spec = specified(read.key, self._keys_read(read.receiver), "none")
+        if spec is not None and NULL in spec.meant:
+            self._keep(hit, (NULL,), spec.says, "shown")
             return
         reread = next(
             (n for n in self.nodes if isinstance(n, ast.expr) and _same_key(n, read)), None
         )
         if reread is not None:
-            why = (
-                f"line {reread.lineno} reads the key itself, so the test stands for its "
-                "presence, and a present null is then data"
-            )
-            if declared is not None and declared.kinds == EVERY:
-                why = f"{declared.where}, null among them; {why}"
             answer = decides_answer(hit.node, self.parents) and is_answer(reread, self.parents)
-            sure = "medium" if answer and (declared is None or declared.kinds == EVERY) else "low"
-            self._keep(hit, (NULL,), why, sure)
-        elif declared is not None and declared.kinds == EVERY:
-            self._keep(hit, (NULL,), f"{declared.where}: null among them", "low")
-        else:
-            self._keep(hit, (NULL,), "could not tell whether null is a value here", "low")
-
-    def _weigh_default(self, hit: Hit) -> None:
-        default = hit.default
-        assert default is not None
-        if is_number(default):
-            why = "the default is a number, so the value is one, and 0 is a number"
-            self._keep(hit, (ZERO,), why, "medium")
-        elif is_true(default):
-            why = "the default is true, so the value is a bool, and false is one"
-            self._keep(hit, (FALSE,), why, "medium")
-        elif hit.read.kind != "attribute":
-            none_line = self.none_tests.get(subject_of(hit.node))
-            if none_line is not None:
-                why = f"line {none_line} tells null from other values, so a falsy one is data"
-                self._keep(hit, _ALL_BUT_NULL, why, "low")
-            else:
-                why = "could not tell: nothing in the code says what it holds"
-                self._keep(hit, _ALL_BUT_NULL, why, "low")
-
-    def _implied(self, hit: Hit) -> tuple[tuple[str, ...], str] | None:
-        """What the code implies about a truth-tested value's legal falsy values."""
-        if hit.read.key is None:
-            return None  # a computed key: a lookup table or a cache, not a message's field
-        if hit.context in ("all()", "any()", "filter(None, ...)"):
-            why = (
-                f"{hit.context} makes the truth of each value the answer, so a falsy value "
-                "counts as a missing one"
-            )
-            return _ALL_BUT_NULL, why
-        uses = self._uses(hit)
-        if any(as_container(use, self.parents) for use in uses):
-            return None  # iterated, measured or called: empty means none there
-        for use in uses:
-            other = compared_with_parameter(use, self.parents, self.node)
-            if other is not None:
+            if answer and (declared is None or declared.kinds == EVERY):
                 why = (
-                    f"line {use.lineno} compares it with the parameter `{other}`, so "
-                    'whatever a caller passes, 0 or "" included, is a legal value'
+                    f"line {reread.lineno} reads the key itself and passes it on unchanged, so "
+                    "a present null is data"
                 )
-                return _ALL_BUT_NULL, why
-            if as_number(use, self.parents):
-                why = f"it is used as a number at line {use.lineno}, so 0 is one"
-                return (ZERO,), why
-        passed = self._passed_on(hit)
-        if passed is not None:
-            why = (
-                f"the value is passed on unchanged at line {passed}, so whatever the sender "
-                "sent, a falsy value included, is data"
+                if declared is not None:
+                    why = f"{declared.where}, null among them; {why}"
+                self._keep(hit, (NULL,), why, "shown")
+            else:
+                why = (
+                    f"line {reread.lineno} reads the key itself, so the test may stand for its "
+                    "presence; nothing shows a present null is data"
+                )
+                self._keep(hit, (NULL,), why, "guess")
+        elif declared is not None and declared.kinds == EVERY:
+            self._keep(hit, (NULL,), f"{declared.where}: null among them", "guess")
+        else:
+            self._keep(hit, (NULL,), "could not tell whether null is a value here", "guess")
+
+    def _hint(self, hit: Hit) -> str:
+        """Why a truth-tested value nothing declares might hold a legal falsy value."""
+        if hit.read.key is None:
+            return "a computed key (a lookup table or a cache, usually): " + _COULD_NOT_TELL
+        if hit.context in ("all()", "any()", "filter(None, ...)"):
+            return (
+                f"{hit.context} makes the truth of each value the answer, so a falsy value "
+                "counts as a missing one; nothing shows a falsy value is legal"
             )
-            return _ALL_BUT_NULL, why
-        return None
+        for use in self._uses(hit):
+            if as_number(use, self.parents):
+                return f"it is used as a number at line {use.lineno}, so 0 may be one"
+        return _COULD_NOT_TELL
+
+    def _keys_read(self, receiver: ast.expr) -> frozenset[str]:
+        """The constant keys (and attributes) the scope reads from the same receiver."""
+        wanted = ast.dump(receiver)
+        found = self._keys_cache.get(wanted)
+        if found is None:
+            found = self._keys_cache[wanted] = keys_read(self.nodes, wanted)
+        return found
+
+    def _uses_after_or(self, hit: Hit) -> list[ast.expr]:
+        """For `x = d.get(k) or default`: the later reads of `x`."""
+        if hit.use != "or":
+            return []
+        return names_after_or(hit.node, self.parents, self.nodes)
 
     def _uses(self, hit: Hit) -> list[ast.expr]:
         """Other reads of the same value in the scope: the name, or the same key again."""
@@ -486,15 +521,20 @@ class Scope:
                 found.append(node)
         return found
 
-    def _passed_on(self, hit: Hit) -> int | None:
+    def _passed_on(self, hit: Hit) -> tuple[int, str] | None:
         """The line where the value becomes the function's answer unchanged, when the truth
         test decides that answer (the seed's `if not result: return error` then `return
-        {"value": result}`); copying a value only when it is truthy is not counted."""
+        {"value": result}`); copying a value only when it is truthy is not counted, nor
+        returning it from a function declared to return a text (an empty one means none)."""
         if hit.use == "truth" and not decides_answer(hit.node, self.parents):
             return None
+        returns = kinds_of(getattr(self.node, "returns", None), self.facts)
+        text_only = returns is not None and returns - {NULL} <= {EMPTY_TEXT}
         for use in self._uses(hit):
+            if text_only and isinstance(self.parents.get(use), ast.Return):
+                continue
             if is_answer(use, self.parents):
-                return use.lineno
+                return use.lineno, shown_code(answer_of(use, self.parents), self.source)
         return None
 
     def _fills_in(self, hit: Hit) -> bool:
@@ -511,9 +551,11 @@ class Scope:
             for target in child.targets
         )
 
-    def _keep(self, hit: Hit, falsy: frozenset[str] | tuple[str, ...], why: str, c: str) -> None:
+    def _keep(
+        self, hit: Hit, falsy: frozenset[str] | tuple[str, ...], why: str, c: Confidence
+    ) -> None:
         ordered = tuple(value for value in ORDER if value in falsy)
-        confidence: Confidence = "high" if c == "high" else "medium" if c == "medium" else "low"
+        confidence: Confidence = c
         self.hits.append(
             Hit(
                 hit.use,
@@ -530,40 +572,21 @@ class Scope:
 
 
 _ALL_BUT_NULL: Final = (ZERO, FALSE, EMPTY_TEXT, "[]", "{}")
+_COULD_NOT_TELL: Final = "could not tell: nothing in the code says what it holds"
 
 
-def scopes(tree: ast.Module, facts: Facts) -> list[Scope]:
+def scopes(tree: ast.Module, facts: Facts, source: str = "") -> list[Scope]:
     """The module's top level and every function in it, each with the class it belongs to."""
     parents: dict[ast.AST, ast.AST] = {}
     for node in ast.walk(tree):
         for child in ast.iter_child_nodes(node):
             parents[child] = node
-    found = [Scope(tree, facts, parents)]
+    found = [Scope(tree, facts, parents, source=source)]
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
             parent = parents.get(node)
             owner = parent.name if isinstance(parent, ast.ClassDef) else None
-            found.append(Scope(node, facts, parents, owner))
-    return found
-
-
-def _own_nodes(scope: ast.AST) -> list[ast.AST]:
-    """The nodes of one scope, not those of the functions and classes inside it."""
-    found: list[ast.AST] = []
-    stack = list(ast.iter_child_nodes(scope))
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
-            # its defaults and decorators run here; its body is its own scope
-            stack.extend(getattr(node.args, "defaults", []))
-            continue
-        if isinstance(node, ast.ClassDef):
-            stack.extend(
-                s for s in node.body if not isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef)
-            )
-            continue
-        found.append(node)
-        stack.extend(ast.iter_child_nodes(node))
+            found.append(Scope(node, facts, parents, owner, source=source))
     return found
 
 

@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-from strictcall.review.finding import Confidence, Edit, Finding, at_least
+from strictcall.review.finding import Edit, Finding
 from strictcall.review.flow import Hit, Read, Scope, scopes
 from strictcall.review.legal import NULL, Facts, collect_facts, merge_facts
 from strictcall.review.rules import (
@@ -23,7 +23,7 @@ from strictcall.review.rules import (
 )
 from strictcall.review.suppress import apply_suppressions
 
-__all__ = ["Edit", "Finding", "lint_source", "project_facts", "python_files"]
+__all__ = ["Edit", "Finding", "lint_source", "python_files"]
 
 _SHOWN = 60
 
@@ -32,23 +32,27 @@ def lint_source(
     source: str,
     path: str = "<string>",
     *,
-    confidence: Confidence = "medium",
-    project: Facts | None = None,
+    explore: bool = False,
+    imported: Facts | None = None,
+    tree: ast.Module | None = None,
 ) -> list[Finding]:
-    """Every unsuppressed finding of `confidence` or surer in one module's source, in order;
-    `project` holds the declarations of the other files linted with it.
+    """Every unsuppressed finding the code shows in one module's source, in order; with
+    `explore`, the guesses too. Evidence is the module's own (and, in `imported`, that of the
+    modules it imports from), so a file gives the same findings alone or in its package;
+    `tree` is the source already parsed.
 
     Raises:
         SyntaxError: the source is not Python.
     """
-    tree = ast.parse(source, filename=path)
+    if tree is None:
+        tree = ast.parse(source, filename=path)
     writer = _Writer(source, path)
-    facts = merge_facts(collect_facts(tree), project)
+    facts = merge_facts(collect_facts(tree, source), imported)
     seen: set[tuple[int, int, str]] = set()
     findings: list[Finding] = []
-    for scope in scopes(tree, facts):
+    for scope in scopes(tree, facts, source):
         for hit in scope.run():
-            if not at_least(hit.confidence, confidence):
+            if hit.confidence == "guess" and not explore:
                 continue
             finding = writer.finding(hit, scope)
             place = (finding.line, finding.col, finding.rule.id)
@@ -75,24 +79,6 @@ def python_files(paths: list[str]) -> Iterator[Path]:
                     yield found
         else:
             raise FileNotFoundError(name)
-
-
-def project_facts(sources: list[str]) -> Facts:
-    """The declarations (class fields, JSON Schema properties) of every source that parses."""
-    merged = Facts()
-    for source in sources:
-        try:
-            tree = ast.parse(source)
-        except (SyntaxError, ValueError):
-            continue
-        own = collect_facts(tree)
-        for name, fields in own.classes.items():
-            merged.classes.setdefault(name, fields)
-        for name, declared in own.fields.items():
-            merged.fields.setdefault(name, []).extend(declared)
-        for name, types in own.schema.items():
-            merged.schema.setdefault(name, set()).update(types)
-    return merged
 
 
 class _Writer:
@@ -144,6 +130,7 @@ class _Writer:
             hit.confidence,
             read.key or "",
             getattr(scope.node, "name", ""),
+            _counterexample(read, hit, self._text(hit.default) if hit.default else ""),
         )
 
     def _key_text(self, read: Read) -> str:
@@ -207,8 +194,8 @@ class _Writer:
 
     def _span(self, node: ast.AST) -> tuple[int, int, int, int]:
         line, end_line = node.lineno, node.end_lineno or node.lineno  # type: ignore[attr-defined]
-        col = _char_col(self.lines, line, node.col_offset)  # type: ignore[attr-defined]
-        end_col = _char_col(self.lines, end_line, node.end_col_offset or 0)  # type: ignore[attr-defined]
+        col = char_col(self.lines, line, node.col_offset)  # type: ignore[attr-defined]
+        end_col = char_col(self.lines, end_line, node.end_col_offset or 0)  # type: ignore[attr-defined]
         return line, col, end_line, end_col
 
     def _text(self, node: ast.AST) -> str:
@@ -216,7 +203,7 @@ class _Writer:
         return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
 
 
-def _char_col(lines: list[str], line: int, byte_col: int) -> int:
+def char_col(lines: list[str], line: int, byte_col: int) -> int:
     """ast counts columns in UTF-8 bytes; editors and SARIF count characters."""
     if line - 1 >= len(lines):
         return byte_col
@@ -240,3 +227,16 @@ def _input(read: Read, falsy: str) -> str:
     if len(name) > 30:
         name = "key"
     return "{<" + name + ">: " + falsy + "}"
+
+
+def _counterexample(read: Read, hit: Hit, default: str) -> str:
+    """The falsy input and its two readings: this line's, and presence's."""
+    falsy = hit.falsy[0] if hit.falsy else "0"
+    given = _input(read, falsy)
+    if hit.use == "or":
+        return f"with {given} this line gives {default}, where the value given is {falsy}"
+    if hit.use == "none":
+        return f"with {given} this line reads no value, where a present {falsy} is one"
+    if hit.context in ("all()", "any()", "filter(None, ...)"):
+        return f"with {given} {hit.context} counts it as missing, where {falsy} is present"
+    return f"with {given} the {hit.context} reads no value, where {falsy} is present"

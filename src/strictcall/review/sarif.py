@@ -50,7 +50,7 @@ def _result(finding: Finding, index: int) -> dict[str, Any]:
     return {
         "ruleId": finding.rule.id,
         "ruleIndex": index,
-        "level": "warning" if finding.confidence != "low" else "note",
+        "level": "warning" if finding.confidence != "guess" else "note",
         "message": {"text": finding.detail()},
         "locations": [
             {
@@ -70,6 +70,8 @@ def _result(finding: Finding, index: int) -> dict[str, Any]:
             "input": finding.input,
             "falsy": list(finding.falsy),
             "why": finding.why,
+            "evidence": finding.evidence,
+            "counterexample": finding.counterexample,
             "remedy": finding.remedy,
             "confidence": finding.confidence,
         },

@@ -5,8 +5,15 @@ is (a number, a container, data passed on unchanged)."""
 from __future__ import annotations
 
 import ast
+import re
 from typing import Final
 
+FLAG: Final = re.compile(
+    r"(^|_)(is|has|supports?|enabled?|disabled?|use|uses|allow|allows|should|can|needs?|strict"
+    r"|validate|include|defer|skip|force|verbose|debug|ignore|requires?)(_|$)"
+    r"|_(enabled|disabled|only|flag|allowed)$"
+)
+"""Names of bool flags: their false and their absence are one answer."""
 _NAMESPACES: Final = frozenset({"__dict__", "environ", "modules", "headers", "env"})
 _NAMESPACE_CALLS: Final = frozenset({"vars", "globals", "locals", "getenv"})
 EMPTY_CALLS: Final = frozenset({"list", "dict", "set", "tuple", "str", "frozenset", "bytes"})
@@ -139,23 +146,6 @@ def is_true(node: ast.expr | None) -> bool:
     return isinstance(node, ast.Constant) and node.value is True
 
 
-def compared_with_parameter(
-    node: ast.AST, parents: dict[ast.AST, ast.AST], scope: ast.AST
-) -> str | None:
-    """The parameter a value is compared with for equality (`reply_id == expected_id`)."""
-    parent = parents.get(node)
-    arguments = getattr(scope, "args", None)
-    if not (isinstance(parent, ast.Compare) and isinstance(arguments, ast.arguments)):
-        return None
-    if not all(isinstance(op, ast.Eq | ast.NotEq) for op in parent.ops):
-        return None
-    names = {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)}
-    for side in (parent.left, *parent.comparators):
-        if side is not node and isinstance(side, ast.Name) and side.id in names:
-            return side.id
-    return None
-
-
 def is_answer(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
     """The value is (part of) what the function returns or yields, unchanged: the value
     itself, a member of a returned dict, list or tuple, a branch of a returned ternary, the
@@ -276,3 +266,23 @@ def asks_nothing(default: ast.expr, kind: str, key: str | None, receiver: ast.ex
         name = func.id if isinstance(func, ast.Name) else None
         return name is not None and (name in EMPTY_CALLS or name[:1].isupper())
     return False
+
+
+def own_nodes(scope: ast.AST) -> list[ast.AST]:
+    """The nodes of one scope, not those of the functions and classes inside it."""
+    found: list[ast.AST] = []
+    stack = list(ast.iter_child_nodes(scope))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            # its defaults and decorators run here; its body is its own scope
+            stack.extend(getattr(node.args, "defaults", []))
+            continue
+        if isinstance(node, ast.ClassDef):
+            stack.extend(
+                s for s in node.body if not isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef)
+            )
+            continue
+        found.append(node)
+        stack.extend(ast.iter_child_nodes(node))
+    return found

@@ -95,7 +95,7 @@ def apply_suppressions(findings: list[Finding], source: str, path: str) -> list[
                     SUPPRESSION_WITHOUT_REASON,
                     "this suppression gives no reason",
                     "(none)",
-                    confidence="high",
+                    confidence="shown",
                 )
             )
     return sorted(kept, key=lambda f: (f.line, f.col, f.rule.id))

@@ -21,7 +21,7 @@ import importlib.util
 import json
 import logging
 import os
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Final, cast
@@ -138,6 +138,7 @@ def build_gateway_app(
     observe: bool = True,
     oauth: OAuthSettings | None = None,
     tool_changes: Callable[[], int] | None = None,
+    redactions: Callable[[], Mapping[tuple[str, str], int]] | None = None,
     content: McpContent | None = None,
 ) -> RpcApp:
     """The ASGI app serving any gateway's tools: JSON-RPC at /rpc, MCP at /mcp, the callers'
@@ -170,6 +171,8 @@ def build_gateway_app(
         metrics.quota_faults = lambda: limiter.faults
     if metrics is not None and tool_changes is not None:
         metrics.tool_changes = tool_changes
+    if metrics is not None and redactions is not None:
+        metrics.redactions = redactions
     window = _window(health) if observe else None
     if window is not None and holder is not None:
         window.nearest_quotas = holder.nearest_by_identity

@@ -64,6 +64,7 @@ def federation_app(
         edge=edge,
         lifespans=[federation.lifespan],
         tool_changes=None if pins is None else (lambda: pins.changes),
+        redactions=lambda: federation.redactions.counts,
         content=federation.content,
         oauth=oauth,
     )

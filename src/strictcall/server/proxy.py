@@ -6,17 +6,19 @@ import json
 import math
 from collections.abc import AsyncIterator, Callable, Collection
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import replace
 from typing import TYPE_CHECKING, Final, TextIO
 
 from strictcall.audit.log import AuditLog
 from strictcall.core.gateway import Gateway
 from strictcall.core.pipeline import Limits
 from strictcall.core.policy import PolicyHolder
+from strictcall.core.redact import Redaction
 from strictcall.core.terminal import one_line
-from strictcall.services.proxy.config import UpstreamConfig
+from strictcall.services.proxy.config import UpstreamConfig, known_credentials
 from strictcall.services.proxy.content import FederatedContent, UpstreamContent, index_content
 from strictcall.services.proxy.stdio import MAX_RESULT_BYTES
-from strictcall.services.proxy.tools import proxied_tools
+from strictcall.services.proxy.tools import REDACT_SECRETS, Redactions, ToolOutput, proxied_tools
 from strictcall.services.proxy.upstream import Listing, Upstream, UpstreamFailed, UpstreamSpec
 
 if TYPE_CHECKING:
@@ -33,12 +35,13 @@ class Proxy:
     """The tools of one upstream MCP server, served by `gateway` as strictcall tools.
 
     `allowed` says which tools each identity may see and call (None: all), or `policy` (the
-    policy file's: who may list and call which tools, and how often); `pass_errors`
-    names the tools whose error text reaches the caller; `timeout` is every call's limit in
-    seconds; `max_result_bytes` the longest answer a call may get from the upstream (longer:
-    result_too_large, at once, the rest of it not kept). A tool whose schema cannot be
-    compiled is reported on `errlog` (one line: its name and the reason) and not served; the
-    others are.
+    policy file's: who may list and call which tools, and how often); an upstream's error
+    results reach the caller (redacted) unless `withhold_errors`, save for the tools
+    `pass_errors` names; `redaction` is what is redacted of its answers (None: nothing);
+    `timeout` is every call's limit in seconds; `max_result_bytes` the longest answer a call
+    may get from the upstream (longer: result_too_large, at once, the rest of it not kept).
+    A tool whose schema cannot be compiled is reported on `errlog` (one line: its name and
+    the reason) and not served; the others are.
     """
 
     def __init__(
@@ -49,6 +52,8 @@ class Proxy:
         allowed: Callable[[str], frozenset[str]] | None = None,
         policy: PolicyHolder | None = None,
         pass_errors: Collection[str] = (),
+        withhold_errors: bool = False,
+        redaction: Redaction | None = REDACT_SECRETS,
         timeout: float | None = DEFAULT_TIMEOUT_S,
         limits: Limits | None = None,
         upstream_options: dict[str, float] | None = None,
@@ -64,6 +69,13 @@ class Proxy:
         )
         self._errlog = errlog
         self._pass_errors = frozenset(pass_errors)
+        self.redactions: Final = Redactions()
+        """How many secrets were redacted in the upstream's answers, by kind."""
+        if redaction is not None:
+            known = known_credentials([UpstreamConfig("upstream", spec, "", 1.0)])
+            known = tuple(dict.fromkeys((*redaction.known, *known)))
+            redaction = replace(redaction, known=known, tally=self.redactions.tally)
+        self._output = ToolOutput("upstream", withhold_errors, redaction)
         self._timeout = timeout
         self._refused: dict[str, str] = {}
         self.content: Final = FederatedContent(self.gateway.may_use)
@@ -93,8 +105,11 @@ class Proxy:
             raise
 
     def _take_listing(self, listing: Listing) -> None:
+        output = self._output
+        passed = output if not output.withhold_errors else replace(output, withhold_errors=False)
+        outputs = {name: passed for name in self._pass_errors}
         tools = proxied_tools(
-            listing, self.upstream, pass_errors=self._pass_errors, timeout=self._timeout
+            listing, self.upstream, timeout=self._timeout, outputs=outputs, output=output
         )
         refused = self.gateway.replace_tools(tools)
         for name, reason in refused.items():
@@ -182,4 +197,5 @@ def proxy_app(
         lifespans=[proxy.lifespan],
         oauth=oauth,
         content=proxy.content,
+        redactions=lambda: proxy.redactions.counts,
     )

@@ -33,6 +33,7 @@ from typing import Final, Protocol
 import orjson
 
 # AWAIT: `RpcService.answer_now`'s word that a body must be answered by `answer` (the gateway's)
+from strictcall.core.content import Content
 from strictcall.core.gateway import AWAIT as AWAIT
 from strictcall.core.gateway import Await as Await
 from strictcall.core.gateway import Gateway, Outcome
@@ -347,11 +348,10 @@ class RpcService:
         if answer["ok"] is not True:
             self._record(record_of(outcome, identity))
             return error_reply(request_id, answer["error"])
-        reply: dict[str, JSONValue] = {
-            "jsonrpc": "2.0",
-            "id": request_id,
-            "result": answer["result"],
-        }
+        result = answer["result"]
+        if type(result) is Content:  # /rpc takes no blocks: the content's one value
+            result = result.as_value()
+        reply: dict[str, JSONValue] = {"jsonrpc": "2.0", "id": request_id, "result": result}
         text = dump_text(reply)
         if text is not None:  # else encode_replies withholds it
             size = len(text)

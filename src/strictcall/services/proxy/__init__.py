@@ -31,18 +31,18 @@ except ImportError:  # pragma: no cover - exercised in a venv without the extra
     raise MissingExtra("mcp", "mcp") from None
 
 from strictcall.services.proxy.policy import PolicyError, allow_list, load_allow_list
-from strictcall.services.proxy.tools import CONTENT_RESULT, UPSTREAM_TEXT, proxied_tool, result_of
+from strictcall.services.proxy.tools import UPSTREAM_TEXT, ToolOutput, content_of, proxied_tool
 from strictcall.services.proxy.upstream import Upstream, UpstreamFailed, UpstreamSpec
 
 __all__ = [
-    "CONTENT_RESULT",
     "UPSTREAM_TEXT",
     "PolicyError",
+    "ToolOutput",
     "Upstream",
     "UpstreamFailed",
     "UpstreamSpec",
     "allow_list",
+    "content_of",
     "load_allow_list",
     "proxied_tool",
-    "result_of",
 ]

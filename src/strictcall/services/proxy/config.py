@@ -15,7 +15,10 @@
     prefix = "jira"                   # another prefix ("" for none)
     timeout = 10
     restart = { min = 0.5, max = 30 } # seconds before a restart: doubling from min up to max
-    pass_errors = ["search"]          # its tools whose error text reaches the caller
+    withhold_errors = true            # its error results answered as a bare tool_error
+    pass_errors = ["search"]          # its tools whose error results pass all the same
+    redact = "off"                    # its results not redacted ("secrets", the default)
+    tools.search = { redact = "secrets" }       # one tool's own: redact, withhold_errors
 
 Every key is checked: an unknown key, a wrong type, a name or prefix hosts would refuse, two
 upstreams with one prefix, is a `ConfigError` naming the key (two without a prefix may serve
@@ -28,12 +31,14 @@ from __future__ import annotations
 import math
 import re
 import tomllib
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final
 
+from strictcall.core.redact import Redaction
 from strictcall.errors import StrictcallError
+from strictcall.services.proxy.tools import ToolOutput
 from strictcall.services.proxy.upstream import RESTART_MAX_S, RESTART_MIN_S, UpstreamSpec
 
 HOST_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -45,8 +50,22 @@ DEFAULT_TIMEOUT_S: Final = 60.0
 
 _FEDERATION_KEYS: Final = frozenset({"separator", "pinning", "timeout"})
 _UPSTREAM_KEYS: Final = frozenset(
-    {"command", "url", "credentials", "prefix", "timeout", "restart", "pass_errors"}
+    {
+        "command",
+        "url",
+        "credentials",
+        "prefix",
+        "timeout",
+        "restart",
+        "pass_errors",
+        "withhold_errors",
+        "redact",
+        "tools",
+    }
 )
+_TOOL_KEYS: Final = frozenset({"withhold_errors", "redact"})
+REDACT_VALUES: Final = ("secrets", "off")
+"""What `redact` may say: redact secrets in results' text (the default), or not."""
 _CREDENTIAL_KEYS: Final = frozenset({"headers", "env"})
 
 
@@ -64,6 +83,17 @@ class Credentials:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolSettings:
+    """One tool's own settings (None: the upstream's)."""
+
+    withhold_errors: bool | None = None
+    redact: bool | None = None
+
+
+_NO_SETTINGS: Final = ToolSettings()
+
+
+@dataclass(frozen=True, slots=True)
 class UpstreamConfig:
     """One upstream of a federation, as its config file names it."""
 
@@ -74,6 +104,20 @@ class UpstreamConfig:
     restart_min_s: float = RESTART_MIN_S
     restart_max_s: float = RESTART_MAX_S
     pass_errors: frozenset[str] = frozenset()
+    withhold_errors: bool = False
+    redact: bool = True
+    tools: Mapping[str, ToolSettings] = field(default_factory=dict)
+    """Each tool's own settings, where the file gives some."""
+
+    def output(self, tool: str, redaction: Redaction) -> ToolOutput:
+        """How `tool`'s answers reach the caller: its own settings, else the upstream's
+        (`pass_errors` passing its errors); `redaction`'s credentials and counts."""
+        own = self.tools.get(tool, _NO_SETTINGS)
+        withhold = self.withhold_errors and tool not in self.pass_errors
+        if own.withhold_errors is not None:
+            withhold = own.withhold_errors
+        redact = self.redact if own.redact is None else own.redact
+        return ToolOutput(self.name, withhold, replace(redaction, results=redact))
 
     def served_name(self, tool: str, separator: str) -> str:
         """The name a tool of this upstream is served as: `prefix` `separator` `tool`, or the
@@ -183,6 +227,8 @@ def _upstream(name: str, value: object, default_timeout: float) -> UpstreamConfi
     passed = table.get("pass_errors", [])
     if not isinstance(passed, list) or not all(type(tool) is str for tool in passed):
         raise ConfigError(f"{where}.pass_errors is a list of the upstream's tool names")
+    tools = _table(table.get("tools", {}), f"{where}.tools")
+    settings = {tool: _tool_settings(own, f"{where}.tools.{tool}") for tool, own in tools.items()}
     return UpstreamConfig(
         name=name,
         spec=spec,
@@ -191,7 +237,33 @@ def _upstream(name: str, value: object, default_timeout: float) -> UpstreamConfi
         restart_min_s=restart_min,
         restart_max_s=restart_max,
         pass_errors=frozenset(passed),
+        withhold_errors=_flag(table.get("withhold_errors", False), f"{where}.withhold_errors"),
+        redact=_redacts(table.get("redact", "secrets"), f"{where}.redact"),
+        tools=settings,
     )
+
+
+def _tool_settings(value: object, where: str) -> ToolSettings:
+    table = _table(value, f"[{where}]")
+    _only(table, _TOOL_KEYS, f"[{where}]")
+    withhold = table.get("withhold_errors")
+    redact = table.get("redact")
+    return ToolSettings(
+        None if withhold is None else _flag(withhold, f"{where}.withhold_errors"),
+        None if redact is None else _redacts(redact, f"{where}.redact"),
+    )
+
+
+def _flag(value: object, where: str) -> bool:
+    if type(value) is not bool:
+        raise ConfigError(f"{where} is true or false")
+    return value
+
+
+def _redacts(value: object, where: str) -> bool:
+    if value not in REDACT_VALUES:
+        raise ConfigError(f'{where} is "secrets" (the default) or "off"')
+    return value == "secrets"
 
 
 def _credentials(value: object, where: str) -> Credentials:
@@ -234,6 +306,22 @@ def _seconds(value: object, where: str) -> float:
         if math.isfinite(seconds) and seconds > 0:
             return seconds
     raise ConfigError(f"{where} is a positive number of seconds")
+
+
+MIN_KNOWN: Final = 8
+"""The shortest credential redacted wherever it appears (a shorter one would replace words)."""
+
+
+def known_credentials(upstreams: Iterable[UpstreamConfig]) -> tuple[str, ...]:
+    """The upstreams' own credentials (header and environment values, and a header's token
+    after its scheme: "Bearer abc" gives "abc" too), longest first, to redact as they are."""
+    found: set[str] = set()
+    for upstream in upstreams:
+        spec = upstream.spec
+        for value in (*spec.headers.values(), *spec.env.values()):
+            found.add(value)
+            found.add(value.partition(" ")[2])
+    return tuple(sorted((v for v in found if len(v) >= MIN_KNOWN), key=lambda v: (-len(v), v)))
 
 
 def describe(upstream: UpstreamConfig) -> str:

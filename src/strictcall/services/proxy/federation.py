@@ -29,13 +29,19 @@ import mcp_types as types
 from strictcall.core.gateway import Gateway
 from strictcall.core.pipeline import Limits
 from strictcall.core.policy import PolicyHolder
+from strictcall.core.redact import Redaction
 from strictcall.core.terminal import one_line
 from strictcall.core.tools import Arguments, Tool, ToolContext, ToolFailure
 from strictcall.errors import TOOL_CHANGED, JSONValue, StrictcallError
-from strictcall.services.proxy.config import HOST_NAME, FederationConfig, UpstreamConfig
+from strictcall.services.proxy.config import (
+    HOST_NAME,
+    FederationConfig,
+    UpstreamConfig,
+    known_credentials,
+)
 from strictcall.services.proxy.content import FederatedContent, UpstreamContent, index_content
 from strictcall.services.proxy.pins import PIN_POLL_S, Pins, definition_of, listed_of
-from strictcall.services.proxy.tools import proxied_tool
+from strictcall.services.proxy.tools import Redactions, proxied_tool
 from strictcall.services.proxy.upstream import Listing, Upstream, UpstreamFailed
 from strictcall.storage.base import PinStore, StoreUnavailable
 
@@ -97,6 +103,12 @@ class Federation:
         self.config = config
         self.gateway = Gateway(limits=limits, allowed=allowed, policy=policy)
         self.pins = None if pins is None or not config.pinning else Pins(pins, errlog, LOG_AS)
+        self.redactions = Redactions()
+        self.redaction = Redaction(
+            known=known_credentials(config.upstreams), tally=self.redactions.tally
+        )
+        """What is redacted of every answer (the upstreams' credentials found as they are,
+        counted in `redactions`), each tool's `results` its config's."""
         self._errlog = errlog
         self.members = [
             Member(upstream, self._listing_of(index), errlog, self._content_of(index))
@@ -270,17 +282,15 @@ class Federation:
         pinned) the pinned one answering tool_changed; None when held back unknown."""
         config = member.config
         upstream = member.upstream
-        pass_errors = listed.name in config.pass_errors
+        output = config.output(listed.name, self.redaction)
         if self.pins is not None:
             held = self.pins.check(served, definition_of(listed))
             if held == "":
                 return None
             if held is not None:
-                pinned = proxied_tool(
-                    listed_of(held), upstream, pass_errors=False, timeout=config.timeout
-                )
+                pinned = proxied_tool(listed_of(held), upstream, timeout=config.timeout)
                 return replace(pinned, name=served, handler=_changed, failures=(TOOL_CHANGED,))
-        tool = proxied_tool(listed, upstream, pass_errors=pass_errors, timeout=config.timeout)
+        tool = proxied_tool(listed, upstream, timeout=config.timeout, output=output)
         return replace(tool, name=served)
 
     def _note(self, line: str) -> None:

@@ -1,28 +1,36 @@
 """An upstream MCP server's tools as strictcall `Tool`s, run through the same gateway.
 
-What a proxied tool's result is (what stage output checks and the caller receives):
+What a proxied tool's result is: the upstream's own, as MCP content
+(`strictcall.core.content.Content`): its blocks in order, its structuredContent and `_meta`,
+checked at stage output (blocks well-formed; structuredContent against the tool's
+outputSchema, made strict as any output schema; a success without it, where the tool declares
+one, withheld) and redacted of secrets there (`strictcall.core.redact`: its results' text unless
+`redact = "off"`, its error text always). MCP hosts get the blocks as they are; /rpc and the
+providers' turns their mapping (`Content.as_value`). A tool without an outputSchema is served
+without one.
 
-- a tool that declares an outputSchema: its `structuredContent`, checked against that schema
-  (made strict, as any output schema); a success without structuredContent is withheld;
-- any other tool: its text, when the upstream answers with exactly one text block; otherwise
-  the list of content blocks as MCP writes them (`{"type": "image", ...}`), `[]` included.
-
-An `isError` result is `tool_error` (stage execute), its text withheld unless the tool is one
-whose errors the operator passes on (`--pass-errors`): then the upstream's text is the error's
-`upstream_text`. A JSON-RPC error from the upstream is a `tool_error` too, and a result that is
-not a tools/call result is withheld (`invalid_tool_result`).
+An `isError` result is `tool_error` (stage execute) carrying the upstream's blocks (and their
+text as the error's `upstream_text`) and the upstream's name, unless the operator withholds
+the tool's errors (`withhold_errors`): then it is a bare `tool_error`, as strictcall's own
+refusals are. A JSON-RPC error from the upstream is a bare `tool_error` (its message is the
+upstream's to its client, not a tool's to the model), and a result that is not a tools/call
+result is withheld (`invalid_tool_result`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Final
 
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
+from strictcall.core.content import Content
+from strictcall.core.pipeline import ERROR_TEXT
+from strictcall.core.redact import Redaction
 from strictcall.core.tools import Arguments, Tool, ToolContext, ToolFailure
 from strictcall.errors import RESULT_TOO_LARGE, TOOL_ERROR, UPSTREAM_UNAVAILABLE, JSONValue
 from strictcall.services.proxy.stdio import AnswerTooLarge, UnreadableAnswer
@@ -30,61 +38,80 @@ from strictcall.services.proxy.upstream import Upstream
 
 log = logging.getLogger("strictcall")
 
-UPSTREAM_TEXT: Final = "upstream_text"
-"""The detail of a tool_error that holds the upstream's own error text (`--pass-errors` only)."""
-
-CONTENT_RESULT: Final[dict[str, JSONValue]] = {
-    "anyOf": [
-        {"type": "string"},
-        {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {"type": {"type": "string"}},
-                "required": ["type"],
-                "additionalProperties": True,
-            },
-        },
-    ]
-}
-"""The result schema of a proxied tool without an outputSchema: its one text, or its blocks."""
+UPSTREAM_TEXT: Final = ERROR_TEXT
+"""The detail of a tool_error that holds the upstream's own error text (redacted)."""
 
 _UNREADABLE: Final = object()
 """What a handler returns for a result that must be withheld: not a JSON value, so stage
 output refuses it (invalid_tool_result) like any other broken result."""
 
 
+class Redactions:
+    """How many secrets of each kind were redacted in each upstream's answers (for /metrics);
+    only counts, never what was found."""
+
+    def __init__(self) -> None:
+        self.counts: dict[tuple[str, str], int] = {}
+
+    def tally(self, source: str | None, kind: str, count: int) -> None:
+        """`Redaction.tally`: add `count` secrets of `kind` found in `source`'s answers."""
+        key = ("" if source is None else source, kind)
+        self.counts[key] = self.counts.get(key, 0) + count
+
+
+REDACT_SECRETS: Final = Redaction()
+"""The default: secrets redacted in results' text and in error text."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutput:
+    """How a proxied tool's answers reach the caller: its upstream's name (`source`), whether
+    its error results are withheld (a bare tool_error), and what is redacted of them."""
+
+    source: str | None = None
+    withhold_errors: bool = False
+    redaction: Redaction | None = REDACT_SECRETS
+
+
+DEFAULT_OUTPUT: Final = ToolOutput()
+
+
 def proxied_tool(
-    listed: types.Tool, upstream: Upstream, *, pass_errors: bool, timeout: float | None
+    listed: types.Tool,
+    upstream: Upstream,
+    *,
+    timeout: float | None,
+    output: ToolOutput = DEFAULT_OUTPUT,
 ) -> Tool:
     """The strictcall tool that forwards calls of `listed` to `upstream`."""
-    structured = listed.output_schema is not None
     name = listed.name
+    withhold = output.withhold_errors
 
     async def forward(ctx: ToolContext, arguments: Arguments) -> JSONValue:
         try:
             result = await upstream.call(name, arguments)
-        except MCPError as exc:  # the upstream refused a call that passed strictcall's checks
-            raise _tool_error(exc.error.message if pass_errors else None) from None
+        except MCPError:  # the upstream refused a call that passed strictcall's checks
+            raise ToolFailure(TOOL_ERROR) from None
         except (ValidationError, UnreadableAnswer):  # not a tools/call result
             return _UNREADABLE
         except AnswerTooLarge:
             raise ToolFailure(
                 RESULT_TOO_LARGE, details={"limit": upstream.max_result_bytes}
             ) from None
-        return result_of(result, structured=structured, pass_errors=pass_errors)
+        if result.is_error and withhold:
+            raise ToolFailure(TOOL_ERROR)
+        return content_of(result)
 
-    output_schema: dict[str, JSONValue] = (
-        CONTENT_RESULT if listed.output_schema is None else _read_as_ours(listed.output_schema)
-    )
     return Tool(
         name=name,
         description="" if listed.description is None else listed.description,
         input_schema=_read_as_ours(listed.input_schema),
-        output_schema=output_schema,
+        output_schema=None if listed.output_schema is None else _read_as_ours(listed.output_schema),
         handler=forward,
         failures=(TOOL_ERROR, UPSTREAM_UNAVAILABLE, RESULT_TOO_LARGE),
         timeout=timeout,
+        redact=output.redaction,
+        source=output.source,
     )
 
 
@@ -92,43 +119,29 @@ def proxied_tools(
     listing: list[types.Tool],
     upstream: Upstream,
     *,
-    pass_errors: Collection[str],
     timeout: float | None,
+    outputs: Mapping[str, ToolOutput] | None = None,
+    output: ToolOutput = DEFAULT_OUTPUT,
 ) -> list[Tool]:
-    """Every tool of an upstream listing as a strictcall tool."""
+    """Every tool of an upstream listing as a strictcall tool (each with its own `outputs`
+    where given, else `output`)."""
+    chosen = {} if outputs is None else outputs
     return [
-        proxied_tool(listed, upstream, pass_errors=listed.name in pass_errors, timeout=timeout)
+        proxied_tool(listed, upstream, timeout=timeout, output=chosen.get(listed.name, output))
         for listed in listing
     ]
 
 
-def result_of(result: types.CallToolResult, *, structured: bool, pass_errors: bool) -> JSONValue:
-    """A proxied tool's result (see the module's docstring).
-
-    Raises:
-        ToolFailure: tool_error, for an isError result.
-    """
-    if result.is_error:
-        raise _tool_error(_text_of(result.content) if pass_errors else None)
-    if structured:
-        if "structured_content" not in result.model_fields_set:
-            return _UNREADABLE  # the upstream's own schema promises structured content
-        return result.structured_content
-    content = result.content
-    if len(content) == 1 and isinstance(content[0], types.TextContent):
-        return content[0].text
-    return [block.model_dump(by_alias=True, mode="json", exclude_none=True) for block in content]
-
-
-def _tool_error(text: str | None) -> ToolFailure:
-    if text is None:
-        return ToolFailure(TOOL_ERROR)
-    return ToolFailure(TOOL_ERROR, details={UPSTREAM_TEXT: text})
-
-
-def _text_of(content: list[types.ContentBlock]) -> str:
-    """The text blocks of an error result, one per line."""
-    return "\n".join(block.text for block in content if isinstance(block, types.TextContent))
+def content_of(result: types.CallToolResult) -> Content:
+    """An upstream's tools/call result as the content stage output checks: its blocks as MCP
+    writes them, its structuredContent (only when it sent one) and `_meta`."""
+    blocks = tuple(
+        block.model_dump(by_alias=True, mode="json", exclude_none=True) for block in result.content
+    )
+    structured = (
+        result.structured_content if "structured_content" in result.model_fields_set else None
+    )
+    return Content(blocks, structured, result.meta, bool(result.is_error))
 
 
 def _read_as_ours(schema: dict[str, JSONValue]) -> dict[str, JSONValue]:

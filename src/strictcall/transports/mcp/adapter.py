@@ -29,10 +29,11 @@ from mcp.server.lowlevel.server import Server
 from mcp_types.methods import SPEC_CLIENT_METHODS, serialize_server_result
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from strictcall.core.content import Content, blocks_known, content_size
 from strictcall.core.gateway import AWAIT, Gateway, Outcome
 from strictcall.core.jsontext import dump_text
 from strictcall.core.listing import RESULT_MEMBER, result_is_wrapped
-from strictcall.core.pipeline import fail
+from strictcall.core.pipeline import CONTENT, fail
 from strictcall.core.policy.model import Claims
 from strictcall.core.record import AuditRecord, record_of, refusal_record
 from strictcall.core.refusals import NO_TOKEN, WITHHELD, withheld_for_size
@@ -74,7 +75,7 @@ def describe_tools(
             name=listed["name"],
             description=listed["description"],
             input_schema=listed["inputSchema"],
-            output_schema=listed["outputSchema"],
+            output_schema=listed.get("outputSchema"),
         )
         for listed in gateway.listing(identity, "mcp", claims)
     ]
@@ -83,7 +84,7 @@ def describe_tools(
 # --- tools/call --------------------------------------------------------------------------------
 
 
-def tool_result(answer: dict[str, JSONValue], *, wrapped: bool) -> types.CallToolResult:
+def tool_result(answer: dict[str, JSONValue], *, wrapped: bool | None) -> types.CallToolResult:
     """A gateway answer as an MCP tool result: a value in structuredContent and, as JSON, in
     exactly one text block; a structured error as JSON in exactly one text block, with
     isError."""
@@ -91,23 +92,14 @@ def tool_result(answer: dict[str, JSONValue], *, wrapped: bool) -> types.CallToo
 
 
 def answered(
-    answer: dict[str, JSONValue], *, wrapped: bool
+    answer: dict[str, JSONValue], *, wrapped: bool | None, version: str = HANDSHAKE_ERA
 ) -> tuple[types.CallToolResult, dict[str, JSONValue] | None]:
-    """A gateway answer as an MCP tool result, and the structured error it carries (None for a
-    success)."""
-    if answer["ok"] is True:
-        value = answer["result"]
-        text = _result_text(value)
-        if type(text) is str:
-            structured = {RESULT_MEMBER: value} if wrapped else value
-            result = types.CallToolResult(
-                content=[types.TextContent(text=text)], structured_content=structured
-            )
-            return result, None
-        error = text if type(text) is dict else WITHHELD.as_error()
-    else:
-        error = answer["error"]
-    return error_result(error), error
+    """A gateway answer as an MCP tool result for wire `version`, and the structured error it
+    carries (None for a success). `wrapped`: a value is written {"result": value} in
+    structuredContent (True), as it is (False), or not there at all (None: a tool that
+    declares no output schema)."""
+    written, error = answered_json(answer, wrapped=wrapped, version=version)
+    return types.CallToolResult.model_validate(written, by_name=False), error
 
 
 def error_result(error: dict[str, JSONValue]) -> types.CallToolResult:
@@ -121,23 +113,54 @@ def error_result(error: dict[str, JSONValue]) -> types.CallToolResult:
 
 
 def answered_json(
-    answer: dict[str, JSONValue], *, wrapped: bool
+    answer: dict[str, JSONValue], *, wrapped: bool | None, version: str = HANDSHAKE_ERA
 ) -> tuple[dict[str, JSONValue], dict[str, JSONValue] | None]:
     """`answered`, the tool result as the JSON the handshake era writes (members and block
-    members in the order the SDK writes them), and the structured error it carries."""
+    members in the order the SDK writes them), and the structured error it carries.
+
+    A `Content` result is written as its blocks, in order, as they passed stage output (an
+    error result's with isError); one holding a block type `version` does not know is
+    withheld (invalid_tool_result), never written half-read."""
     if answer["ok"] is True:
         value = answer["result"]
-        written = _result_text(value)
-        if type(written) is str:
-            structured = {RESULT_MEMBER: value} if wrapped else value
-            block: dict[str, JSONValue] = {"text": written, "type": "text"}
-            return {"content": [block], "isError": False, "structuredContent": structured}, None
-        error = written if type(written) is dict else WITHHELD.as_error()
+        if type(value) is Content:
+            error = _content_refusal(value, version)
+            if error is None:
+                return value.as_json(), None
+        else:
+            written = _result_text(value)
+            if type(written) is str:
+                block: dict[str, JSONValue] = {"text": written, "type": "text"}
+                if wrapped is None:
+                    return {"content": [block], "isError": False}, None
+                structured = {RESULT_MEMBER: value} if wrapped else value
+                return {"content": [block], "isError": False, "structuredContent": structured}, None
+            error = written if type(written) is dict else WITHHELD.as_error()
     else:
         error = answer["error"]
+        content = answer.get(CONTENT)
+        if type(content) is Content:
+            refused = _content_refusal(content, version)
+            if refused is None:
+                return content.as_json(), error
+            error = refused
     text = json_text(error)
     block = {"text": "" if text is None else text, "type": "text"}
     return {"content": [block], "isError": True}, error
+
+
+def _content_refusal(content: Content, version: str) -> dict[str, JSONValue] | None:
+    """Why a content result cannot be written on wire `version` (a block type it does not
+    know: invalid_tool_result; longer than `MAX_REPLY_BYTES` as JSON: result_too_large), or
+    None."""
+    if not blocks_known(content.blocks, version):
+        return WITHHELD.as_error()
+    size = content_size(content)
+    if size is None:
+        return WITHHELD.as_error()
+    if size > MAX_REPLY_BYTES:
+        return withheld_for_size(MAX_REPLY_BYTES, batch=False).as_error()
+    return None
 
 
 def dump_line(message: dict[str, JSONValue]) -> bytes:
@@ -250,7 +273,8 @@ class McpTools:
         # follows the gateway's tools, which may change while serving (a proxy's upstream
         # lists new ones): rebuilt when its generation moves
         self._generation = -1
-        self._wrapped: frozenset[str] = frozenset()
+        self._wrapping: dict[str, bool | None] = {}
+        """Each tool's `wrapped` (`answered`): None for one that declares no output schema."""
         self.declares_headers: frozenset[str] = frozenset()
         """The tools whose input schema declares `x-mcp-header` (2026-07-28's `Mcp-Param-*`
         headers: their calls are the SDK's to check)."""
@@ -267,9 +291,12 @@ class McpTools:
         generation = self.gateway.generation
         if generation != self._generation:
             self._generation = generation
-            self._wrapped = frozenset(
-                tool.name for tool in self.gateway.tools if result_is_wrapped(tool.output_schema)
-            )
+            self._wrapping = {
+                tool.name: None
+                if tool.output_schema is None
+                else result_is_wrapped(tool.output_schema)
+                for tool in self.gateway.tools
+            }
             self.declares_headers = frozenset(
                 tool.name
                 for tool in self.gateway.tools
@@ -363,7 +390,10 @@ class McpTools:
         claims: Claims | None,
     ) -> types.CallToolResult:
         outcome = await self._settle(params, request_id, identity, claims)
-        result, error = answered(outcome.answer, wrapped=outcome.tool in self._wrapped)
+        version = protocol_version(params)
+        result, error = answered(
+            outcome.answer, wrapped=_wrapping(self._wrapping, outcome.tool), version=version
+        )
         self._audit(outcome, error, identity)
         return result
 
@@ -423,7 +453,9 @@ class McpTools:
         self, outcome: Outcome, request_id: types.RequestId, identity: str | None, version: str
     ) -> bytes:
         """An outcome audited and written as the line of JSON-RPC that carries it."""
-        result, error = answered_json(outcome.answer, wrapped=outcome.tool in self._wrapped)
+        result, error = answered_json(
+            outcome.answer, wrapped=_wrapping(self._wrapping, outcome.tool), version=version
+        )
         self._audit(outcome, error, identity)
         if version in MODERN_PROTOCOL_VERSIONS:
             result["resultType"] = "complete"
@@ -491,6 +523,11 @@ class McpTools:
         call_id = None if request_id is None else self.call_id(request_id)
         tool = self.gateway.tool_named({"name": name})
         return refusal_record(error, identity, call_id, tool)
+
+
+def _wrapping(wrapping: dict[str, bool | None], tool: str | None) -> bool | None:
+    """How `tool`'s values are written in structuredContent (`answered`'s `wrapped`)."""
+    return None if tool is None else wrapping.get(tool)
 
 
 def _no_claims(ctx: Context) -> None:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar
 
 import orjson
 
+from strictcall.core.content import Content
 from strictcall.core.jsontext import dump_text
 from strictcall.core.pipeline import ARGUMENTS_LEVELS, WITHHELD, fail, read_call, read_value
 from strictcall.core.refusals import malformed_call
@@ -244,9 +245,16 @@ def content_of(answer: dict[str, JSONValue]) -> tuple[str, bool]:
     """The text the model reads for one answer, and whether it is a refusal.
 
     A value is written as JSON text, so `0`, `false`, `""`, `[]` and `null` read as the values
-    they are, never as an empty result; a refusal is the structured error as JSON text.
+    they are, never as an empty result; a refusal is the structured error as JSON text. A
+    content result (`Content`) is its one value (`Content.as_value`): text blocks alone their
+    text as it is, anything else as JSON text.
     """
     refusal = answer["ok"] is not True
+    if not refusal and type(answer["result"]) is Content:
+        value = answer["result"].as_value()
+        if type(value) is str and answer["result"].structured is None:
+            return value, False
+        answer = {"ok": True, "call_id": answer["call_id"], "result": value}
     try:  # the common answer, written at once; anything else as `_written_exactly` says
         return orjson.dumps(answer["error" if refusal else "result"]).decode(), refusal
     except orjson.JSONEncodeError:
