@@ -218,11 +218,13 @@ class HostileProvider:
                 self.end_headers()
                 chunk = b" " * 65536
                 framed = b"%x\r\n%s\r\n" % (len(chunk), chunk)
+                sent = 0
                 try:
                     self.wfile.write(b'b\r\n{"keys": [ \r\n')
                     for _ in range(100 * 1024 * 1024 // len(chunk)):
                         self.wfile.write(framed)
-                        hostile.sent += len(chunk)
+                        sent += len(chunk)
+                        hostile.sent = max(hostile.sent, sent)  # the most one fetch took
                     self.wfile.write(b"2\r\n]}\r\n0\r\n\r\n")
                 except OSError:
                     self.close_connection = True
