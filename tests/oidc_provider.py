@@ -94,8 +94,13 @@ class SigningKey:
         return {**jwk, "kid": self.kid, "alg": "ES256", "use": "sig"}
 
     def sign(self, claims: dict[str, Any], **header: Any) -> str:
+        """`claims` signed as the provider signs an access token (RFC 9068's `typ`, unless
+        `header` says another)."""
         return jwt.encode(
-            claims, self.private, algorithm="ES256", headers={"kid": self.kid, **header}
+            claims,
+            self.private,
+            algorithm="ES256",
+            headers={"kid": self.kid, "typ": "at+jwt", **header},
         )
 
 

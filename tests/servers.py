@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from strictcall.storage import AuditRecord, open_store
 
 START_DEADLINE_S = 60.0  # a bound, not a wait: spawning workers on a loaded machine is slow
@@ -151,3 +153,12 @@ def recent_audit(
         if until(recent) or time.monotonic() > deadline:
             return recent
         time.sleep(0.02)
+
+
+def metric(text: str, name: str, **labels: str) -> float:
+    """The value of the sample `name` with `labels` (0 when there is none)."""
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return float(sample.value)
+    return 0.0

@@ -16,11 +16,13 @@ import pytest
 from strictcall.core.record import AuditRecord
 from strictcall.core.refusals import AUTH_DOWN, CALLER_BUSY, FOREIGN_ORIGIN, NO_TOKEN
 from strictcall.errors import (
+    AUTH_THROTTLED,
     AUTH_UNAVAILABLE,
     BUSY,
     FORBIDDEN_ORIGIN,
     INSUFFICIENT_SCOPE,
     RETRY_AFTER_MS,
+    TOKEN_STORE_UNAVAILABLE,
     UNAUTHENTICATED,
     ErrorKind,
     Rejection,
@@ -150,12 +152,14 @@ def test_each_refusal_has_one_status_in_one_table() -> None:
         INSUFFICIENT_SCOPE: 403,
         BUSY: 429,
         AUTH_UNAVAILABLE: 503,
+        TOKEN_STORE_UNAVAILABLE: 503,
+        AUTH_THROTTLED: 429,
     }
     for refusal, kind in [
         (FOREIGN_ORIGIN, FORBIDDEN_ORIGIN),
         (NO_TOKEN, UNAUTHENTICATED),
         (CALLER_BUSY, BUSY),
-        (AUTH_DOWN, AUTH_UNAVAILABLE),
+        (AUTH_DOWN, TOKEN_STORE_UNAVAILABLE),
     ]:
         assert refusal.kind is kind
         assert refusal_response(refusal)[0] == HTTP_STATUS[kind]
@@ -260,7 +264,7 @@ def test_the_token_step_alone_is_503_while_the_store_cannot_answer(
     assert in_place is not None and in_place[0] == 503
     assert headers_of(in_place)[b"retry-after"] == b"1"
     assert asyncio.run(awaited(step, scope_of("sc_any")))[:2] == in_place[:2]
-    assert [code_of(r) for r in recorded.records] == [AUTH_UNAVAILABLE.code] * 2
+    assert [code_of(r) for r in recorded.records] == [TOKEN_STORE_UNAVAILABLE.code] * 2
 
 
 def test_a_token_store_a_round_trip_away_is_awaited_never_looked_up_in_place(

@@ -55,6 +55,11 @@ def test_none_hmac_and_unknown_algorithms_are_refused_at_start(alg: str) -> None
         ({"issuer": "ftp://idp", "resource": RESOURCE}, "issuer"),
         ({"issuer": ISSUER, "resource": RESOURCE + "#frag"}, "fragment"),
         ({"issuer": ISSUER, "resource": RESOURCE, "introspection": {"client_id": "c"}}, SECRET_ENV),
+        ({"issuer": ISSUER, "resource": RESOURCE, "identity_prefix": ""}, "identity_prefix"),
+        ({"issuer": ISSUER, "resource": RESOURCE, "identity_prefix": 7}, "identity_prefix"),
+        ({"issuer": ISSUER, "resource": RESOURCE, "token_types": "at+jwt"}, "token_types"),
+        ({"issuer": ISSUER, "resource": RESOURCE, "token_types": ["at+jwt\n"]}, "token_types"),
+        ({"issuer": ISSUER, "resource": RESOURCE, "own_token_scopes": ["a b"]}, "scope"),
     ],
 )
 def test_a_bad_oauth_table_is_a_value_error_naming_what(table: dict[str, object], key: str) -> None:
@@ -221,7 +226,7 @@ def test_a_jwts_claims_name_the_caller_and_its_scopes_in_either_form() -> None:
 
     settings = OAuthSettings(ISSUER, RESOURCE)
     assert principal_of({"sub": "u1", "scope": "a b", "exp": 5}, settings) == Principal(
-        "u1", frozenset({"a", "b"}), 5.0
+        "oauth:u1", frozenset({"a", "b"}), 5.0
     )
     cases: list[tuple[dict[str, object], set[str]]] = [
         ({"sub": "u1", "scp": ["a", 7, "b"]}, {"a", "b"}),
@@ -229,13 +234,13 @@ def test_a_jwts_claims_name_the_caller_and_its_scopes_in_either_form() -> None:
         ({"sub": "u1", "scope": 7}, set()),
     ]
     for claims, scopes in cases:
-        assert principal_of(claims, settings) == Principal("u1", frozenset(scopes))
+        assert principal_of(claims, settings) == Principal("oauth:u1", frozenset(scopes))
     nobody: list[dict[str, object]] = [{}, {"sub": ""}, {"sub": 7}, {"sub": None}]
     for claims in nobody:
         assert principal_of(claims, settings) == Refused(Failure.NO_IDENTITY)
     by_client = OAuthSettings(ISSUER, RESOURCE, identity_claim="client_id")
     assert principal_of({"sub": "x", "client_id": "agent"}, by_client) == Principal(
-        "agent", frozenset()
+        "oauth:agent", frozenset()
     )
 
 
@@ -258,12 +263,23 @@ def test_a_key_verifies_only_its_own_algorithm_and_a_token_must_name_the_audienc
     assert not isinstance(key, Refused)
     now = int(time.time())
     claims = {"iss": ISSUER, "aud": RESOURCE, "sub": "u1", "exp": now + 60}
-    good = jwt.encode(claims, private, algorithm="ES256", headers={"kid": "k"})
+    good = jwt.encode(claims, private, algorithm="ES256", headers={"kid": "k", "typ": "at+jwt"})
     assert header_of(good, settings) == ("ES256", "k")
-    assert verify(good, key, "ES256", settings) == Principal("u1", frozenset(), now + 60.0)
+    assert verify(good, key, "ES256", settings) == Principal("oauth:u1", frozenset(), now + 60.0)
+    plain = jwt.encode(claims, private, algorithm="ES256", headers={"kid": "k"})  # typ: JWT
+    assert header_of(plain, settings) == Refused(Failure.TYPE)
+    either = OAuthSettings(ISSUER, RESOURCE, token_types=("at+jwt", "JWT"))
+    assert header_of(plain, either) == ("ES256", "k")
     no_aud = jwt.encode({k: v for k, v in claims.items() if k != "aud"}, private, "ES256")
     assert verify(no_aud, key, "ES256", settings) == Refused(Failure.AUDIENCE)
     tampered = good[:-4] + ("AAAA" if not good.endswith("AAAA") else "BBBB")
     assert verify(tampered, key, "ES256", settings) == Refused(Failure.SIGNATURE)
     numeric_kid = "eyJhbGciOiJFUzI1NiIsImtpZCI6N30." + good.split(".", 1)[1]  # "kid": 7
     assert header_of(numeric_kid, settings) == Refused(Failure.MALFORMED)
+
+
+def test_a_bare_provider_namespace_is_allowed_only_without_own_tokens() -> None:
+    table = {"issuer": ISSUER, "resource": RESOURCE, "identity_prefix": "", "own_tokens": False}
+    settings = settings_from_table(table, environ={})
+    assert settings.identity_prefix == ""
+    assert OAuthSettings(ISSUER, RESOURCE).identity_prefix == "oauth:"

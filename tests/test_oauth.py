@@ -15,66 +15,20 @@ from typing import Any
 import httpx
 import pytest
 
-from oidc_provider import SCOPES, Provider, SigningKey, free_port
-from servers import RunningServer, create_token, recent_audit, start_server
-from strictcall.errors import (
-    AUTH_UNAVAILABLE,
-    INSUFFICIENT_SCOPE,
-    UNAUTHENTICATED,
-    ErrorKind,
+from oauth_deploy import (
+    DEADLINE_S,
+    MCP_HEADERS,
+    Deployment,
+    challenge,
+    refused,
+    rpc,
+    tool_call,
+    write_config,
 )
+from oidc_provider import SCOPES, SigningKey
+from servers import create_token, recent_audit
+from strictcall.errors import AUTH_UNAVAILABLE, INSUFFICIENT_SCOPE, UNAUTHENTICATED
 from strictcall.identity.settings import SECRET_ENV
-from strictcall.transports.jsonrpc import ERROR_CODES
-
-DEADLINE_S = 30.0
-MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-
-
-def write_config(path: Path, issuer: str, resource: str, **more: str) -> Path:
-    lines = [
-        "[oauth]",
-        f'issuer = "{issuer}"',
-        f'resource = "{resource}"',
-        'scopes = ["notes:read"]',
-        "leeway_s = 5",
-        "refresh_interval_s = 1",
-        *(f"{key} = {value}" for key, value in more.items()),
-        "[oauth.tool_scopes]",
-        'create_note = ["notes:write"]',
-        'delete_note = ["notes:write"]',
-    ]
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
-class Deployment:
-    """A provider and a server that accepts its tokens, on ports chosen before either starts."""
-
-    def __init__(self, tmp: Path, *, opaque: bool = False) -> None:
-        self.port = free_port()
-        self.resource = f"http://127.0.0.1:{self.port}"
-        self.key = SigningKey("k1")
-        self.provider = Provider(
-            tmp,
-            {self.resource: "opaque" if opaque else "jwt", "https://other.example/": "jwt"},
-            [self.key],
-        )
-        self.db = tmp / "notes.sqlite3"
-        self.config = write_config(tmp / "strictcall.toml", self.provider.issuer, self.resource)
-        self.server: RunningServer | None = None
-
-    def start_server(self, *extra: str) -> RunningServer:
-        self.server = start_server(
-            self.db, "--port", str(self.port), "--config", str(self.config), *extra
-        )
-        return self.server
-
-    def close(self) -> None:
-        try:
-            if self.server is not None:
-                assert self.server.stop() == 0
-        finally:
-            self.provider.stop()
 
 
 @pytest.fixture(scope="module")
@@ -88,41 +42,6 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
         running.close()
 
 
-def rpc(base_url: str, body: dict[str, Any] | bytes, token: str | None) -> httpx.Response:
-    headers = {} if token is None else {"Authorization": f"Bearer {token}"}
-    content = body if isinstance(body, bytes) else json.dumps(body).encode()
-    return httpx.post(base_url + "/rpc", content=content, headers=headers, timeout=DEADLINE_S)
-
-
-def tool_call(name: str, arguments: dict[str, Any], request_id: int = 1) -> dict[str, Any]:
-    params = {"name": name, "arguments": arguments}
-    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
-
-
-def refused(response: httpx.Response, status: int, kind: ErrorKind) -> dict[str, Any]:
-    assert response.status_code == status, response.text
-    error = response.json()["error"]
-    assert error["code"] == ERROR_CODES[kind.stage][0]
-    data: dict[str, Any] = error["data"]
-    assert (data["code"], data["stage"], data["retryable"]) == (
-        kind.code,
-        kind.stage.value,
-        kind.retryable,
-    )
-    return data
-
-
-def challenge(response: httpx.Response) -> dict[str, str]:
-    """The parameters of a `WWW-Authenticate: Bearer k="v", ...` header."""
-    scheme, _, rest = response.headers["www-authenticate"].partition(" ")
-    assert scheme == "Bearer"
-    params = {}
-    for part in rest.split(", "):
-        key, _, value = part.partition("=")
-        params[key] = json.loads(value)
-    return params
-
-
 def test_a_jwt_from_the_provider_is_accepted_and_its_subject_is_the_identity(
     deployment: Deployment,
 ) -> None:
@@ -133,7 +52,7 @@ def test_a_jwt_from_the_provider_is_accepted_and_its_subject_is_the_identity(
     counted = rpc(deployment.server.base_url, tool_call("count_notes", {}), token)
     assert counted.json()["result"] >= 1
     audit = recent_audit(deployment.db, 5, lambda r: any(x.tool == "count_notes" for x in r))
-    assert {record.identity for record in audit if record.tool == "count_notes"} == {"agent"}
+    assert {record.identity for record in audit if record.tool == "count_notes"} == {"oauth:agent"}
 
 
 def test_strictcalls_own_tokens_still_work_beside_the_providers(deployment: Deployment) -> None:
@@ -204,7 +123,9 @@ def test_a_token_without_a_tools_scope_is_403_insufficient_scope_on_both_wires(
     )
     scoped = [record for record in audit if record.code == INSUFFICIENT_SCOPE.code]
     assert len(scoped) >= 2
-    assert {(r.identity, r.tool, r.stage) for r in scoped} == {("agent", "create_note", "auth")}
+    assert {(r.identity, r.tool, r.stage) for r in scoped} == {
+        ("oauth:agent", "create_note", "auth")
+    }
 
 
 def test_a_token_without_the_scope_every_call_needs_is_403(deployment: Deployment) -> None:

@@ -17,11 +17,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from oauth_deploy import MCP_HEADERS, challenge, refused, rpc, tool_call
 from oidc_provider import SCOPES, Provider, SigningKey, free_port
 from servers import RunningServer, create_token, recent_audit, start_server, strictcall
 from strictcall.errors import FORBIDDEN_OR_MISSING, INSUFFICIENT_SCOPE, UNAUTHENTICATED
 from test_federation_content import SDK_NOTES
-from test_oauth import MCP_HEADERS, challenge, refused, rpc, tool_call
 
 DEADLINE_S = 30.0
 STOP_S = 20
@@ -195,7 +195,7 @@ def test_the_federation_takes_the_providers_tokens_and_never_passes_them_on(
     assert created.status_code == 200 and "result" in created.json(), created.text
     mine = recent_audit(federated.db, 10, lambda r: any(x.tool == "notes_create_note" for x in r))
     assert {r.identity for r in mine if r.tool in ("notes_count_notes", "notes_create_note")} == {
-        "agent"
+        "oauth:agent"
     }
     theirs = recent_audit(
         federated.upstream_db, 10, lambda r: any(x.tool == "create_note" for x in r)

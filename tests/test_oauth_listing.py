@@ -17,9 +17,9 @@ from typing import Any
 import httpx
 import pytest
 
+from oauth_deploy import MCP_HEADERS, Deployment, refused, rpc, tool_call, write_config
 from servers import create_token, recent_audit
 from strictcall.errors import INSUFFICIENT_SCOPE, UNKNOWN_TOOL
-from test_oauth import MCP_HEADERS, Deployment, refused, rpc, tool_call, write_config
 from test_oauth_proxy import Gateway
 
 DEADLINE_S = 30.0
@@ -122,7 +122,7 @@ def test_mcp_tools_list_shows_a_token_only_what_its_scopes_cover_on_both_wire_ve
     assert listed_on_mcp(base, reader, form) == READABLE
 
 
-def test_strictcalls_own_token_still_lists_every_tool_beside_a_scoped_one(
+def test_strictcalls_own_token_holds_no_tool_scope_and_lists_only_the_unscoped_tools(
     deployment: Deployment,
 ) -> None:
     assert deployment.server is not None
@@ -130,8 +130,9 @@ def test_strictcalls_own_token_still_lists_every_tool_beside_a_scoped_one(
     reader = deployment.provider.token(deployment.resource, "notes:read")
     assert listed_on_rpc(base, reader) == READABLE
     own = create_token(deployment.db, "agent")  # the same name as the provider's subject
-    assert listed_on_rpc(base, own) == EVERY_TOOL
-    assert listed_on_mcp(base, own, "2025-11-25 direct") == EVERY_TOOL
+    assert listed_on_rpc(base, own) == READABLE  # own_token_scopes: none by default
+    assert listed_on_mcp(base, own, "2025-11-25 direct") == READABLE
+    assert called_with_scope_refused(base, own) == ["create_note", "delete_note"]
     assert listed_on_rpc(base, reader) == READABLE
 
 
@@ -145,7 +146,7 @@ def write_policy(path: Path) -> Path:
                 'tools = ["*"]',
                 "[[rule]]",
                 'name = "the-agent"',
-                'who = ["agent"]',
+                'who = ["oauth:agent"]',
                 'tools = ["count_notes"]',
             ]
         )
@@ -180,8 +181,8 @@ def test_a_policy_names_a_providers_token_by_its_scope_and_by_its_subject(
     created = rpc(base, tool_call("create_note", {"text": "by scope"}), writer)
     assert created.status_code == 200 and "result" in created.json(), created.text
     audit = recent_audit(with_policy.db, 5, lambda r: any(x.tool == "create_note" for x in r))
-    assert {r.identity for r in audit if r.tool == "create_note"} == {"agent"}
-    # the reader has no notes:write: only the rule naming its subject, "agent", applies
+    assert {r.identity for r in audit if r.tool == "create_note"} == {"oauth:agent"}
+    # the reader has no notes:write: only the rule naming its subject, "oauth:agent", applies
     assert listed_on_rpc(base, reader) == ["count_notes"]
     for form in sorted(MCP_LISTS):
         assert listed_on_mcp(base, reader, form) == ["count_notes"], form
@@ -189,9 +190,9 @@ def test_a_policy_names_a_providers_token_by_its_scope_and_by_its_subject(
     hidden = rpc(base, tool_call("list_notes", {}), reader)
     assert hidden.status_code == 200
     assert hidden.json()["error"]["data"]["code"] == UNKNOWN_TOOL.code
-    # strictcall's own token for the same name carries no scope: the name's rule only
+    # strictcall's own token for the subject's bare name is another caller: no rule names it
     own = create_token(with_policy.db, "agent")
-    assert listed_on_rpc(base, own) == ["count_notes"]
+    assert listed_on_rpc(base, own) == []
 
 
 def test_a_policy_names_a_providers_token_by_its_group_claim(tmp_path: Path) -> None:

@@ -20,10 +20,10 @@ from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
+from oauth_deploy import Deployment
 from oidc_provider import CLIENT_ID, CLIENT_SECRET
 from servers import recent_audit
 from strictcall.errors import INSUFFICIENT_SCOPE
-from test_oauth import Deployment
 
 DEADLINE_S = 30
 
@@ -101,7 +101,9 @@ def test_the_mcp_client_discovers_the_provider_from_the_challenge_and_calls_tool
         "tools after": ["count_notes", "create_note", "delete_note", "list_notes", "read_note"],
     }
     audit = recent_audit(deployment.db, 5, lambda r: any(x.tool == "count_notes" for x in r))
-    assert {r.identity for r in audit if r.tool in ("create_note", "count_notes")} == {"agent"}
+    assert {r.identity for r in audit if r.tool in ("create_note", "count_notes")} == {
+        "oauth:agent"
+    }
 
 
 def test_the_mcp_client_with_a_read_only_token_is_refused_a_write_with_insufficient_scope(

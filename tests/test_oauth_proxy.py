@@ -16,12 +16,12 @@ import anyio
 import httpx2
 import pytest
 
+from oauth_deploy import refused, rpc, tool_call, write_config
 from oidc_provider import RS_CLIENT_ID, RS_CLIENT_SECRET, Provider, SigningKey, free_port
 from servers import RunningServer, create_token, recent_audit, start_server
 from strictcall.cli.identity import UPSTREAM_SECRET_ENV
 from strictcall.errors import UNAUTHENTICATED
 from strictcall.services.proxy.credentials import ClientCredentials, ClientCredentialsAuth
-from test_oauth import refused, rpc, tool_call, write_config
 
 STOP_S = 20
 
@@ -45,7 +45,10 @@ class Gateway:
     def start(self) -> None:
         self.provider.start()
         config = write_config(
-            self.tmp / "upstream.toml", self.provider.issuer, self.upstream_resource
+            self.tmp / "upstream.toml",
+            self.provider.issuer,
+            self.upstream_resource,
+            own_token_scopes='["notes:write"]',  # the proxy's own token may call every tool
         )
         self.upstream = start_server(
             self.upstream_db, "--port", str(self.upstream_port), "--config", str(config)
@@ -135,8 +138,8 @@ def test_the_proxy_gets_its_own_token_by_client_credentials_for_the_upstream(
         answer = rpc(base, tool_call("count_notes", {}), caller)
         assert answer.status_code == 200, answer.text
     proxy_audit = recent_audit(gateway.proxy_db, 5, lambda r: len(r) >= 3)
-    assert {record.identity for record in proxy_audit} == {"agent"}
-    assert upstream_identities(gateway) == {RS_CLIENT_ID}
+    assert {record.identity for record in proxy_audit} == {"oauth:agent"}
+    assert upstream_identities(gateway) == {"oauth:" + RS_CLIENT_ID}
 
 
 def test_the_proxys_own_token_is_fetched_once_then_again_before_it_expires(tmp_path: Path) -> None:

@@ -18,10 +18,10 @@ from browser import ARTIFACTS, LAUNCH_ARGS, need_chromium
 from ops_calls import SECRET_VALUES, Burst, burst, rpc
 from servers import RunningServer, create_token, start_server
 from strictcall.errors import (
-    AUTH_UNAVAILABLE,
     FORBIDDEN_OR_MISSING,
     INVALID_ARGUMENTS,
     STORE_UNAVAILABLE,
+    TOKEN_STORE_UNAVAILABLE,
     Stage,
 )
 
@@ -242,7 +242,7 @@ def test_with_the_store_down_the_page_keeps_its_figures_under_a_banner(
         for n in range(6):
             answer = rpc(server, token, "count_notes", {}, 100 + n)
             assert isinstance(answer, dict)
-            assert answer["code"] in (STORE_UNAVAILABLE.code, AUTH_UNAVAILABLE.code)
+            assert answer["code"] in (STORE_UNAVAILABLE.code, TOKEN_STORE_UNAVAILABLE.code)
             refused += 1
         SCREENSHOTS.mkdir(exist_ok=True)
         sizes: tuple[tuple[str, ViewportSize], ...] = (("1280", DESKTOP), ("390", PHONE))

@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 import pg
 from ops_calls import rpc
 from servers import RunningServer, create_token, start_server
-from strictcall.errors import AUTH_UNAVAILABLE, STORE_UNAVAILABLE
+from strictcall.errors import STORE_UNAVAILABLE, TOKEN_STORE_UNAVAILABLE
 
 DEADLINE_S = 30.0
 STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (WARNING|ERROR|INFO) ")
@@ -67,7 +67,7 @@ def next_line(server: RunningServer, containing: str) -> str:
 def refused_call(server: RunningServer, token: str, n: int) -> None:
     answer = rpc(server, token, "count_notes", {}, 5000 + n)
     assert isinstance(answer, dict)
-    assert answer["code"] in (STORE_UNAVAILABLE.code, AUTH_UNAVAILABLE.code)
+    assert answer["code"] in (STORE_UNAVAILABLE.code, TOKEN_STORE_UNAVAILABLE.code)
 
 
 def test_an_outage_is_told_by_metrics_page_and_logs(pg_url: str) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from strictcall.errors import AUTH_UNAVAILABLE, INVALID_ARGUMENTS, STORE_UNAVAILABLE, Stage
+from strictcall.errors import INVALID_ARGUMENTS, STORE_UNAVAILABLE, TOKEN_STORE_UNAVAILABLE, Stage
 from strictcall.ops.drains import MAX_PENDING
 from strictcall.ops.health import StoreHealth
 from strictcall.ops.window import MAX_IDENTITIES, OTHERS, RecentCalls, quantile_us
@@ -125,7 +125,7 @@ def test_an_outage_is_two_log_lines_and_counts_its_refused_calls(logged: Lines) 
     window.drain()
     assert health.outage is None
     record(refused(now - 4))
-    record(refused(now - 3, AUTH_UNAVAILABLE.code))
+    record(refused(now - 3, TOKEN_STORE_UNAVAILABLE.code))
     window.drain()
     health.failed(now - 2.5)  # an audit batch the store did not take: the same outage
     record(refused(now - 2))

@@ -1,8 +1,8 @@
 """Store faults under a real server (reliability/faults.py): the database locked, read-only
 (immutable: as root, file modes do not bind), on a full disk (a small tmpfs) and deleted. While
 a fault lasts every answer is structured and retryable, store_unavailable at stage execute (or
-auth_unavailable, HTTP 503, when the token cannot be checked), /healthz answers; once it clears
-the same write, retried with the same call id, succeeds exactly once."""
+token_store_unavailable, HTTP 503, when the token cannot be checked), /healthz answers; once it
+clears the same write, retried with the same call id, succeeds exactly once."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from reliability import faults, procs
 
 from strictcall.audit import log as audit_module
 from strictcall.audit.log import AuditLog
-from strictcall.errors import AUTH_UNAVAILABLE, STORE_UNAVAILABLE
+from strictcall.errors import STORE_UNAVAILABLE, TOKEN_STORE_UNAVAILABLE
 from strictcall.storage import AuditRecord, IdempotencyKey
 from strictcall.storage.sqlite import SQLiteStore
 
@@ -62,7 +62,12 @@ def assert_survived(result: faults.FaultResult) -> None:
         write = replace(write, stage=STORE_UNAVAILABLE.stage.value, retryable=True)
     refusals = {
         (200, STORE_UNAVAILABLE.code, STORE_UNAVAILABLE.stage.value, STORE_UNAVAILABLE.retryable),
-        (503, AUTH_UNAVAILABLE.code, AUTH_UNAVAILABLE.stage.value, AUTH_UNAVAILABLE.retryable),
+        (
+            503,
+            TOKEN_STORE_UNAVAILABLE.code,
+            TOKEN_STORE_UNAVAILABLE.stage.value,
+            TOKEN_STORE_UNAVAILABLE.retryable,
+        ),
     }
     assert (write.status, write.code, write.stage, write.retryable) in refusals
     for answer in result.during[1:]:
@@ -119,7 +124,7 @@ def test_a_deleted_database_refuses_calls_as_retryable_and_recovers_when_put_bac
     # token check itself)
     later = result.during[2]
     assert not later.ok and later.retryable_fault
-    assert later.code in (STORE_UNAVAILABLE.code, AUTH_UNAVAILABLE.code)
+    assert later.code in (STORE_UNAVAILABLE.code, TOKEN_STORE_UNAVAILABLE.code)
 
 
 def test_audit_records_taken_while_the_database_is_deleted_are_written_once_it_is_back(
@@ -148,7 +153,7 @@ def test_audit_records_taken_while_the_database_is_deleted_are_written_once_it_i
     assert audited == {"before", "while-deleted", "after"}
 
 
-def test_a_token_that_cannot_be_checked_is_503_auth_unavailable(faulty: Faulty) -> None:
+def test_a_token_that_cannot_be_checked_is_503_token_store_unavailable(faulty: Faulty) -> None:
     token = procs.create_token(faulty.db, "newcomer")
     newcomer = faults.Rpc(faulty.server.base_url, token)
     try:
@@ -157,8 +162,8 @@ def test_a_token_that_cannot_be_checked_is_503_auth_unavailable(faulty: Faulty) 
             answer, _ = newcomer.call("count_notes", {}, "newcomer-1")
             assert (answer.status, answer.code, answer.stage, answer.retryable) == (
                 503,
-                AUTH_UNAVAILABLE.code,
-                AUTH_UNAVAILABLE.stage.value,
+                TOKEN_STORE_UNAVAILABLE.code,
+                TOKEN_STORE_UNAVAILABLE.stage.value,
                 True,
             )
             assert faulty.rpc.healthz()[0] == 503  # and /healthz says the store is down

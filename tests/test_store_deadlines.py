@@ -21,7 +21,7 @@ import pytest
 import pg
 from servers import create_token, start_server
 from strictcall.core.gateway import Gateway
-from strictcall.errors import AUTH_UNAVAILABLE, STORE_UNAVAILABLE, VALUE_REFUSED
+from strictcall.errors import STORE_UNAVAILABLE, TOKEN_STORE_UNAVAILABLE, VALUE_REFUSED
 from strictcall.services.notes import notes_tools
 from strictcall.storage import IdempotencyKey, StoreRefused
 from strictcall.storage.postgres import PostgresStore
@@ -110,7 +110,7 @@ def test_hung_sessions_are_answered_within_the_deadline_and_replaced(pg_url: str
         assert all(status == 200 for _, status in in_threads(8, server.base_url, known))
         with stopped(server_backends(pg_url)):
             took, first = timed_post(server.base_url, unknown)
-            assert first.status_code == 503 and code_of(first) == AUTH_UNAVAILABLE.code
+            assert first.status_code == 503 and code_of(first) == TOKEN_STORE_UNAVAILABLE.code
             assert first.json()["error"]["data"]["retryable"] is True
             assert took < ANSWER_BOUND_S
             answers = in_threads(6, server.base_url, unknown) + in_threads(

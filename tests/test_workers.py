@@ -170,3 +170,28 @@ def test_every_worker_gets_the_servers_origins_and_operator_routes(db: str) -> N
             assert stats.status_code == 200
     finally:
         assert server.stop(signal.SIGINT) == 0
+
+
+@pytest.mark.parametrize(
+    "limit",
+    [
+        '[[quota]]\nname = "q"\nper = "identity"\nrate = "10/minute"\ntools = ["*"]\nwho = ["*"]\n',
+        '[[rule]]\nname = "r"\nwho = ["*"]\ntools = ["*"]\nrate = "10/minute"\n',
+    ],
+    ids=["quota", "rule-rate"],
+)
+def test_workers_refuse_to_start_with_a_policys_limits_counted_in_memory(
+    tmp_path: Path, limit: str
+) -> None:
+    from servers import strictcall
+
+    policy = tmp_path / "policy.toml"
+    grant = '[[rule]]\nname = "all"\nwho = ["*"]\ntools = ["*"]\n' if "quota" in limit else ""
+    policy.write_text(grant + limit)
+    db = str(tmp_path / "notes.sqlite3")
+    checked = strictcall("policy", "check", str(policy))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    refused = strictcall(
+        "serve", "--port", "0", "--db", db, "--workers", "2", "--policy", str(policy)
+    )
+    assert refused.returncode == 1 and "--workers 2" in refused.stderr, refused.stderr

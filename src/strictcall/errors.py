@@ -460,9 +460,26 @@ AUTH_UNAVAILABLE: Final = ErrorKind(
     "auth_unavailable",
     Stage.AUTH,
     True,
-    "Retry after `retry_after_ms`; the token store or the identity provider cannot answer now.",
+    "Retry after `retry_after_ms`; the identity provider cannot answer now.",
 )
-"""The token could not be checked: the token store or the identity provider did not answer."""
+"""The token could not be checked: the identity provider did not answer as it should."""
+
+TOKEN_STORE_UNAVAILABLE: Final = ErrorKind(
+    "token_store_unavailable",
+    Stage.AUTH,
+    True,
+    "Retry after `retry_after_ms`; the store that holds the tokens cannot answer now.",
+)
+"""The token could not be checked: the token store (strictcall's own tokens) did not answer."""
+
+AUTH_THROTTLED: Final = ErrorKind(
+    "auth_throttled",
+    Stage.AUTH,
+    True,
+    "Retry after `retry_after_ms` with a valid token; this client address sent too many"
+    " requests without one.",
+)
+"""The client address used up its budget of requests without a valid token (HTTP 429)."""
 
 INSUFFICIENT_SCOPE: Final = ErrorKind(
     "insufficient_scope",
@@ -507,11 +524,13 @@ CATALOGUE: Final[tuple[ErrorKind, ...]] = (
     UNAUTHENTICATED,
     FORBIDDEN_ORIGIN,
     AUTH_UNAVAILABLE,
+    TOKEN_STORE_UNAVAILABLE,
+    AUTH_THROTTLED,
     INSUFFICIENT_SCOPE,
     INVALID_REQUEST,
 )
 """Every kind the project can emit, in stage order."""
 
-STORE_DOWN_CODES: Final = frozenset({STORE_UNAVAILABLE.code, AUTH_UNAVAILABLE.code})
+STORE_DOWN_CODES: Final = frozenset({STORE_UNAVAILABLE.code, TOKEN_STORE_UNAVAILABLE.code})
 """The codes of calls refused because the store could not serve (what operations count as an
-outage's refused calls)."""
+outage's refused calls; an identity provider's fault, `auth_unavailable`, is not one)."""

@@ -11,7 +11,9 @@ from strictcall.server.edge import (
     DEFAULT_BODY_MIN_RATE,
     DEFAULT_HEADER_TIMEOUT_S,
     DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
     DEFAULT_MAX_IN_FLIGHT,
+    DEFAULT_UNAUTHENTICATED_RATE,
     EdgeLimits,
 )
 
@@ -58,6 +60,22 @@ def _add_edge_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"connections open at once (default {DEFAULT_MAX_CONNECTIONS})",
     )
     edge.add_argument(
+        "--max-connections-per-client",
+        type=_positive_int,
+        default=DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
+        metavar="N",
+        help=f"connections open at once from one client address (an IPv6 /64) "
+        f"(default {DEFAULT_MAX_CONNECTIONS_PER_CLIENT})",
+    )
+    edge.add_argument(
+        "--max-unauthenticated-rate",
+        type=_positive_int,
+        default=DEFAULT_UNAUTHENTICATED_RATE,
+        metavar="N",
+        help=f"requests a second one client address may send without a valid token, after "
+        f"a 5 s burst; more are refused auth_throttled (default {DEFAULT_UNAUTHENTICATED_RATE})",
+    )
+    edge.add_argument(
         "--max-in-flight",
         type=_positive_int,
         default=DEFAULT_MAX_IN_FLIGHT,
@@ -75,6 +93,8 @@ def _edge_of(args: argparse.Namespace) -> EdgeLimits:
         body_min_rate=args.body_min_rate,
         max_connections=args.max_connections,
         max_in_flight=args.max_in_flight,
+        max_connections_per_client=args.max_connections_per_client,
+        unauthenticated_rate=args.max_unauthenticated_rate,
     )
 
 
@@ -88,7 +108,9 @@ def _edge_flags_given(args: argparse.Namespace) -> str | None:
         ("--body-grace", "body_grace_s"),
         ("--body-min-rate", "body_min_rate"),
         ("--max-connections", "max_connections"),
+        ("--max-connections-per-client", "max_connections_per_client"),
         ("--max-in-flight", "max_in_flight"),
+        ("--max-unauthenticated-rate", "unauthenticated_rate"),
     ):
         if getattr(asked, field) != getattr(defaults, field):
             return flag

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import shlex
 from collections.abc import Sequence
-from typing import Final, TextIO, cast
+from typing import TYPE_CHECKING, Final, TextIO, cast
 
 from strictcall.cli.arguments import (
     _db_path,
@@ -25,6 +25,9 @@ from strictcall.cli.policy import _policy_of, _reload_on_hangup
 from strictcall.cli.store import EXIT_FAILED, EXIT_OK, _open_store
 from strictcall.server.edge import EdgeLimits
 from strictcall.services.demo import NOTES as SEED_NOTES
+
+if TYPE_CHECKING:
+    from strictcall.core.policy import PolicyHolder
 from strictcall.storage import Store, StoreUnavailable, shown_db, unavailable_because
 
 DEMO_OWNERS: Final = ("u1", "u2")
@@ -57,6 +60,14 @@ def run_serve(
     origins = OriginPolicy(frozenset(allow_origins), loopback=is_loopback_host(host))
     holder = _policy_of(policy, "strictcall", err)
     if holder is False:
+        return EXIT_FAILED
+    if workers > 1 and holder is not None and _counted_in_memory(holder):
+        err.write(
+            f"strictcall: the policy's quotas and rates are counted in memory, by each process:"
+            f" with --workers {workers} each worker would admit the whole limit ({workers} times"
+            f' it in all). Name a shared state in the policy ([quotas] shared = "redis://HOST:'
+            f'6379/0") or serve with one worker.\n'
+        )
         return EXIT_FAILED
     store = _open_store(db, err)
     if store is None:
@@ -285,3 +296,10 @@ def serve_misuse(args: argparse.Namespace) -> str | None:
             " it is, so leave --identity out (or add --mcp-stdio to serve MCP on stdio)"
         )
     return None
+
+
+def _counted_in_memory(holder: PolicyHolder) -> bool:
+    """Whether the policy has quotas or rule rates and no shared state to count them in."""
+    policy = holder.current
+    limited = bool(policy.quotas) or any(rule.rate is not None for rule in policy.rules)
+    return limited and policy.shared is None

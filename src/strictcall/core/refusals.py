@@ -12,7 +12,6 @@ from typing import Final
 
 from strictcall.core.pipeline import WITHHELD, too_large
 from strictcall.errors import (
-    AUTH_UNAVAILABLE,
     BUSY,
     FORBIDDEN_ORIGIN,
     INTERNAL_ERROR,
@@ -23,6 +22,7 @@ from strictcall.errors import (
     REPLY_TOO_LARGE,
     RESULT_TOO_LARGE,
     RETRY_AFTER_MS,
+    TOKEN_STORE_UNAVAILABLE,
     UNAUTHENTICATED,
     UNKNOWN_METHOD,
     JSONValue,
@@ -49,7 +49,9 @@ __all__ = [
 NO_TOKEN: Final = Rejection(UNAUTHENTICATED)
 """No token, or one the server does not know (HTTP 401)."""
 
-AUTH_DOWN: Final = Rejection(AUTH_UNAVAILABLE, MappingProxyType({"retry_after_ms": RETRY_AFTER_MS}))
+AUTH_DOWN: Final = Rejection(
+    TOKEN_STORE_UNAVAILABLE, MappingProxyType({"retry_after_ms": RETRY_AFTER_MS})
+)
 """The token could not be checked: its store is down (HTTP 503)."""
 
 FOREIGN_ORIGIN: Final = Rejection(FORBIDDEN_ORIGIN)

@@ -1,13 +1,17 @@
 """The provider over HTTP: its metadata (RFC 8414, else OpenID Connect discovery), its JWKS and
 its introspection endpoint (RFC 7662). Every fault is one `ProviderUnavailable` that says what
-failed in the operator's words: never a response body, never a token."""
+failed in the operator's words: never a response body, never a token. An answer is read up to
+`MAX_ANSWER_BYTES` (a longer one is a fault, the rest never read) and parsed by orjson, whose
+nesting limit makes a 100,000-deep document a fault too, never a `RecursionError`."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
+
+import orjson
 
 from strictcall.errors import MissingExtra, StrictcallError
 
@@ -15,6 +19,10 @@ try:
     import httpx
 except ImportError:  # pragma: no cover - exercised in a venv without the extra
     raise MissingExtra("oauth", "httpx") from None
+
+MAX_ANSWER_BYTES: Final = 1024 * 1024
+"""The longest metadata, JWKS or introspection answer read (a JWKS of a hundred RSA keys is
+about 50 KB); past it the answer is a fault, read no further."""
 
 
 class ProviderUnavailable(StrictcallError):
@@ -61,11 +69,8 @@ class ProviderClient:
         Raises:
             ProviderUnavailable: no answer, an error status, or not a JSON object.
         """
-        try:
-            response = await self._http.get(url, headers={"accept": "application/json"})
-        except httpx.HTTPError as exc:
-            raise ProviderUnavailable(f"GET {url}: {type(exc).__name__}") from None
-        return _object(response, f"GET {url}")
+        request = self._http.build_request("GET", url, headers={"accept": "application/json"})
+        return await self._send(request, f"GET {url}")
 
     async def post_form(
         self, url: str, form: Mapping[str, str], *, auth: tuple[str, str]
@@ -75,13 +80,33 @@ class ProviderClient:
         Raises:
             ProviderUnavailable: no answer, an error status, or not a JSON object.
         """
+        request = self._http.build_request(
+            "POST", url, data=dict(form), headers={"accept": "application/json"}
+        )
+        return await self._send(request, f"POST {url}", httpx.BasicAuth(*auth))
+
+    async def _send(
+        self, request: httpx.Request, what: str, auth: httpx.Auth | None = None
+    ) -> Mapping[str, Any]:
+        """The JSON object `request` is answered with, read up to `MAX_ANSWER_BYTES`."""
         try:
-            response = await self._http.post(
-                url, data=dict(form), auth=auth, headers={"accept": "application/json"}
-            )
+            response = await self._http.send(request, auth=auth, stream=True)
+            try:
+                if response.status_code != 200:
+                    raise ProviderUnavailable(f"{what}: HTTP {response.status_code}")
+                declared = response.headers.get("content-length")
+                if declared is not None and declared.isdigit() and int(declared) > MAX_ANSWER_BYTES:
+                    raise ProviderUnavailable(f"{what}: longer than {MAX_ANSWER_BYTES} bytes")
+                body = bytearray()
+                async for chunk in response.aiter_bytes():
+                    body += chunk
+                    if len(body) > MAX_ANSWER_BYTES:
+                        raise ProviderUnavailable(f"{what}: longer than {MAX_ANSWER_BYTES} bytes")
+            finally:
+                await response.aclose()
         except httpx.HTTPError as exc:
-            raise ProviderUnavailable(f"POST {url}: {type(exc).__name__}") from None
-        return _object(response, f"POST {url}")
+            raise ProviderUnavailable(f"{what}: {type(exc).__name__}") from None
+        return _object(bytes(body), what)
 
     async def metadata(self, issuer: str, url: str | None) -> ProviderMetadata:
         """The provider's metadata, from `url` or discovered under `issuer`; its `issuer`
@@ -112,12 +137,10 @@ class ProviderClient:
         )
 
 
-def _object(response: httpx.Response, what: str) -> Mapping[str, Any]:
-    if response.status_code != 200:
-        raise ProviderUnavailable(f"{what}: HTTP {response.status_code}")
+def _object(body: bytes, what: str) -> Mapping[str, Any]:
     try:
-        value = response.json()
-    except ValueError:
+        value = orjson.loads(body)
+    except orjson.JSONDecodeError:  # not JSON, or nested past orjson's limit (1024)
         raise ProviderUnavailable(f"{what}: not JSON") from None
     if not isinstance(value, dict):
         raise ProviderUnavailable(f"{what}: not a JSON object")

@@ -2,8 +2,10 @@
 of its own: active, for this issuer and resource, unexpired; the answer is kept until the token
 expires or `CACHE_MAX_S` has passed, whichever is first (a revoked token lives that long). A
 token the provider called inactive is refused without asking again for `REFUSED_S` (kept by its
-SHA-256), and at most `CONCURRENT` questions are asked at once, so a flood of made-up tokens
-costs the provider little."""
+SHA-256), at most `CONCURRENT` questions are asked at once, at most `QUEUED` wait for their
+turn and at most `PER_CLIENT` of one client address are asked or waiting (past either, the
+token is `Throttled`, not asked), so a flood of made-up tokens from one address costs the
+provider little and never stands in front of another address's new token."""
 
 from __future__ import annotations
 
@@ -14,12 +16,13 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from strictcall.identity.fetch import ProviderClient, ProviderUnavailable
-from strictcall.identity.jwts import principal_of
+from strictcall.identity.jwts import principal_of, times_are_numbers
 from strictcall.identity.keys import FAILURE_BACKOFF_S, KeyCache
 from strictcall.identity.principal import (
     Failure,
     Principal,
     Refused,
+    Throttled,
     Unavailable,
     Verdict,
     seconds,
@@ -30,6 +33,10 @@ CACHE_MAX_S: Final = 60.0
 CACHE_SIZE: Final = 10_000
 REFUSED_S: Final = 10.0
 CONCURRENT: Final = 16
+QUEUED: Final = 256
+PER_CLIENT: Final = 4
+THROTTLED_S: Final = 1.0
+"""What a token not asked (its address's share, or the queue, full) is told to wait."""
 
 
 class Introspector:
@@ -52,6 +59,8 @@ class Introspector:
         self._cache: dict[str, tuple[Principal, float]] = {}
         self._refused: dict[bytes, float] = {}
         self._asking = asyncio.Semaphore(CONCURRENT)
+        self._waiting = 0  # questions asked or waiting for their turn
+        self._by_client: dict[str, int] = {}  # of those, per client address
 
     def cached(self, token: str) -> Principal | None:
         """The principal of a token answered active not long ago, or None."""
@@ -63,8 +72,9 @@ class Introspector:
         del self._cache[token]
         return None
 
-    async def check(self, token: str) -> Verdict:
-        """Ask the provider about `token` (or answer from the cache)."""
+    async def check(self, token: str, client: str = "") -> Verdict:
+        """Ask the provider about `token`, sent from `client` (an address; or answer from the
+        caches, or throttle it)."""
         hit = self.cached(token)
         if hit is not None:
             return hit
@@ -72,8 +82,21 @@ class Introspector:
         refused_until = self._refused.get(digest)
         if refused_until is not None and self._clock() < refused_until:
             return Refused(Failure.INACTIVE)
-        async with self._asking:
-            return await self._ask(token, digest)
+        held = self._by_client.get(client, 0)  # absent: none of its tokens asked or waiting
+        if held >= PER_CLIENT or self._waiting >= CONCURRENT + QUEUED:
+            return Throttled(THROTTLED_S)
+        self._by_client[client] = held + 1
+        self._waiting += 1
+        try:
+            async with self._asking:
+                return await self._ask(token, digest)
+        finally:
+            self._waiting -= 1
+            left = self._by_client[client] - 1
+            if left:
+                self._by_client[client] = left
+            else:
+                del self._by_client[client]
 
     async def _ask(self, token: str, digest: bytes) -> Verdict:
         endpoint = self._client_settings.endpoint
@@ -117,6 +140,8 @@ class Introspector:
         audiences = [audience] if isinstance(audience, str) else audience
         if not isinstance(audiences, list) or settings.resource not in audiences:
             return Refused(Failure.AUDIENCE)  # absent too: a token for any resource is not ours
+        if not times_are_numbers(answer):
+            return Refused(Failure.MALFORMED)
         now = self._clock()
         expires = seconds(answer.get("exp"))
         if expires is not None and now > expires + settings.leeway_s:

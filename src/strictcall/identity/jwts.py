@@ -1,9 +1,12 @@
 """Access tokens that are JWTs (RFC 9068), verified by PyJWT against a key of the issuer's JWKS:
 the header's algorithm on the allow-list and bound to the key's type, the signature, `iss`,
-`aud` (the server's resource), `exp` and `nbf` (and `iat`) within the leeway."""
+`aud` (the server's resource), `exp` and `nbf` (and `iat`) within the leeway and each a finite
+number (PyJWT alone takes the string "9999999999"), and the header's `typ`, where the token
+sets one, among `token_types` (RFC 9068's `at+jwt` by default)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -50,7 +53,33 @@ def header_of(token: str, settings: OAuthSettings) -> tuple[str, str] | Refused:
         return Refused(Failure.ALGORITHM)
     if not isinstance(kid, str):
         return Refused(Failure.MALFORMED)
+    if "typ" in header and settings.token_types and not _typ_accepted(header["typ"], settings):
+        return Refused(Failure.TYPE)
     return alg, kid
+
+
+def _typ_accepted(typ: object, settings: OAuthSettings) -> bool:
+    """Whether a header's `typ` names an accepted type: compared without case and without an
+    `application/` prefix (RFC 7515 section 4.1.9)."""
+    if not isinstance(typ, str):
+        return False
+    name = typ.lower().removeprefix("application/")
+    return any(
+        name == accepted.lower().removeprefix("application/") for accepted in settings.token_types
+    )
+
+
+def times_are_numbers(claims: Mapping[str, Any]) -> bool:
+    """Whether `exp`, `nbf` and `iat`, where present, are finite numbers (not a bool, not a
+    string, not NaN or Infinity, which Python's JSON reader takes)."""
+    for name in ("exp", "nbf", "iat"):
+        if name in claims:
+            value = claims[name]
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                return False
+            if not math.isfinite(value):
+                return False
+    return True
 
 
 def signing_key(jwk: Mapping[str, Any], alg: str) -> jwt.PyJWK | Refused:
@@ -86,16 +115,20 @@ def verify(token: str, key: jwt.PyJWK, alg: str, settings: OAuthSettings) -> Pri
             if isinstance(exc, kind):
                 return Refused(failure)
         return Refused(Failure.MALFORMED)
+    if not times_are_numbers(claims):
+        return Refused(Failure.MALFORMED)
     return principal_of(claims, settings)
 
 
 def principal_of(claims: Mapping[str, Any], settings: OAuthSettings) -> Principal | Refused:
     """The identity (the configured claim, a non-empty string), scopes (`scope`, a
     space-separated string, or `scp`, a list or a string) and groups (`groups_claim`, where
-    configured: a list, or a space-separated string) of verified claims."""
+    configured: a list, or a space-separated string) of verified claims; the identity is
+    written under `identity_prefix`, apart from strictcall's own tokens' names."""
     identity = claims.get(settings.identity_claim)
     if not isinstance(identity, str) or identity == "":
         return Refused(Failure.NO_IDENTITY)
+    identity = settings.identity_prefix + identity
     granted = claims.get("scope")
     if granted is None:
         granted = claims.get("scp")

@@ -34,6 +34,7 @@ class Failure(StrEnum):
     NOT_YET_VALID = "not_yet_valid"
     NO_IDENTITY = "no_identity"
     INACTIVE = "inactive"
+    TYPE = "type"
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +52,15 @@ class Unavailable:
     retry_after_s: float
 
 
-Verdict = Principal | Refused | Unavailable
+@dataclass(frozen=True, slots=True)
+class Throttled:
+    """The token was not asked of the provider: its client address has `PER_CLIENT` questions
+    waiting already, or the queue is full (HTTP 429 `auth_throttled`)."""
+
+    retry_after_s: float
+
+
+Verdict = Principal | Refused | Unavailable | Throttled
 """What checking one token gives."""
 
 MAX_TOKEN_LENGTH: Final = 8192

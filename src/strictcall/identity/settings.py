@@ -23,6 +23,10 @@ DEFAULT_ALGORITHMS: Final = ("RS256", "ES256", "PS256", "EdDSA")
 DEFAULT_LEEWAY_S: Final = 30.0
 DEFAULT_REFRESH_INTERVAL_S: Final = 30.0
 DEFAULT_HTTP_TIMEOUT_S: Final = 5.0
+DEFAULT_TOKEN_TYPES: Final = ("at+jwt",)
+"""The `typ` a JWT's header may name, where it names one (RFC 9068's access token type)."""
+DEFAULT_IDENTITY_PREFIX: Final = "oauth:"
+"""What a provider's identities are written under, apart from strictcall's own tokens'."""
 SECRET_ENV: Final = "STRICTCALL_OAUTH_CLIENT_SECRET"
 """Where the introspection client's secret is read from (never a flag: a process list shows
 those)."""
@@ -58,6 +62,14 @@ class OAuthSettings:
     tool_scopes: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
     own_tokens: bool = True
     """strictcall's own tokens are accepted too (both may be enabled at once)."""
+    own_token_scopes: tuple[str, ...] = ()
+    """The scopes strictcall's own tokens hold for `tool_scopes` (they are not held to
+    `scopes`): by default none, so a tool named in `tool_scopes` needs a provider's token."""
+    identity_prefix: str = DEFAULT_IDENTITY_PREFIX
+    """Written before a provider's identity, so that it never names an own token's identity
+    (an own token whose identity begins with it is refused); "" only with `own_tokens` off."""
+    token_types: tuple[str, ...] = DEFAULT_TOKEN_TYPES
+    """The `typ` values a JWT's header may carry (a token without one passes); empty: any."""
     introspection: Introspection | None = None
     refresh_interval_s: float = DEFAULT_REFRESH_INTERVAL_S
     """An unknown `kid` refetches the JWKS at most once per this many seconds."""
@@ -86,7 +98,15 @@ class OAuthSettings:
             raise ValueError("oauth.identity_claim must name a claim")
         if self.groups_claim == "":
             raise ValueError("oauth.groups_claim must name a claim")
-        for scope in (*self.scopes, *(s for v in self.tool_scopes.values() for s in v)):
+        if self.identity_prefix == "" and self.own_tokens:
+            raise ValueError(
+                'oauth.identity_prefix = "" needs own_tokens = false: a provider\'s identity'
+                " would then name the same caller as an own token of that name"
+            )
+        if any(not name.isascii() or not name.isprintable() for name in self.token_types):
+            raise ValueError("oauth.token_types must be printable ASCII media types")
+        scoped = (s for v in self.tool_scopes.values() for s in v)
+        for scope in (*self.scopes, *scoped, *self.own_token_scopes):
             if scope == "" or " " in scope or '"' in scope or "\\" in scope:
                 raise ValueError(f"oauth scopes: {scope!r} is not a scope token")
 
@@ -133,6 +153,9 @@ def settings_from_table(
         "scopes",
         "tool_scopes",
         "own_tokens",
+        "own_token_scopes",
+        "identity_prefix",
+        "token_types",
         "introspection",
         "refresh_interval_s",
         "http_timeout_s",
@@ -152,7 +175,7 @@ def settings_from_table(
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise ValueError(f"oauth.{key} must be a number of seconds")
             more[key] = float(value)
-    for key in ("identity_claim", "groups_claim", "metadata_url"):
+    for key in ("identity_claim", "groups_claim", "metadata_url", "identity_prefix"):
         if key in table:
             if not isinstance(table[key], str):
                 raise ValueError(f"oauth.{key} must be a string")
@@ -161,7 +184,7 @@ def settings_from_table(
         if not isinstance(table["own_tokens"], bool):
             raise ValueError("oauth.own_tokens must be true or false")
         more["own_tokens"] = table["own_tokens"]
-    for key in ("algorithms", "scopes"):
+    for key in ("algorithms", "scopes", "own_token_scopes", "token_types"):
         if key in table:
             more[key] = _strings(key, table[key])
     if "tool_scopes" in table:

@@ -1,6 +1,8 @@
 """One token in, a verdict out: a `Principal`, `Refused` (401) or `Unavailable` (503).
 
-A JWT is checked against the issuer's keys (`KeyCache`); any other token, when introspection is
+A JWT is checked against the issuer's keys (`KeyCache`): a signature that fails on a known
+`kid` fetches the JWKS again (at most once per `refresh_interval_s`, as an unknown kid does), so
+a key rotated under the same kid is followed at once; any other token, when introspection is
 configured, by the provider (`Introspector`). A verified JWT is remembered until it expires (at
 most `CACHE_SIZE` of them, forgotten when the key set changes), so that a busy caller costs one
 dict lookup, as strictcall's own tokens do; the signature is checked once per token.
@@ -10,9 +12,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Final
+from typing import Any, Final
 
 from strictcall.identity.fetch import ProviderClient
 from strictcall.identity.introspection import Introspector
@@ -27,9 +29,6 @@ from strictcall.identity.principal import (
     Verdict,
 )
 from strictcall.identity.settings import OAuthSettings
-
-if TYPE_CHECKING:
-    from jwt import PyJWK
 
 CACHE_SIZE: Final = 10_000
 OWN_TOKEN_PREFIX: Final = "sc_"
@@ -114,10 +113,14 @@ class OAuthVerifier:
             return None  # a fetch may find it, or the provider cannot be asked now
         if keys.stale():
             keys.refresh_soon()
-        return self._verify(token, signing_key(jwk, alg), alg)
+        verdict = self._verified_by(token, jwk, alg)
+        if _bad_signature(verdict) and (keys.may_refresh() or keys.refreshing):
+            return None  # the key may have been rotated under the same kid: fetch, then judge
+        return self._settled(token, verdict)
 
-    async def check(self, token: str) -> Verdict:
-        """The verdict on `token`, fetching the keys or asking the provider when needed."""
+    async def check(self, token: str, client: str = "") -> Verdict:
+        """The verdict on `token` (sent from the address `client`), fetching the keys or asking
+        the provider when needed."""
         now = self.check_now(token)
         if now is not None:
             return now
@@ -126,11 +129,16 @@ class OAuthVerifier:
             return Unavailable(self.settings.refresh_interval_s)
         if not looks_like_jwt(token):
             assert self._introspector is not None
-            verdict = await self._introspector.check(token)
+            verdict = await self._introspector.check(token, client)
             return self._refused(verdict.failure) if isinstance(verdict, Refused) else verdict
         header = header_of(token, self.settings)
         assert not isinstance(header, Refused)  # check_now refused it otherwise
         alg, kid = header
+        known = keys.keys.get(kid)
+        if known is not None:
+            verdict = self._verified_by(token, known, alg)
+            if not _bad_signature(verdict):
+                return self._settled(token, verdict)
         if keys.may_refresh() or keys.refreshing:
             if not await keys.refresh():  # one fetch, shared by every caller waiting on it
                 return Unavailable(keys.retry_after_s())
@@ -139,12 +147,17 @@ class OAuthVerifier:
         jwk = keys.keys.get(kid)
         if jwk is None:
             return self._refused(Failure.UNKNOWN_KEY)
-        return self._verify(token, signing_key(jwk, alg), alg)
+        return self._settled(token, self._verified_by(token, jwk, alg))
 
-    def _verify(self, token: str, key: PyJWK | Refused, alg: str) -> Principal | Refused:
+    def _verified_by(self, token: str, jwk: Mapping[str, Any], alg: str) -> Principal | Refused:
+        """The verdict of `jwk` on `token` (not yet logged nor remembered)."""
+        key = signing_key(jwk, alg)
         if isinstance(key, Refused):
-            return self._refused(key.failure)
-        verdict = verify(token, key, alg, self.settings)
+            return key
+        return verify(token, key, alg, self.settings)
+
+    def _settled(self, token: str, verdict: Principal | Refused) -> Principal | Refused:
+        """`verdict` on `token`, logged when a refusal, remembered when a principal."""
         if isinstance(verdict, Refused):
             return self._refused(verdict.failure)
         if verdict.expires_at is not None and self._clock() < verdict.expires_at:
@@ -165,3 +178,7 @@ class OAuthVerifier:
         log.warning("strictcall: a bearer token was refused: %s%s", failure.value, more)
         self._logged[failure] = (now, 0)
         return Refused(failure)
+
+
+def _bad_signature(verdict: Principal | Refused) -> bool:
+    return isinstance(verdict, Refused) and verdict.failure is Failure.SIGNATURE

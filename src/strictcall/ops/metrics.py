@@ -98,7 +98,9 @@ LATENCY_BUCKETS_S: Final = (
     1.0, 2.5, 5.0, 10.0,
 )  # fmt: skip
 
-_STORE_FAULT_CODES: Final = {"store_unavailable": "call", "auth_unavailable": "auth"}
+_STORE_FAULT_CODES: Final = {"store_unavailable": "call", "token_store_unavailable": "auth"}
+"""The codes counted as store faults (an identity provider's `auth_unavailable` is not one: it
+is counted in `strictcall_calls_total` by its code, and alerted on apart)."""
 _LABELS: Final = ["tool", "outcome", "stage", "code", "transport"]
 _LATENCY_LABELS: Final = ["tool", "outcome", "transport"]
 _WHERE: Final = ("call", "auth", "audit", "quota")
@@ -111,7 +113,8 @@ _LATENCY: Final = (
 )
 _FAULTS: Final = (
     "strictcall_store_faults",
-    "Store faults: a call answered store_unavailable (call), a token not checked (auth), an"
+    "Store faults: a call answered store_unavailable (call), a token the store could not check"
+    " (auth: token_store_unavailable), an"
     " outage of the audit's writes (audit: once, however many retries), a call whose quota the"
     " shared state could not count (quota).",
 )

@@ -65,7 +65,9 @@ Three parts:
     connection, for its first request): else 408 and the connection is closed;
   - its body must keep up a minimum rate: `body_grace_s`, plus one second per `body_min_rate`
     bytes received; else the connection is closed (the app sees the client disconnect);
-  - at most `max_connections` are open at once: one more is answered 503 and closed at once;
+  - at most `max_connections` are open at once, at most `max_connections_per_client` from one
+    client address (`client_key`: an IPv6 client's /64): one more is answered 503 and closed
+    at once, so one address's idle sockets leave the others their share;
   - a request line longer than `MAX_REQUEST_LINE_BYTES` is answered 414, a head (line and
     headers) longer than `MAX_HEADER_BYTES` 431, and the connection closed: counted as the
     bytes arrive, before the parser sees more of them (httptools spends quadratic time on one
@@ -105,7 +107,12 @@ try:
 except ImportError:  # pragma: no cover - exercised in a venv without the extra
     raise MissingExtra("server", "uvicorn") from None
 
-from strictcall.server.edge import MAX_HEADER_BYTES, MAX_REQUEST_LINE_BYTES, EdgeLimits
+from strictcall.server.edge import (
+    MAX_HEADER_BYTES,
+    MAX_REQUEST_LINE_BYTES,
+    EdgeLimits,
+    client_key,
+)
 from strictcall.server.logs import log_config
 from strictcall.transports.asgi import ASGIApp, Later, Response
 
@@ -408,9 +415,11 @@ _NO_UPGRADE: Final = (
 
 def guarded_protocol(limits: EdgeLimits) -> type[CoalescingHttpToolsProtocol]:
     """uvicorn's httptools protocol class, coalesced and guarded by `limits`."""
+    per_client: dict[str, int] = {}  # a server's connections open, by client address
 
     class GuardedHttpToolsProtocol(CoalescingHttpToolsProtocol):
         edge: Final = limits
+        _client: str | None = None  # counted in per_client under this address
         _timer: asyncio.TimerHandle | None = None
         _timer_at = 0.0
         _due: float | None = None  # when the deadline armed passes; None: none is armed
@@ -424,13 +433,26 @@ def guarded_protocol(limits: EdgeLimits) -> type[CoalescingHttpToolsProtocol]:
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
-            if len(self.connections) > self.edge.max_connections:
+            client = client_key(transport.get_extra_info("peername"))
+            held = per_client.get(client, 0)  # absent: none open
+            full = len(self.connections) > self.edge.max_connections
+            if full or held >= self.edge.max_connections_per_client:
                 self.transport.write(_FULL)
                 self.transport.close()
                 return
+            per_client[client] = held + 1
+            self._client = client
             self._arm(self.edge.header_timeout_s, self._headers_too_slow)
 
         def connection_lost(self, exc: Exception | None) -> None:
+            client = self._client
+            if client is not None:
+                self._client = None
+                left = per_client[client] - 1
+                if left:
+                    per_client[client] = left
+                else:
+                    del per_client[client]
             self._due = None
             if self._timer is not None:
                 self._timer.cancel()

@@ -44,20 +44,35 @@ from strictcall.core.jsontext import MAX_SIZE
 from strictcall.core.record import refusal_record
 from strictcall.core.refusals import AUTH_DOWN, CALLER_BUSY, FOREIGN_ORIGIN, NO_TOKEN, too_large
 from strictcall.errors import (
+    AUTH_THROTTLED,
     AUTH_UNAVAILABLE,
     BUSY,
     FORBIDDEN_ORIGIN,
     INSUFFICIENT_SCOPE,
     RETRY_AFTER_MS,
+    TOKEN_STORE_UNAVAILABLE,
     UNAUTHENTICATED,
     ErrorKind,
     JSONValue,
     Rejection,
 )
 from strictcall.identity.challenge import forbidden, unauthorized
-from strictcall.identity.principal import Principal, Refused, Unavailable, missing_scopes
+from strictcall.identity.principal import (
+    Principal,
+    Refused,
+    Throttled,
+    Unavailable,
+    Verdict,
+    missing_scopes,
+)
 from strictcall.server.bearer import PRINCIPAL_KEY, called_tools, claims_of
-from strictcall.server.edge import DEFAULT_MAX_IN_FLIGHT, OriginPolicy
+from strictcall.server.edge import (
+    DEFAULT_MAX_IN_FLIGHT,
+    DEFAULT_UNAUTHENTICATED_RATE,
+    ClientBudget,
+    OriginPolicy,
+    client_key,
+)
 from strictcall.storage import StoreUnavailable, TokenStore
 from strictcall.transports.asgi import (
     CLAIMS_KEY,
@@ -85,9 +100,11 @@ HTTP_STATUS: Final[Mapping[ErrorKind, int]] = MappingProxyType(
     {
         FORBIDDEN_ORIGIN: 403,
         UNAUTHENTICATED: 401,
+        AUTH_THROTTLED: 429,
         INSUFFICIENT_SCOPE: 403,
         BUSY: 429,
         AUTH_UNAVAILABLE: 503,
+        TOKEN_STORE_UNAVAILABLE: 503,
     }
 )
 """The HTTP status of each refusal admission makes (pinned by a test)."""
@@ -245,16 +262,23 @@ class BearerIdentity(Step):
     leaves its `Principal` under `PRINCIPAL_KEY` (its scopes, for `ToolScopes`), and is 403
     `insufficient_scope` without the scopes every call needs."""
 
-    __slots__ = ("_inline", "_own", "oauth", "tokens")
+    __slots__ = ("_inline", "_own", "budget", "oauth", "tokens")
 
     def __init__(
-        self, app: Wire, record: Recorder, tokens: TokenStore, oauth: OAuthVerifier | None = None
+        self,
+        app: Wire,
+        record: Recorder,
+        tokens: TokenStore,
+        oauth: OAuthVerifier | None = None,
+        budget: ClientBudget | None = None,
     ) -> None:
+        """`budget`: requests without a valid token, per client address (none: unlimited)."""
         super().__init__(app, record)
         self.tokens: Final = tokens
         self._inline: Final = tokens.tokens_inline
         self.oauth: Final = oauth
         self._own: Final = oauth is None or oauth.settings.own_tokens
+        self.budget: Final = budget
 
     def admit_now(self, scope: Scope) -> Rejection | Await | None:
         token = bearer_token(scope)
@@ -263,16 +287,18 @@ class BearerIdentity(Step):
         oauth = self.oauth
         if oauth is not None and oauth.owns(token):
             verdict = oauth.check_now(token)
+            if verdict is None and self._throttled(scope):
+                return NO_TOKEN  # its budget is spent: not asked of the provider (refuse: 429)
             return AWAIT if verdict is None else self._judged(scope, verdict)
         if not self._own:
             return NO_TOKEN
         if not self._inline:
-            return AWAIT
+            return NO_TOKEN if self._throttled(scope) else AWAIT
         try:
             identity = self.tokens.identity_for_token(token)
         except StoreUnavailable:
             return AUTH_DOWN
-        return _identified(scope, identity)
+        return self._identified(scope, identity)
 
     async def admit(self, scope: Scope) -> Rejection | None:
         token = bearer_token(scope)
@@ -280,18 +306,38 @@ class BearerIdentity(Step):
             return NO_TOKEN
         oauth = self.oauth
         if oauth is not None and oauth.owns(token):
-            return self._judged(scope, await oauth.check(token))
+            client = client_key(scope.get("client"))
+            return self._judged(scope, await oauth.check(token, client))
         if not self._own:
             return NO_TOKEN
         try:
             identity = await self.tokens.identity_for_token_async(token)
         except StoreUnavailable:
             return AUTH_DOWN
-        return _identified(scope, identity)
+        return self._identified(scope, identity)
 
-    def _judged(self, scope: Scope, verdict: Principal | Refused | Unavailable) -> Rejection | None:
+    def _identified(self, scope: Scope, identity: str | None) -> Rejection | None:
+        """An own token's identity in the scope; beside an identity provider, never one in the
+        provider's namespace (`identity_prefix`), and holding `own_token_scopes` for the tools
+        `tool_scopes` names (it is not held to `scopes`)."""
+        if identity is None:
+            return NO_TOKEN
+        oauth = self.oauth
+        if oauth is not None:
+            settings = oauth.settings
+            if settings.identity_prefix and identity.startswith(settings.identity_prefix):
+                return NO_TOKEN  # would pass for the provider's caller of that name
+            own = Principal(identity, frozenset(settings.own_token_scopes))
+            scope[PRINCIPAL_KEY] = own
+            scope[CLAIMS_KEY] = claims_of(own)
+        scope[IDENTITY_KEY] = identity
+        return None
+
+    def _judged(self, scope: Scope, verdict: Verdict) -> Rejection | None:
         if isinstance(verdict, Refused):
             return NO_TOKEN
+        if isinstance(verdict, Throttled):
+            return throttled(verdict.retry_after_s)
         if isinstance(verdict, Unavailable):
             retry_ms = max(RETRY_AFTER_MS, math.ceil(verdict.retry_after_s * 1000))
             return Rejection(AUTH_UNAVAILABLE, MappingProxyType({"retry_after_ms": retry_ms}))
@@ -304,8 +350,20 @@ class BearerIdentity(Step):
         scope[CLAIMS_KEY] = claims_of(verdict)  # what the policy and tools/list read of it
         return None
 
+    def _throttled(self, scope: Scope) -> bool:
+        """Whether the request's client address has no budget left for an unknown token."""
+        budget = self.budget
+        return budget is not None and budget.exhausted(client_key(scope.get("client")))
+
     def refuse(self, scope: Scope, refusal: Rejection) -> Response:
-        """`refusal`'s answer, with the provider's challenge when one is configured."""
+        """`refusal`'s answer, with the provider's challenge when one is configured; a request
+        without a valid token spends its client address's budget, and past it is 429
+        `auth_throttled` instead of 401."""
+        budget = self.budget
+        if refusal is NO_TOKEN and budget is not None:
+            wait = budget.spend(client_key(scope.get("client")))
+            if wait > 0.0:
+                return refused(self.record, throttled(wait), None)
         oauth = self.oauth
         if oauth is None:
             return refused(self.record, refusal, None)
@@ -318,16 +376,15 @@ class BearerIdentity(Step):
         return refused(self.record, refusal, None, unauthorized(oauth.settings, token_sent=sent))
 
 
+def throttled(wait_s: float) -> Rejection:
+    """429 `auth_throttled` for a client address to wait `wait_s` before it sends again."""
+    retry_ms = max(RETRY_AFTER_MS, math.ceil(wait_s * 1000))
+    return Rejection(AUTH_THROTTLED, MappingProxyType({"retry_after_ms": retry_ms}))
+
+
 def insufficient_scope(needed: tuple[str, ...]) -> Rejection:
     """403 for a token without the scopes `needed` (named in the error and the challenge)."""
     return Rejection(INSUFFICIENT_SCOPE, MappingProxyType({"scope": " ".join(needed)}))
-
-
-def _identified(scope: Scope, identity: str | None) -> Rejection | None:
-    if identity is None:
-        return NO_TOKEN
-    scope[IDENTITY_KEY] = identity
-    return None
 
 
 class InFlight:
@@ -426,7 +483,8 @@ class ToolScopes:
     """403 `insufficient_scope` for a call by a provider's token (a `Principal` under
     `PRINCIPAL_KEY`) to a tool whose scopes (`tool_scopes`) it lacks: the body's tools/call
     requests (one, or a batch: refused whole) are read for their tools' names before the wire
-    runs them, audited with the identity and the tool. strictcall's own tokens pass unread."""
+    runs them, audited with the identity and the tool. strictcall's own tokens beside the
+    provider hold `own_token_scopes` (none by default)."""
 
     __slots__ = ("app", "max_body", "needed", "record", "settings")
 
@@ -501,10 +559,14 @@ class Admission:
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         oauth: OAuthVerifier | None = None,
         max_body: int = MAX_SIZE,
+        unauthenticated_rate: int = DEFAULT_UNAUTHENTICATED_RATE,
     ) -> None:
         """`origins`: which browser origins may call (none but requests without an Origin by
         default). `max_in_flight`: one identity's calls answered at once. `oauth`: an identity
-        provider's tokens too (or instead); `max_body`: the longest body `ToolScopes` reads."""
+        provider's tokens too (or instead); `max_body`: the longest body `ToolScopes` reads;
+        `unauthenticated_rate`: requests a second one client address may send without a valid
+        token."""
+        self.budget: Final = ClientBudget(unauthenticated_rate)
         self.tokens: Final = tokens
         self.record: Final = record
         self.origins: Final = origins if origins is not None else OriginPolicy()
@@ -520,5 +582,5 @@ class Admission:
         if oauth is not None and oauth.settings.tool_scopes:
             app = ToolScopes(app, record, oauth, self.max_body)
         in_flight = CallsInFlight(app, record, self.in_flight)
-        bearer = BearerIdentity(in_flight, record, self.tokens, oauth)
+        bearer = BearerIdentity(in_flight, record, self.tokens, oauth, self.budget)
         return OriginCheck(bearer, record, self.origins)

@@ -26,10 +26,15 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Final, cast
 
+import orjson
+
 from strictcall.audit.log import AuditLog
+from strictcall.audit.sampling import sampled
 from strictcall.core.gateway import Gateway
 from strictcall.core.pipeline import Limits
 from strictcall.core.policy import PolicyHolder
+from strictcall.core.record import refusal_record
+from strictcall.core.refusals import too_large
 from strictcall.errors import MissingExtra, PolicyFileError
 from strictcall.identity.settings import OAuthSettings
 from strictcall.server._uvicorn import Server, Workers, guarded_protocol, server_config
@@ -39,8 +44,20 @@ from strictcall.server.listen import bind_listeners
 from strictcall.server.router import RpcApp
 from strictcall.services.notes import notes_gateway
 from strictcall.storage import AuditRecord, Store, StoreUnavailable
-from strictcall.transports.asgi import ASGIApp, Later, Message, Receive, Response, Scope, Send
-from strictcall.transports.jsonrpc import Recorder, RpcService
+from strictcall.transports.asgi import (
+    IDENTITY_KEY,
+    ASGIApp,
+    Later,
+    Message,
+    Receive,
+    Response,
+    Scope,
+    Send,
+    declared_length,
+    response_headers,
+    send_response,
+)
+from strictcall.transports.jsonrpc import Recorder, RpcService, refusal_reply
 
 if TYPE_CHECKING:
     from strictcall.ops.health import StoreHealth
@@ -198,7 +215,8 @@ def build_gateway_app(
         # what admission refuses to call (403 insufficient_scope), tools/list does not show
         gateway.require_scopes(oauth.tool_scopes)
         routes.update(dict.fromkeys(metadata_paths(oauth), MetadataApp(oauth)))
-    record = record_of("http")  # refusals before the wire: admission's and the body's size
+    # refusals before the wire: admission's and the body's size (those without a token sampled)
+    record = observed(sampled(audit.record), metrics, tracer, window=window, wire="http")
     admission = Admission(
         store,
         record,
@@ -206,6 +224,7 @@ def build_gateway_app(
         max_in_flight=(edge if edge is not None else EdgeLimits()).max_in_flight,
         oauth=verifier,
         max_body=gateway.limits.max_size,
+        unauthenticated_rate=(edge if edge is not None else EdgeLimits()).unauthenticated_rate,
     )
     app = (RpcApp if metrics is None and tracer is None else ObservedRpcApp)(
         RpcService(gateway, record_of("rpc")),
@@ -352,6 +371,16 @@ class LoadingMcp:
             self._ready.set()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        limit = self._gateway.limits.max_size
+        if scope["method"] == "POST" and declared_length(scope) > limit:
+            # refused before a byte of the body is read, and before the SDK is waited for
+            refusal = too_large(limit)
+            identity = scope.get(IDENTITY_KEY)
+            caller = identity if isinstance(identity, str) else None
+            self._record(refusal_record(refusal.as_error(), caller))
+            answer = orjson.dumps(refusal_reply(None, refusal))
+            await send_response(send, (413, response_headers(answer), answer))
+            return
         if self._app is None and self._ready is not None:
             await self._ready.wait()
         app = self._app

@@ -53,6 +53,7 @@ from strictcall.core.refusals import (
     withheld_for_size,
 )
 from strictcall.errors import JSONValue, Reason, Rejection, Stage
+from strictcall.transports.offload import off_loop, read_off_loop
 
 ERROR_CODES: Final[Mapping[Stage, tuple[int, str]]] = MappingProxyType(
     {
@@ -173,8 +174,12 @@ class RpcService:
     ) -> bytes | None:
         """The reply body for a request body, or None when nothing is to be answered.
         `claims`: the caller's token's ("scope:S"; None for strictcall's own), which decide
-        with the identity what it may list and call."""
-        document = read_message(body, self.gateway.limits, numbers=self.gateway.reads_numbers)
+        with the identity what it may list and call. A long body is read off the loop."""
+        limits, numbers = self.gateway.limits, self.gateway.reads_numbers
+        if off_loop(body):
+            document = await read_off_loop(lambda: read_message(body, limits, numbers=numbers))
+        else:
+            document = read_message(body, limits, numbers=numbers)
         now = self._answer_read_now(document, identity, claims)  # the body read once
         if now is not AWAIT:
             return now
@@ -206,7 +211,10 @@ class RpcService:
     ) -> bytes | Await | None:
         """`answer`, in place: the reply body (None: nothing to answer), or `AWAIT` when one
         of its calls must be awaited (an async tool, a tool with a time limit). Nothing is run
-        or audited before that is known, so `answer` may then take the body from the start."""
+        or audited before that is known, so `answer` may then take the body from the start.
+        A body to be read off the loop (`off_loop`) is `AWAIT` unread."""
+        if off_loop(body):
+            return AWAIT
         document = read_message(body, self.gateway.limits, numbers=self.gateway.reads_numbers)
         return self._answer_read_now(document, identity, claims)
 

@@ -36,6 +36,7 @@ from strictcall.transports.asgi import (
     Receive,
     Scope,
     Send,
+    declared_length,
     read_body,
 )
 from strictcall.transports.asgi import Response as Answered
@@ -52,6 +53,7 @@ from strictcall.transports.mcp.direct import DirectRequest, direct_request
 from strictcall.transports.mcp.intake import DirectCall, Refused, read_message, refuse_too_large
 from strictcall.transports.mcp.peer import log_level_of, progress_token_of
 from strictcall.transports.mcp.sdk_errors import scrubbed
+from strictcall.transports.offload import off_loop, read_off_loop
 
 
 def identity_in_scope(ctx: Context) -> str | None:
@@ -152,27 +154,29 @@ class McpHttpApp:
             return
         manager = self.manager
         if scope["method"] == "POST":
-            body = await read_body(receive, self.limits.max_size)
+            # a declared length past the limit is refused before a byte of the body is read
+            too_long = declared_length(scope) > self.limits.max_size
+            body = None if too_long else await read_body(receive, self.limits.max_size)
             if body is None:
                 await self._refuse(refuse_too_large(self.limits), 413, scope, receive, send)
                 return
             tools = self._tools
-            message = read_message(
-                body,
-                self.limits,
-                tools.serves,
-                answers_itself=(
-                    (
-                        lambda read: (
-                            None
-                            if self._streams(scope, read)
-                            else direct_request(scope, read, tools.declares_headers)
-                        )
+            answers_itself = (
+                (
+                    lambda read: (
+                        None
+                        if self._streams(scope, read)
+                        else direct_request(scope, read, tools.declares_headers)
                     )
-                    if self._direct
-                    else None
-                ),
+                )
+                if self._direct
+                else None
             )
+
+            def read() -> Any:
+                return read_message(body, self.limits, tools.serves, answers_itself=answers_itself)
+
+            message = await read_off_loop(read) if off_loop(body) else read()
             if isinstance(message, DirectRequest):
                 await self._answer_request(message, scope, send)
                 return
@@ -222,8 +226,8 @@ class McpHttpApp:
         be awaited (an async tool's, a proxied one's: read once, here, and answered without the
         ASGI cycle around it); None, with nothing run or audited, otherwise (the server then
         runs the app on it)."""
-        if not self._direct or len(body) > self.limits.max_size:
-            return None
+        if not self._direct or len(body) > self.limits.max_size or off_loop(body):
+            return None  # a long body is read off the loop, by the app
         tools = self._tools
         message = read_message(
             bytes(body),
