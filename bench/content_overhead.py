@@ -35,7 +35,9 @@ REPEATS = 7
 
 def _prose(size: int) -> str:
     random.seed(7)
-    words = ["".join(random.choices(string.ascii_lowercase, k=random.randint(2, 9))) for _ in range(3000)]
+    words = [
+        "".join(random.choices(string.ascii_lowercase, k=random.randint(2, 9))) for _ in range(3000)
+    ]
     text = ""
     while len(text) < size:
         text += " ".join(random.choices(words, k=12)) + ".\n"
@@ -76,7 +78,7 @@ def main() -> None:
                 continue
             holder: dict[str, Any] = {}
 
-            def handler(ctx: Any, args: Any) -> Any:
+            def handler(ctx: Any, args: Any, holder: dict[str, Any] = holder) -> Any:
                 return content_of(call_result(orjson.loads(holder["line"]), frozenset()))
 
             tool = Tool(
@@ -86,7 +88,7 @@ def main() -> None:
             holder["line"] = line
             params: dict[str, Any] = {"name": "t", "arguments": {}}
 
-            def one() -> None:
+            def one(tools: McpTools = tools, params: dict[str, Any] = params) -> None:
                 written = tools.answer_call_line_now(params, 1, "u1")
                 assert type(written) is bytes
 

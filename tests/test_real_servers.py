@@ -28,6 +28,7 @@ import httpx2
 import mcp_types as types
 import pytest
 from mcp.client.client import Client
+from mcp.client.session import ClientRequestContext
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -119,9 +120,26 @@ async def collect(client: Client, run: Run, page: str, names: dict[str, str] | N
             answers.append(await answer_of(client, served + name, arguments))
 
 
-async def _refuse(*_: Any) -> types.ErrorData:
-    """What the direct client answers an upstream's sampling, elicitation or roots request."""
-    return types.ErrorData(code=types.INVALID_REQUEST, message="not offered by this test")
+async def _no_sampling(
+    context: ClientRequestContext, params: types.CreateMessageRequestParams
+) -> types.ErrorData:
+    """The direct client's answer to an upstream's sampling request (none is made here)."""
+    return _NOT_OFFERED
+
+
+async def _no_elicitation(
+    context: ClientRequestContext, params: types.ElicitRequestParams
+) -> types.ErrorData:
+    """The direct client's answer to an upstream's elicitation request."""
+    return _NOT_OFFERED
+
+
+async def _no_roots(context: ClientRequestContext) -> types.ErrorData:
+    """The direct client's answer to an upstream's roots/list request."""
+    return _NOT_OFFERED
+
+
+_NOT_OFFERED: Final = types.ErrorData(code=types.INVALID_REQUEST, message="not offered here")
 
 
 def session(params: StdioServerParameters, mode: str) -> Client:
@@ -131,9 +149,9 @@ def session(params: StdioServerParameters, mode: str) -> Client:
         stdio_client(params),
         mode=mode,
         read_timeout_seconds=DEADLINE_S,
-        sampling_callback=_refuse,
-        elicitation_callback=_refuse,
-        list_roots_callback=_refuse,
+        sampling_callback=_no_sampling,
+        elicitation_callback=_no_elicitation,
+        list_roots_callback=_no_roots,
     )
 
 
