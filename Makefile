@@ -72,13 +72,14 @@ IMAGE ?= strictcall:$(VERSION)
 BASE ?= python:$(shell $(BIN)/python -c 'import sys; print("%d.%d" % sys.version_info[:2])')-slim
 ## The image holds the extras its documented features need: serve, proxy and federate
 ## (server), PostgreSQL (postgres), /metrics (metrics), shared quotas in Redis (quotas) and an
-## identity provider's tokens (oauth). No base and no registry: the message names the local one
+## identity provider's tokens (oauth). No base and no registry: the message names the local one.
+## async-timeout: redis needs it on a Python before 3.11.3 (the Debian base's), this one may not
 IMAGE_EXTRAS = server,postgres,metrics,quotas,oauth
 image: $(STAMP)
 	$(BIN)/python tests/container_setup.py --check-base $(BASE)
 	rm -rf build
 	$(BIN)/python -m pip wheel --quiet --disable-pip-version-check --wheel-dir build/image/wheels \
-		'.[$(IMAGE_EXTRAS)]'
+		'.[$(IMAGE_EXTRAS)]' 'async-timeout>=4.0.3'
 	docker build --network none --tag $(IMAGE) --build-arg BASE=$(BASE) \
 		--build-arg VERSION=$(VERSION) --build-arg EXTRAS=$(IMAGE_EXTRAS) \
 		--build-arg "REVISION=$$(git rev-parse HEAD 2>/dev/null)" \

@@ -31,6 +31,7 @@ from strictcall.storage.postgres.faults import why_not_connected
 MODULE = [sys.executable, "-m", "strictcall"]
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+SANDBOX_LINE = "strictcall proxy: sandbox "
 SECRET = "s3cret-Pa55"
 
 
@@ -52,7 +53,8 @@ def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
 def failure_line(done: subprocess.CompletedProcess[str], prefix: str) -> str:
     """The one line a failure prints: on stderr, with the command's prefix, exit 1."""
     assert done.returncode == EXIT_FAILED, done.stderr
-    (line,) = done.stderr.splitlines()
+    # a stdio upstream's start-up line says which sandbox it got; the failure is the one other
+    (line,) = [text for text in done.stderr.splitlines() if not text.startswith(SANDBOX_LINE)]
     assert line.startswith(prefix)
     assert "ERROR:" not in line and "ExceptionGroup" not in line  # none of uvicorn's words
     return line
@@ -94,13 +96,13 @@ def test_an_upstream_command_that_is_not_found_is_one_line_naming_it(
         timeout=START_DEADLINE_S,
         check=False,
     )
-    assert done.returncode == EXIT_FAILED
+    # refused as a fault of the command line, before anything is served, on either downstream
+    assert done.returncode == EXIT_USAGE
     assert "Traceback" not in done.stderr
     lines = done.stderr.splitlines()
-    # the HTTP proxy prints nothing before it listens; stdio says where it serves first
-    assert len(lines) == (1 if "--port" in downstream else 2)
-    assert lines[-1].startswith("strictcall proxy: ")
-    assert "no-such-server" in lines[-1]
+    assert len(lines) == 1
+    assert lines[0].startswith("strictcall proxy: ")
+    assert "no-such-server" in lines[0]
 
 
 def proxy_failure(*upstream: str, tmp_path: Path) -> str:
@@ -156,8 +158,10 @@ def test_an_upstream_url_that_answers_401_says_so_and_never_prints_its_credentia
 def test_the_failures_of_different_upstreams_are_told_apart(
     refusing_upstream: str, tmp_path: Path
 ) -> None:
+    missing = run("proxy", "--upstream-cmd", "no-such-server", "--port", "0")
+    assert missing.returncode == EXIT_USAGE  # refused before it is started: a usage fault
     lines = {
-        proxy_failure("--upstream-cmd", "no-such-server", tmp_path=tmp_path),
+        *missing.stderr.splitlines(),
         proxy_failure("--upstream-cmd", f"{sys.executable} -c pass", tmp_path=tmp_path),
         proxy_failure("--upstream-url", refusing_upstream, tmp_path=tmp_path),
         proxy_failure("--upstream-url", "http://127.0.0.1:9/mcp", tmp_path=tmp_path),

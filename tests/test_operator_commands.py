@@ -62,7 +62,10 @@ def test_tools_diff_exit_code_is_1_while_a_change_waits_and_0_once_approved(
     waiting = strictcall("tools", "diff", "--exit-code", "--db", db)
     assert waiting.returncode == 1 and "id_rsa" in waiting.stdout
     assert strictcall("tools", "diff", "--db", db).returncode == 0  # without it, as before
-    assert strictcall("tools", "approve", "notes_add", "--db", db).returncode == 0
+    digest = waiting.stdout.rsplit("--digest ", 1)[1].split()[0]  # as diff says to approve it
+    assert (
+        strictcall("tools", "approve", "notes_add", "--digest", digest, "--db", db).returncode == 0
+    )
     assert strictcall("tools", "diff", "--exit-code", "--db", db).returncode == 0
 
 

@@ -221,6 +221,7 @@ class StrictcallError(Exception):
     ├── PolicyFileError (also ValueError)       a policy file is not valid (its line, the reason)
     ├── ConfigError (also ValueError)           a federation's config file is malformed
     ├── FederationFailed                        a federation cannot start (a name collision)
+    ├── SandboxUnavailable (also OSError)       an upstream's named sandbox cannot run here
     ├── QuotaStoreDown                          the shared quota state cannot be reached (quota)
     ├── StoreError                              raised by a store (storage.base)
     │   ├── StoreUnavailable                    the database cannot serve now (retryable)

@@ -46,7 +46,9 @@ def store_named(db: str) -> str:
 def say_if_new(db: str, err: TextIO) -> None:
     """Tell `err` when the SQLite file at `db` is not there yet (a command that writes makes it):
     a token made in a new store is one no server on another store knows."""
-    if not is_database_url(db) and not os.path.exists(db):
+    if is_database_url(db) or os.path.exists(db):
+        return
+    if os.path.isdir(os.path.dirname(os.path.abspath(db))):  # else opening it says why not
         err.write(f"strictcall: no store at {store_named(db)} yet: a new one is made there\n")
 
 

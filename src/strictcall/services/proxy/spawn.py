@@ -32,6 +32,8 @@ from typing import Final
 
 import anyio
 
+from strictcall.errors import StrictcallError
+
 SANDBOXES: Final = ("none", "bwrap")
 """The sandboxes a stdio upstream may run in, weakest first."""
 SANDBOX_ENV: Final = "STRICTCALL_SANDBOX"
@@ -126,7 +128,7 @@ class Launch:
     described: str
 
 
-class SandboxUnavailable(OSError):
+class SandboxUnavailable(StrictcallError, OSError):
     """The sandbox an upstream's config names cannot run on this machine."""
 
 
