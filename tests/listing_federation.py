@@ -54,8 +54,8 @@ class ListingFederation:
         for upstream, listing in upstreams.items():
             self.relist(upstream, listing, touch=False)
             command = [sys.executable, str(LISTING_UPSTREAM), upstream, str(self.path(upstream))]
-            if upstream in missing:
-                command = [str(tmp / "no-such-server")]
+            if upstream in missing:  # down: it exits at once (a program not there is refused)
+                command = [sys.executable, "-c", "raise SystemExit(3)"]
             lines.append(
                 f"[upstreams.{upstream}]\ncommand = {json.dumps(shlex.join(command))}\n"
                 f"prefix = {json.dumps(prefixes.get(upstream, ''))}\n"

@@ -96,7 +96,7 @@ def test_without_an_issuer_there_is_no_provider_and_a_bad_file_says_so(tmp_path:
         bad.write_text(text)
         with pytest.raises(ValueError, match=what):
             load_settings(str(bad))
-    with pytest.raises(ValueError, match="not a TOML file"):
+    with pytest.raises(ValueError, match="not valid TOML"):
         (tmp_path / "x.toml").write_text("[oauth")
         load_settings(str(tmp_path / "x.toml"))
     with pytest.raises(ValueError, match="cannot read"):
