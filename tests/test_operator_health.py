@@ -9,7 +9,7 @@ import httpx
 import psycopg
 
 from servers import create_token, start_server
-from strictcall.errors import AUTH_UNAVAILABLE
+from strictcall.errors import TOKEN_STORE_UNAVAILABLE
 
 DEADLINE_S = 30.0
 
@@ -39,7 +39,7 @@ def test_healthz_is_503_while_the_database_has_no_tables_and_200_once_they_are_b
             conn.execute("ALTER TABLE tokens RENAME TO tokens_away")
         answered = call(server.base_url, token)  # a token never seen: it cannot be looked up
         assert answered.status_code == 503
-        assert answered.json()["error"]["data"]["code"] == AUTH_UNAVAILABLE.code
+        assert answered.json()["error"]["data"]["code"] == TOKEN_STORE_UNAVAILABLE.code
         deadline = time.monotonic() + DEADLINE_S
         while httpx.get(server.base_url + "/healthz", timeout=DEADLINE_S).status_code != 503:
             assert time.monotonic() < deadline, "/healthz stayed 200 with no tokens table"
