@@ -93,11 +93,14 @@ PUBLIC_PATHS = {
 }
 
 PINNED_ROOT = [
+    "Annotations",
     "Client",
     "Content",
+    "Display",
     "ErrorKind",
     "ForbiddenOrMissing",
     "Gateway",
+    "Icon",
     "JSONTextError",
     "Limits",
     "ProtocolError",
