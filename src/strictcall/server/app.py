@@ -216,7 +216,8 @@ def build_gateway_app(
         gateway.require_scopes(oauth.tool_scopes)
         routes.update(dict.fromkeys(metadata_paths(oauth), MetadataApp(oauth)))
     # refusals before the wire: admission's and the body's size (those without a token sampled)
-    record = observed(sampled(audit.record), metrics, tracer, window=window, wire="http")
+    sampler = sampled(audit.record)
+    record = observed(sampler, metrics, tracer, window=window, wire="http")
     admission = Admission(
         store,
         record,
@@ -239,6 +240,7 @@ def build_gateway_app(
             *([] if verifier is None else [verifier.lifespan]),
             *([] if gateway.policy is None else [gateway.policy.serving]),
             audit.running,
+            sampler.running,  # left before the audit stops: its waiting count rows written
             mcp.lifespan,
             *([] if metrics is None else [metrics.running]),
             *([] if window is None else [window.running]),
