@@ -41,11 +41,15 @@ def children(pid: int) -> set[int]:
 
 def workers_of(server: RunningServer) -> set[int]:
     """The server's worker processes (not multiprocessing's resource tracker)."""
-    return {
-        pid
-        for pid in children(server.process.pid)
-        if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()
-    }
+    return {pid for pid in children(server.process.pid) if b"spawn_main" in _cmdline(pid)}
+
+
+def _cmdline(pid: int) -> bytes:
+    """A process's command line; empty once it has gone (a killed worker may go meanwhile)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (FileNotFoundError, ProcessLookupError):
+        return b""
 
 
 def wait_until(condition: Callable[[], bool], what: str) -> None:
