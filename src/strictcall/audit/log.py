@@ -12,15 +12,20 @@ answer is sent. While the store cannot take records they are kept (at most
 `MAX_KEPT`, the oldest dropped first) and written once it recovers; a loss is logged once when
 it begins and once, with its count, when the store takes records again. `on_fault` is told once
 per outage of the writes (not once per retry), `on_written` after each batch the store took.
+
+With `retention_s` set (`audit_retention`), the writer removes rows older than it every
+`PRUNE_EVERY_S`, `PRUNE_BATCH` rows per short statement on a worker thread, yielding between
+statements, so a large backlog never holds the store's lock or the loop for long.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
-from typing import Final
+from typing import Final, Protocol, runtime_checkable
 
 from strictcall.storage import AuditRecord, AuditStore, AwaitedNotes, StoreUnavailable
 
@@ -28,8 +33,29 @@ FLUSH_INTERVAL_S: Final = 0.05
 BUSY_FLUSH_INTERVAL_S: Final = 0.01
 BUSY_BATCH: Final = 100
 MAX_KEPT: Final = 100_000
+PRUNE_EVERY_S: Final = 60.0
+PRUNE_BATCH: Final = 5_000
 
 log = logging.getLogger("strictcall")
+
+
+@runtime_checkable
+class PrunesAudit(Protocol):
+    """A store that can remove old audit rows in bounded batches (SQLite, PostgreSQL)."""
+
+    def prune_audit(self, before: float, limit: int) -> int: ...
+
+
+def prune(store: PrunesAudit, retention_s: float, *, now: float | None = None) -> int:
+    """Remove every audit row older than `retention_s`, `PRUNE_BATCH` at a time (in this
+    thread); how many went."""
+    before = (time.time() if now is None else now) - retention_s
+    removed = 0
+    while True:
+        n = store.prune_audit(before, PRUNE_BATCH)
+        removed += n
+        if n < PRUNE_BATCH:
+            return removed
 
 
 def interval_after(batch: int) -> float:
@@ -46,11 +72,17 @@ class AuditLog:
         *,
         on_fault: Callable[[], None] | None = None,
         on_written: Callable[[], None] | None = None,
+        retention_s: float | None = None,
     ) -> None:
         """`on_fault`: told when the store begins refusing batches (once, until it takes one
         again: a metric counts outages, not retries); `on_written`: told after each batch the
-        store took."""
+        store took; `retention_s`: audit rows older than it are removed while running (None
+        keeps them all)."""
+        if retention_s is not None and retention_s <= 0:
+            raise ValueError("audit retention must be positive")
         self._store = store
+        self._retention_s = retention_s
+        self._pruned_at = 0.0
         self._pending: list[AuditRecord] = []
         self._lost = 0
         self._lost_total = 0
@@ -144,6 +176,7 @@ class AuditLog:
             with suppress(TimeoutError):
                 async with asyncio.timeout(interval):
                     await stop.wait()
+            await self._prune_when_due()
             batch = self._take()
             interval = interval_after(len(batch))
             if not batch:
@@ -159,3 +192,26 @@ class AuditLog:
             else:
                 self._written()
                 self._keep([])
+
+    async def _prune_when_due(self) -> None:
+        """Every `PRUNE_EVERY_S`, remove rows past the retention, one bounded batch per worker
+        thread hop (the loop serves calls between them); a store fault waits for the next turn."""
+        store = self._store
+        if self._retention_s is None or not isinstance(store, PrunesAudit):
+            return
+        now = time.monotonic()
+        if self._pruned_at and now - self._pruned_at < PRUNE_EVERY_S:
+            return
+        self._pruned_at = now
+        before = time.time() - self._retention_s
+        removed = 0
+        try:
+            while True:
+                n = await asyncio.to_thread(store.prune_audit, before, PRUNE_BATCH)
+                removed += n
+                if n < PRUNE_BATCH:
+                    break
+        except StoreUnavailable:
+            return
+        if removed:
+            log.info("audit: removed %d records older than the retention", removed)

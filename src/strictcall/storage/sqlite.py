@@ -131,6 +131,11 @@ def _begin_without_waiting(conn: sqlite3.Connection) -> None:
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
 
 
+_PRUNE_AUDIT: Final = (
+    "DELETE FROM audit WHERE seq IN (SELECT seq FROM audit WHERE at < ? ORDER BY seq LIMIT ?)"
+)
+
+
 class SQLiteStore(SharedReads, SharedPins):
     """The embedded store: one SQLite file in WAL mode, with two connections, each behind its
     own lock: one for writes, one for reads. In WAL mode readers never wait for a writer, so a
@@ -418,6 +423,11 @@ class SQLiteStore(SharedReads, SharedPins):
     async def record_calls_async(self, records: Sequence[AuditRecord]) -> None:
         """`record_calls` on a worker thread: the write may wait on the database's lock."""
         await asyncio.to_thread(self.record_calls, records)
+
+    def prune_audit(self, before: float, limit: int) -> int:
+        """Delete at most `limit` audit rows written before `before` (oldest first): one short
+        transaction, so calls' writes never wait long behind it. How many went."""
+        return self._change(_PRUNE_AUDIT, (before, limit))
 
     # --- for operators ------------------------------------------------------------------------
 

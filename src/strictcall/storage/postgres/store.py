@@ -95,6 +95,10 @@ LOOP_CONNECTIONS: Final = 8
 """The connections a server's event loop awaits its calls on (`read_note_async` and the
 others): PostgreSQL answers them, and commits, in parallel, while the loop serves the rest."""
 
+_PRUNE_AUDIT: Final = (
+    "DELETE FROM audit WHERE seq IN (SELECT seq FROM audit WHERE at < %s ORDER BY seq LIMIT %s)"
+)
+
 
 class PostgresStore(SharedReads, SharedPins):
     """A PostgreSQL database behind a connection pool, shared by any number of servers.
@@ -381,6 +385,11 @@ class PostgresStore(SharedReads, SharedPins):
     def record_call(self, record: AuditRecord) -> None:
         """Append one call to the audit log."""
         self.record_calls((record,))
+
+    def prune_audit(self, before: float, limit: int) -> int:
+        """Delete at most `limit` audit rows written before `before` (oldest first), in one
+        short statement. How many went."""
+        return self._change(_PRUNE_AUDIT, (before, limit))
 
     def record_calls(self, records: Sequence[AuditRecord]) -> None:
         """Append calls to the audit log, by one statement in one transaction. Not retried here:
