@@ -47,11 +47,11 @@ class AuditLog:
         self,
         store: AuditStore,
         *,
-        on_fault: Callable[[], None] | None = None,
+        on_fault: Callable[[StoreUnavailable], None] | None = None,
         on_written: Callable[[], None] | None = None,
     ) -> None:
-        """`on_fault`: told when the store begins refusing batches (once, until it takes one
-        again: a metric counts outages, not retries); `on_written`: told after each batch the
+        """`on_fault`: told when the store begins refusing batches, with the store's fault
+        (once, until it takes one again: a metric counts outages, not retries); `on_written`: told after each batch the
         store took."""
         self._store = store
         self._pending: list[AuditRecord] = []
@@ -104,17 +104,17 @@ class AuditLog:
             return []
         try:
             self._store.record_calls(batch)
-        except StoreUnavailable:
-            self._faulted()
+        except StoreUnavailable as exc:
+            self._faulted(exc)
             return batch
         self._written()
         return []
 
-    def _faulted(self) -> None:
+    def _faulted(self, exc: StoreUnavailable) -> None:
         if not self._failing:
             self._failing = True
             if self._on_fault is not None:
-                self._on_fault()
+                self._on_fault(exc)
 
     def _written(self) -> None:
         self._failing = False
@@ -177,8 +177,8 @@ class AuditLog:
                 continue
             try:
                 await awaited.record_calls_async(batch)
-            except StoreUnavailable:
-                self._faulted()
+            except StoreUnavailable as exc:
+                self._faulted(exc)
                 self._keep(batch)
             else:
                 self._written()

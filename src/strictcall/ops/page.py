@@ -211,8 +211,9 @@ def _banner(store_ok: bool, outage: Outage | None) -> str:
         text = "store unavailable: the audit cannot be read"
     else:
         since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(outage.since))
+        why = "" if outage.cause is None else f" (<span id=store-cause>{_e(outage.cause)}</span>)"
         text = (
-            f"store unavailable since <time datetime={since}>{_hm(outage.since)}</time>,"
+            f"store unavailable since <time datetime={since}>{_hm(outage.since)}</time>{why},"
             f" {outage.refused} calls refused"
         )
     return f"<p id=store-banner class='banner down' role=alert title='times are UTC'>{text}</p>"

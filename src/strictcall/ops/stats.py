@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Final
 
+from strictcall.ops.health import cause_of
 from strictcall.storage import MINUTE_S, AuditRecord, FailureRow, OpsStore, StoreUnavailable
 
 DEFAULT_SINCE_S: Final = 3600
@@ -60,6 +61,8 @@ class Breakdown:
     minutes: list[Minute] = field(default_factory=list)
     top_failures: list[FailureRow] = field(default_factory=list)
     recent_refusals: list[AuditRecord] = field(default_factory=list)
+    cause: str | None = None
+    """Why the store could not answer (`strictcall.ops.health.cause_of`), when it could not."""
 
     def as_json(self) -> dict[str, object]:
         """The breakdown as plain JSON (never a value a model sent: see `AuditRecord`)."""
@@ -106,8 +109,8 @@ def breakdown(
         rows = store.call_stats(since)
         failures = store.top_failures(since, top)
         refusals = store.recent_refusals(recent)
-    except StoreUnavailable:
-        return Breakdown(since, until, store_ok=False)
+    except StoreUnavailable as exc:
+        return Breakdown(since, until, store_ok=False, cause=cause_of(exc))
     first = int(since) // MINUTE_S * MINUTE_S
     minutes: dict[int, tuple[list[int], dict[str, int]]] = {
         start: ([0], {}) for start in range(first, int(until) + 1, MINUTE_S)

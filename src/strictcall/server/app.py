@@ -160,7 +160,7 @@ def build_gateway_app(
     tools seen changed (a federation's), for /metrics; `content` is served at /mcp beside the
     tools (a federation's upstreams' resources and prompts).
     """
-    from strictcall.ops.health import StoreHealth
+    from strictcall.ops.health import StoreHealth, cause_of
     from strictcall.server.ops import PATHS, OpsApp
 
     health = StoreHealth()
@@ -180,8 +180,8 @@ def build_gateway_app(
     if tracer is not None:  # each traced call's stages get their own times
         gateway.marks_stages = True
 
-    def audit_fault() -> None:
-        health.failed()
+    def audit_fault(fault: StoreUnavailable) -> None:
+        health.failed(cause=cause_of(fault))
         if metrics is not None:
             metrics.audit_fault()
 

@@ -124,7 +124,7 @@ class OpsApp:
         if stats.store_ok:
             self._store_health.answered()
         else:
-            self._store_health.failed()
+            self._store_health.failed(cause=stats.cause)
         outage = self._store_health.outage
         snapshot = None if self._window is None else self._window.snapshot()
         health = self._health()
@@ -134,7 +134,9 @@ class OpsApp:
         document = stats.as_json()
         document["health"] = health
         document["outage"] = (
-            None if outage is None else {"since": outage.since, "refused": outage.refused}
+            None
+            if outage is None
+            else {"since": outage.since, "refused": outage.refused, "cause": outage.cause}
         )
         if snapshot is not None:
             document["live"] = snapshot_json(snapshot)
