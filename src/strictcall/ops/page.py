@@ -288,6 +288,13 @@ def _audit_tables(stats: Breakdown) -> list[str]:
             ([r.tool, r.code, r.reason, r.pointer, r.calls] for r in stats.top_failures),
             numeric=(4,),
         ),
+        "<h2>Operator commands <span class=muted>(not agents' calls)</span></h2>",
+        _table(
+            "operator-commands",
+            ("command", "runs", "refused"),
+            ([c, n, f] for c, n, f in stats.commands),
+            numeric=(1, 2),
+        ),
         "<h2>Most recent refusals</h2>",
         _table(
             "recent-refusals",
