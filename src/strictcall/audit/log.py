@@ -51,8 +51,8 @@ class AuditLog:
         on_written: Callable[[], None] | None = None,
     ) -> None:
         """`on_fault`: told when the store begins refusing batches, with the store's fault
-        (once, until it takes one again: a metric counts outages, not retries); `on_written`: told after each batch the
-        store took."""
+        (once, until it takes one again: a metric counts outages, not retries); `on_written`:
+        told after each batch the store took."""
         self._store = store
         self._pending: list[AuditRecord] = []
         self._writing = 0
