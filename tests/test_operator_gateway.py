@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from mcp_peers import fastmcp_command
-from servers import _lines_of
+from servers import STAMP, _lines_of, unstamped
 
 DEADLINE_S = 60.0
 LISTENING = re.compile(r"listening on (http://[0-9.]+:\d+)")
@@ -112,7 +112,8 @@ def test_an_upstreams_stderr_is_prefixed_with_its_name_and_escaped(gateway: Gate
     seen = gateway.until("notes server")
     relayed = [line for line in seen if ": stderr: " in line and "notes server" in line]
     assert len(relayed) == 1  # the carriage return forged no second line
-    assert relayed[0].startswith(("strictcall federate: notes: ", "strictcall proxy: "))
+    assert STAMP.match(relayed[0])
+    assert unstamped(relayed[0]).startswith(("strictcall federate: notes: ", "strictcall proxy: "))
     assert not any("\x1b" in line or "\r" in line for line in seen)  # no raw ESC, no CR
     assert not any(line.startswith("strictcall: forged") for line in seen)
 
@@ -122,3 +123,18 @@ def test_ctrl_c_says_stopping_then_stopped_and_exits_0(gateway: Gateway) -> None
     after = gateway.until("stopped")
     assert any("stopping" in line for line in after)
     assert gateway.process.wait(timeout=DEADLINE_S) == 0
+
+
+def test_the_log_lines_carry_their_time_and_level_as_serves_do(gateway: Gateway) -> None:
+    gateway.until("upstream started")
+    gateway.process.send_signal(signal.SIGINT)
+    seen = gateway.until("stopped")
+    # what stdout says of the start and the stop is as serve's: unstamped
+    said = ("listening on", ": stopping", ": stopped")
+    logged = [line for line in seen if not any(s in line for s in said)]
+    assert any("upstream started" in line for line in logged)
+    for line in logged:
+        assert STAMP.match(line), line
+        assert unstamped(line).startswith(("strictcall federate: ", "strictcall proxy: ")), line
+    started = next(line for line in logged if "upstream started" in line)
+    assert STAMP.match(started)[1] == "INFO"  # type: ignore[index]
