@@ -138,3 +138,22 @@ def test_the_log_lines_carry_their_time_and_level_as_serves_do(gateway: Gateway)
         assert unstamped(line).startswith(("strictcall federate: ", "strictcall proxy: ")), line
     started = next(line for line in logged if "upstream started" in line)
     assert STAMP.match(started)[1] == "INFO"  # type: ignore[index]
+
+
+def test_stamped_lines_stamp_whole_lines_only_and_grade_faults_warning() -> None:
+    import io
+
+    from strictcall.server.logs import stamped_lines
+
+    out = io.StringIO()
+    log = stamped_lines(out)
+    log.write("strictcall proxy: upstream ")  # a line written in two pieces is one line
+    log.write("started (x)\nstrictcall proxy: upstream failed (exited 1)\n")
+    log.write("strictcall proxy: stderr: it failed, it says\nstrictcall proxy: half")
+    lines = out.getvalue().splitlines()
+    assert [m[1] for m in map(STAMP.match, lines) if m] == ["INFO", "WARNING", "INFO"]
+    assert [unstamped(line) for line in lines] == [
+        "strictcall proxy: upstream started (x)",
+        "strictcall proxy: upstream failed (exited 1)",
+        "strictcall proxy: stderr: it failed, it says",
+    ]
