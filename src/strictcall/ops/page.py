@@ -125,6 +125,7 @@ def render_page(
     health: Mapping[str, object],
     snapshot: Snapshot | None = None,
     outage: Outage | None = None,
+    upstreams: Sequence[Mapping[str, object]] | None = None,
 ) -> str:
     """The whole page."""
     return (
@@ -133,7 +134,7 @@ def render_page(
         "<title>strictcall: operator</title><link rel=icon href='data:,'>"
         f"<style>{_STYLE}</style></head><body>"
         "<p id=stale class='banner stale' role=alert hidden></p>"
-        f"<div id=live>{render_fragment(stats, health, snapshot, outage)}</div>"
+        f"<div id=live>{render_fragment(stats, health, snapshot, outage, upstreams)}</div>"
         f"<script>{_SCRIPT}</script></body></html>"
     )
 
@@ -143,9 +144,12 @@ def render_fragment(
     health: Mapping[str, object],
     snapshot: Snapshot | None = None,
     outage: Outage | None = None,
+    upstreams: Sequence[Mapping[str, object]] | None = None,
 ) -> str:
     """The page's live part: swapped in whole on each refresh. While the store cannot answer,
-    the summary and the failures come from `snapshot` (this process's own counts)."""
+    the summary and the failures come from `snapshot` (this process's own counts). A proxy's
+    or a federation's `upstreams` come right after the summary: one down is what an operator
+    looks for first."""
     window_min = round((stats.until - stats.since) / 60)
     from_memory = not stats.store_ok and snapshot is not None
     if from_memory:
@@ -176,6 +180,8 @@ def render_fragment(
         f"<span>failed <b id=recent-failed class=bad>{recent_failed}</b></span>"
         f"<span>failure rate <b>{_e(_rate(recent_failed, recent_calls))}</b></span></p>",
     ]
+    if upstreams is not None:
+        parts += ["<h2>Upstreams</h2>", _upstreams(upstreams)]
     if stats.store_ok:
         parts += ["<h2>Calls per minute</h2>", _timeline(stats.minutes), _legend(stats.minutes)]
     parts += [
@@ -270,6 +276,30 @@ def _live_tables(snapshot: Snapshot) -> list[str]:
             numeric=(1, 2, 4),
         ),
     ]
+
+
+def _upstreams(upstreams: Sequence[Mapping[str, object]]) -> str:
+    """Each upstream: up, starting, restarting or not started; its tools; its starts; when
+    its calls are told to try again while it is down; its changes waiting for an approval."""
+
+    def next_try(row: Mapping[str, object]) -> str:
+        wait = row.get("retry_after_ms")
+        return "-" if not isinstance(wait, int) else _ms(wait * 1000)
+
+    def waiting(row: Mapping[str, object]) -> object:
+        count = row.get("changes_waiting")
+        return "no pinning" if count is None else count
+
+    return _table(
+        "upstreams",
+        ("upstream", "state", "tools", "starts", "calls told to retry in", "changes waiting"),
+        (
+            [r.get("upstream"), r.get("state"), r.get("tools"), r.get("starts"), next_try(r),
+             waiting(r)]
+            for r in upstreams
+        ),
+        numeric=(2, 3, 4, 5),
+    )  # fmt: skip
 
 
 def _audit_tables(stats: Breakdown) -> list[str]:

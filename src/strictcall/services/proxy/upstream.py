@@ -297,6 +297,16 @@ class Upstream:
         federation retrying a first start that failed."""
         self._back_at = moment
 
+    @property
+    def state(self) -> str:
+        """ "up" (serving), "starting" (a start under way), "restarting" (down, waiting for
+        its next start) or "not started" (its first start has not succeeded yet)."""
+        if self._live is not None:
+            return "up"
+        if self._starting_since is not None:
+            return "starting"
+        return "restarting" if self.starts else "not started"
+
     def unavailable(self) -> ToolFailure:
         """The failure a call gets while the upstream is down."""
         return ToolFailure(UPSTREAM_UNAVAILABLE, retry_after_ms=self.retry_after_ms())
