@@ -187,3 +187,12 @@ def test_an_outages_cause_is_told_once_on_one_line_without_a_password(
     assert outage is not None and outage.cause == reachable.for_operator()
     told = [line for line in logged.lines if "store unavailable" in line]
     assert len(told) == 2 and reachable.for_operator() in told[1]
+
+
+def test_one_refused_call_is_said_in_the_singular(logged: Lines) -> None:
+    health = StoreHealth()
+    now = time.time()
+    health.refused(now - 2)
+    health.answered(now - 1)
+    back = next(line for line in logged.lines if "store back" in line)
+    assert "1 call refused" in back and "1 calls" not in back

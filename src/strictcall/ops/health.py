@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Final
 
-from strictcall.core.terminal import one_line
+from strictcall.core.terminal import counted, one_line
 from strictcall.errors import STORE_DOWN_CODES
 from strictcall.storage import SchemaTooNew, StoreUnavailable, StoreUnreachable
 
@@ -129,10 +129,10 @@ class StoreHealth:
             self._refused = 0
             self._cause = None
         log.warning(
-            "store back at %s UTC after %.0f s unavailable; %d calls refused meanwhile",
+            "store back at %s UTC after %.0f s unavailable; %s refused meanwhile",
             clock_time(until),
             max(until - since, 0.0),
-            self._last.refused,
+            counted(self._last.refused, "call"),
         )
 
     def _begin(self, at: float, cause: str | None = None) -> None:

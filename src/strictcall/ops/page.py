@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
+from strictcall.core.terminal import counted
 from strictcall.ops.health import Outage
 from strictcall.ops.stats import Breakdown, Minute
 from strictcall.ops.window import RECENT_S, Snapshot
@@ -220,7 +221,7 @@ def _banner(store_ok: bool, outage: Outage | None) -> str:
         why = "" if outage.cause is None else f" (<span id=store-cause>{_e(outage.cause)}</span>)"
         text = (
             f"store unavailable since <time datetime={since}>{_hm(outage.since)}</time>{why},"
-            f" {outage.refused} calls refused"
+            f" {counted(outage.refused, 'call')} refused"
         )
     return f"<p id=store-banner class='banner down' role=alert title='times are UTC'>{text}</p>"
 
