@@ -1,10 +1,11 @@
 """Eight real MCP servers (tests/real_servers.py) called directly and through `strictcall
 federate`, with the official Python client: every tool's listing and the answers of two or
 three calls of each are the upstream's own but for the documented changes
-(`real_servers.through_listing`, `through_result`), through a stdio downstream on 2025-11-25 and
-an /mcp downstream on 2026-07-28; both downstreams list well-formed on both wire versions.
+(`real_servers.through_listing`, `through_result`), on all four pairings of
+downstream (stdio, /mcp) and wire version (2025-11-25, 2026-07-28).
 
-One federation process per wire serves all eight; everything is gathered once per module.
+One federation process per pairing serves all eight (a pairing's calls change its upstreams'
+state, so each has its own); everything is gathered once per module.
 """
 
 from __future__ import annotations
@@ -218,6 +219,10 @@ class World:
     direct: Run
     stdio: Run
     http: Run
+    stdio_modern: Run
+    """The stdio downstream on 2026-07-28 (its own place: the calls change their upstreams)."""
+    http_legacy: Run
+    """The /mcp downstream on 2025-11-25 (its own federation and place, for the same reason)."""
     versions: dict[tuple[str, str], tuple[str, list[str]]]
     """(downstream, mode) -> the negotiated version and the served names listed."""
 
@@ -288,6 +293,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             direct = Run(make_place(tmp / "direct"))
             stdio = Run(make_place(tmp / "stdio"))
             http = Run(make_place(tmp / "http"))
+            stdio_modern = Run(make_place(tmp / "stdio-modern"))
+            http_legacy = Run(make_place(tmp / "http-legacy"))
             versions: dict[tuple[str, str], tuple[str, list[str]]] = {}
 
             async def gather() -> None:
@@ -299,33 +306,44 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
                     )
                     async with session(params, "legacy") as client:
                         await collect(client, stdio, page, NAMES)
+                    argv = [
+                        *federate_argv(stdio_modern.place, notes_url),
+                        "--stdio",
+                        "--identity",
+                        "u1",
+                    ]
+                    params = StdioServerParameters(
+                        command=argv[0], args=argv[1:], env=dict(os.environ)
+                    )
                     async with session(params, "auto") as client:
-                        listed = (await client.list_tools()).tools
-                        versions[("stdio", "auto")] = (
-                            client.protocol_version or "",
-                            [tool.name for tool in listed],
-                        )
-                    versions[("stdio", "legacy")] = (stdio.version, stdio.served)
-                    async with http_federation(http.place, notes_url) as (url, token):
-                        async with http_client(url, token, "auto") as client:
-                            await collect(client, http, page, NAMES)
-                        async with http_client(url, token, "legacy") as client:
-                            listed = (await client.list_tools()).tools
-                            versions[("http", "legacy")] = (
-                                client.protocol_version or "",
-                                [tool.name for tool in listed],
-                            )
-                    versions[("http", "auto")] = (http.version, http.served)
+                        await collect(client, stdio_modern, page, NAMES)
+                    async with (
+                        http_federation(http.place, notes_url) as (url, token),
+                        http_client(url, token, "auto") as client,
+                    ):
+                        await collect(client, http, page, NAMES)
+                    async with (
+                        http_federation(http_legacy.place, notes_url) as (url, token),
+                        http_client(url, token, "legacy") as client,
+                    ):
+                        await collect(client, http_legacy, page, NAMES)
+                    for key, run in (
+                        (("stdio", "legacy"), stdio),
+                        (("stdio", "auto"), stdio_modern),
+                        (("http", "auto"), http),
+                        (("http", "legacy"), http_legacy),
+                    ):
+                        versions[key] = (run.version, run.served)
 
             anyio.run(gather)
-            yield World(direct, stdio, http, versions)
+            yield World(direct, stdio, http, stdio_modern, http_legacy, versions)
     finally:
         notes.terminate()
         notes.wait(timeout=DEADLINE_S)
 
 
 @pytest.mark.parametrize("prefix", PREFIXES)
-@pytest.mark.parametrize("wire", ["stdio", "http"])
+@pytest.mark.parametrize("wire", ["stdio", "http", "stdio_modern", "http_legacy"])
 def test_every_tool_is_listed_as_its_upstream_lists_it(
     world: World, prefix: str, wire: str
 ) -> None:
@@ -342,7 +360,7 @@ def test_every_tool_is_listed_as_its_upstream_lists_it(
 
 
 @pytest.mark.parametrize("prefix", PREFIXES)
-@pytest.mark.parametrize("wire", ["stdio", "http"])
+@pytest.mark.parametrize("wire", ["stdio", "http", "stdio_modern", "http_legacy"])
 def test_every_call_answers_as_its_upstream_answers(world: World, prefix: str, wire: str) -> None:
     run: Run = getattr(world, wire)
     sequence = calls(world.direct.place, "")[prefix]

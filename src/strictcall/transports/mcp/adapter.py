@@ -547,6 +547,8 @@ class McpTools:
     ) -> tuple[dict[str, JSONValue], str]:
         """A tools/call's params as the gateway reads a call, and its call id."""
         self._follow()
+        if MCP_PARAMS.isdisjoint(params):  # the usual call: nothing of MCP's own to take out
+            return params, self.call_id(request_id)
         call = {key: value for key, value in params.items() if key not in MCP_PARAMS}
         return call, self.call_id(request_id)
 
@@ -576,7 +578,9 @@ class McpTools:
     def call_id(self, request_id: types.RequestId | None) -> str:
         """The call id of a request in this connection (`call_scope`): MCP's request ids are
         unique only within one."""
-        return f"mcp-{self._call_scope()}:{json_text(request_id)}"
+        # an int's JSON text is its str (a bool is no request id), written without orjson
+        written = str(request_id) if type(request_id) is int else json_text(request_id)
+        return f"mcp-{self._call_scope()}:{written}"
 
     def _audit(
         self, outcome: Outcome, error: dict[str, JSONValue] | None, identity: str | None

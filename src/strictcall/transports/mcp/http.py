@@ -139,8 +139,10 @@ class McpHttpApp:
         if message.get("method") != "tools/call":
             return False
         params = message.get("params")
-        meta = params.get("_meta") if isinstance(params, dict) else None
-        asked = progress_token_of(meta) is not None or log_level_of(meta) is not None
+        meta = params.get("_meta") if type(params) is dict else None
+        asked = meta is not None and (
+            progress_token_of(meta) is not None or log_level_of(meta) is not None
+        )
         if not asked and self._tools.levels:
             asked = scope.get(IDENTITY_KEY) in self._tools.levels
         return asked and _accepts_stream(scope)
