@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from adapter_tools import adapter_gateway, error_of, is_kind
+from doc_pages import page
 from strictcall import errors
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -243,8 +244,7 @@ def test_the_anthropic_stand_in_refuses_results_that_are_not_first_in_one_user_m
 def test_the_readmes_ten_line_loop_runs_against_the_stand_in(
     examples_on_path: None, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    readme = (EXAMPLES.parent / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## The agent loop", 1)[1]
+    section = page("agent-loop.md")
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
     assert len([line for line in code.splitlines() if line]) <= 11  # imports and the loop
     example: Any = importlib.import_module("agent_loop_openai")

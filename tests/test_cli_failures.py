@@ -24,6 +24,7 @@ import psycopg
 import pytest
 
 import pg
+from doc_pages import page
 from servers import START_DEADLINE_S, unstamped
 from strictcall.cli.parser import build_parser
 from strictcall.storage.postgres.faults import why_not_connected
@@ -295,8 +296,7 @@ def test_a_failed_authentication_is_named_too() -> None:
 
 
 def test_the_readme_says_to_create_the_database_first() -> None:
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    section = readme.split("#### Many processes, many hosts: PostgreSQL", 1)[1]
+    section = page("serve.md").split("Many processes, many hosts: PostgreSQL", 1)[1]
     assert "createdb" in section.split("`--db` (and", 1)[0]
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from doc_pages import page
 from mcp_peers import error_of, everything_command, fastmcp_command
 from stdio_peer import DEADLINE_S, StdioPeer
 from strictcall.errors import (
@@ -502,8 +503,7 @@ def test_the_typescript_client_sees_prefixed_tools_and_a_rug_pull_held_back(tmp_
 
 
 def test_the_readmes_config_example_is_one_federate_reads() -> None:
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
-    block = re.search(r"```toml\n(# federation.toml\n.*?)```", readme, re.DOTALL)
+    block = re.search(r"```toml\n(# federation.toml\n.*?)```", page("federation.md"), re.DOTALL)
     assert block is not None
     config = federation_config(tomllib.loads(block.group(1)))
     assert [u.name for u in config.upstreams] == ["files", "tickets"]

@@ -19,11 +19,12 @@ from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from doc_pages import REFERENCE_PAGES, pages
 from node_client import TS_DIR, node_with_packages
 from servers import RunningServer, create_token, start_server
 
-README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
-SECTION = README[README.index("\n## MCP\n") : README.index("\n## Development\n")]
+_FIRST, _END = REFERENCE_PAGES.index("mcp.md"), REFERENCE_PAGES.index("development.md")
+SECTION = pages(*REFERENCE_PAGES[_FIRST:_END])
 SNIPPETS = [json.loads(block) for block in re.findall(r"```json\n(.*?)```", SECTION, re.S)]
 STDIO, HTTP, SUCCESS, FAILURE = SNIPPETS
 DEADLINE_S = 60

@@ -12,13 +12,12 @@ import anyio
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 
+from doc_pages import page
 from mcp_peers import fastmcp_command
 from stdio_peer import DEADLINE_S
 from strictcall.services.proxy import allow_list
 
-README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
-START = README.index("\n## Put strictcall in front of your MCP server\n")
-SECTION = README[START : README.index("\n## ", START + 1)]
+SECTION = page("proxy.md")
 (HOST,) = [json.loads(block) for block in re.findall(r"```json\n(.*?)```", SECTION, re.S)]
 (ALLOW,) = [json.loads(b) for b in re.findall(r"```text\n\s*(.*?)\s*```", SECTION, re.S)]
 

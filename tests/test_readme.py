@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
+from doc_pages import documented
 from strictcall.errors import CATALOGUE, PARSE_REASONS, REASON_MEANINGS, Reason
 from strictcall.transports.jsonrpc import ERROR_CODES
 
-README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+README = documented()
 
 
 def _rows(first_header: str) -> list[list[str]]:

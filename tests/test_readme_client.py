@@ -14,13 +14,14 @@ from pathlib import Path
 import httpx
 import pytest
 
+from doc_pages import documented
 from servers import RunningServer, create_token, start_server
 from strictcall import Client
 from strictcall.client.http import ProtocolError
 from strictcall.errors import INVALID_REQUEST, Reason, Stage
 
 ROOT = Path(__file__).resolve().parents[1]
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+README = documented()
 README_BASE = "http://127.0.0.1:8765"
 
 

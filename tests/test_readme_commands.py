@@ -21,12 +21,13 @@ from pathlib import Path
 
 import pytest
 
+from doc_pages import documented
 from servers import RunningServer, start_server
 from strictcall.cli.commands import _prepare_demo
 from strictcall.storage.sqlite import SQLiteStore
 
 ROOT = Path(__file__).resolve().parents[1]
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+README = documented()
 BIN = Path(sys.executable).parent
 README_BASE = "http://127.0.0.1:8765"
 MARKER = "@@readme-command@@"

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from doc_pages import documented
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
 RUNNABLE = [path for path in EXAMPLES if '__name__ == "__main__"' in path.read_text()]
@@ -57,7 +59,7 @@ def test_an_example_runs_as_its_docstring_says_in_a_fresh_checkout(
 
 
 def test_the_readme_names_the_extras_the_agent_loops_need() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = documented()
     for name, extra in (("agent_loop_openai", "openai"), ("agent_loop_anthropic", "anthropic")):
         assert f".venv/bin/python examples/{name}.py" in readme
         doc = ast.get_docstring(ast.parse((ROOT / "examples" / f"{name}.py").read_text()))

@@ -1,0 +1,42 @@
+"""The documentation a user reads, for the tests that hold it to the code: the README (the
+front door) and the docs site's pages that carry its reference, in reading order."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+
+# The pages whose examples run as written, in the order a reader meets them (the console blocks
+# of all of them run in one directory, in this order).
+REFERENCE_PAGES = (
+    "install.md",
+    "library.md",
+    "serve.md",
+    "proxy.md",
+    "federation.md",
+    "mcp.md",
+    "agent-loop.md",
+    "counterexamples.md",
+    "policy.md",
+    "operations.md",
+    "speed.md",
+    "development.md",
+)
+
+
+def page(name: str) -> str:
+    """One page of the docs site, as written."""
+    return (DOCS / name).read_text(encoding="utf-8")
+
+
+def pages(*names: str) -> str:
+    """Several pages, one after the other."""
+    return "\n".join(page(name) for name in names)
+
+
+def documented() -> str:
+    """The README and the reference pages, in reading order."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    return "\n".join((readme, pages(*REFERENCE_PAGES)))
