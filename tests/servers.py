@@ -24,6 +24,13 @@ START_DEADLINE_S = 60.0  # a bound, not a wait: spawning workers on a loaded mac
 STOP_DEADLINE_S = 20.0
 
 _LISTENING = re.compile(r"listening on (http://[0-9.]+:\d+)")
+STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (INFO|WARNING|ERROR) ")
+"""A log line's UTC time and level, as every server's log line begins."""
+
+
+def unstamped(line: str) -> str:
+    """A log line without its time and level."""
+    return STAMP.sub("", line, count=1)
 
 
 @dataclass

@@ -24,7 +24,7 @@ import psycopg
 import pytest
 
 import pg
-from servers import START_DEADLINE_S
+from servers import START_DEADLINE_S, unstamped
 from strictcall.cli.parser import build_parser
 from strictcall.storage.postgres.faults import why_not_connected
 
@@ -54,7 +54,8 @@ def failure_line(done: subprocess.CompletedProcess[str], prefix: str) -> str:
     """The one line a failure prints: on stderr, with the command's prefix, exit 1."""
     assert done.returncode == EXIT_FAILED, done.stderr
     # a stdio upstream's start-up line says which sandbox it got; the failure is the one other
-    (line,) = [text for text in done.stderr.splitlines() if not text.startswith(SANDBOX_LINE)]
+    lines = done.stderr.splitlines()
+    (line,) = [text for text in lines if not unstamped(text).startswith(SANDBOX_LINE)]
     assert line.startswith(prefix)
     assert "ERROR:" not in line and "ExceptionGroup" not in line  # none of uvicorn's words
     return line

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from mcp_peers import StdioProxy, fastmcp_command
-from servers import strictcall
+from servers import start_server, strictcall
 from strictcall.core.policy import Policy, Rule
 from strictcall.storage import open_store
 
@@ -152,3 +152,29 @@ def test_the_proxy_warns_once_of_a_rule_that_grants_no_served_tool(tmp_path: Pat
         proxy.close()
     warned = [line for line in proxy.stderr().splitlines() if "policy warning" in line]
     assert len(warned) == 1 and '"typo"' in warned[0] and '"adders"' not in warned[0]
+
+
+TYPO_POLICY = (
+    '[[rule]]\nname = "typo"\nwho = ["*"]\ntools = ["read_notes"]\n'
+    '[[rule]]\nname = "readers"\nwho = ["*"]\ntools = ["read_note"]\n'
+)
+
+
+def test_serve_warns_at_start_of_a_rule_that_grants_no_served_tool(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.toml"
+    policy.write_text(TYPO_POLICY, encoding="utf-8")
+    db = tmp_path / "s.sqlite3"
+    server = start_server(db, "--policy", str(policy))
+    try:
+        warned = [line for line in server.lines if "warning" in line and str(policy) in line]
+    finally:
+        assert server.stop() == 0
+    assert len(warned) == 1 and '"typo"' in warned[0] and '"readers"' not in warned[0]
+    # on stdio too, before the first message is read
+    done = strictcall(
+        "serve", "--mcp-stdio", "--identity", "u1", "--db", str(db), "--policy", str(policy),
+        stdin="",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    stdio_warned = [line for line in done.stderr.splitlines() if "warning" in line]
+    assert len(stdio_warned) == 1 and '"typo"' in stdio_warned[0]

@@ -84,6 +84,28 @@ def test_stats_json_is_the_breakdown_of_the_window(any_db: str) -> None:
     assert wider["calls"] == 6
 
 
+def test_operator_commands_are_counted_apart_from_the_agents_calls(tmp_path: Path) -> None:
+    db = tmp_path / "s.sqlite3"
+    now = time.time()
+    record(db, ok(now - 10), shape(now - 5))
+    for _ in range(3):  # a token id nobody has: refused, audited as the operator's command
+        assert strictcall("tokens", "revoke", "0123456789ab", "--db", str(db)).returncode == 1
+    assert strictcall("tokens", "list", "--db", str(db)).returncode == 0
+    stats = json.loads(strictcall("stats", "--json", "--db", str(db)).stdout)
+    assert (stats["calls"], stats["failed"]) == (2, 1)
+    assert stats["failures_by_stage_code"] == [
+        {"stage": str(Stage.SHAPE), "code": INVALID_ARGUMENTS.code, "count": 1}
+    ]
+    assert [t["tool"] for t in stats["by_tool"]] == ["count_notes", "read_note"]
+    assert sum(m["ok"] + sum(m["failed"].values()) for m in stats["minutes"]) == 2
+    assert all(r["tool"] == "read_note" for r in stats["recent_refusals"])
+    assert all(r["tool"] == "read_note" for r in stats["top_failures"])
+    assert stats["operator_commands"] == [
+        {"command": "tokens list", "runs": 1, "refused": 0},
+        {"command": "tokens revoke", "runs": 3, "refused": 3},
+    ]
+
+
 def test_stats_as_text_names_the_failures(tmp_path: Path) -> None:
     db = tmp_path / "s.sqlite3"
     record(db, shape(time.time()))

@@ -8,6 +8,7 @@ the calls refused meanwhile, and no driver line; the start-up line names the pag
 
 from __future__ import annotations
 
+import html
 import queue
 import re
 import time
@@ -97,13 +98,12 @@ def test_an_outage_is_told_by_metrics_page_and_logs(pg_url: str) -> None:
         assert metric(server, "strictcall_store_faults_total", where="audit") == 1.0
         assert metric(server, "strictcall_store_outages_total") == 1.0
 
-        until(lambda: stats(server)["outage"] == {"since": stats_since(server), "refused": 8},
-              "the page does not count 8 refused calls")  # fmt: skip
+        until(lambda: refused_so_far(server) == 8, "the page does not count 8 refused calls")
         page = httpx.get(server.base_url + "/", timeout=10).text
         banner = re.search(r"<p id=store-banner[^>]*>(.*?)</p>", page)
         assert banner is not None
         text = re.sub(r"<[^>]+>", "", banner[1])
-        assert re.fullmatch(r"store unavailable since \d\d:\d\d, 8 calls refused", text)
+        assert re.fullmatch(r"store unavailable since \d\d:\d\d( \(.+\))?, 8 calls refused", text)
         assert page.index("id=store-banner") < page.index("<h1>")  # at the top
         # the summary from the server's own counts: 1 call before, 8 refused
         assert re.search(r"id=total-calls>9<", page)
@@ -128,7 +128,50 @@ def test_an_outage_is_told_by_metrics_page_and_logs(pg_url: str) -> None:
             assert STAMP.match(line), line
 
 
-def stats_since(server: RunningServer) -> object:
+def refused_so_far(server: RunningServer) -> object:
     outage = stats(server)["outage"]
     assert isinstance(outage, dict)
-    return outage["since"]
+    return outage["refused"]
+
+
+def outage_cause(server: RunningServer) -> object:
+    outage = stats(server)["outage"]
+    return outage.get("cause") if isinstance(outage, dict) else None
+
+
+PASSWORD = "pw-s3cret-4d1c"
+
+
+def test_the_outage_names_its_cause_and_a_stop_in_it_counts_the_records_lost(
+    pg_url: str,
+) -> None:
+    # the local server trusts 127.0.0.1, so the URL's password is never checked, only carried
+    url = pg_url.replace("postgresql://postgres@", f"postgresql://postgres:{PASSWORD}@")
+    assert PASSWORD in url
+    token = create_token(url, "u1")
+    server = start_server(url)
+    try:
+        assert rpc(server, token, "count_notes", {}, 1) == 0
+        pg.allow_connections(pg_url, False)
+        pg.terminate_backends(pg_url)
+        for n in range(5):
+            refused_call(server, token, n)
+        until(lambda: isinstance(outage_cause(server), str), "the outage names no cause")
+        cause = outage_cause(server)
+        assert isinstance(cause, str) and cause and PASSWORD not in cause
+        page = httpx.get(server.base_url + "/", timeout=10).text
+        shown = re.search(r"<span id=store-cause>(.*?)</span>", page)
+        assert shown is not None and html.unescape(shown[1]) == cause
+        assert PASSWORD not in page
+        down = next_line(server, "store unavailable")
+        assert STAMP.match(down) and cause in down, down
+        until(lambda: metric(server, "strictcall_audit_backlog_records") >= 5, "none waiting")
+        waiting = metric(server, "strictcall_audit_backlog_records")
+        assert server.stop() == 0  # stopped with the store still down
+    finally:
+        pg.allow_connections(pg_url, True)
+        server.stop()
+    log = server.lines + server.output_after_exit()
+    assert not any(PASSWORD in line for line in log)
+    lost = [m for line in log if (m := re.search(r"audit: (\d+) records? lost at stop", line))]
+    assert len(lost) == 1 and int(lost[0][1]) >= waiting

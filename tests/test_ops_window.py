@@ -162,3 +162,37 @@ def test_records_never_drained_by_a_lifespan_stay_bounded() -> None:
         record(ok(now))
     assert window.drain() < MAX_PENDING  # drained once on the way: all counted
     assert window.snapshot(now).hour.calls == MAX_PENDING + 10
+
+
+def test_an_outages_cause_is_told_once_on_one_line_without_a_password(
+    logged: Lines,
+) -> None:
+    from strictcall.ops.health import CAUSE_MAX, cause_of
+    from strictcall.storage import StoreUnavailable, StoreUnreachable
+
+    fault = StoreUnavailable(
+        "connect to postgresql://app:hunter2@db/notes failed\n\x1b[2Jpassword=xyzzy0 " + "z" * 300
+    )
+    cause = cause_of(fault)
+    assert "hunter2" not in cause and "xyzzy0" not in cause
+    assert "\n" not in cause and "\x1b" not in cause and len(cause) <= CAUSE_MAX
+    reachable = StoreUnreachable("nothing accepts connections at db:5432")
+    assert cause_of(reachable) == reachable.for_operator()
+    health = StoreHealth()
+    now = time.time()
+    health.refused(now - 3)  # begun by a refused call: no cause known yet
+    health.failed(now - 2, cause_of(reachable))
+    health.failed(now - 1, cause)  # the first cause stays
+    outage = health.outage
+    assert outage is not None and outage.cause == reachable.for_operator()
+    told = [line for line in logged.lines if "store unavailable" in line]
+    assert len(told) == 2 and reachable.for_operator() in told[1]
+
+
+def test_one_refused_call_is_said_in_the_singular(logged: Lines) -> None:
+    health = StoreHealth()
+    now = time.time()
+    health.refused(now - 2)
+    health.answered(now - 1)
+    back = next(line for line in logged.lines if "store back" in line)
+    assert "1 call refused" in back and "1 calls" not in back

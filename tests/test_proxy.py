@@ -30,7 +30,7 @@ from mcp_peers import (
     proxy_argv,
     start_proxy,
 )
-from servers import create_token, strictcall
+from servers import STAMP, create_token, strictcall, unstamped
 from stdio_peer import DEADLINE_S, HANDSHAKE_VERSION, StdioPeer
 from strictcall.errors import (
     INVALID_TOOL_RESULT,
@@ -126,7 +126,8 @@ def test_a_tool_whose_schema_cannot_compile_is_reported_and_the_others_are_serve
 ) -> None:
     reported = [line for line in fastmcp.stderr().splitlines() if "not served" in line]
     assert len(reported) == 1
-    assert reported[0].startswith('strictcall proxy: tool "bad_schema" not served: ')
+    assert STAMP.match(reported[0])
+    assert unstamped(reported[0]).startswith('strictcall proxy: tool "bad_schema" not served: ')
     names = fastmcp.peer.tool_names()
     assert "bad_schema" not in names
     assert {"read_note", "add", "broken_count", "slow", "grow"} <= names
@@ -234,6 +235,38 @@ def test_an_upstream_killed_mid_call_is_unavailable_then_restarted(tmp_path: Pat
         assert "restarting" in proxy.stderr()
     finally:
         proxy.close()
+
+
+SLOW_START_S = 1.5
+"""How long the slow upstream below sleeps before it starts: every start takes at least this."""
+
+
+def test_the_retry_hint_of_a_down_upstream_is_its_measured_restart_time(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    slow = f"echo $$ >> {pids}; sleep {SLOW_START_S}; exec {fastmcp_command()}"
+    proxy = StdioProxy(tmp_path, f"sh -c {shlex.quote(slow)}")
+    try:
+        first = int(pids.read_text().split()[0])
+        os.kill(first, signal.SIGKILL)
+        killed = time.monotonic()
+        until(lambda: "restarting" in proxy.stderr(), "the proxy never saw it exit")
+        error = error_of(proxy.peer.call("add", {"a": 1, "b": 1}))
+        assert_kind(error, UPSTREAM_UNAVAILABLE)
+        hint_ms = error["retry_after_ms"]
+        hinted_at = time.monotonic()
+
+        def recovered() -> bool:
+            result = proxy.peer.call("add", {"a": 2, "b": 2})
+            return not result["isError"]
+
+        until(recovered, "the upstream restarted")
+        restart_ms = (time.monotonic() - hinted_at) * 1000
+    finally:
+        proxy.close()
+    # the hint counts the start itself (at least the sleep), not only the backoff before it
+    assert hint_ms >= SLOW_START_S * 1000, (hint_ms, restart_ms)
+    # and is near the restart measured here (the start before it took as long, give or take)
+    assert hint_ms <= 3 * restart_ms + 1000, (hint_ms, restart_ms, time.monotonic() - killed)
 
 
 # --- the command line --------------------------------------------------------------------------

@@ -230,3 +230,35 @@ def test_an_event_loops_wire_awaits_shared_quotas_rather_than_block(prefix: str)
         holder.close()
     assert [a["ok"] for a in answers] == [True, True, False]
     assert answers[2]["error"]["code"] == RATE_LIMITED.code
+
+
+def test_the_page_shows_a_callers_nearest_shared_quota_read_back_from_the_shared_state(
+    tmp_path: Path, prefix: str
+) -> None:
+    rule = (
+        '[[rule]]\nname = "counters"\nwho = ["u2"]\ntools = ["count_notes"]\n'
+        'rate = "2/hour"\nburst = 2\n'
+        '[[rule]]\nname = "readers"\nwho = ["u1"]\ntools = ["count_notes"]\n'
+    )
+    policy = write_policy(tmp_path / "policy.toml", rule, redis_state.URL, prefix)
+    db = tmp_path / "s.sqlite3"
+    tokens = {who: create_token(db, who) for who in ("u1", "u2")}
+    first = start_server(db, "--policy", str(policy))
+    second = start_server(db, "--policy", str(policy))
+    try:
+        with httpx.Client() as client:
+            # two of u2's calls on the first server empty the bucket they share; the second
+            # server has one of u2's calls (refused) and u1's, and reads the bucket back
+            assert [count_notes(first, client, tokens["u2"], "count_notes") for _ in range(2)] == [
+                "ok",
+                "ok",
+            ]
+            assert count_notes(second, client, tokens["u2"], "count_notes") == RATE_LIMITED.code
+            assert count_notes(second, client, tokens["u1"], "count_notes") == "ok"
+            stats = client.get(second.base_url + "/ops/stats.json", timeout=DEADLINE_S).json()
+    finally:
+        first.stop()
+        second.stop()
+    rows = {row["identity"]: row["nearest_quota"] for row in stats["live"]["identities"]}
+    assert rows["u2"] == "counters: 0 % left"
+    assert rows["u1"] is None  # no quota holds u1's calls

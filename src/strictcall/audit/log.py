@@ -10,7 +10,10 @@ writer takes its core on a 2-core machine. What a kill -9
 can lose is the last interval's audit records, never a note: writes to notes commit before their
 answer is sent. While the store cannot take records they are kept (at most
 `MAX_KEPT`, the oldest dropped first) and written once it recovers; a loss is logged once when
-it begins and once, with its count, when the store takes records again. `on_fault` is told once
+it begins and once, with its count, when the store takes records again; those still waiting
+when the server stops with the store down are lost, said in one line with their count (and
+counted in `lost_total`). `pending` counts the batch being written too, so the page and /metrics
+read the same figure whenever they read it. `on_fault` is told once
 per outage of the writes (not once per retry), `on_written` after each batch the store took.
 """
 
@@ -44,14 +47,16 @@ class AuditLog:
         self,
         store: AuditStore,
         *,
-        on_fault: Callable[[], None] | None = None,
+        on_fault: Callable[[StoreUnavailable], None] | None = None,
         on_written: Callable[[], None] | None = None,
     ) -> None:
-        """`on_fault`: told when the store begins refusing batches (once, until it takes one
-        again: a metric counts outages, not retries); `on_written`: told after each batch the
-        store took."""
+        """`on_fault`: told when the store begins refusing batches, with the store's fault
+        (once, until it takes one again: a metric counts outages, not retries); `on_written`:
+        told after each batch the store took."""
         self._store = store
         self._pending: list[AuditRecord] = []
+        self._writing = 0
+        """Records taken for the batch being written now (still waiting: it may fail)."""
         self._lost = 0
         self._lost_total = 0
         self._failing = False
@@ -60,8 +65,9 @@ class AuditLog:
 
     @property
     def pending(self) -> int:
-        """How many records wait to be written."""
-        return len(self._pending)
+        """How many records wait to be written, the batch being written now among them (the
+        page and /metrics read the same count, whenever they read it)."""
+        return len(self._pending) + self._writing
 
     @property
     def lost(self) -> int:
@@ -89,6 +95,7 @@ class AuditLog:
 
     def _take(self) -> list[AuditRecord]:
         batch, self._pending = self._pending, []
+        self._writing = len(batch)
         return batch
 
     def _write(self, batch: list[AuditRecord]) -> list[AuditRecord]:
@@ -97,17 +104,17 @@ class AuditLog:
             return []
         try:
             self._store.record_calls(batch)
-        except StoreUnavailable:
-            self._faulted()
+        except StoreUnavailable as exc:
+            self._faulted(exc)
             return batch
         self._written()
         return []
 
-    def _faulted(self) -> None:
+    def _faulted(self, exc: StoreUnavailable) -> None:
         if not self._failing:
             self._failing = True
             if self._on_fault is not None:
-                self._on_fault()
+                self._on_fault(exc)
 
     def _written(self) -> None:
         self._failing = False
@@ -115,6 +122,7 @@ class AuditLog:
             self._on_written()
 
     def _keep(self, unwritten: list[AuditRecord]) -> None:
+        self._writing = 0
         if unwritten:
             self._pending[:0] = unwritten
         elif self._lost:
@@ -133,6 +141,22 @@ class AuditLog:
             stop.set()
             await task
             self.flush()
+            self._drop_at_stop()
+
+    def _drop_at_stop(self) -> None:
+        """The records the store could not take by the end: lost, said in one line (and
+        counted in `lost_total`)."""
+        left = len(self._pending)
+        if not left:
+            return
+        self._pending = []
+        self._lost += left
+        self._lost_total += left
+        log.warning(
+            "audit: %d %s lost at stop: the store could not take them",
+            left,
+            "record" if left == 1 else "records",
+        )
 
     async def _flush_every_interval(self, stop: asyncio.Event) -> None:
         """Take the waiting records on the loop, write them on a worker thread: a write that
@@ -153,8 +177,8 @@ class AuditLog:
                 continue
             try:
                 await awaited.record_calls_async(batch)
-            except StoreUnavailable:
-                self._faulted()
+            except StoreUnavailable as exc:
+                self._faulted(exc)
                 self._keep(batch)
             else:
                 self._written()

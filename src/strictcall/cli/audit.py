@@ -179,6 +179,10 @@ def run_stats(db: str, since: str, *, as_json: bool, out: TextIO, err: TextIO) -
     out.write("calls by tool (calls, failed):\n")
     for tool, n, failed in stats.by_tool:
         out.write(f"  {n:>8}  {failed:>8}  {shown(tool)}\n")
+    if stats.commands:  # the operator's own, apart from the agents' calls
+        out.write("operator commands (runs, refused):\n")
+        for command, n, refused in stats.commands:
+            out.write(f"  {n:>8}  {refused:>8}  {shown(command)}\n")
     out.write("top failing (tool, code, reason, pointer):\n")
     for row in stats.top_failures:
         out.write(

@@ -72,15 +72,20 @@ def run_federate(
         if holder is not None:
             holder.close()
         return EXIT_FAILED
-    federation = Federation(config, errlog=err, pins=store, allowed=allowed, policy=holder)
+    from strictcall.server.logs import stamped_lines
+
+    log = stamped_lines(err)  # the running federation's log: stamped lines
+    federation = Federation(config, errlog=log, pins=store, allowed=allowed, policy=holder)
     restore = None
     if holder is not None and policy is not None:
-        restore = _reload_on_hangup(holder, policy, err)
+        restore = _reload_on_hangup(holder, policy, log)
     names = ", ".join(upstream.name for upstream in config.upstreams)
 
     def serve_stdio() -> None:
         from strictcall.server.federation import serve_federation_stdio
+        from strictcall.server.logs import configure_logging
 
+        configure_logging()  # strictcall's logged lines stamped as these are
         assert identity is not None
         serve_federation_stdio(federation, identity, store=store)
 

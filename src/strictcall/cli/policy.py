@@ -3,7 +3,7 @@ force and reload it on SIGHUP."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Literal, TextIO
 
 from strictcall.cli.store import EXIT_FAILED, EXIT_OK
@@ -31,6 +31,19 @@ def _policy_of(path: str | None, command: str, err: TextIO) -> PolicyHolder | Li
     for warning in policy_warnings(holder.current):
         err.write(f"{command}: policy {path}: warning: {warning}\n")
     return holder
+
+
+def warn_unserved_rules(
+    holder: PolicyHolder, served: Sequence[str], path: str, command: str, err: TextIO
+) -> None:
+    """One warning line for each rule of the policy in force whose tools match none of those
+    `served` (it hides them all from its callers), as `proxy` and `federate` say it."""
+    from strictcall.core.policy import policy_warnings
+
+    if holder.current.rules:  # none at all: said once already, as the file was read
+        for warning in policy_warnings(holder.current, served):
+            err.write(f"{command}: policy {path}: warning: {warning}\n")
+    err.flush()
 
 
 def _reload_on_hangup(holder: PolicyHolder, path: str, err: TextIO) -> Callable[[], None] | None:

@@ -98,9 +98,12 @@ def run_proxy(
         if holder is not None:
             holder.close()
         return EXIT_FAILED
+    from strictcall.server.logs import stamped_lines
+
+    log = stamped_lines(err)  # the running proxy's log: stamped lines
     proxy = Proxy(
         spec,
-        errlog=err,
+        errlog=log,
         allowed=allowed,
         policy=holder,
         pass_errors=pass_errors,
@@ -111,11 +114,13 @@ def run_proxy(
     )
     restore = None
     if holder is not None and policy is not None:
-        restore = _reload_on_hangup(holder, policy, err)
+        restore = _reload_on_hangup(holder, policy, log)
 
     def serve_stdio() -> None:
+        from strictcall.server.logs import configure_logging
         from strictcall.server.proxy import serve_proxy_stdio
 
+        configure_logging()  # strictcall's logged lines stamped as these are
         assert identity is not None
         serve_proxy_stdio(proxy, identity, store=store)
 

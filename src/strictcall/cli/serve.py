@@ -21,7 +21,7 @@ from strictcall.cli.identity import (
     add_oauth_arguments,
     oauth_given,
 )
-from strictcall.cli.policy import _policy_of, _reload_on_hangup
+from strictcall.cli.policy import _policy_of, _reload_on_hangup, warn_unserved_rules
 from strictcall.cli.store import EXIT_FAILED, EXIT_OK, _open_store
 from strictcall.server.edge import EdgeLimits
 from strictcall.services.demo import NOTES as SEED_NOTES
@@ -74,6 +74,8 @@ def run_serve(
         return EXIT_FAILED
     restore = None
     try:
+        if holder is not None and policy is not None:
+            _warn_unserved(holder, store, policy, err)
         if demo:
             _prepare_demo(store)
 
@@ -163,6 +165,8 @@ def run_serve_mcp_stdio(db: str, identity: str, *, err: TextIO, policy: str | No
     interrupted = False
     restore = None
     try:
+        if holder is not None and policy is not None:
+            _warn_unserved(holder, store, policy, err)
         err.write(f"strictcall: MCP on stdio for {identity} (store: {shown_db(db)})\n")
         err.flush()
         if holder is not None and policy is not None:
@@ -190,6 +194,14 @@ def run_serve_mcp_stdio(db: str, identity: str, *, err: TextIO, policy: str | No
     if interrupted:
         exit_interrupted()  # 130, without waiting on threads still in a read or a write
     return EXIT_OK
+
+
+def _warn_unserved(holder: PolicyHolder, store: Store, policy: str, err: TextIO) -> None:
+    """Warn of each rule of the policy that grants none of the notes tools."""
+    from strictcall.services.notes import notes_tools
+
+    served = [tool.name for tool in notes_tools(store)]
+    warn_unserved_rules(holder, served, policy, "strictcall", err)
 
 
 def _prepare_demo(store: Store) -> None:

@@ -87,6 +87,14 @@ class SharedBuckets(Protocol):
         """
         ...
 
+    def levels(self, buckets: Sequence[Bucket]) -> list[float]:
+        """How far ahead of now each bucket's TAT runs, in ms (0.0: full), read, not taken.
+
+        Raises:
+            QuotaStoreDown: the shared state could not be reached.
+        """
+        ...
+
     def close(self) -> None:
         """Release the connections."""
         ...
@@ -181,6 +189,17 @@ class Limiter:
         self.fell_closed = 0
         """Of those, calls refused `quota_unavailable` (their rules fail closed)."""
         self._mutex = threading.Lock()
+        self.seen: dict[str, Bucket] = {}
+        """The buckets calls took from the shared state, by key (for the operator's page: the
+        shared state is read back for them there, not per call)."""
+
+    def _saw(self, buckets: Sequence[Bucket]) -> None:
+        seen = self.seen
+        for bucket in buckets:
+            if bucket.key not in seen:
+                if len(seen) >= _LOCAL_KEPT:
+                    seen.clear()  # the page then shows the buckets of the calls since
+                seen[bucket.key] = bucket
 
     def admit(self, buckets: Sequence[Bucket]) -> Rejection | None:
         """The refusal of a call whose buckets cannot all give it a token, else None."""
@@ -188,6 +207,7 @@ class Limiter:
         if shared is None:  # one process: its own buckets, the path every call takes
             refused = self.local.take(buckets)
             return None if refused is None else _refusal(buckets, refused)
+        self._saw(buckets)
         if self._clock() >= self._down_until:
             try:
                 refused = shared.take(buckets)
@@ -215,6 +235,7 @@ class Limiter:
         shared = self.shared
         if shared is None or self._clock() < self._down_until:
             return self.admit(buckets)
+        self._saw(buckets)
         try:
             refused = await shared.take_async(buckets)
         except QuotaStoreDown:

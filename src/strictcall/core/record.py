@@ -186,12 +186,19 @@ def content_record(
     return record
 
 
+OPERATOR_COMMANDS: Final = frozenset({"tokens list", "tokens revoke"})
+"""The operator's commands kept in the audit where a call's tool stands (`command_record`):
+the page and `stats` count them apart from the agents' calls."""
+
+
 def command_record(
     command: str, identity: str | None, error: Mapping[str, Any] | None = None
 ) -> AuditRecord:
     """The record of an operator's command on the store (`strictcall tokens list`, `revoke`):
     the command where a call's tool stands, `identity` whose tokens, `error` when it was
     refused; its call id minted as every call id is."""
+    if command not in OPERATOR_COMMANDS:
+        raise ValueError(f"{command!r} is not one of OPERATOR_COMMANDS")
     return AuditRecord.of_call(mint_call_id("cli"), identity, command, error, 0)
 
 

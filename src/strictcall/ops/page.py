@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
+from strictcall.core.terminal import counted
 from strictcall.ops.health import Outage
 from strictcall.ops.stats import Breakdown, Minute
 from strictcall.ops.window import RECENT_S, Snapshot
@@ -125,6 +126,7 @@ def render_page(
     health: Mapping[str, object],
     snapshot: Snapshot | None = None,
     outage: Outage | None = None,
+    upstreams: Sequence[Mapping[str, object]] | None = None,
 ) -> str:
     """The whole page."""
     return (
@@ -133,7 +135,7 @@ def render_page(
         "<title>strictcall: operator</title><link rel=icon href='data:,'>"
         f"<style>{_STYLE}</style></head><body>"
         "<p id=stale class='banner stale' role=alert hidden></p>"
-        f"<div id=live>{render_fragment(stats, health, snapshot, outage)}</div>"
+        f"<div id=live>{render_fragment(stats, health, snapshot, outage, upstreams)}</div>"
         f"<script>{_SCRIPT}</script></body></html>"
     )
 
@@ -143,9 +145,12 @@ def render_fragment(
     health: Mapping[str, object],
     snapshot: Snapshot | None = None,
     outage: Outage | None = None,
+    upstreams: Sequence[Mapping[str, object]] | None = None,
 ) -> str:
     """The page's live part: swapped in whole on each refresh. While the store cannot answer,
-    the summary and the failures come from `snapshot` (this process's own counts)."""
+    the summary and the failures come from `snapshot` (this process's own counts). A proxy's
+    or a federation's `upstreams` come right after the summary: one down is what an operator
+    looks for first."""
     window_min = round((stats.until - stats.since) / 60)
     from_memory = not stats.store_ok and snapshot is not None
     if from_memory:
@@ -176,6 +181,8 @@ def render_fragment(
         f"<span>failed <b id=recent-failed class=bad>{recent_failed}</b></span>"
         f"<span>failure rate <b>{_e(_rate(recent_failed, recent_calls))}</b></span></p>",
     ]
+    if upstreams is not None:
+        parts += ["<h2>Upstreams</h2>", _upstreams(upstreams)]
     if stats.store_ok:
         parts += ["<h2>Calls per minute</h2>", _timeline(stats.minutes), _legend(stats.minutes)]
     parts += [
@@ -211,9 +218,10 @@ def _banner(store_ok: bool, outage: Outage | None) -> str:
         text = "store unavailable: the audit cannot be read"
     else:
         since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(outage.since))
+        why = "" if outage.cause is None else f" (<span id=store-cause>{_e(outage.cause)}</span>)"
         text = (
-            f"store unavailable since <time datetime={since}>{_hm(outage.since)}</time>,"
-            f" {outage.refused} calls refused"
+            f"store unavailable since <time datetime={since}>{_hm(outage.since)}</time>{why},"
+            f" {counted(outage.refused, 'call')} refused"
         )
     return f"<p id=store-banner class='banner down' role=alert title='times are UTC'>{text}</p>"
 
@@ -271,6 +279,30 @@ def _live_tables(snapshot: Snapshot) -> list[str]:
     ]
 
 
+def _upstreams(upstreams: Sequence[Mapping[str, object]]) -> str:
+    """Each upstream: up, starting, restarting or not started; its tools; its starts; when
+    its calls are told to try again while it is down; its changes waiting for an approval."""
+
+    def next_try(row: Mapping[str, object]) -> str:
+        wait = row.get("retry_after_ms")
+        return "-" if not isinstance(wait, int) else _ms(wait * 1000)
+
+    def waiting(row: Mapping[str, object]) -> object:
+        count = row.get("changes_waiting")
+        return "no pinning" if count is None else count
+
+    return _table(
+        "upstreams",
+        ("upstream", "state", "tools", "starts", "calls told to retry in", "changes waiting"),
+        (
+            [r.get("upstream"), r.get("state"), r.get("tools"), r.get("starts"), next_try(r),
+             waiting(r)]
+            for r in upstreams
+        ),
+        numeric=(2, 3, 4, 5),
+    )  # fmt: skip
+
+
 def _audit_tables(stats: Breakdown) -> list[str]:
     return [
         "<h2>Calls by tool</h2>",
@@ -286,6 +318,13 @@ def _audit_tables(stats: Breakdown) -> list[str]:
             ("tool", "code", "reason", "pointer", "calls"),
             ([r.tool, r.code, r.reason, r.pointer, r.calls] for r in stats.top_failures),
             numeric=(4,),
+        ),
+        "<h2>Operator commands <span class=muted>(not agents' calls)</span></h2>",
+        _table(
+            "operator-commands",
+            ("command", "runs", "refused"),
+            ([c, n, f] for c, n, f in stats.commands),
+            numeric=(1, 2),
         ),
         "<h2>Most recent refusals</h2>",
         _table(

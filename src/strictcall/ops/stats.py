@@ -9,6 +9,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Final
 
+from strictcall.core.record import OPERATOR_COMMANDS
+from strictcall.ops.health import cause_of
 from strictcall.storage import MINUTE_S, AuditRecord, FailureRow, OpsStore, StoreUnavailable
 
 DEFAULT_SINCE_S: Final = 3600
@@ -60,6 +62,11 @@ class Breakdown:
     minutes: list[Minute] = field(default_factory=list)
     top_failures: list[FailureRow] = field(default_factory=list)
     recent_refusals: list[AuditRecord] = field(default_factory=list)
+    commands: list[tuple[str, int, int]] = field(default_factory=list)
+    """(command, runs, refused) per operator command kept in the audit (`tokens revoke`...):
+    apart from the agents' calls, which no figure above counts them in."""
+    cause: str | None = None
+    """Why the store could not answer (`strictcall.ops.health.cause_of`), when it could not."""
 
     def as_json(self) -> dict[str, object]:
         """The breakdown as plain JSON (never a value a model sent: see `AuditRecord`)."""
@@ -73,6 +80,9 @@ class Breakdown:
                 {"stage": s, "code": c, "count": n} for s, c, n in self.by_stage_code
             ],
             "by_tool": [{"tool": t, "calls": n, "failed": f} for t, n, f in self.by_tool],
+            "operator_commands": [
+                {"command": c, "runs": n, "refused": f} for c, n, f in self.commands
+            ],
             "minutes": [{"start": m.start, "ok": m.ok, "failed": m.failed} for m in self.minutes],
             "top_failures": [row._asdict() for row in self.top_failures],
             "recent_refusals": [
@@ -104,18 +114,26 @@ def breakdown(
     since = until - since_s
     try:
         rows = store.call_stats(since)
-        failures = store.top_failures(since, top)
-        refusals = store.recent_refusals(recent)
-    except StoreUnavailable:
-        return Breakdown(since, until, store_ok=False)
+        # the operator's commands are left out below: read enough that `top` and `recent`
+        # of the agents' remain (a command's refusals are of a few kinds)
+        failures = store.top_failures(since, top + 2 * len(OPERATOR_COMMANDS))
+        refusals = store.recent_refusals(2 * recent)
+    except StoreUnavailable as exc:
+        return Breakdown(since, until, store_ok=False, cause=cause_of(exc))
     first = int(since) // MINUTE_S * MINUTE_S
     minutes: dict[int, tuple[list[int], dict[str, int]]] = {
         start: ([0], {}) for start in range(first, int(until) + 1, MINUTE_S)
     }
     by_stage_code: dict[tuple[str, str], int] = {}
     by_tool: dict[str, list[int]] = {}
+    commands: dict[str, list[int]] = {}
     calls = failed = 0
     for row in rows:
+        if row.tool in OPERATOR_COMMANDS:  # an operator's, not an agent's call
+            command = commands.setdefault(row.tool, [0, 0])
+            command[0] += row.calls
+            command[1] += 0 if row.outcome == "ok" else row.calls
+            continue
         ok, failed_by_stage = minutes.setdefault(row.minute, ([0], {}))
         tool = by_tool.setdefault("-" if row.tool is None else row.tool, [0, 0])
         tool[0] += row.calls
@@ -140,6 +158,7 @@ def breakdown(
         ),
         by_tool=sorted(((t, n, f) for t, (n, f) in by_tool.items()), key=lambda x: (-x[1], x[0])),
         minutes=[Minute(start, ok[0], dict(f)) for start, (ok, f) in sorted(minutes.items())],
-        top_failures=failures,
-        recent_refusals=refusals,
+        top_failures=[row for row in failures if row.tool not in OPERATOR_COMMANDS][:top],
+        recent_refusals=[r for r in refusals if r.tool not in OPERATOR_COMMANDS][:recent],
+        commands=sorted((c, n, f) for c, (n, f) in commands.items()),
     )

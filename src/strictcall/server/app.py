@@ -140,6 +140,7 @@ def build_gateway_app(
     tool_changes: Callable[[], int] | None = None,
     redactions: Callable[[], Mapping[tuple[str, str], int]] | None = None,
     content: McpContent | None = None,
+    upstreams: Callable[[], list[dict[str, object]]] | None = None,
 ) -> RpcApp:
     """The ASGI app serving any gateway's tools: JSON-RPC at /rpc, MCP at /mcp, the callers'
     tokens and the audit log in `store`, for the browser `origins` admitted and within
@@ -158,9 +159,10 @@ def build_gateway_app(
     protected resource metadata is served at `/.well-known/oauth-protected-resource` (and its
     path-aware forms) to anyone (`strictcall.server.bearer`). `tool_changes` counts the pinned
     tools seen changed (a federation's), for /metrics; `content` is served at /mcp beside the
-    tools (a federation's upstreams' resources and prompts).
+    tools (a federation's upstreams' resources and prompts); `upstreams` says each upstream's
+    state for the page (a proxy's or a federation's).
     """
-    from strictcall.ops.health import StoreHealth
+    from strictcall.ops.health import StoreHealth, cause_of
     from strictcall.server.ops import PATHS, OpsApp
 
     health = StoreHealth()
@@ -180,8 +182,8 @@ def build_gateway_app(
     if tracer is not None:  # each traced call's stages get their own times
         gateway.marks_stages = True
 
-    def audit_fault() -> None:
-        health.failed()
+    def audit_fault(fault: StoreUnavailable) -> None:
+        health.failed(cause=cause_of(fault))
         if metrics is not None:
             metrics.audit_fault()
 
@@ -203,6 +205,7 @@ def build_gateway_app(
         health=lambda: {"audit records waiting": audit.pending, "audit records lost": audit.lost},
         window=window,
         store_health=health,
+        upstreams=upstreams,
     )
     routes: dict[str, ASGIApp] = dict.fromkeys(PATHS, ops)
     verifier = None

@@ -67,6 +67,7 @@ def federation_app(
         lifespans=[federation.lifespan],
         tool_changes=None if pins is None else (lambda: pins.changes),
         redactions=lambda: federation.redactions.counts,
+        upstreams=federation.upstream_states,
         content=federation.content,
         oauth=oauth,
         open_to_operators=open_to_operators,

@@ -1,15 +1,19 @@
 """The server's log lines: on stderr, each stamped with its UTC time to the millisecond
 (`2026-12-01T14:03:07.412Z WARNING strictcall: ...`), for the HTTP server (uvicorn's lines too)
-and the MCP stdio server alike."""
+and the MCP stdio server alike; a proxy's and a federation's own lines (`StampedLines`) in the
+same form."""
 
 from __future__ import annotations
 
+import io
 import logging
 import logging.config
+import re
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Final
+from typing import Final, TextIO, cast
 
 
 class UtcFormatter(logging.Formatter):
@@ -45,6 +49,59 @@ def log_config() -> dict[str, object]:
             "psycopg": {"level": "ERROR"},
         },
     }
+
+
+_FAULT: Final = re.compile(
+    r"failed|not served|warning|unavailable|refused|hung|lost|dropped|restarting|not started"
+    r"|collides|held back|declined|no answer|sandbox none|cannot|exited|killed|forgot"
+)
+"""What makes a proxy's or a federation's line a WARNING (it tells of a fault); an upstream's
+own stderr, relayed, is INFO whatever it says."""
+
+
+def stamp(at: float) -> str:
+    """`at` as the log lines stamp it: UTC, ISO 8601, to the millisecond."""
+    whole = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(at))
+    return f"{whole}.{int(at * 1000) % 1000:03d}Z"
+
+
+def level_of(line: str) -> str:
+    """The level a proxy's or a federation's line is logged at."""
+    if ": stderr: " in line:
+        return "INFO"
+    return "WARNING" if _FAULT.search(line) else "INFO"
+
+
+class StampedLines(io.TextIOBase):
+    """A text stream writing each whole line to `stream` as the log lines are written:
+    `2026-12-01T14:03:07.412Z INFO strictcall federate: notes: upstream started` (the proxy's
+    and the federation's narrative, written as lines rather than logged)."""
+
+    def __init__(self, stream: TextIO, clock: Callable[[], float] = time.time) -> None:
+        self._stream = stream
+        self._clock = clock
+        self._partial = ""
+        self._lock = threading.Lock()  # upstreams' stderr relays and the loop both write
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        with self._lock:
+            pending = self._partial + text
+            *lines, self._partial = pending.split("\n")
+            if lines:
+                at = stamp(self._clock())
+                self._stream.write("".join(f"{at} {level_of(line)} {line}\n" for line in lines))
+        return len(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+
+def stamped_lines(stream: TextIO) -> TextIO:
+    """`stream`, each line written to it stamped (`StampedLines`)."""
+    return cast(TextIO, StampedLines(stream))
 
 
 def configure_logging() -> None:

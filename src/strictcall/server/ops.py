@@ -80,11 +80,13 @@ class OpsApp:
         health: Callable[[], dict[str, object]] = dict,
         window: RecentCalls | None = None,
         store_health: StoreHealth | None = None,
+        upstreams: Callable[[], list[dict[str, object]]] | None = None,
     ) -> None:
         """`exposition`: the metrics in Prometheus' text format (None: the extra is missing);
         `health`: what the page says of the store besides whether it answers; `window`: the
         server's own counts of the last hour (latency, wires, callers; the summary while the
-        store is down); `store_health`: its outages, for the page's banner."""
+        store is down); `store_health`: its outages, for the page's banner; `upstreams`: a
+        proxy's or a federation's upstreams, each one's state (None: it has none)."""
         self.store: Final = store
         self.open_without_token: Final = open_without_token
         self._exposition = exposition
@@ -92,6 +94,7 @@ class OpsApp:
         self._health = health
         self._window = window
         self._store_health = store_health if store_health is not None else StoreHealth()
+        self._upstreams = upstreams
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["method"] not in ("GET", "HEAD"):
@@ -124,21 +127,26 @@ class OpsApp:
         if stats.store_ok:
             self._store_health.answered()
         else:
-            self._store_health.failed()
+            self._store_health.failed(cause=stats.cause)
         outage = self._store_health.outage
         snapshot = None if self._window is None else self._window.snapshot()
         health = self._health()
+        upstreams = None if self._upstreams is None else self._upstreams()
         if path == "/":
-            page = render_page(stats, health, snapshot, outage)
+            page = render_page(stats, health, snapshot, outage, upstreams)
             return page.encode("utf-8"), b"text/html; charset=utf-8"
         document = stats.as_json()
         document["health"] = health
         document["outage"] = (
-            None if outage is None else {"since": outage.since, "refused": outage.refused}
+            None
+            if outage is None
+            else {"since": outage.since, "refused": outage.refused, "cause": outage.cause}
         )
         if snapshot is not None:
             document["live"] = snapshot_json(snapshot)
-        document["html"] = render_fragment(stats, health, snapshot, outage)
+        if upstreams is not None:
+            document["upstreams"] = upstreams
+        document["html"] = render_fragment(stats, health, snapshot, outage, upstreams)
         return orjson.dumps(document), b"application/json"
 
     async def _operator(self, scope: Scope, send: Send) -> bool:

@@ -87,6 +87,14 @@ class Proxy:
         self.upstream.on_content = self._take_content
         self.failed: UpstreamFailed | None = None
         """Why the upstream's first start failed, once it has."""
+        self._listed = 0
+
+    def upstream_states(self) -> list[dict[str, object]]:
+        """The upstream as the operator's page shows it (`Federation.upstream_states`)."""
+        from strictcall.services.proxy.federation import upstream_row
+
+        upstream = self.upstream
+        return [upstream_row(upstream.name, upstream, self._listed, None)]
 
     def lifespan(self) -> AbstractAsyncContextManager[None]:
         """The upstream's run: entered in the serving loop before the first call. A first
@@ -106,6 +114,7 @@ class Proxy:
             raise
 
     def _take_listing(self, listing: Listing) -> None:
+        self._listed = len(listing)
         output = self._output
         passed = replace(output, withhold_errors=False, pass_errors=True)
         outputs = {name: passed for name in self._pass_errors}
@@ -211,4 +220,5 @@ def proxy_app(
         content=proxy.content,
         open_to_operators=open_to_operators,
         redactions=lambda: proxy.redactions.counts,
+        upstreams=proxy.upstream_states,
     )

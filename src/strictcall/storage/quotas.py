@@ -45,6 +45,20 @@ return {-1, 0}
 {-1, 0}, or {index of the empty bucket, milliseconds until it has a token}."""
 
 
+LEVELS: Final = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+local ahead = {}
+for i = 1, #KEYS do
+  local tat = tonumber(redis.call('GET', KEYS[i]))
+  if tat == nil or tat < now then tat = now end
+  ahead[i] = string.format('%.3f', tat - now)
+end
+return ahead
+"""
+"""How far ahead of Redis' now each bucket's TAT runs, in ms ('0': full); nothing written."""
+
+
 class RedisBuckets:
     """`strictcall.core.quota.SharedBuckets` in Redis (redis-py, `strictcall[quotas]`)."""
 
@@ -71,6 +85,7 @@ class RedisBuckets:
         except ValueError as exc:
             raise QuotaStoreDown(f"the shared quota state's URL: {type(exc).__name__}") from None
         self._take = self._client.register_script(TAKE)
+        self._levels = self._client.register_script(LEVELS)
         self._errors: tuple[type[Exception], ...] = (redis.RedisError, OSError)
         self._url = url
         self._timeout_s = timeout_s
@@ -104,6 +119,20 @@ class RedisBuckets:
         if index < 0:
             return None
         return Refused((int(index), int(wait)))
+
+    def levels(self, buckets: Sequence[Bucket]) -> list[float]:
+        """How far ahead of now each bucket's TAT runs, in ms (0.0: full): one round trip.
+
+        Raises:
+            QuotaStoreDown: Redis could not be reached, or did not answer in time.
+        """
+        if not buckets:
+            return []
+        try:
+            found = self._levels(keys=[b.key for b in buckets], args=[])
+        except self._errors as exc:
+            raise QuotaStoreDown(type(exc).__name__) from None
+        return [float(value) for value in found]
 
     async def take_async(self, buckets: Sequence[Bucket]) -> Refused | None:
         """`take`, awaited: the event loop serves other calls during the round trip.

@@ -5,20 +5,22 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from typing import Final
 
 from strictcall.core.pipeline import CompiledTool
 from strictcall.core.policy.grant import Grant
 from strictcall.core.policy.model import Claims, Policy, Rule
-from strictcall.core.quota import Bucket, Limiter, SharedBuckets
+from strictcall.core.quota import Bucket, Limiter, QuotaStoreDown, SharedBuckets
 
 SharedFactory = Callable[[str], SharedBuckets]
 """Makes the shared state of a policy's `shared` URL (`strictcall.storage.quotas`)."""
 
 _SEP: Final = "\x1f"
 _NO_CLAIMS: Final[Claims] = frozenset()
+_SHARED_READ: Final = 1_000
+"""The most buckets the page reads back from a shared state at a refresh."""
 _PAGE_BUCKETS: Final = 10_000
 """The emptiest buckets the page's column is made from (the rest are fuller)."""
 
@@ -113,8 +115,21 @@ class PolicyHolder:
         ]
 
     def nearest_by_identity(self) -> dict[str, str]:
-        """Each identity's emptiest bucket in this process, as the operator's page shows it:
-        "RULE: N % left" (quotas shared in Redis are not read back for it)."""
+        """Each identity's emptiest bucket, as the operator's page shows it: "RULE: N % left";
+        with a shared state, read back from it (one round trip, for the buckets this process's
+        calls took), every server's calls counted; else this process's own buckets."""
+        shared = self.limiter.shared
+        if shared is not None:
+            buckets = [b for b in list(self.limiter.seen.values()) if b.identity is not None]
+            try:
+                ahead = shared.levels(buckets[:_SHARED_READ])
+            except QuotaStoreDown:
+                ahead = None  # down: this process's fallback counts, as its calls were
+            if ahead is not None:
+                return _emptiest(
+                    (b, max(0.0, 1.0 - a / b.capacity_ms))
+                    for b, a in zip(buckets, ahead, strict=False)
+                )
         shown: dict[str, str] = {}
         for bucket, left in self.limiter.local.nearest(_PAGE_BUCKETS):
             if bucket.identity is not None and bucket.identity not in shown:
@@ -133,3 +148,13 @@ class PolicyHolder:
             yield
         finally:
             await self.limiter.aclose()
+
+
+def _emptiest(filled: Iterable[tuple[Bucket, float]]) -> dict[str, str]:
+    """Each identity's emptiest bucket, "RULE: N % left"."""
+    lowest: dict[str, tuple[float, str]] = {}
+    for bucket, left in filled:
+        who = bucket.identity
+        if who is not None and (who not in lowest or left < lowest[who][0]):
+            lowest[who] = (left, bucket.rule)
+    return {who: f"{rule}: {math.floor(left * 100)} % left" for who, (left, rule) in lowest.items()}

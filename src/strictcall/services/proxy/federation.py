@@ -164,6 +164,22 @@ class Federation:
         self.failed: FederationFailed | None = None
         """Why the federation could not start, once it could not."""
 
+    def upstream_states(self) -> list[dict[str, object]]:
+        """Each upstream as the operator's page shows it: its state (`Upstream.state`), the
+        tools it lists now (some may not be served: the log says why), its starts, the wait
+        its calls are told while it is down, and how many of its changes wait for an approval
+        (`strictcall tools diff`)."""
+        pins = self.pins
+        return [
+            upstream_row(
+                member.config.name,
+                member.upstream,
+                0 if member.listing is None else len(member.listing),
+                None if pins is None else pins.waiting_for(member.config.name),
+            )
+            for member in self.members
+        ]
+
     def lifespan(self) -> AbstractAsyncContextManager[None]:
         """Every upstream's run, entered in the serving loop before the first call.
 
@@ -418,6 +434,21 @@ class Federation:
     def _note(self, line: str) -> None:
         self._errlog.write(f"{LOG_AS}: {line}\n")
         self._errlog.flush()
+
+
+def upstream_row(
+    name: str, upstream: Upstream, tools: int, waiting: int | None
+) -> dict[str, object]:
+    """One upstream's row on the operator's page (`waiting` None: no pinning)."""
+    state = upstream.state
+    return {
+        "upstream": name,
+        "state": state,
+        "tools": tools,
+        "starts": upstream.starts,
+        "retry_after_ms": None if state == "up" else upstream.retry_after_ms(),
+        "changes_waiting": waiting,
+    }
 
 
 async def _changed(ctx: ToolContext, arguments: Arguments) -> JSONValue:

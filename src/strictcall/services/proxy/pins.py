@@ -129,7 +129,8 @@ class Pins:
         self._errlog = errlog
         self._log_as = log_as
         self._pinned: dict[str, str] = {}
-        self._waiting: set[str] = set()
+        self._waiting: dict[str, str | None] = {}
+        """The served names held back, waiting for an approval: each one's upstream."""
         self._logged: set[tuple[str, str]] = set()
         self.changes = 0
         """Changes seen (each tool's each new definition once) since the process started."""
@@ -142,7 +143,7 @@ class Pins:
         """
         pins = self._store.tool_pins()
         self._pinned = {pin.name: pin.pinned for pin in pins}
-        self._waiting = {pin.name for pin in pins if pin.seen is not None}
+        self._waiting = {pin.name: upstream_of(pin.seen) for pin in pins if pin.seen is not None}
 
     def refresh(self) -> bool:
         """Read the pins again; whether one of the tools held back was approved meanwhile."""
@@ -178,11 +179,11 @@ class Pins:
             if _same(pinned, definition):
                 if name in self._waiting:  # the upstream went back to what was approved
                     self._store.see_tool(name, None)
-                    self._waiting.discard(name)
+                    self._waiting.pop(name, None)
                 return None
             if (name, definition) not in self._logged:
                 self._store.see_tool(name, definition)
-                self._waiting.add(name)
+                self._waiting[name] = upstream_of(definition)
                 self._logged.add((name, definition))
                 self.changes += 1
                 what = "appeared" if pinned == NOTHING else "changed"
@@ -211,6 +212,10 @@ class Pins:
             if upstream.served_name(listed.name, separator) == served:
                 found.append(listed)
         return found
+
+    def waiting_for(self, upstream: str) -> int:
+        """How many of `upstream`'s tools, resources and prompts wait for an approval."""
+        return sum(owner == upstream for owner in self._waiting.values())
 
     @property
     def holding(self) -> bool:

@@ -3,7 +3,10 @@
 The session runs in a task of the serving event loop (`running()`, a lifespan). A call that
 finds no session, or whose session ends under it (the process exited, the connection closed),
 is answered `upstream_unavailable` with a `retry_after_ms`; the supervisor starts the server
-again after a backoff that doubles up to `RESTART_MAX_S` and is reset by a good start. A call
+again after a backoff that doubles up to `RESTART_MAX_S` and is reset by a good start. The
+hint is when the server should answer again: the next start's backoff (the schedule in use)
+plus how long its last good start took (spawn, initialize, tools/list: seconds for some), or,
+while a start is under way, what is left of that. A call
 that times out makes the supervisor ping the server: one that does not answer the ping within
 `PING_S` is taken for hung and restarted. `notifications/tools/list_changed` lists the tools
 again, and `on_listing` receives every listing, the first one before `running()` yields.
@@ -25,6 +28,7 @@ POST on the session's client (`strictcall.services.proxy.http`), read the same w
 from __future__ import annotations
 
 import logging
+import math
 import re
 import shlex
 import shutil
@@ -242,6 +246,9 @@ class Upstream:
         self._current: _Connection | None = None
         self._caller: HttpCaller | None = None
         self._back_at = 0.0
+        self.start_s = 0.0
+        """How long the last good start took, from spawn to its first listing (0: none yet)."""
+        self._starting_since: float | None = None
         self.starts = 0
         """How many times the server was started and answered its first tools/list."""
         self.http_status: int | None = None
@@ -278,14 +285,27 @@ class Upstream:
                 shutil.rmtree(made, ignore_errors=True)
 
     def retry_after_ms(self) -> int:
-        """When a call may be worth sending again: the next start, at the soonest."""
-        wait_ms = int((self._back_at - time.monotonic()) * 1000)
+        """When a call may be worth sending again: once the next start (or the one under
+        way) has taken as long as the last good one did; `RETRY_AFTER_MS` at the soonest."""
+        began = self._starting_since
+        ready = (self._back_at if began is None else began) + self.start_s
+        wait_ms = math.ceil((ready - time.monotonic()) * 1000)
         return max(RETRY_AFTER_MS, wait_ms)
 
     def starts_at(self, moment: float) -> None:
         """Say when the next start is tried (`time.monotonic()`), for `retry_after_ms`: a
         federation retrying a first start that failed."""
         self._back_at = moment
+
+    @property
+    def state(self) -> str:
+        """ "up" (serving), "starting" (a start under way), "restarting" (down, waiting for
+        its next start) or "not started" (its first start has not succeeded yet)."""
+        if self._live is not None:
+            return "up"
+        if self._starting_since is not None:
+            return "starting"
+        return "restarting" if self.starts else "not started"
 
     def unavailable(self) -> ToolFailure:
         """The failure a call gets while the upstream is down."""
@@ -484,6 +504,7 @@ class Upstream:
             ended = anyio.Event()
             pipe: UpstreamPipe | None = None
             self.http_status = None
+            began = self._starting_since = time.monotonic()
             try:
                 async with (
                     self._connect() as (read, write, pipe),
@@ -509,6 +530,8 @@ class Upstream:
                         self._on_listing(await self._listed_tools(session))
                         await self._list_content(live, started.capabilities)
                     self.starts += 1
+                    self.start_s = time.monotonic() - began
+                    self._starting_since = None
                     self._note(f"upstream started ({self.spec.describe()})")
                     self._live = live
                     self._started.set()
@@ -525,6 +548,7 @@ class Upstream:
                 self._note(f"upstream failed ({why})")
             finally:
                 self._live = self._current = None
+                self._starting_since = None
             self._back_at = time.monotonic() + backoff
             self._note(f"upstream unavailable; restarting in {backoff:g} s")
             await anyio.sleep(backoff)

@@ -40,10 +40,17 @@ from typing import Any, Final, TypeVar
 
 import psycopg
 from psycopg import pq
+from psycopg.conninfo import conninfo_to_dict
 
 from strictcall.errors import StrictcallError
-from strictcall.storage.base import StoreUnavailable
-from strictcall.storage.postgres.faults import RETRY_POOL_WAIT_S, Faults, is_lost, refusal_of
+from strictcall.storage.base import StoreUnavailable, StoreUnreachable
+from strictcall.storage.postgres.faults import (
+    RETRY_POOL_WAIT_S,
+    Faults,
+    is_lost,
+    refusal_of,
+    why_not_connected,
+)
 from strictcall.storage.postgres.session import (
     CONNECTION_OK,
     NoValue,
@@ -295,6 +302,14 @@ class LoopPool:
             self._open -= 1
             self._wake()
 
+    def unreachable(self, exc: psycopg.Error) -> StoreUnreachable:
+        """A connection that could not be opened, said as psql says it (never the password)."""
+        try:
+            settings = conninfo_to_dict(self._url)
+        except psycopg.Error:
+            settings = {}
+        return StoreUnreachable(why_not_connected(exc, settings))
+
     async def audit_connection(self) -> psycopg.AsyncConnection[Any]:
         """The connection kept for the audit's batches (one writer at a time: the audit's
         flush), opened when first asked for or after a fault.
@@ -348,7 +363,7 @@ class LoopPool:
             except psycopg.Error as exc:  # no new connection: the database is down
                 faults.lost()
                 faults.hold()
-                raise StoreUnavailable(type(exc).__name__) from None
+                raise self.unreachable(exc) from None
             self.watch(conn)
             cut = False
             try:
@@ -387,7 +402,7 @@ class LoopPool:
         except psycopg.Error as exc:
             if is_lost(exc):
                 self.faults.lost()
-            raise StoreUnavailable(type(exc).__name__) from None
+            raise self.unreachable(exc) from None
         self.watch(conn)
         try:
             return await work(conn)

@@ -51,6 +51,10 @@ def why_not_connected(exc: psycopg.Error, settings: Mapping[str, Any]) -> str:
         return "the server does not support SSL, but the URL requires it (sslmode)"
     if "failed to resolve host" in text or "could not translate host name" in text:
         return f"the host {host} does not resolve"
+    if "not currently accepting connections" in text:
+        return f"the database {database} is not accepting connections"
+    if "the database system is shutting down" in text or state == "57P03":
+        return f"the server at {host}:{port} is starting up or shutting down"
     if "Connection refused" in text:
         return f"nothing accepts connections at {host}:{port} (is the server running there?)"
     if "timeout" in text.lower():
