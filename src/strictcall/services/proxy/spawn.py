@@ -18,6 +18,7 @@ sandboxed upstreams as `nobody`), CPU seconds, open files.
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import hashlib
 import os
@@ -233,7 +234,13 @@ def launch(
         raise SandboxUnavailable("bubblewrap (bwrap) is not installed or cannot run here")
     limits = spawn.limits
     cgroup = _pids_cgroup(limits.processes)
-    words = _limits(limits, cgroup) + _bwrap(command, spawn, env, home)
+    try:
+        words = _limits(limits, cgroup) + _bwrap(command, spawn, env, home)
+    except BaseException:  # nothing will run in it: no empty cgroup is left behind
+        if cgroup is not None:
+            with contextlib.suppress(OSError):
+                os.rmdir(cgroup)
+        raise
     counted = "a pids cgroup" if cgroup is not None else "the rlimit, per user"
     described = (
         f"sandbox bwrap (network {'on' if spawn.network else 'off'};"
@@ -252,11 +259,19 @@ async def release(launch: Launch) -> None:
         while True:
             try:
                 left = Path(cgroup, "cgroup.procs").read_text().split()
-                if not left:
+            except OSError:
+                return  # gone already
+            if not left:
+                try:
                     os.rmdir(cgroup)
                     return
-            except OSError:
-                return
+                except FileNotFoundError:
+                    return
+                except OSError as failure:
+                    # the kernel holds a cgroup busy for a moment after its last process has
+                    # left the listing (exiting, or a zombie not yet reaped): try again
+                    if failure.errno not in (errno.EBUSY, errno.ENOTEMPTY):
+                        return
             for pid in left:
                 with contextlib.suppress(OSError, ValueError):
                     os.kill(int(pid), signal.SIGKILL)
