@@ -7,7 +7,6 @@ pass). CPU on this thread, the minimum of 7 repeats of 100 scans.
 
 from __future__ import annotations
 
-import re
 import sys
 import time
 from collections.abc import Callable
@@ -19,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from content_overhead import _prose
 
-from strictcall.core.redact import Redaction, _detector, _Rule, redact_text
+from strictcall.core.redact import Redaction, _detector, hyperscan_database, redact_text
 
 
 def _per_scan(run: Callable[[], object]) -> float:
@@ -32,25 +31,6 @@ def _per_scan(run: Callable[[], object]) -> float:
     return best * 1e6
 
 
-def _database(rules: list[_Rule]) -> hyperscan.Database:
-    flags = [
-        hyperscan.HS_FLAG_PREFILTER
-        | hyperscan.HS_FLAG_ALLOWEMPTY
-        | hyperscan.HS_FLAG_SINGLEMATCH
-        | (hyperscan.HS_FLAG_CASELESS if rule.pattern.flags & re.IGNORECASE else 0)
-        | (hyperscan.HS_FLAG_DOTALL if rule.pattern.flags & re.DOTALL else 0)
-        for rule in rules
-    ]
-    database = hyperscan.Database()
-    database.compile(
-        expressions=[rule.pattern.pattern.encode() for rule in rules],
-        ids=list(range(len(rules))),
-        elements=len(rules),
-        flags=flags,
-    )
-    return database
-
-
 def main() -> None:
     text = _prose(64 * 1024)
     data = text.encode()
@@ -59,7 +39,7 @@ def main() -> None:
     def scan(database: hyperscan.Database) -> float:
         return _per_scan(lambda: database.scan(data, match_event_handler=lambda *_: None))
 
-    whole = scan(_database(rules))
+    whole = scan(hyperscan_database(rules))
     print("| step on a 64 KiB text | CPU µs |")
     print("|---|---:|")
     print(f"| encode to UTF-8 | {_per_scan(lambda: text.encode('utf-8', 'surrogatepass')):.1f} |")

@@ -105,6 +105,28 @@ def _rules() -> list[_Rule]:
     return rules
 
 
+def hyperscan_database(rules: list[_Rule]) -> Any:
+    """One Hyperscan prefilter database of `rules` (ids their indexes); needs the proxy extra."""
+    import hyperscan
+
+    flags = [
+        hyperscan.HS_FLAG_PREFILTER
+        | hyperscan.HS_FLAG_ALLOWEMPTY
+        | hyperscan.HS_FLAG_SINGLEMATCH
+        | (hyperscan.HS_FLAG_CASELESS if rule.pattern.flags & re.IGNORECASE else 0)
+        | (hyperscan.HS_FLAG_DOTALL if rule.pattern.flags & re.DOTALL else 0)
+        for rule in rules
+    ]
+    database = hyperscan.Database()
+    database.compile(
+        expressions=[rule.pattern.pattern.encode("utf-8") for rule in rules],
+        ids=list(range(len(rules))),
+        elements=len(rules),
+        flags=flags,
+    )
+    return database
+
+
 class _Detector:
     """The rules, compiled once: `find` gives the spans of the secrets in a text."""
 
@@ -112,26 +134,9 @@ class _Detector:
         self.rules: Final = rules
         self._scanner: Any = None
         try:
-            import hyperscan
+            self._scanner = hyperscan_database(rules)
         except ImportError:  # pragma: no cover - the proxy extra installs it
             return
-        expressions = [rule.pattern.pattern.encode("utf-8") for rule in rules]
-        flags = [
-            hyperscan.HS_FLAG_PREFILTER
-            | hyperscan.HS_FLAG_ALLOWEMPTY
-            | hyperscan.HS_FLAG_SINGLEMATCH
-            | (hyperscan.HS_FLAG_CASELESS if rule.pattern.flags & re.IGNORECASE else 0)
-            | (hyperscan.HS_FLAG_DOTALL if rule.pattern.flags & re.DOTALL else 0)
-            for rule in rules
-        ]
-        database = hyperscan.Database()
-        database.compile(
-            expressions=expressions,
-            ids=list(range(len(rules))),
-            elements=len(rules),
-            flags=flags,
-        )
-        self._scanner = database
 
     def candidates(self, text: str) -> Iterable[_Rule]:
         """The rules that may match `text` (all of them without Hyperscan)."""
