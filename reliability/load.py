@@ -36,7 +36,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 if __package__ in (None, ""):  # run as a script: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -62,6 +62,9 @@ NOTES_EACH = 20
 WARMUP_REQUESTS = 200
 
 # (operation, weight); a write is two calls (create, then delete).
+UNAUTHENTICATED_RATE: Final = 1_000_000
+"""The server's budget of requests without a valid token per client address, in a load run."""
+
 MIX = (("read", 40), ("invalid", 20), ("cross", 20), ("write", 20))
 
 
@@ -392,7 +395,11 @@ def run(
     report = Report(connections=connections, client=client)
     store_db: Path | str = workdir / "load.sqlite3" if db is None else db
     callers = seed(store_db)
-    extra = ("--workers", str(workers)) if workers > 1 else ()
+    # every connection comes from 127.0.0.1, one client address standing for many callers: its
+    # bad-token calls must reach the token lookup (401), not the per-address budget (429)
+    extra: tuple[str, ...] = ("--max-unauthenticated-rate", str(UNAUTHENTICATED_RATE))
+    if workers > 1:
+        extra += ("--workers", str(workers))
     server = procs.HttpServer(store_db, workdir / "load-stderr.log", extra)
     try:
         asyncio.run(drive(server, callers, seconds, connections, report, client))

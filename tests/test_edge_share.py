@@ -151,9 +151,11 @@ def test_requests_without_a_valid_token_past_the_budget_are_429_auth_throttled(
 
 
 def test_refusals_without_a_token_are_audited_as_a_sample_and_counted_whole(
-    tmp_path: Path,
+    service_db: str,
 ) -> None:
-    db = tmp_path / "notes.sqlite3"
+    """On each store: a count row shares its batch with calls' records (PostgreSQL writes a
+    batch's columns as typed arrays: a count row's time is a float like every other's)."""
+    db = service_db
     running = start_server(db)
     codes = (UNAUTHENTICATED.code, AUTH_THROTTLED.code)
     try:

@@ -216,6 +216,7 @@ class StrictcallError(Exception):
     ├── UnreadableAnswer                        a proxy's upstream answered no JSON-RPC response
     ├── HttpCallFailed                          ... an HTTP upstream's call got none (its status)
     ├── AnswerTooLarge                          ... or one longer than the proxy's cap
+    ├── TooManySubscriptions                    a proxy's session holds its most subscriptions
     ├── PolicyError (also ValueError)           a proxy's allow-list file is malformed
     ├── UpstreamAuthFailed                      a proxy got no token for its upstream
     ├── PolicyFileError (also ValueError)       a policy file is not valid (its line, the reason)

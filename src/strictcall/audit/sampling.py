@@ -72,7 +72,7 @@ class Sampled:
         for code, count in self._unsampled.items():
             self._record(
                 AuditRecord(
-                    self._second,
+                    float(self._second),  # `at` is a float in every record: a store's batch
                     None,
                     None,
                     None,

@@ -15,6 +15,8 @@ from typing import Final
 import mcp_types as types
 from pydantic import ValidationError
 
+from strictcall.errors import StrictcallError
+
 MAX_SUBSCRIPTIONS: Final = 100
 """Resource subscriptions one downstream session may hold at once."""
 
@@ -22,7 +24,7 @@ Send = Callable[[types.ServerNotification], Awaitable[None]]
 """Sends one notification to a subscribed caller's session."""
 
 
-class TooManySubscriptions(Exception):
+class TooManySubscriptions(StrictcallError):
     """The caller already holds `MAX_SUBSCRIPTIONS`."""
 
 
