@@ -111,13 +111,13 @@ class Heard:
 
 @asynccontextmanager
 async def connected(
-    wire: str, mode: str, front: list[str], tmp: Path, heard: Heard
+    wire: str, mode: str, front: list[str], tmp: Path, heard: Heard, *, quiet: bool = False
 ) -> AsyncIterator[Client]:
     """The official client connected to strictcall on `wire` ("stdio" or "http"), asking for
     info-level messages as `mode` asks (logging/setLevel, or 2026-07-28's per-request level)."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     db = tmp / "audit.sqlite3"
-    level: dict[str, Any] = {} if mode == LEGACY else {"log_level": "info"}
+    level: dict[str, Any] = {} if mode == LEGACY or quiet else {"log_level": "info"}
     if wire == "stdio":
         args = ["-m", "strictcall", *front, "--stdio", "--identity", "u1", "--db", str(db)]
         server = StdioServerParameters(command=sys.executable, args=args, env=env)
@@ -145,7 +145,7 @@ async def connected(
                 **level,
             ) as client,
         ):
-            if mode == LEGACY:
+            if mode == LEGACY and not quiet:
                 await client.set_logging_level("info")
             yield client
     finally:
@@ -416,3 +416,53 @@ def test_completions_of_a_prompts_argument_come_from_its_upstream(
     found, refused = anyio.run(run)
     assert found.completion.values == ["Engineering"]
     assert isinstance(refused, MCPError)  # a prompt not served is not asked of any upstream
+
+
+@pytest.mark.parametrize(
+    ("kind", "mode", "upstream"),
+    [
+        pytest.param("proxy", LEGACY, "stdio", id="proxy-legacy-stdio-upstream"),
+        pytest.param("proxy", MODERN, "http", id="proxy-modern-http-upstream"),
+        pytest.param("federate", LEGACY, "http", id="federate-legacy-http-upstream"),
+        pytest.param("federate", LEGACY, "stdio", id="federate-legacy-stdio-upstream"),
+    ],
+)
+def test_a_call_a_host_on_mcp_cancels_is_cancelled_upstream(
+    kind: str, mode: str, upstream: str, tmp_path: Path
+) -> None:
+    """2025-11-25: the host posts notifications/cancelled; 2026-07-28: it closes the call's
+    stream. Either way the tool stops at the upstream."""
+    call_log = tmp_path / "calls.log"
+    chatty = None
+    if upstream == "http":
+        port = _free_port()
+        chatty = _start_chatty(port, call_log)
+        target = f"http://127.0.0.1:{port}/mcp"
+    else:
+        target = chatty_command("--call-log", str(call_log))
+    front = _front(kind, target, tmp_path)
+
+    def told() -> str:
+        return call_log.read_text(encoding="utf-8") if call_log.exists() else ""
+
+    async def run() -> None:
+        # quiet: a plain call, answered with one JSON body (no SSE stream of the SDK's)
+        async with connected("http", mode, front, tmp_path, Heard(), quiet=True) as client:
+            with anyio.fail_after(DEADLINE_S):
+                async with anyio.create_task_group() as group:
+                    group.start_soon(client.call_tool, _tool(kind, "hold"), {"seconds": 60})
+                    while "hold started" not in told():
+                        await anyio.sleep(0.05)
+                    group.cancel_scope.cancel()
+                while "cancelled" not in told():
+                    await anyio.sleep(0.05)
+                # the host's next call is served as ever
+                result = await client.call_tool(_tool(kind, "count"), {"steps": 1})
+                assert result.is_error is not True
+
+    try:
+        anyio.run(run)
+    finally:
+        if chatty is not None:
+            _stop(chatty)
+    assert "hold finished" not in told()

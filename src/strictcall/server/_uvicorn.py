@@ -90,6 +90,7 @@ import importlib.util
 import logging
 import socket
 from collections.abc import Callable, Iterable
+from contextvars import copy_context
 from types import FrameType
 from typing import Any, Final, cast
 
@@ -114,7 +115,7 @@ from strictcall.server.edge import (
     client_key,
 )
 from strictcall.server.logs import log_config
-from strictcall.transports.asgi import ASGIApp, Later, Response
+from strictcall.transports.asgi import CONNECTION_GONE, ASGIApp, Later, Response
 
 log = logging.getLogger("strictcall")
 
@@ -291,6 +292,7 @@ class CoalescingHttpToolsProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._answer_now: AnswerNow | None = getattr(self.app, "answer_now", None)
+        self._gone: list[Callable[[], None]] = []
         coalesced = cast(asyncio.Transport, CoalescedWrites(transport, self.loop))
         super().connection_made(coalesced)
 
@@ -301,6 +303,12 @@ class CoalescingHttpToolsProtocol(HttpToolsProtocol):
             self._deferred = None
             if not self.transport.is_closing():
                 super()._start_asgi_task(*deferred)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        gone, self._gone = self._gone, []
+        for told in gone:  # the calls awaited for this connection that asked to be told
+            told()
+        super().connection_lost(exc)
 
     def on_headers_complete(self) -> None:
         self._in_headers = True
@@ -347,7 +355,10 @@ class CoalescingHttpToolsProtocol(HttpToolsProtocol):
             super()._start_asgi_task(cycle, app)
             return
         if not isinstance(response, tuple):  # a call to await: in a task, without the ASGI cycle
-            task = self.loop.create_task(self._answer_later(cycle, response))
+            # what the call asks to be told when its connection closes (`CONNECTION_GONE`)
+            context = copy_context()
+            context.run(CONNECTION_GONE.set, self._gone)
+            task = self.loop.create_task(self._answer_later(cycle, response), context=context)
             task.add_done_callback(self.tasks.discard)
             self.tasks.add(task)  # the server's shutdown waits for it, as for the app's
             return

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Coroutine, MutableMapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from contextvars import ContextVar
 from typing import Any, Final
 
 import orjson
@@ -153,3 +154,10 @@ async def run_lifespans(
                 return
     finally:  # cancelled before shutdown: still leave them here, in the task that entered them
         await stack.aclose()
+
+
+CONNECTION_GONE: Final[ContextVar[list[Callable[[], None]] | None]] = ContextVar(
+    "strictcall_connection_gone", default=None
+)
+"""What to do when the connection of the request being answered closes (the server runs an
+answer it awaits with a list here, and calls each entry once the client is gone)."""

@@ -27,6 +27,7 @@ import mcp_types as types
 import orjson
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
+from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types.methods import SPEC_CLIENT_METHODS, serialize_server_result
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -41,6 +42,12 @@ from strictcall.core.record import AuditRecord, record_of, refusal_record
 from strictcall.core.refusals import NO_TOKEN, WITHHELD, withheld_for_size
 from strictcall.errors import JSONValue
 from strictcall.transports.jsonrpc import MAX_REPLY_BYTES, Recorder
+from strictcall.transports.mcp.cancel import (
+    REQUEST_CANCELLED,
+    CallCancelled,
+    Cancellable,
+    cancelled_message,
+)
 from strictcall.transports.mcp.content import (
     CONTENT_METHODS,
     ContentHandlers,
@@ -295,6 +302,8 @@ class McpTools:
         self._record = record
         self._call_context = call_context
         self.levels: Final[dict[str, str]] = {}
+        self.cancellable: Cancellable | None = None
+        """The calls a host may cancel (/mcp's; None: the wire's session cancels its own)."""
         """The log level each identity asked for with logging/setLevel (at most
         `MAX_LEVELS` identities, the oldest forgotten first)."""
         # follows the gateway's tools, which may change while serving (a proxy's upstream
@@ -439,7 +448,10 @@ class McpTools:
         offers = offered(session.client_capabilities)
         peer = self.peer_of(raw, identity, self._call_scope(), notify, offers, ask)
         with serving_peer(peer):
-            return await self.answer_call(raw, ctx.request_id, identity, self._claims_of(ctx))
+            try:
+                return await self.answer_call(raw, request_id, identity, self._claims_of(ctx))
+            except CallCancelled:
+                raise MCPError(REQUEST_CANCELLED, "Request cancelled") from None
 
     async def answer_call(
         self,
@@ -524,7 +536,13 @@ class McpTools:
         version: str,
         claims: Claims | None,
     ) -> bytes:
-        outcome = await self.gateway.settle_async(call, identity, call_id, claims=claims)
+        settling = self.gateway.settle_async(call, identity, call_id, claims=claims)
+        if self.cancellable is None:
+            return self._line(await settling, request_id, identity, version)
+        try:
+            outcome = await self.cancellable.run(identity, request_id, version, settling)
+        except CallCancelled:
+            return dump_line(cancelled_message(request_id))
         return self._line(outcome, request_id, identity, version)
 
     def _line(
@@ -569,7 +587,11 @@ class McpTools:
         call, call_id = self._call_of(params, request_id)
         if identity is None:  # a transport that forgot the caller: refuse, never guess
             return self._refused_unknown(call, call_id)
-        return await self.gateway.settle_async(call, identity, call_id, claims=claims)
+        settling = self.gateway.settle_async(call, identity, call_id, claims=claims)
+        if self.cancellable is None:
+            return await settling
+        version = protocol_version(params)
+        return await self.cancellable.run(identity, request_id, version, settling)
 
     def _call_id_of(self, ctx: Context) -> str:
         """The call id of the request `ctx` answers (a resources/read's, a prompts/get's)."""

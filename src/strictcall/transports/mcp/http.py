@@ -48,12 +48,15 @@ from strictcall.transports.mcp.adapter import (
     protocol_version,
     result_message,
 )
+from strictcall.transports.mcp.cancel import CallCancelled, Cancellable, cancelled_message
 from strictcall.transports.mcp.content import McpContent
 from strictcall.transports.mcp.direct import DirectRequest, direct_request
 from strictcall.transports.mcp.intake import DirectCall, Refused, read_message, refuse_too_large
 from strictcall.transports.mcp.peer import log_level_of, progress_token_of
 from strictcall.transports.mcp.sdk_errors import scrubbed
 from strictcall.transports.offload import off_loop, read_off_loop
+
+_CANCELLED: Final = "notifications/cancelled"
 
 
 def identity_in_scope(ctx: Context) -> str | None:
@@ -108,6 +111,7 @@ class McpHttpApp:
             claims_in_scope,
             content=content,
         )
+        tools.cancellable = self._cancellable = Cancellable()
         self._tools = tools
         self.manager: Final = StreamableHTTPSessionManager(
             tools.server(),
@@ -188,6 +192,10 @@ class McpHttpApp:
             if isinstance(message, DirectCall):
                 await self._answer_directly(message, scope, receive, send)
                 return
+            if isinstance(message, types.JSONRPCNotification) and message.method == _CANCELLED:
+                identity = scope.get(IDENTITY_KEY)
+                if isinstance(identity, str):  # a call of this identity's alone
+                    self._cancellable.cancel(identity, message.params)
             receive = _replay(body, receive)
             if isinstance(message, types.JSONRPCRequest) and self._streams(
                 scope, message.model_dump(by_alias=True, exclude_none=True)
@@ -201,14 +209,18 @@ class McpHttpApp:
         self, call: DirectCall, scope: Scope, receive: Receive, send: Send
     ) -> None:
         identity = scope.get(IDENTITY_KEY)
-        result = await self._tools.answer_call(
-            call.params,
-            call.request_id,
-            identity if isinstance(identity, str) else None,
-            _claims(scope),
-        )
-        reply = result_message(call.request_id, result, protocol_version(call.params))
-        body = orjson.dumps(reply.model_dump(by_alias=True, mode="json", exclude_none=True))
+        try:
+            result = await self._tools.answer_call(
+                call.params,
+                call.request_id,
+                identity if isinstance(identity, str) else None,
+                _claims(scope),
+            )
+        except CallCancelled:
+            body = orjson.dumps(cancelled_message(call.request_id))
+        else:
+            reply = result_message(call.request_id, result, protocol_version(call.params))
+            body = orjson.dumps(reply.model_dump(by_alias=True, mode="json", exclude_none=True))
         response = Response(body, status_code=200, media_type="application/json")
         await response(scope, receive, send)
 
