@@ -14,11 +14,12 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
+from urllib.parse import urlsplit
 
 import anyio
 import httpx2
@@ -126,20 +127,12 @@ async def connected(
                 await client.set_logging_level("info")
             yield client
         return
-    token = create_token(db, "u1")
-    argv = [sys.executable, "-m", "strictcall", *front, "--port", "0", "--db", str(db)]
-    process = subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
-    )
-    try:
-        assert process.stdout is not None
-        match = LISTENING.search(process.stdout.readline())
-        assert match is not None
+    with _http_front(front, tmp) as (base_url, token):
         headers = {"Authorization": f"Bearer {token}"}
         async with (
             httpx2.AsyncClient(headers=headers) as http,
             Client(
-                streamable_http_client(f"{match.group(1)}/mcp", http_client=http),
+                streamable_http_client(f"{base_url}/mcp", http_client=http),
                 logging_callback=heard.on_log,
                 mode=mode,
                 **level,
@@ -148,6 +141,23 @@ async def connected(
             if mode == LEGACY and not quiet:
                 await client.set_logging_level("info")
             yield client
+
+
+@contextmanager
+def _http_front(front: list[str], tmp: Path) -> Iterator[tuple[str, str]]:
+    """strictcall on HTTP (port 0) with `front`'s arguments: its base URL and u1's token."""
+    db = tmp / "audit.sqlite3"
+    token = create_token(db, "u1")
+    argv = [sys.executable, "-m", "strictcall", *front, "--port", "0", "--db", str(db)]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    process = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
+    )
+    try:
+        assert process.stdout is not None
+        match = LISTENING.search(process.stdout.readline())
+        assert match is not None
+        yield match.group(1), token
     finally:
         process.terminate()
         process.wait(timeout=DEADLINE_S)
@@ -241,20 +251,26 @@ def _stdio_client(front: list[str], tmp: Path, errlog: TextIO = sys.stderr) -> C
     return Client(stdio_client(server, errlog=errlog), mode=LEGACY)
 
 
-@pytest.mark.parametrize("upstream", ["stdio", "http"])
-def test_a_call_the_caller_cancels_is_cancelled_upstream(upstream: str, tmp_path: Path) -> None:
-    call_log = tmp_path / "calls.log"
-    chatty = None
-    if upstream == "http":
-        port = _free_port()
-        chatty = _start_chatty(port, call_log)
-        target = f"http://127.0.0.1:{port}/mcp"
-    else:
-        target = chatty_command("--call-log", str(call_log))
-    front = _front("proxy", target, tmp_path)
+def _chatty_upstream(
+    upstream: str, tmp: Path
+) -> tuple[subprocess.Popen[bytes] | None, str, Callable[[], str]]:
+    """The chatty server as a proxy's upstream: on HTTP (its process, to stop) or as a stdio
+    command; its target; and what its call log says so far."""
+    call_log = tmp / "calls.log"
 
     def told() -> str:
         return call_log.read_text(encoding="utf-8") if call_log.exists() else ""
+
+    if upstream == "http":
+        port = _free_port()
+        return _start_chatty(port, call_log), f"http://127.0.0.1:{port}/mcp", told
+    return None, chatty_command("--call-log", str(call_log)), told
+
+
+@pytest.mark.parametrize("upstream", ["stdio", "http"])
+def test_a_call_the_caller_cancels_is_cancelled_upstream(upstream: str, tmp_path: Path) -> None:
+    chatty, target, told = _chatty_upstream(upstream, tmp_path)
+    front = _front("proxy", target, tmp_path)
 
     async def run() -> None:
         async with _stdio_client(front, tmp_path) as client:
@@ -422,7 +438,6 @@ def test_completions_of_a_prompts_argument_come_from_its_upstream(
     ("kind", "mode", "upstream"),
     [
         pytest.param("proxy", LEGACY, "stdio", id="proxy-legacy-stdio-upstream"),
-        pytest.param("proxy", MODERN, "http", id="proxy-modern-http-upstream"),
         pytest.param("federate", LEGACY, "http", id="federate-legacy-http-upstream"),
         pytest.param("federate", LEGACY, "stdio", id="federate-legacy-stdio-upstream"),
     ],
@@ -430,20 +445,10 @@ def test_completions_of_a_prompts_argument_come_from_its_upstream(
 def test_a_call_a_host_on_mcp_cancels_is_cancelled_upstream(
     kind: str, mode: str, upstream: str, tmp_path: Path
 ) -> None:
-    """2025-11-25: the host posts notifications/cancelled; 2026-07-28: it closes the call's
-    stream. Either way the tool stops at the upstream."""
-    call_log = tmp_path / "calls.log"
-    chatty = None
-    if upstream == "http":
-        port = _free_port()
-        chatty = _start_chatty(port, call_log)
-        target = f"http://127.0.0.1:{port}/mcp"
-    else:
-        target = chatty_command("--call-log", str(call_log))
+    """2025-11-25: the host posts notifications/cancelled, and the tool stops at the upstream
+    (2026-07-28's closed stream: the raw-socket test below)."""
+    chatty, target, told = _chatty_upstream(upstream, tmp_path)
     front = _front(kind, target, tmp_path)
-
-    def told() -> str:
-        return call_log.read_text(encoding="utf-8") if call_log.exists() else ""
 
     async def run() -> None:
         # quiet: a plain call, answered with one JSON body (no SSE stream of the SDK's)
@@ -465,4 +470,43 @@ def test_a_call_a_host_on_mcp_cancels_is_cancelled_upstream(
     finally:
         if chatty is not None:
             _stop(chatty)
+    assert "hold finished" not in told()
+
+
+def test_a_call_whose_body_came_after_its_head_is_cancelled_by_its_closed_stream(
+    tmp_path: Path,
+) -> None:
+    """2026-07-28: a call's closed stream cancels it also when its body reached the server
+    apart from its head (answered through the app, not in place)."""
+    _, target, told = _chatty_upstream("stdio", tmp_path)
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    params = {"name": "hold", "arguments": {"seconds": 60}, "_meta": meta}
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
+    with _http_front(_front("proxy", target, tmp_path), tmp_path) as (base_url, token):
+        address = urlsplit(base_url)
+        head = (
+            f"POST /mcp HTTP/1.1\r\nHost: {address.netloc}\r\n"
+            f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
+            "Accept: application/json, text/event-stream\r\n"
+            f"Mcp-Protocol-Version: {MODERN}\r\nMcp-Method: tools/call\r\nMcp-Name: hold\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        )
+        host, port = address.hostname, address.port
+        assert host is not None and port is not None
+        with socket.create_connection((host, port), timeout=DEADLINE_S) as sock:
+            sock.sendall(head.encode())
+            time.sleep(0.2)  # apart from its head, in a later read (not a readiness wait)
+            sock.sendall(body.encode())
+            deadline = time.monotonic() + DEADLINE_S
+            while "hold started" not in told():
+                assert time.monotonic() < deadline, "the upstream never began the call"
+                time.sleep(0.05)
+        deadline = time.monotonic() + DEADLINE_S
+        while "cancelled" not in told():
+            assert time.monotonic() < deadline, "the upstream was never told of the cancel"
+            time.sleep(0.05)
     assert "hold finished" not in told()

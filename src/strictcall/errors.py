@@ -211,6 +211,7 @@ class StrictcallError(Exception):
     │   ├── ToolFailure                         a declared failure: its code (execute)
     │   └── WouldWait                           an inline_first handler must not wait
     ├── ClientGone                              an HTTP client left mid-request (http)
+    ├── CallCancelled                           an MCP host cancelled its call (mcp)
     ├── UpstreamFailed                          a proxy's upstream did not start (proxy)
     ├── PipeClosed                              a proxy's stdio upstream stopped answering
     ├── UnreadableAnswer                        a proxy's upstream answered no JSON-RPC response
