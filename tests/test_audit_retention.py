@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from servers import start_server, strictcall
-from strictcall.audit.log import DEFAULT_RETENTION_S, PRUNE_BATCH, AuditLog, prune
+from strictcall.audit.log import DEFAULT_RETENTION_S, PRUNE_BATCH, AuditLog, PrunesAudit, prune
 from strictcall.cli.arguments import EXIT_USAGE
 from strictcall.storage import AuditRecord, open_store
 from strictcall.storage.postgres import PostgresStore
@@ -91,6 +91,7 @@ MARGIN_S = 120.0
 def _fresh(db: str, rows: list[AuditRecord]) -> None:
     """The audit log of `db` holding exactly `rows` (the module's servers share one store)."""
     store = open_store(db)
+    assert isinstance(store, PrunesAudit)
     try:
         store.prune_audit(time.time() + 10 * DEFAULT_RETENTION_S, 10**9)
         store.record_calls(rows)
@@ -106,7 +107,7 @@ def _kept_once(db: str, size: int) -> list[str]:
         store = open_store(db)
         try:
             left = store.audit_size()
-            ids = [r.call_id for r in store.recent_calls(left + 1)]
+            ids = [str(r.call_id) for r in store.recent_calls(left + 1)]
         finally:
             store.close()
         if left <= size or time.monotonic() > deadline:
