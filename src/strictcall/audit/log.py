@@ -16,9 +16,10 @@ counted in `lost_total`). `pending` counts the batch being written too, so the p
 read the same figure whenever they read it. `on_fault` is told once
 per outage of the writes (not once per retry), `on_written` after each batch the store took.
 
-With `retention_s` set (`audit_retention`), the writer removes rows older than it every
-`PRUNE_EVERY_S`, `PRUNE_BATCH` rows per short statement on a worker thread, yielding between
-statements, so a large backlog never holds the store's lock or the loop for long.
+With `retention_s` set (`--audit-retention`), the writer removes rows older than it, and with
+`max_rows` (`--audit-max-rows`) the oldest rows beyond the newest `max_rows`, at start and then
+every `PRUNE_EVERY_S`, `PRUNE_BATCH` rows per short statement on a worker thread, yielding
+between statements, so a large backlog never holds the store's lock or the loop for long.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass
 from typing import Final, Protocol, runtime_checkable
 
 from strictcall.storage import AuditRecord, AuditStore, AwaitedNotes, StoreUnavailable
@@ -38,6 +40,10 @@ BUSY_BATCH: Final = 100
 MAX_KEPT: Final = 100_000
 PRUNE_EVERY_S: Final = 60.0
 PRUNE_BATCH: Final = 5_000
+DEFAULT_RETENTION_S: Final = 30 * 86_400.0
+"""How long the servers keep audit rows unless told otherwise: a month covers the usual look
+back after an incident (and a monthly review), while a flood of refused requests (~1.8 GB an
+hour measured) can no longer grow the table without end."""
 
 log = logging.getLogger("strictcall")
 
@@ -47,6 +53,27 @@ class PrunesAudit(Protocol):
     """A store that can remove old audit rows in bounded batches (SQLite, PostgreSQL)."""
 
     def prune_audit(self, before: float, limit: int) -> int: ...
+
+    def prune_audit_over(self, keep: int, limit: int) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRetention:
+    """How much of the audit log a server keeps: rows at most `age_s` seconds old and at most
+    the `max_rows` newest (None: no bound of that kind)."""
+
+    age_s: float | None = DEFAULT_RETENTION_S
+    max_rows: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.age_s is not None and not self.age_s > 0:
+            raise ValueError("audit retention must be positive")
+        if self.max_rows is not None and self.max_rows < 1:
+            raise ValueError("the audit's row cap is at least 1")
+
+
+KEEP_ALL: Final = AuditRetention(None)
+"""Every audit row kept: what a server built without a retention does."""
 
 
 def prune(store: PrunesAudit, retention_s: float, *, now: float | None = None) -> int:
@@ -76,15 +103,17 @@ class AuditLog:
         on_fault: Callable[[StoreUnavailable], None] | None = None,
         on_written: Callable[[], None] | None = None,
         retention_s: float | None = None,
+        max_rows: int | None = None,
     ) -> None:
         """`on_fault`: told when the store begins refusing batches, with the store's fault
         (once, until it takes one again: a metric counts outages, not retries); `on_written`:
         told after each batch the store took; `retention_s`: audit rows older than it are
-        removed while running (None keeps them all)."""
-        if retention_s is not None and retention_s <= 0:
-            raise ValueError("audit retention must be positive")
+        removed while running (None keeps them all); `max_rows`: the oldest rows beyond the
+        newest `max_rows` are removed (None: no cap)."""
+        AuditRetention(retention_s, max_rows)  # refuses a bound that is not positive
         self._store = store
         self._retention_s = retention_s
+        self._max_rows = max_rows
         self._pruned_at = 0.0
         self._pending: list[AuditRecord] = []
         self._writing = 0
@@ -218,24 +247,39 @@ class AuditLog:
                 self._keep([])
 
     async def _prune_when_due(self) -> None:
-        """Every `PRUNE_EVERY_S`, remove rows past the retention, one bounded batch per worker
-        thread hop (the loop serves calls between them); a store fault waits for the next turn."""
+        """At start and every `PRUNE_EVERY_S`, remove rows past the retention and beyond the
+        row cap, one bounded batch per worker thread hop (the loop serves calls between them);
+        a store fault waits for the next turn."""
         store = self._store
-        if self._retention_s is None or not isinstance(store, PrunesAudit):
+        if (self._retention_s is None and self._max_rows is None) or not isinstance(
+            store, PrunesAudit
+        ):
             return
         now = time.monotonic()
         if self._pruned_at and now - self._pruned_at < PRUNE_EVERY_S:
             return
         self._pruned_at = now
-        before = time.time() - self._retention_s
-        removed = 0
         try:
-            while True:
-                n = await asyncio.to_thread(store.prune_audit, before, PRUNE_BATCH)
-                removed += n
-                if n < PRUNE_BATCH:
-                    break
+            if self._retention_s is not None:
+                before = time.time() - self._retention_s
+                removed = await _in_batches(lambda n: store.prune_audit(before, n))
+                if removed:
+                    log.info("audit: removed %d records older than the retention", removed)
+            if self._max_rows is not None:
+                keep = self._max_rows
+                removed = await _in_batches(lambda n: store.prune_audit_over(keep, n))
+                if removed:
+                    log.info("audit: removed %d records beyond the row cap", removed)
         except StoreUnavailable:
             return
-        if removed:
-            log.info("audit: removed %d records older than the retention", removed)
+
+
+async def _in_batches(remove: Callable[[int], int]) -> int:
+    """Call `remove(PRUNE_BATCH)` on worker threads until a batch comes back short; the rows
+    removed."""
+    removed = 0
+    while True:
+        n = await asyncio.to_thread(remove, PRUNE_BATCH)
+        removed += n
+        if n < PRUNE_BATCH:
+            return removed

@@ -26,6 +26,7 @@ EXIT_CHANGES_WAIT: Final = 1
 """`tools diff --exit-code`'s status when a change waits for approval."""
 
 if TYPE_CHECKING:
+    from strictcall.audit.log import AuditRetention
     from strictcall.cli.identity import OAuthChoice
     from strictcall.server.edge import OriginPolicy
     from strictcall.server.router import RpcApp
@@ -45,6 +46,7 @@ def run_federate(
     edge: EdgeLimits | None = None,
     allow_origins: Sequence[str] = (),
     oauth: OAuthChoice | None = None,
+    audit_retention: AuditRetention | None = None,
 ) -> int:
     """Serve the upstreams of the config file at `config_path` through one gateway: MCP on
     stdio as `identity` (when given), else HTTP on `port`, as `strictcall proxy` serves one;
@@ -87,7 +89,7 @@ def run_federate(
 
         configure_logging()  # strictcall's logged lines stamped as these are
         assert identity is not None
-        serve_federation_stdio(federation, identity, store=store)
+        serve_federation_stdio(federation, identity, store=store, audit_retention=audit_retention)
 
     def app_of(origins: OriginPolicy, open_to_operators: bool) -> RpcApp:
         from strictcall.server.federation import federation_app
@@ -100,6 +102,7 @@ def run_federate(
             edge=edge,
             oauth=settings,
             open_to_operators=open_to_operators,
+            audit_retention=audit_retention,
         )
 
     try:

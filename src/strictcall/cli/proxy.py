@@ -23,11 +23,13 @@ from strictcall.cli.identity import (
     upstream_credentials_of,
 )
 from strictcall.cli.policy import _policy_of, _reload_on_hangup
+from strictcall.cli.retention import _add_audit_arguments, _audit_retention_of
 from strictcall.cli.serving import serve_stdio_or_http
 from strictcall.cli.store import EXIT_FAILED, _open_store
 from strictcall.server.edge import EdgeLimits
 
 if TYPE_CHECKING:
+    from strictcall.audit.log import AuditRetention
     from strictcall.server.edge import OriginPolicy
     from strictcall.server.router import RpcApp
     from strictcall.services.proxy.credentials import ClientCredentials
@@ -57,6 +59,7 @@ def run_proxy(
     max_result_bytes: int | None = None,
     env_pass: Sequence[str] = (),
     sandbox: str | None = None,
+    audit_retention: AuditRetention | None = None,
 ) -> int:
     """Serve one upstream MCP server's tools through the gateway: MCP on stdio as `identity`
     (when given), else HTTP on `port` with the store's tokens, behind the same edge as
@@ -122,7 +125,7 @@ def run_proxy(
 
         configure_logging()  # strictcall's logged lines stamped as these are
         assert identity is not None
-        serve_proxy_stdio(proxy, identity, store=store)
+        serve_proxy_stdio(proxy, identity, store=store, audit_retention=audit_retention)
 
     def app_of(origins: OriginPolicy, open_to_operators: bool) -> RpcApp:
         from strictcall.server.proxy import proxy_app
@@ -135,6 +138,7 @@ def run_proxy(
             edge=edge,
             oauth=settings,
             open_to_operators=open_to_operators,
+            audit_retention=audit_retention,
         )
 
     try:
@@ -249,6 +253,7 @@ def add_proxy_parser(
         help="the longest answer one call may get from the upstream (default 8 MiB)",
     )
     _add_edge_arguments(proxy)
+    _add_audit_arguments(proxy)
     add_oauth_arguments(proxy)
 
 
@@ -302,6 +307,7 @@ def run_proxy_args(
         edge=_edge_of(args),
         allow_origins=args.allow_origin,
         oauth=oauth,
+        audit_retention=_audit_retention_of(args),
         out=out,
         err=err,
     )

@@ -22,11 +22,13 @@ from strictcall.cli.identity import (
     oauth_given,
 )
 from strictcall.cli.policy import _policy_of, _reload_on_hangup, warn_unserved_rules
+from strictcall.cli.retention import _add_audit_arguments
 from strictcall.cli.store import EXIT_FAILED, EXIT_OK, _open_store
 from strictcall.server.edge import EdgeLimits
 from strictcall.services.demo import NOTES as SEED_NOTES
 
 if TYPE_CHECKING:
+    from strictcall.audit.log import AuditRetention
     from strictcall.core.policy import PolicyHolder
 from strictcall.storage import Store, StoreUnavailable, shown_db, unavailable_because
 
@@ -46,13 +48,14 @@ def run_serve(
     workers: int = 1,
     oauth: OAuthChoice | None = None,
     policy: str | None = None,
+    audit_retention: AuditRetention | None = None,
 ) -> int:
     """Serve the notes tools over HTTP until stopped. Browser origins in `allow_origins` may
     call, and loopback ones when bound to a loopback address; `edge` bounds slow requests,
     connections and calls in flight per identity. With `workers` above 1, from that many
     processes on one port, each with its own store (this one opens it first, to migrate it and
     refuse what cannot serve). `oauth`: the identity provider's tokens too (`--config`, the
-    `--oauth-*` flags)."""
+    `--oauth-*` flags). `audit_retention`: how much of the audit log is kept (None: all)."""
     from strictcall.server.app import build_app, serve, serve_workers  # the server stack loads here
     from strictcall.server.edge import OriginPolicy, is_loopback_host
     from strictcall.server.listen import ListenError
@@ -114,6 +117,7 @@ def run_serve(
                     open_to_operators=open_to_operators,
                     oauth_config=None if oauth is None else oauth.sources,
                     policy=policy,
+                    audit_retention=audit_retention,
                 )
             else:
                 app = build_app(
@@ -123,6 +127,7 @@ def run_serve(
                     open_to_operators=open_to_operators,
                     oauth=None if oauth is None else oauth.settings,
                     policy=holder,
+                    audit_retention=audit_retention,
                 )
                 if holder is not None and policy is not None:
                     restore = _reload_on_hangup(holder, policy, err)
@@ -141,12 +146,19 @@ def run_serve(
     return EXIT_OK
 
 
-def run_serve_mcp_stdio(db: str, identity: str, *, err: TextIO, policy: str | None = None) -> int:
+def run_serve_mcp_stdio(
+    db: str,
+    identity: str,
+    *,
+    err: TextIO,
+    policy: str | None = None,
+    audit_retention: AuditRetention | None = None,
+) -> int:
     """Serve the notes tools as MCP on stdin and stdout, as `identity`, until stdin ends.
 
     Standard output carries MCP alone; the one line about the store goes to `err`.
     """
-    from strictcall.audit.log import AuditLog
+    from strictcall.audit.log import KEEP_ALL, AuditLog
     from strictcall.ops.tracing import TracedStore, traced_stdio
     from strictcall.ops.tracing import available as tracing_available
     from strictcall.server.logs import configure_logging
@@ -176,7 +188,8 @@ def run_serve_mcp_stdio(db: str, identity: str, *, err: TextIO, policy: str | No
         with notes_gateway(notes, policy=holder) as gateway:
             # audited in batches written off the event loop, as the HTTP server audits: a
             # commit per call would cost more than the call, and wait on the notes' writes
-            audit = AuditLog(store)
+            kept = audit_retention if audit_retention is not None else KEEP_ALL
+            audit = AuditLog(store, retention_s=kept.age_s, max_rows=kept.max_rows)
             serving = [] if holder is None else [holder.serving]
             lifespans = [*serving, audit.running]
             record, per_call = traced_stdio(gateway, audit.record)
@@ -288,6 +301,7 @@ def add_serve_parser(
         " read again on SIGHUP",
     )
     _add_edge_arguments(serve)
+    _add_audit_arguments(serve)
     add_oauth_arguments(serve)
 
 

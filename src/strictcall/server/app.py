@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Final, cast
 
 import orjson
 
-from strictcall.audit.log import AuditLog
+from strictcall.audit.log import KEEP_ALL, AuditLog, AuditRetention
 from strictcall.audit.sampling import sampled
 from strictcall.core.gateway import Gateway
 from strictcall.core.pipeline import Limits
@@ -102,6 +102,7 @@ def build_app(
     observe: bool = True,
     oauth: OAuthSettings | None = None,
     policy: PolicyHolder | None = None,
+    audit_retention: AuditRetention | None = None,
 ) -> RpcApp:
     """The ASGI app serving the notes tools from `store` (see `build_gateway_app`). With
     `close_store`, the app closes the store when the server stops, after the last audit batch.
@@ -124,6 +125,7 @@ def build_app(
         open_to_operators=open_to_operators,
         observe=observe,
         oauth=oauth,
+        audit_retention=audit_retention,
     )
 
 
@@ -141,6 +143,7 @@ def build_gateway_app(
     redactions: Callable[[], Mapping[tuple[str, str], int]] | None = None,
     content: McpContent | None = None,
     upstreams: Callable[[], list[dict[str, object]]] | None = None,
+    audit_retention: AuditRetention | None = None,
 ) -> RpcApp:
     """The ASGI app serving any gateway's tools: JSON-RPC at /rpc, MCP at /mcp, the callers'
     tokens and the audit log in `store`, for the browser `origins` admitted and within
@@ -160,7 +163,8 @@ def build_gateway_app(
     path-aware forms) to anyone (`strictcall.server.bearer`). `tool_changes` counts the pinned
     tools seen changed (a federation's), for /metrics; `content` is served at /mcp beside the
     tools (a federation's upstreams' resources and prompts); `upstreams` says each upstream's
-    state for the page (a proxy's or a federation's).
+    state for the page (a proxy's or a federation's). `audit_retention`: how much of the audit
+    log the server keeps (None: all of it).
     """
     from strictcall.ops.health import StoreHealth, cause_of
     from strictcall.server.ops import PATHS, OpsApp
@@ -192,7 +196,14 @@ def build_gateway_app(
             window.drain()
         health.answered()
 
-    audit = AuditLog(store, on_fault=audit_fault, on_written=store_answered)
+    kept = audit_retention if audit_retention is not None else KEEP_ALL
+    audit = AuditLog(
+        store,
+        on_fault=audit_fault,
+        on_written=store_answered,
+        retention_s=kept.age_s,
+        max_rows=kept.max_rows,
+    )
 
     def record_of(wire: str) -> Recorder:
         return observed(audit.record, metrics, tracer, window=window, wire=wire)
@@ -531,6 +542,7 @@ def serve_workers(
     open_to_operators: bool = False,
     oauth_config: dict[str, object] | None = None,
     policy: str | None = None,
+    audit_retention: AuditRetention | None = None,
 ) -> None:
     """Serve the notes tools from `db` in `workers` processes on the sockets bound to `host`
     and `port`, until SIGTERM or SIGINT to this process (or SIGINT to its process group, as
@@ -549,6 +561,7 @@ def serve_workers(
         "open_to_operators": open_to_operators,
         "oauth": oauth_config,  # the config file's path and the flags: each worker reads them
         "policy": policy,
+        "audit": None if audit_retention is None else asdict(audit_retention),
     }
     os.environ[WORKER_ENV] = json.dumps(settings)  # inherited by the spawned workers
     config = server_config(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from strictcall.audit.log import AuditLog
+from strictcall.audit.log import KEEP_ALL, AuditLog, AuditRetention
 from strictcall.services.proxy.federation import Federation
 
 if TYPE_CHECKING:
@@ -15,7 +15,13 @@ if TYPE_CHECKING:
     from strictcall.storage import Store
 
 
-def serve_federation_stdio(federation: Federation, identity: str, *, store: Store) -> None:
+def serve_federation_stdio(
+    federation: Federation,
+    identity: str,
+    *,
+    store: Store,
+    audit_retention: AuditRetention | None = None,
+) -> None:
     """Serve the federation as MCP on stdin and stdout, as `identity`, until stdin ends; every
     call audited in `store`. The session is told `notifications/tools/list_changed` when an
     upstream's listing changes what is served.
@@ -26,7 +32,8 @@ def serve_federation_stdio(federation: Federation, identity: str, *, store: Stor
     from strictcall.ops.tracing import traced_stdio
     from strictcall.transports.mcp import serve_stdio  # the MCP SDK loads only for a server
 
-    audit = AuditLog(store)
+    kept = audit_retention if audit_retention is not None else KEEP_ALL
+    audit = AuditLog(store, retention_s=kept.age_s, max_rows=kept.max_rows)
     policy = federation.gateway.policy
     serving = [] if policy is None else [policy.serving]
     lifespans = [*serving, audit.running, federation.lifespan]  # the audit's last records last
@@ -50,6 +57,7 @@ def federation_app(
     edge: EdgeLimits | None = None,
     oauth: OAuthSettings | None = None,
     open_to_operators: bool = False,
+    audit_retention: AuditRetention | None = None,
 ) -> RpcApp:
     """The ASGI app serving the federation: JSON-RPC at /rpc, MCP at /mcp (both wire
     versions, as `strictcall serve`), tokens from `store` (and the identity provider's, with
@@ -71,4 +79,5 @@ def federation_app(
         content=federation.content,
         oauth=oauth,
         open_to_operators=open_to_operators,
+        audit_retention=audit_retention,
     )

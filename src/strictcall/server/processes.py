@@ -12,6 +12,7 @@ import json
 import os
 from typing import Any, Final
 
+from strictcall.audit.log import AuditRetention
 from strictcall.identity.settings import load_settings
 from strictcall.server._uvicorn import guarded_protocol
 from strictcall.server.app import WORKER_ENV, build_app
@@ -45,6 +46,7 @@ def app() -> RpcApp:
     policy = None if path is None else load_holder(path)  # checked by the parent already
     oauth = _SETTINGS.get("oauth")  # absent: a parent that predates the [oauth] block
     settings = None if oauth is None else load_settings(**oauth)
+    audit = _SETTINGS.get("audit")  # absent or null: keep every row
     return build_app(
         open_store(_SETTINGS["db"]),
         origins=origins,
@@ -53,4 +55,5 @@ def app() -> RpcApp:
         open_to_operators=_SETTINGS["open_to_operators"],
         policy=policy,
         oauth=settings,
+        audit_retention=None if audit is None else AuditRetention(**audit),
     )

@@ -9,7 +9,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
-from strictcall.audit.log import AuditLog
+from strictcall.audit.log import KEEP_ALL, AuditLog, AuditRetention
 from strictcall.core.gateway import Gateway
 from strictcall.core.pipeline import Limits
 from strictcall.core.policy import PolicyHolder, policy_warnings
@@ -166,7 +166,13 @@ def upstream_failure(exc: BaseException) -> UpstreamFailed | None:
     return None
 
 
-def serve_proxy_stdio(proxy: Proxy, identity: str, *, store: Store | None = None) -> None:
+def serve_proxy_stdio(
+    proxy: Proxy,
+    identity: str,
+    *,
+    store: Store | None = None,
+    audit_retention: AuditRetention | None = None,
+) -> None:
     """Serve the proxy as MCP on stdin and stdout, as `identity`, until stdin ends; every call
     audited in `store` (written in batches, as the HTTP server does). The session is told
     `notifications/tools/list_changed` when the upstream's listing changes what is served.
@@ -179,7 +185,10 @@ def serve_proxy_stdio(proxy: Proxy, identity: str, *, store: Store | None = None
 
     policy = proxy.gateway.policy
     serving = [] if policy is None else [policy.serving]
-    audit = None if store is None else AuditLog(store)
+    kept = audit_retention if audit_retention is not None else KEEP_ALL
+    audit = (
+        None if store is None else AuditLog(store, retention_s=kept.age_s, max_rows=kept.max_rows)
+    )
     record, per_call = traced_stdio(proxy.gateway, None if audit is None else audit.record)
     # the audit's last records last
     lifespans = [*serving, *([] if audit is None else [audit.running]), proxy.lifespan]
@@ -202,6 +211,7 @@ def proxy_app(
     edge: EdgeLimits | None = None,
     oauth: OAuthSettings | None = None,
     open_to_operators: bool = False,
+    audit_retention: AuditRetention | None = None,
 ) -> RpcApp:
     """The ASGI app serving the proxy: JSON-RPC at /rpc, MCP at /mcp, tokens from `store` (and
     the identity provider's, with `oauth`), for the browser `origins` admitted and within
@@ -221,4 +231,5 @@ def proxy_app(
         open_to_operators=open_to_operators,
         redactions=lambda: proxy.redactions.counts,
         upstreams=proxy.upstream_states,
+        audit_retention=audit_retention,
     )

@@ -134,6 +134,12 @@ def _begin_without_waiting(conn: sqlite3.Connection) -> None:
 _PRUNE_AUDIT: Final = (
     "DELETE FROM audit WHERE seq IN (SELECT seq FROM audit WHERE at < ? ORDER BY seq LIMIT ?)"
 )
+_PRUNE_AUDIT_OVER: Final = (
+    "DELETE FROM audit WHERE seq IN (SELECT seq FROM audit WHERE seq <= "
+    "(SELECT seq FROM audit ORDER BY seq DESC LIMIT 1 OFFSET ?) ORDER BY seq LIMIT ?)"
+)
+"""The oldest rows beyond the newest N (the (N+1)th newest and older): none when there are
+N or fewer (the inner select is then NULL)."""
 
 
 class SQLiteStore(SharedReads, SharedPins):
@@ -428,6 +434,11 @@ class SQLiteStore(SharedReads, SharedPins):
         """Delete at most `limit` audit rows written before `before` (oldest first): one short
         transaction, so calls' writes never wait long behind it. How many went."""
         return self._change(_PRUNE_AUDIT, (before, limit))
+
+    def prune_audit_over(self, keep: int, limit: int) -> int:
+        """Delete at most `limit` of the audit rows beyond the newest `keep` (oldest first), in
+        one short statement. How many went."""
+        return self._change(_PRUNE_AUDIT_OVER, (keep, limit))
 
     # --- for operators ------------------------------------------------------------------------
 
