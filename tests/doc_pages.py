@@ -36,6 +36,12 @@ def pages(*names: str) -> str:
     return "\n".join(page(name) for name in names)
 
 
+def every_page() -> dict[str, str]:
+    """The README and every page of the docs site, by path from the repository's root."""
+    paths = [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
+    return {str(path.relative_to(ROOT)): path.read_text(encoding="utf-8") for path in paths}
+
+
 def documented() -> str:
     """The README and the reference pages, in reading order."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")

@@ -2,8 +2,8 @@
 
 - `Gateway` checks a model's tool call in stages (parse, route, shape, resource, execute,
   output) and answers with the value or a located structured error {code, stage, retryable}.
-- `handle` is seed 002's read_note handler on the same pipeline; `interpret_tool_reply` is
-  seed 000's strict reader of a JSON-RPC 2.0 reply.
+- `handle` is the demo's read_note handler on the same pipeline; `interpret_tool_reply` is
+  the strict reader of a JSON-RPC 2.0 reply.
 - `loads_strict` is the strict JSON intake every entry point uses.
 """
 

@@ -107,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--db",
         type=_db_path,
         help="run the call on this notes store through the full gateway, with every detail"
-        " (without it: the seed's handle() on its in-memory demo notes)",
+        " (without it: handle() on the in-memory demo notes)",
     )
     call.add_argument("raw", metavar="RAW", help='the call as JSON text, or "-" for stdin')
 

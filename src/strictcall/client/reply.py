@@ -1,7 +1,7 @@
 """Reading one JSON-RPC 2.0 reply to a tool call, by presence of keys and never by their truth.
 
 A result of 0, false, "", [], {} or null is a success: `"result" in reply` decides, not
-`reply.get("result")`. This is seed 000's adapter, its contract exactly, with one addition: the
+`reply.get("result")`. This is the reply reader, its contract exactly, with one addition: the
 expected id may also be an int, and ids compare by type as well as value (7 never matches 7.0,
 True or "7").
 """

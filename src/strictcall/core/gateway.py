@@ -128,7 +128,7 @@ class Gateway(ToolRegistry):
         caller's tools). `policy`: the policy in force (`strictcall.core.policy`: who may list
         and call which tools, their limits and quotas), instead of `allowed`. `details=False`
         answers an error's code, stage and retryable only, and `envelope=False` lets a call
-        hold members besides "name" and "arguments" (both as seed 002's `handle` answers,
+        hold members besides "name" and "arguments" (both as the demo's `handle` answers,
         `strictcall.services.demo`)."""
         if workers < 1:
             raise ValueError("a gateway needs at least one worker thread")

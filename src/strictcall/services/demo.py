@@ -1,4 +1,4 @@
-"""Seed 002's read_note handler over its two demo notes, built on a Gateway.
+"""The demo's read_note handler over its two demo notes, built on a Gateway.
 
 `handle` answers exactly as the seed does: {"ok": true, "call_id", "result"} or {"ok": false,
 "call_id", "error": {"code", "stage", "retryable"}} with no other members. Unlike the seed it
@@ -101,7 +101,7 @@ def handle(
     """Check a read_note call in stages (parse, route, shape, resource, output) and answer.
 
     `result_override`, when not None, replaces the note the tool would return, so that the
-    output stage can be exercised (seed 002's own hook).
+    output stage can be exercised (the demo's own hook).
     """
     if not _GATEWAY:
         _GATEWAY.append(Gateway([READ_NOTE], details=False, envelope=False))
