@@ -139,6 +139,7 @@ def build_gateway_app(
     oauth: OAuthSettings | None = None,
     tool_changes: Callable[[], int] | None = None,
     redactions: Callable[[], Mapping[tuple[str, str], int]] | None = None,
+    instances: Callable[[], Mapping[str, tuple[int, int, int]]] | None = None,
     content: McpContent | None = None,
     upstreams: Callable[[], list[dict[str, object]]] | None = None,
 ) -> RpcApp:
@@ -158,7 +159,8 @@ def build_gateway_app(
     With `oauth`, the identity provider's access tokens are accepted too (or instead), and its
     protected resource metadata is served at `/.well-known/oauth-protected-resource` (and its
     path-aware forms) to anyone (`strictcall.server.bearer`). `tool_changes` counts the pinned
-    tools seen changed (a federation's), for /metrics; `content` is served at /mcp beside the
+    tools seen changed (a federation's), for /metrics, and `instances` counts each per-identity
+    upstream's instances; `content` is served at /mcp beside the
     tools (a federation's upstreams' resources and prompts); `upstreams` says each upstream's
     state for the page (a proxy's or a federation's).
     """
@@ -175,6 +177,8 @@ def build_gateway_app(
         metrics.tool_changes = tool_changes
     if metrics is not None and redactions is not None:
         metrics.redactions = redactions
+    if metrics is not None and instances is not None:
+        metrics.instances = instances
     window = _window(health) if observe else None
     if window is not None and holder is not None:
         window.nearest_quotas = holder.nearest_by_identity
