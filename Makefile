@@ -99,6 +99,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/proxy_overhead.py
 	$(BIN)/python bench/federation.py
 	$(BIN)/python bench/federation_memory.py
+	$(BIN)/python bench/instances.py
 	$(BIN)/python bench/run.py --render-only
 
 ## fuzz: the long fuzzing harness; N inputs in all, split across the five targets, run on

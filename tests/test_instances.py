@@ -23,8 +23,10 @@ import httpx2
 import pytest
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
+from prometheus_client.parser import text_string_to_metric_families
 
 from mcp_peers import UPSTREAMS, everything_command
+from promtool import need_promtool
 from servers import create_token
 from stdio_peer import DEADLINE_S
 from strictcall.errors import AT_CAPACITY, CATALOGUE
@@ -49,6 +51,12 @@ def federation(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
 @pytest.fixture
 def quickly_idle(tmp_path: Path) -> Iterator[Running]:
     yield from _federate(tmp_path, idle_s=1)
+
+
+@pytest.fixture
+def soon_idle(tmp_path: Path) -> Iterator[Running]:
+    # long enough for two instances to be seen running together, short enough to wait out
+    yield from _federate(tmp_path, idle_s=6)
 
 
 def _federate(tmp: Path, *, idle_s: float) -> Iterator[Running]:
@@ -153,6 +161,57 @@ def test_an_idle_instance_is_stopped_and_its_identity_gets_a_new_one(
         time.sleep(0.05)
     anyio.run(call, "u1")  # started again on its next call
     assert lines("started") == 2
+
+
+def _instances_seen(running: Running) -> tuple[dict[str, float], dict[str, object]]:
+    """The instance samples of /metrics by name, and the upstream's row of stats.json."""
+    text = httpx2.get(running.base_url + "/metrics", timeout=DEADLINE_S).text
+    samples = {
+        sample.name: sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name.startswith("strictcall_upstream_instance")
+        and sample.labels == {"upstream": "memory"}
+    }
+    stats = httpx2.get(running.base_url + "/ops/stats.json", timeout=DEADLINE_S).json()
+    (row,) = stats["upstreams"]
+    return samples, row
+
+
+def test_metrics_and_the_page_count_each_identitys_instance_until_it_is_idle(
+    soon_idle: Running,
+) -> None:
+    async def calls() -> None:
+        with anyio.fail_after(DEADLINE_S * 3):
+            for who in ("u1", "u2"):
+                async with connect(soon_idle, who) as client:
+                    assert (await client.call_tool("memory_read_graph", {})).is_error is False
+
+    anyio.run(calls)
+    samples, row = _instances_seen(soon_idle)
+    assert samples["strictcall_upstream_instances"] == 2
+    assert samples["strictcall_upstream_instance_starts_total"] == 2
+    assert samples["strictcall_upstream_instance_idle_stops_total"] == 0
+    assert (row["instances"], row["max_instances"]) == (2, 2)
+    text = httpx2.get(soon_idle.base_url + "/metrics", timeout=DEADLINE_S).text
+    checked = subprocess.run(
+        [need_promtool(), "check", "metrics"],
+        input=text,
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_S,
+        check=False,
+    )
+    assert "instance" not in checked.stdout + checked.stderr, checked  # no lint on ours
+    deadline = time.monotonic() + DEADLINE_S * 2
+    while samples["strictcall_upstream_instances"] != 0 or row["instances"] != 0:
+        assert time.monotonic() < deadline, (samples, row)
+        time.sleep(0.1)
+        samples, row = _instances_seen(soon_idle)
+    assert samples["strictcall_upstream_instance_idle_stops_total"] == 2
+    assert (row["instances"], row["max_instances"]) == (0, 2)
+    page = httpx2.get(soon_idle.base_url + "/", timeout=DEADLINE_S).text
+    assert "<th>instances</th>" in page and "<td class=n>0 / 2</td>" in page
 
 
 def test_at_capacity_is_in_the_catalogue_retryable_at_execute() -> None:

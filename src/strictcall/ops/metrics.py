@@ -13,6 +13,9 @@
     strictcall_policy_refusals_total{rule, code} calls the policy refused, by its rule
     strictcall_tool_changes_total              pinned tools seen changed upstream (a federation)
     strictcall_redactions_total{upstream,kind} secrets redacted in proxied answers
+    strictcall_upstream_instances{upstream}    per-identity instances running now
+    strictcall_upstream_instance_starts_total{upstream}  per-identity instances started
+    strictcall_upstream_instance_idle_stops_total{upstream}  stopped for being idle
     strictcall_build_info{version, python}     1
     process_*, python_*                        prometheus_client's process and runtime collectors
 
@@ -140,6 +143,18 @@ _REDACTIONS: Final = (
     "strictcall_redactions",
     "Secrets replaced by a marker in proxied answers, by upstream and kind (never what).",
 )
+_INSTANCES: Final = (
+    "strictcall_upstream_instances",
+    "Per-identity instances of an upstream running now.",
+)
+_INSTANCE_STARTS: Final = (
+    "strictcall_upstream_instance_starts",
+    "Per-identity instances of an upstream started.",
+)
+_INSTANCE_STOPS: Final = (
+    "strictcall_upstream_instance_idle_stops",
+    "Per-identity instances of an upstream stopped for being idle.",
+)
 _BUILD: Final = ("strictcall_build_info", "The running strictcall's version, and Python's.")
 
 _Key = tuple[str | None, str, str | None, str | None]
@@ -206,9 +221,12 @@ class Metrics(Collector):
         self.requests_in_flight: Callable[[], int] = lambda: 0
         """How many HTTP requests are being answered now (set by whoever counts them)."""
         self.tool_changes: Callable[[], int] | None = None
+        """How many pinned tools were seen changed (a federation's; None: no pinning)."""
         self.redactions: Callable[[], Mapping[tuple[str, str], int]] | None = None
         """How many secrets were redacted, by (upstream, kind) (a proxy's; None: none)."""
-        """How many pinned tools were seen changed (a federation's; None: no pinning)."""
+        self.instances: Callable[[], Mapping[str, tuple[int, int, int]]] | None = None
+        """Each per-identity upstream's instances: (running now, started, stopped for being
+        idle) (None: no upstream has them)."""
         self.audit_backlog: Callable[[], int] = lambda: 0
         """How many audit records wait to be written (set by whoever keeps them)."""
         self.audit_lost: Callable[[], int] = lambda: 0
@@ -402,6 +420,8 @@ class Metrics(Collector):
             for (source, kind), n in sorted(self.redactions().items()):
                 redacted.add_metric([source, kind], n)
             yield redacted
+        if self.instances is not None:
+            yield from _instance_families(self.instances())
         yield _build_info()
 
     def exposition(self) -> bytes:
@@ -420,6 +440,17 @@ class Metrics(Collector):
         """Drain every `DRAIN_EVERY_S` while the server runs, every `BUSY_DRAIN_EVERY_S`
         while it is busy."""
         return draining(self.drain)
+
+
+def _instance_families(counts: Mapping[str, tuple[int, int, int]]) -> Iterator[Metric]:
+    running = GaugeMetricFamily(*_INSTANCES, labels=["upstream"])
+    starts = CounterMetricFamily(*_INSTANCE_STARTS, labels=["upstream"])
+    stops = CounterMetricFamily(*_INSTANCE_STOPS, labels=["upstream"])
+    for upstream, (now, started, idle_stops) in sorted(counts.items()):
+        running.add_metric([upstream], now)
+        starts.add_metric([upstream], started)
+        stops.add_metric([upstream], idle_stops)
+    yield from (running, starts, stops)
 
 
 def _build_info() -> GaugeMetricFamily:

@@ -281,7 +281,8 @@ def _live_tables(snapshot: Snapshot) -> list[str]:
 
 def _upstreams(upstreams: Sequence[Mapping[str, object]]) -> str:
     """Each upstream: up, starting, restarting or not started; its tools; its starts; when
-    its calls are told to try again while it is down; its changes waiting for an approval."""
+    its calls are told to try again while it is down; its changes waiting for an approval; its
+    per-identity instances running, of the most it may run (or "shared": one for every caller)."""
 
     def next_try(row: Mapping[str, object]) -> str:
         wait = row.get("retry_after_ms")
@@ -291,15 +292,20 @@ def _upstreams(upstreams: Sequence[Mapping[str, object]]) -> str:
         count = row.get("changes_waiting")
         return "no pinning" if count is None else count
 
+    def instances(row: Mapping[str, object]) -> object:
+        running, cap = row.get("instances"), row.get("max_instances")
+        return "shared" if running is None else f"{running} / {cap}"
+
     return _table(
         "upstreams",
-        ("upstream", "state", "tools", "starts", "calls told to retry in", "changes waiting"),
+        ("upstream", "state", "tools", "starts", "calls told to retry in", "changes waiting",
+         "instances"),
         (
             [r.get("upstream"), r.get("state"), r.get("tools"), r.get("starts"), next_try(r),
-             waiting(r)]
+             waiting(r), instances(r)]
             for r in upstreams
         ),
-        numeric=(2, 3, 4, 5),
+        numeric=(2, 3, 4, 5, 6),
     )  # fmt: skip
 
 

@@ -141,6 +141,7 @@ def build_gateway_app(
     oauth: OAuthSettings | None = None,
     tool_changes: Callable[[], int] | None = None,
     redactions: Callable[[], Mapping[tuple[str, str], int]] | None = None,
+    instances: Callable[[], Mapping[str, tuple[int, int, int]]] | None = None,
     content: McpContent | None = None,
     upstreams: Callable[[], list[dict[str, object]]] | None = None,
     audit_retention: AuditRetention | None = None,
@@ -161,7 +162,8 @@ def build_gateway_app(
     With `oauth`, the identity provider's access tokens are accepted too (or instead), and its
     protected resource metadata is served at `/.well-known/oauth-protected-resource` (and its
     path-aware forms) to anyone (`strictcall.server.bearer`). `tool_changes` counts the pinned
-    tools seen changed (a federation's), for /metrics; `content` is served at /mcp beside the
+    tools seen changed (a federation's), for /metrics, and `instances` counts each per-identity
+    upstream's instances; `content` is served at /mcp beside the
     tools (a federation's upstreams' resources and prompts); `upstreams` says each upstream's
     state for the page (a proxy's or a federation's). `audit_retention`: how much of the audit
     log the server keeps (None: all of it).
@@ -179,6 +181,8 @@ def build_gateway_app(
         metrics.tool_changes = tool_changes
     if metrics is not None and redactions is not None:
         metrics.redactions = redactions
+    if metrics is not None and instances is not None:
+        metrics.instances = instances
     window = _window(health) if observe else None
     if window is not None and holder is not None:
         window.nearest_quotas = holder.nearest_by_identity

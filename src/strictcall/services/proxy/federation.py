@@ -176,9 +176,25 @@ class Federation:
                 member.upstream,
                 0 if member.listing is None else len(member.listing),
                 None if pins is None else pins.waiting_for(member.config.name),
+                member.instances,
             )
             for member in self.members
         ]
+
+    @property
+    def has_instances(self) -> bool:
+        """Whether any upstream runs a process per caller identity."""
+        return any(member.instances is not None for member in self.members)
+
+    def instance_counts(self) -> dict[str, tuple[int, int, int]]:
+        """Each per-identity upstream's instances: (running now, started, stopped for being
+        idle)."""
+        return {
+            member.config.name: (member.instances.running, member.instances.started,
+                                 member.instances.reaped)
+            for member in self.members
+            if member.instances is not None
+        }  # fmt: skip
 
     def lifespan(self) -> AbstractAsyncContextManager[None]:
         """Every upstream's run, entered in the serving loop before the first call.
@@ -437,9 +453,14 @@ class Federation:
 
 
 def upstream_row(
-    name: str, upstream: Upstream, tools: int, waiting: int | None
+    name: str,
+    upstream: Upstream,
+    tools: int,
+    waiting: int | None,
+    instances: Instances | None = None,
 ) -> dict[str, object]:
-    """One upstream's row on the operator's page (`waiting` None: no pinning)."""
+    """One upstream's row on the operator's page (`waiting` None: no pinning; `instances`
+    None: shared, one process for every caller, and `instances`/`max_instances` are null)."""
     state = upstream.state
     return {
         "upstream": name,
@@ -448,6 +469,8 @@ def upstream_row(
         "starts": upstream.starts,
         "retry_after_ms": None if state == "up" else upstream.retry_after_ms(),
         "changes_waiting": waiting,
+        "instances": None if instances is None else instances.running,
+        "max_instances": None if instances is None else instances.max_instances,
     }
 
 
