@@ -635,3 +635,22 @@ def test_two_callers_of_one_proxy_get_the_updates_of_their_own_subscriptions() -
     assert told == [2, 1, 2]
     assert held_after_a == [shared]  # `a`'s session ended: its own URI is let go
     assert held_after_b == []
+
+
+def test_mcp_over_http_offers_no_subscriptions(tmp_path: Path) -> None:
+    front = _front("proxy", everything_command(), tmp_path)
+
+    async def run() -> tuple[bool | None, MCPError | None]:
+        with anyio.fail_after(DEADLINE_S):
+            async with connected("http", LEGACY, front, tmp_path, Heard(), quiet=True) as client:
+                resources = client.server_capabilities.resources
+                advertised = None if resources is None else resources.subscribe
+                try:
+                    await _subscribe(client, _dynamic(1))
+                except MCPError as exc:
+                    return advertised, exc
+                return advertised, None
+
+    advertised, refused = anyio.run(run)
+    assert not advertised  # stateless: an update would have no way to its host
+    assert refused is not None and refused.code == ERROR_CODES[Stage.ROUTE][0]

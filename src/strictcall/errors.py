@@ -217,6 +217,7 @@ class StrictcallError(Exception):
     ├── HttpCallFailed                          ... an HTTP upstream's call got none (its status)
     ├── AnswerTooLarge                          ... or one longer than the proxy's cap
     ├── TooManySubscriptions                    a proxy's session holds its most subscriptions
+    ├── CallCancelled                           the host cancelled a call on /mcp (cancel)
     ├── PolicyError (also ValueError)           a proxy's allow-list file is malformed
     ├── UpstreamAuthFailed                      a proxy got no token for its upstream
     ├── PolicyFileError (also ValueError)       a policy file is not valid (its line, the reason)

@@ -21,6 +21,9 @@ How they are served (the choice, for hosts):
 - A listed resource, template or prompt keeps its title and icons, checked as a tool's are
   (`strictcall.core.display`: the title's control and bidi characters as U+FFFD, cut at its
   limit; an icon hosts should not fetch or show left out); its listing `_meta` is not passed.
+- A session subscribes to a resource it may read by its URI (`subscribe`): one registry for the
+  whole federation (`Subscriptions`: at most `MAX_SUBSCRIPTIONS` per session), the upstream that
+  serves the URI subscribed once, its updates to that URI's sessions alone (`updated`).
 """
 
 from __future__ import annotations
