@@ -6,6 +6,7 @@ SSE answer stream), on both wire versions, in front of a FastMCP server on stdio
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -28,12 +29,21 @@ import pytest
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.server.lowlevel.server import NotificationOptions
 from mcp.shared.exceptions import MCPError
+from mcp.shared.memory import create_client_server_memory_streams
 
 from mcp_peers import UPSTREAMS, everything_command
 from servers import create_token
 from stdio_peer import DEADLINE_S
-from strictcall.errors import TIMEOUT, UPSTREAM_UNAVAILABLE
+from strictcall.errors import INVALID_REQUEST, TIMEOUT, UPSTREAM_UNAVAILABLE, Reason, Stage
+from strictcall.server.proxy import Proxy
+from strictcall.services.proxy.subscriptions import MAX_SUBSCRIPTIONS
+from strictcall.services.proxy.upstream import UpstreamSpec
+from strictcall.transports.jsonrpc import ERROR_CODES
+from strictcall.transports.mcp.adapter import McpTools
+from strictcall.transports.mcp.content import Subscriber
+from strictcall.transports.mcp.stdio import Answers
 
 CHATTY = UPSTREAMS / "fastmcp_chatty.py"
 MODERN = "2026-07-28"
@@ -242,13 +252,16 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
     process.wait(timeout=DEADLINE_S)
 
 
-def _stdio_client(front: list[str], tmp: Path, errlog: TextIO = sys.stderr) -> Client:
-    """The official client of strictcall on stdio, its stderr to `errlog`."""
+def _stdio_client(
+    front: list[str], tmp: Path, errlog: TextIO = sys.stderr, **options: Any
+) -> Client:
+    """The official client of strictcall on stdio, its stderr to `errlog` (`options`: the
+    client's own, a `message_handler`)."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     db = tmp / "audit.sqlite3"
     args = ["-m", "strictcall", *front, "--stdio", "--identity", "u1", "--db", str(db)]
     server = StdioServerParameters(command=sys.executable, args=args, env=env)
-    return Client(stdio_client(server, errlog=errlog), mode=LEGACY)
+    return Client(stdio_client(server, errlog=errlog), mode=LEGACY, **options)
 
 
 def _chatty_upstream(
@@ -510,3 +523,178 @@ def test_a_call_whose_body_came_after_its_head_is_cancelled_by_its_closed_stream
             assert time.monotonic() < deadline, "the upstream was never told of the cancel"
             time.sleep(0.05)
     assert "hold finished" not in told()
+
+
+# --- resource subscriptions ----------------------------------------------------------------------
+
+TOGGLE = "toggle-subscriber-updates"
+"""server-everything's tool that starts its updates (one at once, then every 5 s, of each URI
+its session is subscribed to, in the order they were first subscribed)."""
+
+
+def _dynamic(n: int) -> str:
+    """A URI of server-everything's text template (served through the template, not listed)."""
+    return f"demo://resource/dynamic/text/{n}"
+
+
+@dataclass
+class Updates:
+    """The URIs of the `notifications/resources/updated` one client heard, in order."""
+
+    uris: list[str] = field(default_factory=list)
+
+    async def on_message(self, message: object) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            self.uris.append(str(message.params.uri))
+
+    async def until(self, uri: str, after: int = 0) -> None:
+        """Return once `uri` is heard past the first `after` updates (the caller's deadline)."""
+        while uri not in self.uris[after:]:
+            await anyio.sleep(0.05)
+
+
+async def _subscribe(client: Client, uri: str) -> None:
+    params = types.SubscribeRequestParams(uri=uri)
+    await client.session.send_request(types.SubscribeRequest(params=params), types.EmptyResult)
+
+
+async def _unsubscribe(client: Client, uri: str) -> None:
+    params = types.UnsubscribeRequestParams(uri=uri)
+    await client.session.send_request(types.UnsubscribeRequest(params=params), types.EmptyResult)
+
+
+@pytest.mark.parametrize("kind", ["proxy", "federate"])
+def test_a_subscribed_caller_gets_its_resources_updates_until_it_unsubscribes(
+    kind: str, tmp_path: Path
+) -> None:
+    front = _front(kind, everything_command(), tmp_path)
+    heard = Updates()
+    first, second = _dynamic(1), _dynamic(2)
+
+    async def run() -> tuple[bool | None, list[str], list[str], MCPError | None]:
+        with anyio.fail_after(DEADLINE_S):
+            async with _stdio_client(front, tmp_path, message_handler=heard.on_message) as client:
+                resources = client.server_capabilities.resources
+                advertised = None if resources is None else resources.subscribe
+                await client.call_tool(_tool(kind, TOGGLE), {})
+                await _subscribe(client, first)
+                await heard.until(first)
+                await _unsubscribe(client, first)
+                held = len(heard.uris)
+                # the upstream's next round of updates: `first` would come before `second`
+                await _subscribe(client, second)
+                await heard.until(second, after=held)
+                after_unsubscribe = heard.uris[held:]
+                before = list(heard.uris)
+                for n in range(3, MAX_SUBSCRIPTIONS + 2):  # 99 more: 100 held with `second`
+                    await _subscribe(client, _dynamic(n))
+                try:
+                    await _subscribe(client, _dynamic(MAX_SUBSCRIPTIONS + 2))
+                except MCPError as exc:
+                    return advertised, before, after_unsubscribe, exc
+                return advertised, before, after_unsubscribe, None
+
+    advertised, before, after_unsubscribe, refused = anyio.run(run)
+    assert advertised is True  # the upstream offers subscriptions: so does strictcall
+    assert set(before[: before.index(second)]) == {first}
+    assert after_unsubscribe == [second]  # no update of `first` once unsubscribed
+    assert refused is not None and refused.code == ERROR_CODES[Stage.PROTOCOL][0]
+    data = refused.error.data
+    assert isinstance(data, dict)
+    assert data["code"] == INVALID_REQUEST.code and data["expected"] == MAX_SUBSCRIPTIONS
+    assert data["reason"] == Reason.MAX_ITEMS.value
+    assert "dynamic" not in json.dumps([refused.error.message, data])  # never the URI
+
+
+@asynccontextmanager
+async def _session_of(proxy: Proxy, caller: str, heard: Updates) -> AsyncIterator[Client]:
+    """A session of the proxy's as stdio serves one (`strictcall.transports.mcp.stdio`: its
+    notifications on the session's own write side), named `caller`, held by the official
+    client on in-memory streams; its subscriptions forgotten when it ends."""
+    async with create_client_server_memory_streams() as (client_streams, (read, write)):
+        answers = Answers(write)
+        tools = McpTools(
+            proxy.gateway,
+            lambda ctx: "u1",
+            lambda: caller,
+            content=proxy.content,
+            subscriber=Subscriber(caller, answers.notify),
+        )
+        server = tools.server()
+        options = server.create_initialization_options(NotificationOptions())
+
+        @asynccontextmanager
+        async def transport() -> AsyncIterator[Any]:
+            yield client_streams
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(server.run, read, answers, options)
+            try:
+                async with Client(
+                    transport(), mode=LEGACY, message_handler=heard.on_message
+                ) as client:
+                    yield client
+            finally:
+                await proxy.content.forget(caller)
+                group.cancel_scope.cancel()
+
+
+def test_two_callers_of_one_proxy_get_the_updates_of_their_own_subscriptions() -> None:
+    errlog = io.StringIO()
+    proxy = Proxy(UpstreamSpec.of_command(everything_command()), errlog=errlog)
+    a, b = Updates(), Updates()
+    mine, shared = _dynamic(1), _dynamic(2)
+
+    def seen(what: str) -> int:  # the upstream logs each (un)subscribe it is sent
+        return errlog.getvalue().count(f"Received {what} Resource request")
+
+    async def until_seen(what: str, count: int) -> int:
+        while seen(what) < count:  # its log lines come beside the answers
+            await anyio.sleep(0.05)
+        return seen(what)
+
+    async def run() -> tuple[list[str], list[str], list[int], list[str], list[str]]:
+        with anyio.fail_after(DEADLINE_S):
+            async with proxy.lifespan(), _session_of(proxy, "b", b) as caller_b:
+                async with _session_of(proxy, "a", a) as caller_a:
+                    await caller_a.call_tool(TOGGLE, {})
+                    await _subscribe(caller_a, mine)
+                    await _subscribe(caller_a, shared)
+                    await _subscribe(caller_b, shared)
+                    await a.until(mine)
+                    await a.until(mine, after=a.uris.index(mine) + 1)  # a second round
+                    await b.until(shared)
+                    told = [await until_seen("Subscribe", 2)]
+                held_after_a = proxy.content.subscriptions.subscribed()
+                told.append(await until_seen("Unsubscribe", 1))
+                await _unsubscribe(caller_b, shared)
+                held_after_b = proxy.content.subscriptions.subscribed()
+                told.append(await until_seen("Unsubscribe", 2))
+        return a.uris, b.uris, told, held_after_a, held_after_b
+
+    heard_a, heard_b, told, held_after_a, held_after_b = anyio.run(run)
+    assert set(heard_a) == {mine, shared}
+    assert set(heard_b) == {shared}  # never the update of a URI only `a` holds
+    # `shared` subscribed once for both callers; unsubscribed when the last one let it go
+    assert told == [2, 1, 2]
+    assert held_after_a == [shared]  # `a`'s session ended: its own URI is let go
+    assert held_after_b == []
+
+
+def test_mcp_over_http_offers_no_subscriptions(tmp_path: Path) -> None:
+    front = _front("proxy", everything_command(), tmp_path)
+
+    async def run() -> tuple[bool | None, MCPError | None]:
+        with anyio.fail_after(DEADLINE_S):
+            async with connected("http", LEGACY, front, tmp_path, Heard(), quiet=True) as client:
+                resources = client.server_capabilities.resources
+                advertised = None if resources is None else resources.subscribe
+                try:
+                    await _subscribe(client, _dynamic(1))
+                except MCPError as exc:
+                    return advertised, exc
+                return advertised, None
+
+    advertised, refused = anyio.run(run)
+    assert not advertised  # stateless: an update would have no way to its host
+    assert refused is not None and refused.code == ERROR_CODES[Stage.ROUTE][0]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import AsyncIterator, Callable, Collection, Mapping
@@ -85,6 +86,7 @@ class Proxy:
         self._content_refused: dict[str, str] = {}
         self._as_member = UpstreamConfig("upstream", spec, "", _no_limit(timeout))
         self.upstream.on_content = self._take_content
+        self.upstream.on_updated = functools.partial(self.content.updated, self.upstream)
         self.failed: UpstreamFailed | None = None
         """Why the upstream's first start failed, once it has."""
         self._listed = 0

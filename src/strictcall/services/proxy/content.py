@@ -21,6 +21,9 @@ How they are served (the choice, for hosts):
 - A listed resource, template or prompt keeps its title and icons, checked as a tool's are
   (`strictcall.core.display`: the title's control and bidi characters as U+FFFD, cut at its
   limit; an icon hosts should not fetch or show left out); its listing `_meta` is not passed.
+- A session subscribes to a resource it may read by its URI (`subscribe`): one registry for the
+  whole federation (`Subscriptions`: at most `MAX_SUBSCRIPTIONS` per session), the upstream that
+  serves the URI subscribed once, its updates to that URI's sessions alone (`updated`).
 """
 
 from __future__ import annotations
@@ -43,13 +46,23 @@ from strictcall.core.terminal import one_line
 from strictcall.core.tools import ToolFailure
 from strictcall.errors import (
     FORBIDDEN_OR_MISSING,
+    INVALID_REQUEST,
     INVALID_TOOL_RESULT,
     RESULT_TOO_LARGE,
     RETRY_AFTER_MS,
     TIMEOUT,
     TOOL_ERROR,
+    JSONValue,
+    Reason,
 )
 from strictcall.services.proxy.stdio import AnswerTooLarge, UnreadableAnswer
+from strictcall.services.proxy.subscriptions import (
+    MAX_SUBSCRIPTIONS,
+    UNSUBSCRIBE_S,
+    Send,
+    Subscriptions,
+    TooManySubscriptions,
+)
 from strictcall.transports.mcp.content import Kind
 
 if TYPE_CHECKING:
@@ -65,6 +78,13 @@ _NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _EXPRESSION: Final = re.compile(r"\{([+#./;?&]?)[A-Za-z0-9_.%,*:]+\}")
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
+T = TypeVar("T")
+
+_TOO_MANY: Final[dict[str, JSONValue]] = {
+    "reason": Reason.MAX_ITEMS.value,
+    "expected": MAX_SUBSCRIPTIONS,
+}
+"""The details of a subscription past `MAX_SUBSCRIPTIONS`: the budget, never the URI."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +96,8 @@ class UpstreamContent:
     prompts: tuple[types.Prompt, ...] = ()
     offers: frozenset[Kind] = frozenset()
     """What its capabilities say it has ("resources", "prompts"), listed or not."""
+    subscribes: bool = False
+    """Its capabilities offer resources/subscribe."""
 
 
 class _Page(Protocol):
@@ -103,7 +125,10 @@ async def list_content(
         offers.add("resources")
     if capabilities.prompts is not None:
         offers.add("prompts")
-    return UpstreamContent(tuple(resources), tuple(templates), tuple(prompts), frozenset(offers))
+    subscribes = capabilities.resources is not None and capabilities.resources.subscribe is True
+    return UpstreamContent(
+        tuple(resources), tuple(templates), tuple(prompts), frozenset(offers), subscribes
+    )
 
 
 PageT = TypeVar("PageT", bound=_Page)
@@ -159,6 +184,8 @@ class ContentIndex:
     templates: tuple[_Served[types.ResourceTemplate], ...]
     prompts: dict[str, _Served[types.Prompt]]
     offers: frozenset[Kind]
+    subscribes: bool = False
+    """One of the upstreams whose resources are served offers resources/subscribe."""
 
 
 Entry = tuple["UpstreamConfig", "Upstream", UpstreamContent | None]
@@ -195,6 +222,7 @@ def index_content(
     refused: dict[str, str] = {}
     collisions: list[str] = []
     offers: set[Kind] = set()
+    subscribes = False
 
     def claim(
         kept: dict[str, _Served[Any]],
@@ -218,6 +246,7 @@ def index_content(
         if content is None:
             continue
         offers |= content.offers
+        subscribes = subscribes or (content.subscribes and "resources" in content.offers)
         timeout = config.timeout
         for resource in content.resources:
             judged = config.served_name(resource.name, separator)
@@ -256,6 +285,7 @@ def index_content(
         tuple(templates[key] for key in sorted(templates)),
         {name: prompts[name] for name in sorted(prompts)},
         frozenset(offers),
+        subscribes,
     )
     return index, refused, collisions
 
@@ -300,6 +330,10 @@ class FederatedContent:
         self._may_use = may_use
         self.index = ContentIndex({}, (), {}, frozenset())
         self._watchers: list[Callable[[Kind], None]] = []
+        self.subscriptions: Final = Subscriptions()
+        """Which downstream session holds which URI (at most `MAX_SUBSCRIPTIONS` each)."""
+        self._subscribed_at: dict[str, Upstream] = {}
+        """The upstream each URI someone holds was subscribed at (its updates alone count)."""
 
     def replace(self, index: ContentIndex) -> None:
         """Serve `index` from now on; the watchers are told what it changed."""
@@ -378,6 +412,68 @@ class FederatedContent:
         result = await _forwarded(served, request, types.ReadResourceResult)
         return types.ReadResourceResult(contents=result.contents)
 
+    def subscribes(self) -> bool:
+        return self.index.subscribes
+
+    async def subscribe(
+        self, identity: str, caller: str, uri: str, send: Send, claims: Claims | None = None
+    ) -> None:
+        """Subscribe the session `caller` (of `identity`) to the resource at `uri`, its updates
+        sent by `send`: the upstream that serves it is subscribed when `caller` is the first.
+
+        Raises:
+            ToolFailure: the caller may not read it, nobody serves it or its upstream does not
+                offer subscriptions (forbidden_or_missing, alike); `caller` holds
+                `MAX_SUBSCRIPTIONS` already (invalid_request, max_items); the upstream failed.
+        """
+        served = self._resource_at(uri)
+        if (
+            served is None
+            or not self._may_use(identity, served.judged, claims)
+            or not served.upstream.subscribes
+        ):
+            raise ToolFailure(FORBIDDEN_OR_MISSING)
+        try:
+            first = self.subscriptions.subscribe(caller, uri, send)
+        except TooManySubscriptions:
+            raise ToolFailure(INVALID_REQUEST, details=_TOO_MANY) from None
+        if not first:
+            return
+        upstream = served.upstream
+        self._subscribed_at[uri] = upstream
+        try:
+            await _failures(served, upstream.subscribe(uri))
+        except BaseException:
+            if self.subscriptions.unsubscribe(caller, uri):
+                del self._subscribed_at[uri]
+            raise
+
+    async def unsubscribe(self, caller: str, uri: str) -> None:
+        """The session `caller` no longer holds `uri` (one it never held: nothing happens); the
+        upstream is unsubscribed when it was the last."""
+        if self.subscriptions.unsubscribe(caller, uri):
+            upstream = self._subscribed_at.pop(uri, None)
+            if upstream is not None:
+                await upstream.unsubscribe(uri)
+
+    async def forget(self, caller: str) -> None:
+        """The session `caller` ended: its subscriptions go, the upstreams unsubscribed from
+        the URIs nobody holds any more."""
+        gone = [
+            (uri, self._subscribed_at.pop(uri, None)) for uri in self.subscriptions.forget(caller)
+        ]
+        with anyio.move_on_after(UNSUBSCRIBE_S):  # all of them, however many
+            for uri, upstream in gone:
+                if upstream is not None:
+                    await upstream.unsubscribe(uri)
+
+    async def updated(self, upstream: Upstream, params: object) -> None:
+        """`upstream`'s `notifications/resources/updated`: to the sessions holding its URI, when
+        it is the upstream that URI was subscribed at (another's goes nowhere)."""
+        uri = params.get("uri") if type(params) is dict else None
+        if type(uri) is str and self._subscribed_at.get(uri) is upstream:
+            await self.subscriptions.updated(params)
+
     async def get_prompt(
         self,
         identity: str,
@@ -430,10 +526,16 @@ async def _forwarded(
 ) -> ModelT:
     """`request` through `served`'s upstream within its timeout; failures in the catalogue's
     terms (the upstream's own error text withheld)."""
+    return await _failures(served, served.upstream.forward(request, result_type))
+
+
+async def _failures(served: _Served[Any], sent: Awaitable[T]) -> T:
+    """`sent` (a request to `served`'s upstream) within its timeout; failures in the
+    catalogue's terms (the upstream's own error text withheld)."""
     upstream = served.upstream
     try:
         with anyio.fail_after(served.timeout):
-            return await upstream.forward(request, result_type)
+            return await sent
     except TimeoutError:
         raise ToolFailure(TIMEOUT, retry_after_ms=RETRY_AFTER_MS) from None
     except MCPError:

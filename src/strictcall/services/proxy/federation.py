@@ -19,6 +19,7 @@ listed, answering `upstream_unavailable` with the time of its next try.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import AsyncIterator, Callable
@@ -153,6 +154,8 @@ class Federation:
         ]
         self.content = FederatedContent(self.gateway.may_use)
         """The upstreams' resources and prompts, served beside the tools."""
+        for member in self.members:  # each one's resource updates, to their subscribers
+            member.upstream.on_updated = functools.partial(self.content.updated, member.upstream)
         self._started = False
         self._owners: dict[str, str] = {}
         """Who serves each served key (a tool's name, `resource:URI`...): after the start, the

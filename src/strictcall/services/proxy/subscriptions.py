@@ -20,6 +20,10 @@ from strictcall.errors import StrictcallError
 MAX_SUBSCRIPTIONS: Final = 100
 """Resource subscriptions one downstream session may hold at once."""
 
+UNSUBSCRIBE_S: Final = 5.0
+"""How long an upstream's answer to resources/unsubscribe (or to a subscription made again in a
+new session) is waited for: a caller's session that ends never waits longer for it."""
+
 Send = Callable[[types.ServerNotification], Awaitable[None]]
 """Sends one notification to a subscribed caller's session."""
 

@@ -33,7 +33,7 @@ import re
 import shlex
 import shutil
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any, Final, TextIO, TypeVar, cast
@@ -50,6 +50,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED
 from pydantic import BaseModel
 
+from strictcall.core.terminal import counted
 from strictcall.core.tools import ToolFailure
 from strictcall.errors import RETRY_AFTER_MS, UPSTREAM_UNAVAILABLE, JSONValue, StrictcallError
 from strictcall.services.proxy._mcp_sdk import WatchedStream, http_client
@@ -85,6 +86,7 @@ from strictcall.services.proxy.stdio import (
     UpstreamPipe,
     open_upstream,
 )
+from strictcall.services.proxy.subscriptions import UNSUBSCRIBE_S
 from strictcall.transports.mcp.peer import CallPeer
 
 log = logging.getLogger("strictcall")
@@ -257,6 +259,11 @@ class Upstream:
         """Set (and made anew) each time a session starts."""
         self.conversations: Final = Conversations(self._note)
         """The calls in flight with a downstream peer, and where notifications go."""
+        self.on_updated: Callable[[object], Awaitable[None]] | None = None
+        """When set (a proxy's, a federation's), receives the params of each
+        `notifications/resources/updated` the upstream sends."""
+        self._subscribed: set[str] = set()
+        """The URIs it is subscribed to (subscribed again in each new session)."""
 
     def running(self) -> AbstractAsyncContextManager[None]:
         """Start the server and keep it running until left; a lifespan of the serving loop.
@@ -458,6 +465,46 @@ class Upstream:
             live.suspect.set()
             raise
 
+    @property
+    def subscribes(self) -> bool:
+        """Whether the live session's capabilities offer resources/subscribe."""
+        live = self._live
+        resources = (
+            None if live is None or live.capabilities is None else live.capabilities.resources
+        )
+        return resources is not None and resources.subscribe is True
+
+    async def subscribe(self, uri: str) -> None:
+        """resources/subscribe for `uri`, kept for the sessions after this one.
+
+        Raises:
+            As `forward`.
+        """
+        params = types.SubscribeRequestParams(uri=uri)
+        await self.forward(types.SubscribeRequest(params=params), types.EmptyResult)
+        self._subscribed.add(uri)
+
+    async def unsubscribe(self, uri: str) -> None:
+        """resources/unsubscribe for `uri` (within `UNSUBSCRIBE_S`; an upstream that is down,
+        fails or does not answer in time has nothing more to send for it anyway)."""
+        self._subscribed.discard(uri)
+        params = types.UnsubscribeRequestParams(uri=uri)
+        with anyio.move_on_after(UNSUBSCRIBE_S), suppress(Exception):
+            await self.forward(types.UnsubscribeRequest(params=params), types.EmptyResult)
+
+    async def _subscribe_again(self, live: _Connection) -> None:
+        """Subscribe a new session to the URIs callers still hold; one line if it fails."""
+        failed = 0
+        for uri in sorted(self._subscribed):
+            params = types.SubscribeRequestParams(uri=uri)
+            try:
+                with anyio.fail_after(UNSUBSCRIBE_S):
+                    await self._send(live, types.SubscribeRequest(params=params), types.EmptyResult)
+            except Exception:
+                failed += 1
+        if failed:
+            self._note(f"upstream refused {counted(failed, 'resource subscription')} again")
+
     async def _send(
         self, live: _Connection, request: types.ClientRequest, result_type: type[ResultT]
     ) -> ResultT:
@@ -534,6 +581,8 @@ class Upstream:
                     self._starting_since = None
                     self._note(f"upstream started ({self.spec.describe()})")
                     self._live = live
+                    if self._subscribed:
+                        await self._subscribe_again(live)
                     self._started.set()
                     self._started = anyio.Event()
                     if first:
@@ -660,6 +709,9 @@ class Upstream:
                         f" {rate.per_second}: {rate.dropped} dropped"
                     )
                 return
+        if isinstance(message, types.ResourceUpdatedNotification) and self.on_updated is not None:
+            await self.on_updated(message.params.model_dump(by_alias=True, mode="json"))
+            return
         if isinstance(message, types.ProgressNotification | types.LoggingMessageNotification):
             params = message.params.model_dump(by_alias=True, mode="json", exclude_none=True)
             self.conversations.take(message.method, params)

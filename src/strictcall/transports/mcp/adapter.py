@@ -50,9 +50,11 @@ from strictcall.transports.mcp.cancel import (
 )
 from strictcall.transports.mcp.content import (
     CONTENT_METHODS,
+    SUBSCRIBE_METHODS,
     ContentHandlers,
     ContentServer,
     McpContent,
+    Subscriber,
 )
 from strictcall.transports.mcp.peer import (
     ASKS,
@@ -286,15 +288,20 @@ class McpTools:
         claims_of: ClaimsOf | None = None,
         call_context: CallContext | None = None,
         content: McpContent | None = None,
+        subscriber: Subscriber | None = None,
     ) -> None:
         """`call_context`: entered around each tools/call, from its settling to its record
         (a tracer's: the call's stage marks and store work kept for its span, on a
-        transport with no request of its own to keep them, stdio)."""
+        transport with no request of its own to keep them, stdio); `subscriber`: the session
+        that may subscribe to `content`'s resources (None: resources/subscribe is not
+        served)."""
         self.gateway: Final = gateway
         self._content = (
             None
             if content is None
-            else ContentHandlers(content, identity_of, record, self._call_id_of, claims_of)
+            else ContentHandlers(
+                content, identity_of, record, self._call_id_of, claims_of, subscriber
+            )
         )
         self._identity_of = identity_of
         self._claims_of: Final[ClaimsOf] = claims_of if claims_of is not None else _no_claims
@@ -345,6 +352,13 @@ class McpTools:
         source offers them."""
         if method == "completion/complete":  # a prompt's or a template's arguments
             return self._content is not None and bool(self._content.content.offers())
+        if method in SUBSCRIBE_METHODS:  # a session of its own, an upstream that offers it
+            handlers = self._content
+            return (
+                handlers is not None
+                and handlers.subscriber is not None
+                and handlers.content.subscribes()
+            )
         kind = CONTENT_METHODS.get(method)
         if kind is not None:
             return self._content is not None and kind in self._content.content.offers()
@@ -369,6 +383,14 @@ class McpTools:
         )
         if content is not None:
             server.offers = content.content.offers
+            server.subscribes = content.content.subscribes
+            if content.subscriber is not None:
+                server.add_request_handler(
+                    "resources/subscribe", types.SubscribeRequestParams, content.subscribe
+                )
+                server.add_request_handler(
+                    "resources/unsubscribe", types.UnsubscribeRequestParams, content.unsubscribe
+                )
         # added, not passed: passing it warns that 2026-07-28 deprecates logging (it still
         # carries it, and handshake-era hosts set their level with it)
         server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, self.set_level)

@@ -7,6 +7,12 @@ JSON-RPC error whose code is the stage's (`strictcall.transports.jsonrpc.ERROR_C
 for forbidden_or_missing) and whose data is the structured error {code, stage, retryable, ...}.
 The capabilities advertise resources and prompts only while the source offers them, and a
 request for them otherwise is -32601 (`McpTools.serves`).
+
+resources/subscribe and resources/unsubscribe are served to a session that can be sent
+notifications of its own (a `Subscriber`: stdio's; /mcp is stateless), and advertised
+(`resources.subscribe`) only while the source offers subscriptions: the source sends each
+`notifications/resources/updated` to the sessions subscribed to its URI, and forgets a
+session's subscriptions when it ends.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, Final, Literal, Protocol, TypeVar
+from typing import Any, Final, Literal, NamedTuple, Protocol, TypeVar
 
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
@@ -41,6 +47,20 @@ CONTENT_METHODS: Final[dict[str, Kind]] = {
     "prompts/get": "prompts",
 }
 """The methods served from a content source, and what the source must offer for each."""
+
+SUBSCRIBE_METHODS: Final = frozenset({"resources/subscribe", "resources/unsubscribe"})
+"""The methods served to a `Subscriber`'s session while the source offers subscriptions."""
+
+Send = Callable[[types.ServerNotification], Awaitable[None]]
+"""Sends one notification to a subscribed session."""
+
+
+class Subscriber(NamedTuple):
+    """A session that may hold subscriptions: its key among the source's callers, and how a
+    notification reaches it."""
+
+    caller: str
+    send: Send
 
 
 class McpContent(Protocol):
@@ -108,6 +128,28 @@ class McpContent(Protocol):
         """
         ...
 
+    def subscribes(self) -> bool:
+        """Whether resources/subscribe is served now (an upstream offers it)."""
+        ...
+
+    async def subscribe(
+        self, identity: str, caller: str, uri: str, send: Send, claims: Claims | None = None
+    ) -> None:
+        """Send the session `caller` (of `identity`) the updates of the resource at `uri`.
+
+        Raises:
+            ToolFailure: the caller may not read it, holds too many, or it failed.
+        """
+        ...
+
+    async def unsubscribe(self, caller: str, uri: str) -> None:
+        """The session `caller` no longer wants the updates of `uri`."""
+        ...
+
+    async def forget(self, caller: str) -> None:
+        """The session `caller` ended: its subscriptions go."""
+        ...
+
 
 def refused(failure: ToolFailure) -> MCPError:
     """A source's failure as the JSON-RPC error that answers it: the stage's code and message,
@@ -145,8 +187,11 @@ class ContentHandlers:
         record: Recorder | None = None,
         call_id_of: Callable[[Context], str] | None = None,
         claims_of: Callable[[Context], Claims | None] | None = None,
+        subscriber: Subscriber | None = None,
     ) -> None:
         self.content: Final = content
+        self.subscriber: Final = subscriber
+        """The session subscriptions are held for (None: a wire that cannot send its own)."""
         self._identity_of = identity_of
         self._claims_of = claims_of
         self._record = record
@@ -199,6 +244,27 @@ class ContentHandlers:
         completed = functools.partial(self.content.complete, params=params)
         return await self._answered(ctx, kind, key, completed)
 
+    async def subscribe(
+        self, ctx: Context, params: types.SubscribeRequestParams
+    ) -> types.EmptyResult:
+        identity, subscriber = self._identity_of(ctx), self.subscriber
+        if identity is None or subscriber is None:  # refuse, never guess
+            raise error_of(NO_TOKEN.as_error())
+        try:
+            await self.content.subscribe(
+                identity, subscriber.caller, params.uri, subscriber.send, self._claims(ctx)
+            )
+        except ToolFailure as failure:
+            raise refused(failure) from None
+        return types.EmptyResult()
+
+    async def unsubscribe(
+        self, ctx: Context, params: types.UnsubscribeRequestParams
+    ) -> types.EmptyResult:
+        if self.subscriber is not None:
+            await self.content.unsubscribe(self.subscriber.caller, params.uri)
+        return types.EmptyResult()
+
     async def _answered(
         self, ctx: Context, kind: Kind, key: str, answer: Callable[..., Awaitable[ResultT]]
     ) -> ResultT:
@@ -246,9 +312,15 @@ class ContentServer(Server[Any]):
     while `offers()` says they are served (asked at each initialize and server/discover)."""
 
     offers: Callable[[], frozenset[Kind]] = staticmethod(frozenset)
+    subscribes: Callable[[], bool] = staticmethod(bool)
+    """Whether resources/subscribe is served now (its handler alone says nothing)."""
 
     def get_capabilities(self, *args: Any, **kwargs: Any) -> types.ServerCapabilities:
         capabilities = super().get_capabilities(*args, **kwargs)
+        resources = capabilities.resources
+        if resources is not None and resources.subscribe and not self.subscribes():
+            resources = resources.model_copy(update={"subscribe": False})
+            capabilities = capabilities.model_copy(update={"resources": resources})
         offered = self.offers()
         hidden: dict[str, None] = {kind: None for kind in ("resources", "prompts")}
         for kind in offered:

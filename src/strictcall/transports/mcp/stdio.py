@@ -56,7 +56,7 @@ from strictcall.transports.mcp.adapter import (
     protocol_version,
     result_message,
 )
-from strictcall.transports.mcp.content import McpContent
+from strictcall.transports.mcp.content import McpContent, Subscriber
 from strictcall.transports.mcp.intake import DirectCall, Refused, read_message, refuse_too_large
 from strictcall.transports.mcp.peer import ASKS, serving_peer
 from strictcall.transports.mcp.sdk_errors import scrubbed_message
@@ -214,6 +214,12 @@ async def _session(serving: _Serving, stdin: IO[bytes]) -> None:
     gateway, identity, record = serving.gateway, serving.identity, serving.record
     scope = mint_call_id("stdio")
     content = None if serving.content is None else serving.content()
+    direct = _Tasks()
+
+    async def send_update(notification: types.ServerNotification) -> None:
+        # in a task of its own: a slow host never holds up the upstream that sent it
+        direct.spawn_now(answers.notify(notification))
+
     tools = McpTools(
         gateway,
         lambda ctx: identity,
@@ -221,6 +227,7 @@ async def _session(serving: _Serving, stdin: IO[bytes]) -> None:
         record,
         call_context=serving.call_context,
         content=content,
+        subscriber=Subscriber(scope, send_update),
     )
     server = tools.server()
     read_send, read_receive = anyio.create_memory_object_stream[SessionMessage | Exception](
@@ -238,7 +245,7 @@ async def _session(serving: _Serving, stdin: IO[bytes]) -> None:
             return scrubbed_message(message)
 
         answers = Answers(Frames(output), on_error)
-        with _Tasks() as direct:
+        with direct:
             intake = StdioIntake(
                 read_send,
                 answers,
@@ -269,6 +276,10 @@ async def _session(serving: _Serving, stdin: IO[bytes]) -> None:
                 unwatch()
                 if unwatch_content is not None:
                     unwatch_content()
+                if content is not None:
+                    # its subscriptions end with it (the upstream's unsubscribe is bounded)
+                    with anyio.CancelScope(shield=True):
+                        await content.forget(scope)
 
 
 class _Tasks:
