@@ -49,6 +49,11 @@ class Statements:
     last_seq: str
     calls_after: str
     audit_size: str
+    prune_audit: str
+    """At most N audit rows written before a time, oldest first (before, limit)."""
+    prune_audit_over: str
+    """At most N of the oldest rows beyond the newest N (keep, limit): the (N+1)th newest and
+    older, none when there are N or fewer (the inner select is then NULL)."""
     tool_pins: str
     pin_tool: str
     see_tool: str
@@ -104,6 +109,14 @@ def statements(dialect: Dialect) -> Statements:
             f"SELECT seq, {AUDIT_COLUMNS} FROM audit WHERE seq > {p} ORDER BY seq LIMIT {p}"
         ),
         audit_size="SELECT count(*) FROM audit",
+        prune_audit=(
+            "DELETE FROM audit WHERE seq IN"
+            f" (SELECT seq FROM audit WHERE at < {p} ORDER BY seq LIMIT {p})"
+        ),
+        prune_audit_over=(
+            "DELETE FROM audit WHERE seq IN (SELECT seq FROM audit WHERE seq <="
+            f" (SELECT seq FROM audit ORDER BY seq DESC LIMIT 1 OFFSET {p}) ORDER BY seq LIMIT {p})"
+        ),
         tool_pins="SELECT name, pinned, seen FROM tool_pins ORDER BY name",
         pin_tool=(
             "INSERT INTO tool_pins (name, pinned, pinned_at)"

@@ -131,17 +131,6 @@ def _begin_without_waiting(conn: sqlite3.Connection) -> None:
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
 
 
-_PRUNE_AUDIT: Final = (
-    "DELETE FROM audit WHERE seq IN (SELECT seq FROM audit WHERE at < ? ORDER BY seq LIMIT ?)"
-)
-_PRUNE_AUDIT_OVER: Final = (
-    "DELETE FROM audit WHERE seq IN (SELECT seq FROM audit WHERE seq <= "
-    "(SELECT seq FROM audit ORDER BY seq DESC LIMIT 1 OFFSET ?) ORDER BY seq LIMIT ?)"
-)
-"""The oldest rows beyond the newest N (the (N+1)th newest and older): none when there are
-N or fewer (the inner select is then NULL)."""
-
-
 class SQLiteStore(SharedReads, SharedPins):
     """The embedded store: one SQLite file in WAL mode, with two connections, each behind its
     own lock: one for writes, one for reads. In WAL mode readers never wait for a writer, so a
@@ -433,12 +422,12 @@ class SQLiteStore(SharedReads, SharedPins):
     def prune_audit(self, before: float, limit: int) -> int:
         """Delete at most `limit` audit rows written before `before` (oldest first): one short
         transaction, so calls' writes never wait long behind it. How many went."""
-        return self._change(_PRUNE_AUDIT, (before, limit))
+        return self._change(SQLITE.prune_audit, (before, limit))
 
     def prune_audit_over(self, keep: int, limit: int) -> int:
         """Delete at most `limit` of the audit rows beyond the newest `keep` (oldest first), in
         one short statement. How many went."""
-        return self._change(_PRUNE_AUDIT_OVER, (keep, limit))
+        return self._change(SQLITE.prune_audit_over, (keep, limit))
 
     # --- for operators ------------------------------------------------------------------------
 

@@ -95,16 +95,6 @@ LOOP_CONNECTIONS: Final = 8
 """The connections a server's event loop awaits its calls on (`read_note_async` and the
 others): PostgreSQL answers them, and commits, in parallel, while the loop serves the rest."""
 
-_PRUNE_AUDIT: Final = (
-    "DELETE FROM audit WHERE seq IN (SELECT seq FROM audit WHERE at < %s ORDER BY seq LIMIT %s)"
-)
-_PRUNE_AUDIT_OVER: Final = (
-    "DELETE FROM audit WHERE seq IN (SELECT seq FROM audit WHERE seq <= "
-    "(SELECT seq FROM audit ORDER BY seq DESC LIMIT 1 OFFSET %s) ORDER BY seq LIMIT %s)"
-)
-"""The oldest rows beyond the newest N (the (N+1)th newest and older): none when there are
-N or fewer (the inner select is then NULL)."""
-
 
 class PostgresStore(SharedReads, SharedPins):
     """A PostgreSQL database behind a connection pool, shared by any number of servers.
@@ -395,12 +385,12 @@ class PostgresStore(SharedReads, SharedPins):
     def prune_audit(self, before: float, limit: int) -> int:
         """Delete at most `limit` audit rows written before `before` (oldest first), in one
         short statement. How many went."""
-        return self._change(_PRUNE_AUDIT, (before, limit))
+        return self._change(POSTGRES.prune_audit, (before, limit))
 
     def prune_audit_over(self, keep: int, limit: int) -> int:
         """Delete at most `limit` of the audit rows beyond the newest `keep` (oldest first), in
         one short statement. How many went."""
-        return self._change(_PRUNE_AUDIT_OVER, (keep, limit))
+        return self._change(POSTGRES.prune_audit_over, (keep, limit))
 
     def record_calls(self, records: Sequence[AuditRecord]) -> None:
         """Append calls to the audit log, by one statement in one transaction. Not retried here:
