@@ -3,6 +3,7 @@ front door) and the docs site's pages that carry its reference, in reading order
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,3 +47,14 @@ def documented() -> str:
     """The README and the reference pages, in reading order."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     return "\n".join((readme, pages(*REFERENCE_PAGES)))
+
+
+def code_block(name: str, first_line: str) -> str:
+    """The code block of page `name` whose first line is `first_line` (`# federation.toml`), as
+    written, without its fences."""
+    text = page(name)
+    for opening in re.finditer(r"^```\w*\n", text, re.MULTILINE):
+        body, _, _ = text[opening.end() :].partition("\n```")
+        if body.split("\n", 1)[0] == first_line:
+            return body + "\n"
+    raise AssertionError(f"docs/{name} has no code block beginning {first_line!r}")

@@ -362,9 +362,24 @@ def _trees(command: Sequence[str], path: str) -> set[str]:
             continue
         for seen in {os.path.abspath(word), os.path.realpath(word)}:
             tree = _tree_of(seen)
-            if not any(tree == s or tree.startswith(s + "/") for s in _SYSTEM):
-                found.add(tree)
+            for shown in (tree, _base_interpreter(tree)):
+                if shown and not any(shown == s or shown.startswith(s + "/") for s in _SYSTEM):
+                    found.add(shown)
     return _outermost(found)
+
+
+def _base_interpreter(tree: str) -> str | None:
+    """The prefix of the Python a virtualenv was made from (its `pyvenv.cfg` `home`), which a
+    script of the virtualenv runs on (its `#!` names the virtualenv's `python`, a link to it)."""
+    try:
+        lines = (Path(tree) / "pyvenv.cfg").read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    for line in lines:
+        key, _, value = line.partition("=")
+        if key.strip() == "home" and value.strip():
+            return _tree_of(os.path.realpath(os.path.join(value.strip(), "python3")))
+    return None
 
 
 def _tree_of(path: str) -> str:
