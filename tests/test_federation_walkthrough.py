@@ -244,7 +244,7 @@ def test_an_operator_stands_the_federation_up_from_the_page_alone(
 
         try:
             until(served, "both upstreams' tools served")
-        except AssertionError:
+        except AssertionError:  # with what the federation said meanwhile
             while not output.empty():
                 seen.append(str(output.get()))
             raise AssertionError("".join(seen)) from None
@@ -274,6 +274,8 @@ def test_an_operator_stands_the_federation_up_from_the_page_alone(
                 base + path, headers={"Authorization": f"Bearer {operator}"}, timeout=DEADLINE_S
             )
             assert page.status_code == 200, (path, page.text[:500])
+        held = strictcall("tools", "diff", "--db", pg_url)  # nothing held for approval
+        assert held.returncode == 0, held.stderr
         assert federate.poll() is None
     finally:
         status = stop(federate)

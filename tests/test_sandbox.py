@@ -344,3 +344,21 @@ def test_the_keys_given_are_what_the_upstream_runs_with() -> None:
     )
     assert (a.instances, a.max_instances, a.idle_s) == ("per-identity", 3, 9.0)
     assert b.spec.spawn.sandbox == "bwrap" and b.instances == "shared"
+
+
+def test_a_virtualenvs_script_is_shown_the_python_the_virtualenv_was_made_from(
+    tmp_path: Path,
+) -> None:
+    from strictcall.services.proxy.spawn import _trees
+
+    base = tmp_path / "pyenv" / "versions" / "3.11.7"  # a Python outside /usr, as pyenv's
+    (base / "bin").mkdir(parents=True)
+    (base / "bin" / "python3").touch()
+    venv = tmp_path / "servers"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text(f"home = {base / 'bin'}\nversion = 3.11.7\n")
+    script = venv / "bin" / "mcp-server-time"  # its `#!` names venv/bin/python, a link to base
+    script.write_text(f"#!{venv / 'bin' / 'python'}\n")
+    assert _trees([str(script)], "/usr/bin") == {str(venv), str(base)}
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")  # the system's Python: shown anyway
+    assert _trees([str(script)], "/usr/bin") == {str(venv)}
