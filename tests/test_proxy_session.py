@@ -451,6 +451,7 @@ def test_completions_of_a_prompts_argument_come_from_its_upstream(
     ("kind", "mode", "upstream"),
     [
         pytest.param("proxy", LEGACY, "stdio", id="proxy-legacy-stdio-upstream"),
+        pytest.param("proxy", MODERN, "http", id="proxy-modern-http-upstream"),
         pytest.param("federate", LEGACY, "http", id="federate-legacy-http-upstream"),
         pytest.param("federate", LEGACY, "stdio", id="federate-legacy-stdio-upstream"),
     ],
@@ -458,8 +459,9 @@ def test_completions_of_a_prompts_argument_come_from_its_upstream(
 def test_a_call_a_host_on_mcp_cancels_is_cancelled_upstream(
     kind: str, mode: str, upstream: str, tmp_path: Path
 ) -> None:
-    """2025-11-25: the host posts notifications/cancelled, and the tool stops at the upstream
-    (2026-07-28's closed stream: the raw-socket test below)."""
+    """2025-11-25: the host posts notifications/cancelled; 2026-07-28: it closes the call's
+    stream (its body in the read of its head or in a later one: both happen, the raw-socket
+    test below makes the later one sure). Either way the tool stops at the upstream."""
     chatty, target, told = _chatty_upstream(upstream, tmp_path)
     front = _front(kind, target, tmp_path)
 

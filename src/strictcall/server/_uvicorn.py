@@ -53,7 +53,9 @@ Three parts:
   when the read is parsed, an `Expect: 100-continue`, a request pipelined behind one in
   progress: these run through the app, as uvicorn runs them. uvicorn's per-request task, its
   receive and send coroutines and the ASGI messages cost more than a call to a tool that
-  answers in microseconds (bench/RESULTS.md, HTTP).
+  answers in microseconds (bench/RESULTS.md, HTTP). Answered in place or through the app, a
+  request to one of these paths is told when its connection closes (`CONNECTION_GONE`): a
+  2026-07-28 call on /mcp is cancelled by its closed stream however its body arrived.
 
 - `guarded_protocol`: the connection's guard, deadlines for a request's headers and body and a
   cap on connections. uvicorn times out an idle keep-alive connection, but not a client that
@@ -302,7 +304,7 @@ class CoalescingHttpToolsProtocol(HttpToolsProtocol):
         if deferred is not None:  # its body is still on the way: the app awaits it as usual
             self._deferred = None
             if not self.transport.is_closing():
-                super()._start_asgi_task(*deferred)
+                self._run_app(*deferred)
 
     def connection_lost(self, exc: Exception | None) -> None:
         gone, self._gone = self._gone, []
@@ -328,7 +330,19 @@ class CoalescingHttpToolsProtocol(HttpToolsProtocol):
         ):
             self._deferred = (cycle, app)  # answered in place if its body is in this read
             return
+        if cycle.scope["path"] in IN_PLACE_PATHS:
+            self._run_app(cycle, app)
+            return
         super()._start_asgi_task(cycle, app)
+
+    def _run_app(self, cycle: RequestResponseCycle, app: ASGI3Application) -> None:
+        """A request to an in-place path run through the app (its body came in a later read,
+        or the app would not answer it in place): its task is told when its connection closes
+        (`CONNECTION_GONE`), as one answered in place is; else a call awaited there (a proxied
+        one's) would run on, its upstream never told, after its caller closed its stream."""
+        context = copy_context()
+        context.run(CONNECTION_GONE.set, self._gone)
+        context.run(super()._start_asgi_task, cycle, app)
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
@@ -352,7 +366,7 @@ class CoalescingHttpToolsProtocol(HttpToolsProtocol):
             self.logger.error("Exception in ASGI application\n", exc_info=exc)
             response, cycle.keep_alive = _FAILED, False
         if response is None:  # the app runs, its body already here
-            super()._start_asgi_task(cycle, app)
+            self._run_app(cycle, app)
             return
         if not isinstance(response, tuple):  # a call to await: in a task, without the ASGI cycle
             # what the call asks to be told when its connection closes (`CONNECTION_GONE`)
