@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
 
 import pg
+from debian import install_package
 
 os.environ.setdefault("STRICTCALL_SANDBOX", "none")
 
@@ -44,3 +46,17 @@ def service_db(
     request.getfixturevalue("postgres")
     with pg.fresh_database() as url:
         yield url
+
+
+@pytest.fixture(scope="module")
+def bwrap() -> None:
+    """bubblewrap runs here (installed when missing and we may), else skip (fail on CI)."""
+    from strictcall.services.proxy.spawn import bwrap_works
+
+    why = install_package("bubblewrap", Path("/usr/bin/bwrap"))
+    if why is None and not bwrap_works():
+        why = "bubblewrap cannot make its namespaces on this machine"
+    if why is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(why)
+        pytest.skip(why)

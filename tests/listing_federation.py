@@ -7,28 +7,13 @@ from __future__ import annotations
 import json
 import shlex
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from mcp_peers import UPSTREAMS
-from stdio_peer import DEADLINE_S, StdioPeer
+from stdio_peer import StdioPeer
 
 LISTING_UPSTREAM = UPSTREAMS / "listing_upstream.py"
-T = TypeVar("T")
-
-
-def until(check: Callable[[], T], what: str) -> T:
-    """Poll `check` until it returns something truthy, within the deadline."""
-    deadline = time.monotonic() + DEADLINE_S
-    while True:
-        found = check()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {DEADLINE_S} s: {what}")
-        time.sleep(0.05)
 
 
 class ListingFederation:

@@ -14,11 +14,24 @@ import queue
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from typing import IO, Any
 
 DEADLINE_S = 60.0
 """Generous: the machine that runs the suite may be busy, and node and FastMCP start slowly."""
 HANDSHAKE_VERSION = "2025-11-25"
+
+
+def until(check: Callable[[], Any], what: str) -> Any:
+    """Poll `check` until it returns something truthy, within the deadline."""
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        found = check()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {DEADLINE_S} s: {what}")
+        time.sleep(0.05)
 
 
 class StdioPeer:

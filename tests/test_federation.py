@@ -12,7 +12,6 @@ import shlex
 import signal
 import subprocess
 import sys
-import time
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +21,7 @@ import pytest
 
 from doc_pages import page
 from mcp_peers import error_of, everything_command, fastmcp_command
-from stdio_peer import DEADLINE_S, StdioPeer
+from stdio_peer import DEADLINE_S, StdioPeer, until
 from strictcall.errors import (
     RATE_LIMITED,
     TOOL_CHANGED,
@@ -47,18 +46,6 @@ def assert_kind(error: dict[str, Any], kind: ErrorKind) -> None:
         kind.stage.value,
         kind.retryable,
     ), error
-
-
-def until(check: Any, what: str) -> Any:
-    """Poll `check` until it returns something truthy, within the deadline."""
-    deadline = time.monotonic() + DEADLINE_S
-    while True:
-        found = check()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {DEADLINE_S} s: {what}")
-        time.sleep(0.05)
 
 
 def toml_text(value: str) -> str:

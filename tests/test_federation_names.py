@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from listing_federation import ListingFederation, until
+from listing_federation import ListingFederation
 from mcp_peers import error_of
-from stdio_peer import DEADLINE_S
+from stdio_peer import DEADLINE_S, until
 from strictcall.core.policy.model import matches_tool
 from strictcall.errors import FORBIDDEN_OR_MISSING, UNKNOWN_TOOL, ErrorKind
 

@@ -27,16 +27,16 @@ import pytest
 import redis
 
 import redis_state
-from debian import install_package
 from doc_pages import code_block
 from mcp_peers import EVERYTHING_JS, everything_command
 from oidc_provider import Provider, SigningKey, free_port
 from real_servers import SERVERS_BIN
 from servers import strictcall
 from servers_setup import ensure_servers
+from stdio_peer import until
 from strictcall.errors import RATE_LIMITED
-from strictcall.services.proxy.spawn import bwrap_works
 from strictcall.transports.jsonrpc import ERROR_CODES
+from test_federation import toml_text
 
 DEADLINE_S = 30.0
 STOP_S = 20.0
@@ -47,10 +47,6 @@ def fill(text: str, written: str, filled: str) -> str:
     """`text` with the one place the page writes `written` filled in by the operator."""
     assert text.count(written) == 1, written
     return text.replace(written, filled)
-
-
-def toml_text(value: str) -> str:
-    return json.dumps(value)  # a TOML basic string is written as JSON writes one
 
 
 def lines_of(stream: IO[str]) -> queue.Queue[str | None]:
@@ -67,18 +63,6 @@ def lines_of(stream: IO[str]) -> queue.Queue[str | None]:
     return lines
 
 
-def until(check: Any, what: str) -> Any:
-    """Poll `check` until it returns something truthy, within the deadline."""
-    deadline = time.monotonic() + DEADLINE_S
-    while True:
-        found = check()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {DEADLINE_S} s: {what}")
-        time.sleep(0.05)
-
-
 def stop(process: subprocess.Popen[Any]) -> int:
     if process.poll() is None:
         process.terminate()
@@ -87,19 +71,6 @@ def stop(process: subprocess.Popen[Any]) -> int:
     except subprocess.TimeoutExpired:
         process.kill()
         return process.wait(timeout=STOP_S)
-
-
-@pytest.fixture
-def bwrap() -> None:
-    """bubblewrap runs here (installed when missing and we may), else skip (fail on CI): the
-    page's config names the sandbox."""
-    why = install_package("bubblewrap", Path("/usr/bin/bwrap"))
-    if why is None and not bwrap_works():
-        why = "bubblewrap cannot make its namespaces on this machine"
-    if why is not None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(why)
-        pytest.skip(why)
 
 
 @pytest.fixture

@@ -31,7 +31,7 @@ from mcp_peers import (
     start_proxy,
 )
 from servers import STAMP, create_token, strictcall, unstamped
-from stdio_peer import DEADLINE_S, HANDSHAKE_VERSION, StdioPeer
+from stdio_peer import DEADLINE_S, HANDSHAKE_VERSION, StdioPeer, until
 from strictcall.errors import (
     INVALID_TOOL_RESULT,
     TIMEOUT,
@@ -49,18 +49,6 @@ def assert_kind(error: dict[str, Any], kind: ErrorKind) -> None:
         kind.stage.value,
         kind.retryable,
     ), error
-
-
-def until(check: Any, what: str) -> Any:
-    """Poll `check` until it returns something truthy, within the deadline."""
-    deadline = time.monotonic() + DEADLINE_S
-    while True:
-        found = check()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {DEADLINE_S} s: {what}")
-        time.sleep(0.05)
 
 
 @pytest.fixture(scope="module")

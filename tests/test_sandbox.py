@@ -20,11 +20,10 @@ from typing import Any
 
 import pytest
 
-from debian import install_package
 from mcp_peers import UPSTREAMS, everything_command, proxy_argv
 from stdio_peer import StdioPeer
 from strictcall.services.proxy.config import ConfigError, federation_config
-from strictcall.services.proxy.spawn import SANDBOX_ENV, Mount, Spawn, SpawnLimits, bwrap_works
+from strictcall.services.proxy.spawn import SANDBOX_ENV, Mount, Spawn, SpawnLimits
 from test_federation import federate_argv, toml_text
 
 HOSTILE = UPSTREAMS / "hostile_upstream.py"
@@ -34,18 +33,6 @@ SECRETS = {
     "STRICTCALL_UPSTREAM_CLIENT_SECRET": "oauth-client-secret-of-the-gateway",
 }
 OTHER_TOKEN = "token-of-the-other-upstream"
-
-
-@pytest.fixture(scope="module")
-def bwrap() -> None:
-    """bubblewrap runs here (installed when missing and we may), else skip (fail on CI)."""
-    why = install_package("bubblewrap", Path("/usr/bin/bwrap"))
-    if why is None and not bwrap_works():
-        why = "bubblewrap cannot make its namespaces on this machine"
-    if why is not None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(why)
-        pytest.skip(why)
 
 
 @pytest.fixture

@@ -15,9 +15,9 @@ from typing import Any
 import mcp_types as types
 import pytest
 
-from listing_federation import LISTING_UPSTREAM, ListingFederation, until
+from listing_federation import LISTING_UPSTREAM, ListingFederation
 from mcp_peers import error_of, proxy_argv
-from stdio_peer import StdioPeer
+from stdio_peer import StdioPeer, until
 from strictcall.errors import UNKNOWN_TOOL
 from strictcall.services.proxy.budgets import (
     Budgets,
