@@ -105,7 +105,7 @@ def start_server(
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     assert process.stdout is not None
-    lines = _lines_of(process.stdout)
+    lines = lines_of(process.stdout)
     deadline = time.monotonic() + START_DEADLINE_S
     seen: list[str] = []
     wanted_curls = 2 if "--demo" in extra else 0
@@ -128,7 +128,7 @@ def start_server(
     raise AssertionError(f"server did not start: {seen!r}")
 
 
-def _lines_of(stream: IO[str]) -> queue.Queue[str | None]:
+def lines_of(stream: IO[str]) -> queue.Queue[str | None]:
     """The stream's lines as they come, from a reader thread; None at the end."""
     lines: queue.Queue[str | None] = queue.Queue()
 

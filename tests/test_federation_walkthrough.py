@@ -11,16 +11,14 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import re
 import shlex
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import httpx
 import pytest
@@ -31,7 +29,7 @@ from doc_pages import code_block
 from mcp_peers import EVERYTHING_JS, everything_command
 from oidc_provider import Provider, SigningKey, free_port
 from real_servers import SERVERS_BIN
-from servers import strictcall
+from servers import lines_of, strictcall
 from servers_setup import ensure_servers
 from stdio_peer import until
 from strictcall.errors import RATE_LIMITED
@@ -47,20 +45,6 @@ def fill(text: str, written: str, filled: str) -> str:
     """`text` with the one place the page writes `written` filled in by the operator."""
     assert text.count(written) == 1, written
     return text.replace(written, filled)
-
-
-def lines_of(stream: IO[str]) -> queue.Queue[str | None]:
-    """The stream's lines as they come, from a reader thread; None at the end."""
-    lines: queue.Queue[str | None] = queue.Queue()
-
-    def pump() -> None:
-        with stream:
-            for line in stream:
-                lines.put(line)
-        lines.put(None)
-
-    threading.Thread(target=pump, daemon=True).start()
-    return lines
 
 
 def stop(process: subprocess.Popen[Any]) -> int:

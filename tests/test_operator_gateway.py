@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from mcp_peers import fastmcp_command
-from servers import STAMP, _lines_of, unstamped
+from servers import STAMP, lines_of, unstamped
 
 DEADLINE_S = 60.0
 LISTENING = re.compile(r"listening on (http://[0-9.]+:\d+)")
@@ -84,7 +84,7 @@ def gateway(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Gateway]
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     assert process.stdout is not None
-    lines = _lines_of(process.stdout)
+    lines = lines_of(process.stdout)
     try:
         running = Gateway(process, lines, [], "")
         started = running.until("listening on")
@@ -187,7 +187,7 @@ def test_the_page_shows_each_upstream_up_restarting_and_its_changes_waiting(
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )  # fmt: skip
     assert process.stdout is not None
-    running = Gateway(process, _lines_of(process.stdout), [], "")
+    running = Gateway(process, lines_of(process.stdout), [], "")
     try:
         match = LISTENING.search(running.until("listening on")[-1])
         assert match is not None
