@@ -9,7 +9,14 @@ from pathlib import Path
 import pytest
 
 from servers import start_server, strictcall
-from strictcall.audit.log import DEFAULT_RETENTION_S, PRUNE_BATCH, AuditLog, PrunesAudit, prune
+from strictcall.audit.log import (
+    DEFAULT_RETENTION_S,
+    PRUNE_BATCH,
+    AuditLog,
+    AuditRetention,
+    PrunesAudit,
+    prune,
+)
 from strictcall.cli.arguments import EXIT_USAGE
 from strictcall.storage import AuditRecord, open_store
 from strictcall.storage.postgres import PostgresStore
@@ -48,7 +55,7 @@ def test_postgres_removes_rows_past_the_retention_in_batches(pg_url: str) -> Non
 
 def test_a_retention_that_is_not_positive_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
-        AuditLog(SQLiteStore(tmp_path / "a.sqlite3"), retention_s=0)
+        AuditLog(SQLiteStore(tmp_path / "a.sqlite3"), retention=AuditRetention(0))
 
 
 def _check_cap(store: SQLiteStore | PostgresStore) -> None:
@@ -78,7 +85,7 @@ def test_postgres_keeps_the_newest_rows_of_its_cap_in_batches(pg_url: str) -> No
 
 def test_a_row_cap_below_one_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
-        AuditLog(SQLiteStore(tmp_path / "a.sqlite3"), max_rows=0)
+        AuditLog(SQLiteStore(tmp_path / "a.sqlite3"), retention=AuditRetention(None, 0))
 
 
 # --- a running server ------------------------------------------------------------------------

@@ -102,18 +102,16 @@ class AuditLog:
         *,
         on_fault: Callable[[StoreUnavailable], None] | None = None,
         on_written: Callable[[], None] | None = None,
-        retention_s: float | None = None,
-        max_rows: int | None = None,
+        retention: AuditRetention | None = None,
     ) -> None:
         """`on_fault`: told when the store begins refusing batches, with the store's fault
         (once, until it takes one again: a metric counts outages, not retries); `on_written`:
-        told after each batch the store took; `retention_s`: audit rows older than it are
-        removed while running (None keeps them all); `max_rows`: the oldest rows beyond the
-        newest `max_rows` are removed (None: no cap)."""
-        AuditRetention(retention_s, max_rows)  # refuses a bound that is not positive
+        told after each batch the store took; `retention`: the rows kept while running, the
+        rest removed (None: `KEEP_ALL`)."""
+        kept = KEEP_ALL if retention is None else retention
         self._store = store
-        self._retention_s = retention_s
-        self._max_rows = max_rows
+        self._retention_s = kept.age_s
+        self._max_rows = kept.max_rows
         self._pruned_at = 0.0
         self._pending: list[AuditRecord] = []
         self._writing = 0

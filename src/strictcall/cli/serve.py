@@ -189,7 +189,7 @@ def run_serve_mcp_stdio(
             # audited in batches written off the event loop, as the HTTP server audits: a
             # commit per call would cost more than the call, and wait on the notes' writes
             kept = audit_retention if audit_retention is not None else KEEP_ALL
-            audit = AuditLog(store, retention_s=kept.age_s, max_rows=kept.max_rows)
+            audit = AuditLog(store, retention=kept)
             serving = [] if holder is None else [holder.serving]
             lifespans = [*serving, audit.running]
             record, per_call = traced_stdio(gateway, audit.record)

@@ -205,8 +205,7 @@ def build_gateway_app(
         store,
         on_fault=audit_fault,
         on_written=store_answered,
-        retention_s=kept.age_s,
-        max_rows=kept.max_rows,
+        retention=kept,
     )
 
     def record_of(wire: str) -> Recorder:

@@ -33,7 +33,7 @@ def serve_federation_stdio(
     from strictcall.transports.mcp import serve_stdio  # the MCP SDK loads only for a server
 
     kept = audit_retention if audit_retention is not None else KEEP_ALL
-    audit = AuditLog(store, retention_s=kept.age_s, max_rows=kept.max_rows)
+    audit = AuditLog(store, retention=kept)
     policy = federation.gateway.policy
     serving = [] if policy is None else [policy.serving]
     lifespans = [*serving, audit.running, federation.lifespan]  # the audit's last records last

@@ -188,9 +188,7 @@ def serve_proxy_stdio(
     policy = proxy.gateway.policy
     serving = [] if policy is None else [policy.serving]
     kept = audit_retention if audit_retention is not None else KEEP_ALL
-    audit = (
-        None if store is None else AuditLog(store, retention_s=kept.age_s, max_rows=kept.max_rows)
-    )
+    audit = None if store is None else AuditLog(store, retention=kept)
     record, per_call = traced_stdio(proxy.gateway, None if audit is None else audit.record)
     # the audit's last records last
     lifespans = [*serving, *([] if audit is None else [audit.running]), proxy.lifespan]
