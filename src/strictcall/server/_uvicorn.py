@@ -92,7 +92,7 @@ import importlib.util
 import logging
 import socket
 from collections.abc import Callable, Iterable
-from contextvars import copy_context
+from contextvars import Context, copy_context
 from types import FrameType
 from typing import Any, Final, cast
 
@@ -340,9 +340,13 @@ class CoalescingHttpToolsProtocol(HttpToolsProtocol):
         or the app would not answer it in place): its task is told when its connection closes
         (`CONNECTION_GONE`), as one answered in place is; else a call awaited there (a proxied
         one's) would run on, its upstream never told, after its caller closed its stream."""
+        self._told_when_gone().run(super()._start_asgi_task, cycle, app)
+
+    def _told_when_gone(self) -> Context:
+        """A context whose tasks are told when this connection closes (`CONNECTION_GONE`)."""
         context = copy_context()
         context.run(CONNECTION_GONE.set, self._gone)
-        context.run(super()._start_asgi_task, cycle, app)
+        return context
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
@@ -369,10 +373,9 @@ class CoalescingHttpToolsProtocol(HttpToolsProtocol):
             self._run_app(cycle, app)
             return
         if not isinstance(response, tuple):  # a call to await: in a task, without the ASGI cycle
-            # what the call asks to be told when its connection closes (`CONNECTION_GONE`)
-            context = copy_context()
-            context.run(CONNECTION_GONE.set, self._gone)
-            task = self.loop.create_task(self._answer_later(cycle, response), context=context)
+            task = self.loop.create_task(
+                self._answer_later(cycle, response), context=self._told_when_gone()
+            )
             task.add_done_callback(self.tasks.discard)
             self.tasks.add(task)  # the server's shutdown waits for it, as for the app's
             return

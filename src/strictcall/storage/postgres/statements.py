@@ -111,7 +111,6 @@ def audit_batch(records: Sequence[AuditRecord]) -> list[list[Any]]:
     """The parameters of `RECORD_BATCH`: the records as ten columns, then their per-minute
     counts as eight, sorted (so that servers writing the same minutes lock them in one order)."""
     columns = [list(column) for column in zip(*records, strict=True)]
-    columns[0] = [float(at) for at in columns[0]]  # one array of one type: an int time is float
     for index in (1, 2, 3, 8, 9):  # call_id, identity, tool, reason, pointer: text refuses NUL
         columns[index] = [no_nul(value) for value in columns[index]]
     minutes = sorted(
