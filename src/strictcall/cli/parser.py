@@ -61,7 +61,7 @@ from strictcall.cli.arguments import EXIT_USAGE as EXIT_USAGE
 from strictcall.cli.edge import _add_edge_arguments, _edge_flags_given, _edge_of
 from strictcall.cli.identity import add_oauth_flags, oauth_of
 from strictcall.cli.proxy import add_proxy_parser, run_proxy_args
-from strictcall.cli.retention import _add_audit_arguments, _audit_retention_of
+from strictcall.cli.retention import add_audit_arguments, audit_retention_of
 from strictcall.cli.serve import add_serve_parser, serve_misuse
 from strictcall.core.ids import mint_call_id
 from strictcall.core.jsontext import MAX_SIZE
@@ -144,7 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="a policy file, as for serve, by served names (read again on SIGHUP)",
     )
     _add_edge_arguments(federate)
-    _add_audit_arguments(federate)
+    add_audit_arguments(federate)
     add_oauth_flags(
         federate.add_argument_group(
             "identity provider (HTTP; the config's [oauth] table, as for serve --config)"
@@ -374,7 +374,7 @@ def _operate(args: argparse.Namespace, out: TextIO) -> int:
             args.identity,
             err=err,
             policy=args.policy,
-            audit_retention=_audit_retention_of(args),
+            audit_retention=audit_retention_of(args),
         )
     oauth = None
     if args.command in ("serve", "proxy", "federate") and not (
@@ -399,7 +399,7 @@ def _operate(args: argparse.Namespace, out: TextIO) -> int:
             workers=args.workers,
             oauth=oauth,
             policy=args.policy,
-            audit_retention=_audit_retention_of(args),
+            audit_retention=audit_retention_of(args),
         )
     if args.command == "tokens" and args.action == "create" and args.operator:
         return commands.run_operator_token(db, args.identity, out=out, err=err)
@@ -428,7 +428,7 @@ def _operate(args: argparse.Namespace, out: TextIO) -> int:
             edge=_edge_of(args),
             allow_origins=args.allow_origin,
             oauth=oauth,
-            audit_retention=_audit_retention_of(args),
+            audit_retention=audit_retention_of(args),
             out=out,
             err=err,
         )

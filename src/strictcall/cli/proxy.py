@@ -23,7 +23,7 @@ from strictcall.cli.identity import (
     upstream_credentials_of,
 )
 from strictcall.cli.policy import _policy_of, _reload_on_hangup
-from strictcall.cli.retention import _add_audit_arguments, _audit_retention_of
+from strictcall.cli.retention import add_audit_arguments, audit_retention_of
 from strictcall.cli.serving import serve_stdio_or_http
 from strictcall.cli.store import EXIT_FAILED, _open_store
 from strictcall.server.edge import EdgeLimits
@@ -253,7 +253,7 @@ def add_proxy_parser(
         help="the longest answer one call may get from the upstream (default 8 MiB)",
     )
     _add_edge_arguments(proxy)
-    _add_audit_arguments(proxy)
+    add_audit_arguments(proxy)
     add_oauth_arguments(proxy)
 
 
@@ -307,7 +307,7 @@ def run_proxy_args(
         edge=_edge_of(args),
         allow_origins=args.allow_origin,
         oauth=oauth,
-        audit_retention=_audit_retention_of(args),
+        audit_retention=audit_retention_of(args),
         out=out,
         err=err,
     )

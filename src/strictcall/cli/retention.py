@@ -41,7 +41,7 @@ def _audit_rows(value: str) -> int | None:
     return int(value)
 
 
-def _add_audit_arguments(parser: argparse.ArgumentParser) -> None:
+def add_audit_arguments(parser: argparse.ArgumentParser) -> None:
     """The audit log's retention flags, the same for `serve`, `proxy` and `federate`."""
     audit = parser.add_argument_group("the audit log")
     audit.add_argument(
@@ -61,6 +61,6 @@ def _add_audit_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _audit_retention_of(args: argparse.Namespace) -> AuditRetention:
+def audit_retention_of(args: argparse.Namespace) -> AuditRetention:
     """The retention the flags ask for."""
     return AuditRetention(args.audit_retention, args.audit_max_rows)

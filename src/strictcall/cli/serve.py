@@ -22,7 +22,7 @@ from strictcall.cli.identity import (
     oauth_given,
 )
 from strictcall.cli.policy import _policy_of, _reload_on_hangup, warn_unserved_rules
-from strictcall.cli.retention import _add_audit_arguments
+from strictcall.cli.retention import add_audit_arguments
 from strictcall.cli.store import EXIT_FAILED, EXIT_OK, _open_store
 from strictcall.server.edge import EdgeLimits
 from strictcall.services.demo import NOTES as SEED_NOTES
@@ -301,7 +301,7 @@ def add_serve_parser(
         " read again on SIGHUP",
     )
     _add_edge_arguments(serve)
-    _add_audit_arguments(serve)
+    add_audit_arguments(serve)
     add_oauth_arguments(serve)
 
 
