@@ -22,7 +22,7 @@ from pathlib import Path
 
 import anyio
 
-from strictcall.services.proxy.instances import Instances
+from strictcall.services.proxy.instances import Instances, PerIdentity
 from strictcall.services.proxy.spawn import Spawn
 from strictcall.services.proxy.upstream import Upstream, UpstreamSpec
 
@@ -62,7 +62,7 @@ async def _call_cpu_us(command: tuple[str, ...], sandbox: str, calls: int) -> fl
 
 async def _instances(command: tuple[str, ...], sandbox: str, identities: int) -> dict[str, object]:
     shared = _upstream(command, sandbox)
-    instances = Instances(shared, max_instances=identities, idle_s=3.0, errlog=_QUIET)
+    instances = Instances(shared, PerIdentity(identities, 3.0), errlog=_QUIET)
     async with shared.running(), instances.lifespan():
         began = time.perf_counter()
         async with anyio.create_task_group() as group:

@@ -35,35 +35,63 @@ MEMORY_JS = UPSTREAMS / "node_modules" / "@modelcontextprotocol" / "server-memor
 LISTENING = re.compile(r"listening on (http://[0-9.]+:\d+)")
 
 
+VIAS = ("federate", "proxy")
+"""A federation's upstream with `instances = "per-identity"`, and `strictcall proxy
+--instances per-identity`: the same instances behind either."""
+
+
 @dataclass
 class Running:
     base_url: str
     process: subprocess.Popen[str]
     tokens: dict[str, str]
     stderr: Path
+    via: str
+
+    def tool(self, name: str) -> str:
+        """The served name of server-memory's tool `name` (a federation prefixes it)."""
+        return f"memory_{name}" if self.via == "federate" else name
+
+    @property
+    def upstream(self) -> str:
+        """The upstream's name on /metrics and the page."""
+        return "memory" if self.via == "federate" else "upstream"
 
 
-@pytest.fixture(scope="module")
-def federation(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
-    yield from _federate(tmp_path_factory.mktemp("instances"), idle_s=600)
+@pytest.fixture(scope="module", params=VIAS)
+def federation(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Running]:
+    yield from _serve(tmp_path_factory.mktemp("instances"), request.param, idle_s=600)
 
 
-@pytest.fixture
-def quickly_idle(tmp_path: Path) -> Iterator[Running]:
-    yield from _federate(tmp_path, idle_s=1)
+@pytest.fixture(params=VIAS)
+def quickly_idle(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Running]:
+    yield from _serve(tmp_path, request.param, idle_s=1)
 
 
-@pytest.fixture
-def soon_idle(tmp_path: Path) -> Iterator[Running]:
+@pytest.fixture(params=VIAS)
+def soon_idle(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Running]:
     # long enough for two instances to be seen running together, short enough to wait out
-    yield from _federate(tmp_path, idle_s=6)
+    yield from _serve(tmp_path, request.param, idle_s=6)
 
 
-def _federate(tmp: Path, *, idle_s: float) -> Iterator[Running]:
-    everything_command()  # installs tests/upstreams (npm ci) when it is not yet
-    db = tmp / "federation.sqlite3"
-    tokens = {who: create_token(db, who) for who in ("u1", "u2", "u3")}
+def _argv(tmp: Path, via: str, idle_s: float) -> list[str]:
+    """The command serving server-memory with at most two per-identity instances, each
+    keeping its graph in its own home."""
     memory = shlex.join(["node", str(MEMORY_JS / "index.js")])
+    if via == "proxy":
+        return [
+            *("proxy", "--upstream-cmd", memory, "--upstream-env", "MEMORY_FILE_PATH=~/m.jsonl"),
+            *(
+                "--instances",
+                "per-identity",
+                "--max-instances",
+                "2",
+                "--instance-idle",
+                str(idle_s),
+            ),
+        ]
     config = tmp / "federation.toml"
     config.write_text(
         f"[upstreams.memory]\ncommand = {json.dumps(memory)}\n"
@@ -71,8 +99,15 @@ def _federate(tmp: Path, *, idle_s: float) -> Iterator[Running]:
         "credentials.env = { MEMORY_FILE_PATH = '~/memory.jsonl' }\n",
         encoding="utf-8",
     )
+    return ["federate", "--config", str(config)]
+
+
+def _serve(tmp: Path, via: str, *, idle_s: float) -> Iterator[Running]:
+    everything_command()  # installs tests/upstreams (npm ci) when it is not yet
+    db = tmp / "federation.sqlite3"
+    tokens = {who: create_token(db, who) for who in ("u1", "u2", "u3")}
     stderr = tmp / "stderr"
-    argv = [sys.executable, "-m", "strictcall", "federate", "--config", str(config)]
+    argv = [sys.executable, "-m", "strictcall", *_argv(tmp, via, idle_s)]
     with stderr.open("wb") as errors:
         process = subprocess.Popen(
             [*argv, "--port", "0", "--db", str(db)],
@@ -86,7 +121,7 @@ def _federate(tmp: Path, *, idle_s: float) -> Iterator[Running]:
     if match is None:
         process.kill()
         raise AssertionError(stderr.read_text(encoding="utf-8"))
-    yield Running(match.group(1), process, tokens, stderr)
+    yield Running(match.group(1), process, tokens, stderr, via)
     process.terminate()
     process.stdout.close()
     assert process.wait(timeout=DEADLINE_S) == 0
@@ -111,17 +146,19 @@ def test_another_identity_never_sees_the_first_ones_memory_graph(federation: Run
     async def session() -> None:
         with anyio.fail_after(DEADLINE_S * 3):
             async with connect(federation, "u1") as u1:
-                made = await u1.call_tool("memory_create_entities", {"entities": [entity]})
+                made = await u1.call_tool(
+                    federation.tool("create_entities"), {"entities": [entity]}
+                )
                 assert made.is_error is False, made
-                found = await u1.call_tool("memory_search_nodes", {"query": "private"})
+                found = await u1.call_tool(federation.tool("search_nodes"), {"query": "private"})
                 assert "private plan" in json.dumps(found.structured_content)
             async with connect(federation, "u2") as u2:
                 names = {tool.name for tool in (await u2.list_tools()).tools}
-                assert "memory_search_nodes" in names  # the listing is shared
-                found = await u2.call_tool("memory_search_nodes", {"query": "private"})
+                assert federation.tool("search_nodes") in names  # the listing is shared
+                found = await u2.call_tool(federation.tool("search_nodes"), {"query": "private"})
                 assert found.is_error is False, found
                 assert "private plan" not in json.dumps(found.structured_content)
-                graph = await u2.call_tool("memory_read_graph", {})
+                graph = await u2.call_tool(federation.tool("read_graph"), {})
                 assert "private plan" not in json.dumps(graph.structured_content)
 
     anyio.run(session)
@@ -132,9 +169,9 @@ def test_past_max_instances_a_new_identity_is_answered_at_capacity(federation: R
         with anyio.fail_after(DEADLINE_S * 3):
             for who in ("u1", "u2"):  # both running (the first test, or now)
                 async with connect(federation, who) as client:
-                    await client.call_tool("memory_read_graph", {})
+                    await client.call_tool(federation.tool("read_graph"), {})
             async with connect(federation, "u3") as u3:
-                refused = await u3.call_tool("memory_read_graph", {})
+                refused = await u3.call_tool(federation.tool("read_graph"), {})
                 assert refused.is_error is True
                 error = json.loads(refused.content[0].text)  # type: ignore[union-attr]
                 assert error["code"] == AT_CAPACITY.code and error["retryable"] is True
@@ -149,7 +186,7 @@ def test_an_idle_instance_is_stopped_and_its_identity_gets_a_new_one(
 ) -> None:
     async def call(who: str) -> None:
         async with connect(quickly_idle, who) as client:
-            assert (await client.call_tool("memory_read_graph", {})).is_error is False
+            assert (await client.call_tool(quickly_idle.tool("read_graph"), {})).is_error is False
 
     def lines(word: str) -> int:
         return quickly_idle.stderr.read_text(encoding="utf-8").count(f"instance {word}")
@@ -171,7 +208,7 @@ def _instances_seen(running: Running) -> tuple[dict[str, float], dict[str, objec
         for family in text_string_to_metric_families(text)
         for sample in family.samples
         if sample.name.startswith("strictcall_upstream_instance")
-        and sample.labels == {"upstream": "memory"}
+        and sample.labels == {"upstream": running.upstream}
     }
     stats = httpx2.get(running.base_url + "/ops/stats.json", timeout=DEADLINE_S).json()
     (row,) = stats["upstreams"]
@@ -185,7 +222,9 @@ def test_metrics_and_the_page_count_each_identitys_instance_until_it_is_idle(
         with anyio.fail_after(DEADLINE_S * 3):
             for who in ("u1", "u2"):
                 async with connect(soon_idle, who) as client:
-                    assert (await client.call_tool("memory_read_graph", {})).is_error is False
+                    assert (
+                        await client.call_tool(soon_idle.tool("read_graph"), {})
+                    ).is_error is False
 
     anyio.run(calls)
     samples, row = _instances_seen(soon_idle)
@@ -221,3 +260,42 @@ def test_at_capacity_is_in_the_catalogue_retryable_at_execute() -> None:
         "execute",
         True,
     )
+
+
+PROXY_MISUSES = {
+    "per-identity on stdio": ["--stdio", "--identity", "u1", "--instances", "per-identity"],
+    "settings without per-identity": ["--max-instances", "3"],
+    "idle without per-identity": ["--instance-idle", "3"],
+    "no instance at all": ["--instances", "per-identity", "--max-instances", "0"],
+    "idle of zero": ["--instances", "per-identity", "--instance-idle", "0"],
+    "idle of nan": ["--instances", "per-identity", "--instance-idle", "nan"],
+    "env without its name": ["--upstream-env", "=s3cret-value"],
+    "env without a value's equals": ["--upstream-env", "s3cret-value"],
+    "env with a bad name": ["--upstream-env", "1BAD=s3cret-value"],
+    "env for a url": ["--upstream-url", "http://127.0.0.1:9/mcp", "--upstream-env", "A=s3cret"],
+    "per-identity for a url": [
+        *("--upstream-url", "http://127.0.0.1:9/mcp", "--instances", "per-identity"),
+    ],
+}
+
+
+@pytest.mark.parametrize("flags", PROXY_MISUSES.values(), ids=PROXY_MISUSES.keys())
+def test_a_proxys_instance_and_environment_flags_misused_are_one_line_and_exit_2(
+    flags: list[str], tmp_path: Path
+) -> None:
+    upstream = ["--upstream-cmd", "true"]
+    if flags[0] == "--upstream-url":
+        upstream, flags = flags[:2], flags[2:]
+    argv = [sys.executable, "-m", "strictcall", "proxy", *upstream, *flags]
+    done = subprocess.run(
+        [*argv, "--db", str(tmp_path / "s.sqlite3")],
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_S,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("strictcall proxy: --")
+    assert "s3cret" not in line  # the value may be a credential: never printed
+    assert not (tmp_path / "s.sqlite3").exists()  # refused before anything was opened

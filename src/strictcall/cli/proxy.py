@@ -4,8 +4,10 @@ over stdio or HTTP."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, TextIO
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Final, Literal, TextIO
 
 from strictcall.cli.arguments import (
     EXIT_USAGE,
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
     from strictcall.server.edge import OriginPolicy
     from strictcall.server.router import RpcApp
     from strictcall.services.proxy.credentials import ClientCredentials
+    from strictcall.services.proxy.instances import PerIdentity
 
 
 def run_proxy(
@@ -60,12 +63,17 @@ def run_proxy(
     env_pass: Sequence[str] = (),
     sandbox: str | None = None,
     audit_retention: AuditRetention | None = None,
+    per_identity: PerIdentity | None = None,
+    upstream_env: Mapping[str, str] | None = None,
 ) -> int:
     """Serve one upstream MCP server's tools through the gateway: MCP on stdio as `identity`
     (when given), else HTTP on `port` with the store's tokens, behind the same edge as
     `strictcall serve` (`allow_origins`, and `edge`'s deadlines, connection cap and calls in
     flight per identity). A stdio upstream gets the variables `env_pass` names of the gateway's
     environment (no other) and runs in `sandbox` (None: the strongest the machine has).
+    With `per_identity` (HTTP), each caller identity gets an upstream of its own.
+    `upstream_env` is set in a stdio upstream's environment (its credentials: never printed; a
+    value written "~/..." is in the upstream's own home, a per-identity instance's own).
     Standard output carries MCP alone in stdio mode; everything else goes to `err`."""
     from dataclasses import replace
 
@@ -84,7 +92,7 @@ def run_proxy(
         )
         hidden = gateway_files(db, allow, policy)
         spawn = Spawn(env_pass=tuple(env_pass), sandbox=sandbox, hidden=hidden)
-        spec = replace(spec, spawn=spawn)
+        spec = replace(spec, spawn=spawn, env=dict(upstream_env or {}))
         allowed = None if allow is None else load_allow_list(allow)
     except (ValueError, PolicyError) as exc:
         err.write(f"strictcall proxy: {exc}\n")
@@ -114,6 +122,7 @@ def run_proxy(
         redaction=Redaction(results=redact == "secrets"),
         timeout=timeout,
         max_result_bytes=MAX_RESULT_BYTES if max_result_bytes is None else max_result_bytes,
+        per_identity=per_identity,
     )
     restore = None
     if holder is not None and policy is not None:
@@ -200,6 +209,15 @@ def add_proxy_parser(
         " upstream (repeatable; it gets no other but PATH, LANG and a HOME of its own)",
     )
     proxy.add_argument(
+        "--upstream-env",
+        action="append",
+        default=[],
+        type=_utf8_text,
+        metavar="NAME=VALUE",
+        help="with --upstream-cmd: set this variable in the upstream's environment, a"
+        " credential never printed (repeatable; a VALUE of ~/... is in the upstream's own home)",
+    )
+    proxy.add_argument(
         "--sandbox",
         choices=("bwrap", "none"),
         help="with --upstream-cmd: the upstream's sandbox (default: bwrap where it runs)",
@@ -252,6 +270,27 @@ def add_proxy_parser(
         metavar="N",
         help="the longest answer one call may get from the upstream (default 8 MiB)",
     )
+    proxy.add_argument(
+        "--instances",
+        choices=("shared", "per-identity"),
+        default="shared",
+        help="HTTP: one upstream for every caller (shared, the default) or one per caller"
+        " identity (per-identity), so that a stateful server's memory is never shared",
+    )
+    proxy.add_argument(
+        "--max-instances",
+        type=int,
+        metavar="N",
+        help="with --instances per-identity: at most N at once (default 50; past it a new"
+        " caller is answered at_capacity)",
+    )
+    proxy.add_argument(
+        "--instance-idle",
+        type=float,
+        metavar="SECONDS",
+        help="with --instances per-identity: how long one may go unused before it is stopped"
+        " (default 300)",
+    )
     _add_edge_arguments(proxy)
     add_audit_arguments(proxy)
     add_oauth_arguments(proxy)
@@ -265,8 +304,15 @@ def run_proxy_args(
     if args.stdio != (args.identity is not None) or (args.stdio and args.port is not None):
         err.write("strictcall proxy: --stdio takes --identity ID (and no --port)\n")
         return EXIT_USAGE
-    if (args.env_pass or args.sandbox is not None) and args.upstream_cmd is None:
-        err.write("strictcall proxy: --env-pass and --sandbox go with --upstream-cmd\n")
+    only_for_commands = args.env_pass or args.upstream_env or args.sandbox is not None
+    if (only_for_commands or args.instances != "shared") and args.upstream_cmd is None:
+        err.write(
+            "strictcall proxy: --env-pass, --upstream-env, --sandbox and --instances go with"
+            " --upstream-cmd\n"
+        )
+        return EXIT_USAGE
+    upstream_env = _upstream_env_of(args.upstream_env, err)
+    if upstream_env is None:
         return EXIT_USAGE
     if args.upstream_header and args.upstream_url is None:
         err.write("strictcall proxy: --upstream-header goes with --upstream-url\n")
@@ -281,6 +327,9 @@ def run_proxy_args(
         return EXIT_USAGE
     if args.max_result_bytes < 1:
         err.write("strictcall proxy: --max-result-bytes is a positive number of bytes\n")
+        return EXIT_USAGE
+    per_identity = _per_identity_of(args, err)
+    if per_identity is False:
         return EXIT_USAGE
     edge_given = _edge_flags_given(args) or oauth_given(args)
     if args.stdio and edge_given is not None:
@@ -308,6 +357,62 @@ def run_proxy_args(
         allow_origins=args.allow_origin,
         oauth=oauth,
         audit_retention=audit_retention_of(args),
+        per_identity=per_identity,
+        upstream_env=upstream_env,
         out=out,
         err=err,
     )
+
+
+ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+"""A variable `--upstream-env` may set."""
+
+
+def _upstream_env_of(given: Sequence[str], err: TextIO) -> dict[str, str] | None:
+    """Each `--upstream-env NAME=VALUE`, or None after one line naming the first one wrong (by
+    its place: the value may be a secret, never printed)."""
+    env: dict[str, str] = {}
+    for place, pair in enumerate(given, start=1):
+        name, equals, value = pair.partition("=")
+        if not equals or ENV_NAME.fullmatch(name) is None:
+            err.write(
+                f"strictcall proxy: --upstream-env number {place} is not NAME=VALUE (NAME:"
+                " letters, digits and _, not starting with a digit)\n"
+            )
+            return None
+        env[name] = value
+    return env
+
+
+def _per_identity_of(args: argparse.Namespace, err: TextIO) -> PerIdentity | Literal[False] | None:
+    """`--instances` and its two settings as one value (None: shared), or False after one
+    line saying what is wrong with them."""
+    from strictcall.services.proxy.instances import (
+        DEFAULT_IDLE_S,
+        DEFAULT_MAX_INSTANCES,
+        PerIdentity,
+    )
+
+    if args.instances != "per-identity":
+        if args.max_instances is not None or args.instance_idle is not None:
+            err.write(
+                "strictcall proxy: --max-instances and --instance-idle go with"
+                " --instances per-identity\n"
+            )
+            return False
+        return None
+    if args.stdio:
+        err.write(
+            "strictcall proxy: --instances per-identity is for HTTP (a --stdio proxy serves"
+            " one identity)\n"
+        )
+        return False
+    most = DEFAULT_MAX_INSTANCES if args.max_instances is None else args.max_instances
+    idle = DEFAULT_IDLE_S if args.instance_idle is None else args.instance_idle
+    if most < 1:
+        err.write("strictcall proxy: --max-instances is a positive number of instances\n")
+        return False
+    if not (0 < idle < math.inf):
+        err.write("strictcall proxy: --instance-idle is a positive number of seconds\n")
+        return False
+    return PerIdentity(max_instances=most, idle_s=idle)

@@ -18,6 +18,7 @@ from strictcall.core.redact import Redaction
 from strictcall.core.terminal import one_line
 from strictcall.services.proxy.config import UpstreamConfig, known_credentials
 from strictcall.services.proxy.content import FederatedContent, UpstreamContent, index_content
+from strictcall.services.proxy.instances import Instances, PerIdentity
 from strictcall.services.proxy.stdio import MAX_RESULT_BYTES
 from strictcall.services.proxy.tools import REDACT_SECRETS, Redactions, ToolOutput, proxied_tools
 from strictcall.services.proxy.upstream import Listing, Upstream, UpstreamFailed, UpstreamSpec
@@ -41,6 +42,9 @@ class Proxy:
     `pass_errors` names; `redaction` is what is redacted of its answers (None: nothing);
     `timeout` is every call's limit in seconds; `max_result_bytes` the longest answer a call
     may get from the upstream (longer: result_too_large, at once, the rest of it not kept).
+    With `per_identity`, each caller identity's calls go to a process of its own (started on
+    its first call, stopped once idle; the shared one lists the tools and serves the
+    resources and prompts).
     A tool whose schema cannot be compiled is reported on `errlog` (one line: its name and
     the reason) and not served; the others are.
     """
@@ -59,6 +63,7 @@ class Proxy:
         limits: Limits | None = None,
         upstream_options: Mapping[str, Any] | None = None,
         max_result_bytes: int = MAX_RESULT_BYTES,
+        per_identity: PerIdentity | None = None,
     ) -> None:
         self.gateway: Final = Gateway(limits=limits, allowed=allowed, policy=policy)
         self.upstream: Final = Upstream(
@@ -68,6 +73,10 @@ class Proxy:
             max_result_bytes=max_result_bytes,
             **(upstream_options or {}),
         )
+        self.instances: Final = (
+            None if per_identity is None else Instances(self.upstream, per_identity, errlog=errlog)
+        )
+        """Its per-identity processes, with `per_identity` (None: one for every caller)."""
         self._errlog = errlog
         self._pass_errors = frozenset(pass_errors)
         self.redactions: Final = Redactions()
@@ -96,7 +105,15 @@ class Proxy:
         from strictcall.services.proxy.federation import upstream_row
 
         upstream = self.upstream
-        return [upstream_row(upstream.name, upstream, self._listed, None)]
+        return [upstream_row(upstream.name, upstream, self._listed, None, self.instances)]
+
+    def instance_counts(self) -> dict[str, tuple[int, int, int]]:
+        """The per-identity instances as /metrics counts them (`Federation.instance_counts`):
+        none when it has one process for every caller."""
+        instances = self.instances
+        if instances is None:
+            return {}
+        return {self.upstream.name: (instances.running, instances.started, instances.reaped)}
 
     def lifespan(self) -> AbstractAsyncContextManager[None]:
         """The upstream's run: entered in the serving loop before the first call. A first
@@ -109,7 +126,11 @@ class Proxy:
         try:
             async with self.upstream.running():
                 entered = True
-                yield
+                if self.instances is None:
+                    yield
+                else:
+                    async with self.instances.lifespan():
+                        yield
         except BaseException as exc:
             if not entered:
                 self.failed = upstream_failure(exc)
@@ -121,7 +142,12 @@ class Proxy:
         passed = replace(output, withhold_errors=False, pass_errors=True)
         outputs = {name: passed for name in self._pass_errors}
         tools = proxied_tools(
-            listing, self.upstream, timeout=self._timeout, outputs=outputs, output=output
+            listing,
+            self.upstream,
+            timeout=self._timeout,
+            outputs=outputs,
+            output=output,
+            instances=self.instances,
         )
         refused = self.gateway.replace_tools(tools)
         for name, reason in refused.items():
@@ -231,5 +257,6 @@ def proxy_app(
         open_to_operators=open_to_operators,
         redactions=lambda: proxy.redactions.counts,
         upstreams=proxy.upstream_states,
+        instances=None if proxy.instances is None else proxy.instance_counts,
         audit_retention=audit_retention,
     )

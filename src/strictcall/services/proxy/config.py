@@ -54,6 +54,7 @@ from strictcall.core.redact import Redaction
 from strictcall.core.terminal import shown
 from strictcall.errors import StrictcallError
 from strictcall.services.proxy.budgets import DEFAULT_BUDGETS, Budgets
+from strictcall.services.proxy.instances import DEFAULT_IDLE_S, DEFAULT_MAX_INSTANCES
 from strictcall.services.proxy.spawn import SANDBOXES, Mount, Spawn, SpawnLimits
 from strictcall.services.proxy.tools import ToolOutput
 from strictcall.services.proxy.upstream import RESTART_MAX_S, RESTART_MIN_S, UpstreamSpec
@@ -65,10 +66,6 @@ SEPARATORS: Final = ("_", "-")
 DEFAULT_SEPARATOR: Final = "_"
 DEFAULT_TIMEOUT_S: Final = 60.0
 INSTANCES: Final = ("shared", "per-identity")
-DEFAULT_MAX_INSTANCES: Final = 50
-"""With per-identity instances: how many may run at once, unless the upstream says."""
-DEFAULT_IDLE_S: Final = 300.0
-"""With per-identity instances: how long one may go unused before it is stopped."""
 
 _FEDERATION_KEYS: Final = frozenset(
     {"separator", "pinning", "timeout", "budgets", "sandbox", "homes"}

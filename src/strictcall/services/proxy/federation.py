@@ -49,7 +49,7 @@ from strictcall.services.proxy.content import (
     UpstreamContent,
     index_content,
 )
-from strictcall.services.proxy.instances import Instances
+from strictcall.services.proxy.instances import Instances, PerIdentity
 from strictcall.services.proxy.pins import (
     NOTHING,
     PIN_POLL_S,
@@ -99,10 +99,7 @@ class Member:
         self.upstream.name = config.name
         self.instances = (
             Instances(
-                self.upstream,
-                max_instances=config.max_instances,
-                idle_s=config.idle_s,
-                errlog=errlog,
+                self.upstream, PerIdentity(config.max_instances, config.idle_s), errlog=errlog
             )
             if config.instances == "per-identity"
             else None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
 from typing import Final, TextIO
 
 import anyio
@@ -23,6 +24,20 @@ from strictcall.transports.mcp.peer import CallPeer
 
 REAP_EVERY_S: Final = 1.0
 """How often instances are looked at for being idle (at most; a short `idle_s` looks sooner)."""
+
+DEFAULT_MAX_INSTANCES: Final = 50
+"""With per-identity instances: how many may run at once, unless the upstream says."""
+DEFAULT_IDLE_S: Final = 300.0
+"""With per-identity instances: how long one may go unused before it is stopped."""
+
+
+@dataclass(frozen=True)
+class PerIdentity:
+    """One upstream process per caller identity: at most `max_instances` at once, each stopped
+    once unused for `idle_s` seconds."""
+
+    max_instances: int = DEFAULT_MAX_INSTANCES
+    idle_s: float = DEFAULT_IDLE_S
 
 
 class _Instance:
@@ -40,12 +55,10 @@ class _Instance:
 class Instances:
     """The per-identity processes of the upstream `shared` lists for: started, reaped, capped."""
 
-    def __init__(
-        self, shared: Upstream, *, max_instances: int, idle_s: float, errlog: TextIO
-    ) -> None:
+    def __init__(self, shared: Upstream, per_identity: PerIdentity, *, errlog: TextIO) -> None:
         self.shared = shared
-        self.max_instances = max_instances
-        self.idle_s = idle_s
+        self.max_instances = per_identity.max_instances
+        self.idle_s = per_identity.idle_s
         self._errlog = errlog
         self._live: dict[str, _Instance] = {}
         self._group: TaskGroup | None = None

@@ -173,12 +173,20 @@ def proxied_tools(
     timeout: float | None,
     outputs: Mapping[str, ToolOutput] | None = None,
     output: ToolOutput = DEFAULT_OUTPUT,
+    instances: Instances | None = None,
 ) -> list[Tool]:
     """Every tool of an upstream listing as a strictcall tool (each with its own `outputs`
-    where given, else `output`)."""
+    where given, else `output`; with `instances`, each call made on the caller identity's own
+    process)."""
     chosen = {} if outputs is None else outputs
     return [
-        proxied_tool(listed, upstream, timeout=timeout, output=chosen.get(listed.name, output))
+        proxied_tool(
+            listed,
+            upstream,
+            timeout=timeout,
+            output=chosen.get(listed.name, output),
+            instances=instances,
+        )
         for listed in listing
     ]
 
