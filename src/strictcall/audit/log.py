@@ -80,9 +80,15 @@ def prune(store: PrunesAudit, retention_s: float, *, now: float | None = None) -
     """Remove every audit row older than `retention_s`, `PRUNE_BATCH` at a time (in this
     thread); how many went."""
     before = (time.time() if now is None else now) - retention_s
+    return _removed_in_batches(lambda n: store.prune_audit(before, n))
+
+
+def _removed_in_batches(remove: Callable[[int], int]) -> int:
+    """Call `remove(PRUNE_BATCH)` until a batch comes back short (each a short statement of
+    its own); the rows removed."""
     removed = 0
     while True:
-        n = store.prune_audit(before, PRUNE_BATCH)
+        n = remove(PRUNE_BATCH)
         removed += n
         if n < PRUNE_BATCH:
             return removed
@@ -273,11 +279,5 @@ class AuditLog:
 
 
 async def _in_batches(remove: Callable[[int], int]) -> int:
-    """Call `remove(PRUNE_BATCH)` on worker threads until a batch comes back short; the rows
-    removed."""
-    removed = 0
-    while True:
-        n = await asyncio.to_thread(remove, PRUNE_BATCH)
-        removed += n
-        if n < PRUNE_BATCH:
-            return removed
+    """`_removed_in_batches` on a worker thread, off the loop."""
+    return await asyncio.to_thread(_removed_in_batches, remove)
