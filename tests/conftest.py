@@ -60,3 +60,16 @@ def bwrap() -> None:
         if os.environ.get("CI") == "true":
             pytest.fail(why)
         pytest.skip(why)
+
+
+@pytest.fixture(scope="module")
+def container() -> None:
+    """The container engine answers here (`make docker` installs and starts it when root and
+    missing), else skip (fail on CI)."""
+    from strictcall.services.proxy.container import container_works
+
+    why = container_works()
+    if why is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(why)
+        pytest.skip(why)

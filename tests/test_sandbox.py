@@ -1,9 +1,11 @@
 """Stdio upstreams reach nothing they were not given: a built environment (never the gateway's
-variables), and bubblewrap's sandbox, tried by a hostile upstream of our own
-(tests/upstreams/hostile_upstream.py) and by the real npm server-everything's get-env.
+variables), and bubblewrap's sandbox and the container engine's, each tried by a hostile
+upstream of our own (tests/upstreams/hostile_upstream.py) and by the real npm
+server-everything's get-env.
 
-bwrap is Debian's `bubblewrap`, installed by apt-get when missing and we are root (as in CI);
-where it cannot run, the sandbox's tests skip, except under CI=true, where they fail.
+bwrap is Debian's `bubblewrap`, installed by apt-get when missing and we are root (as in CI), and
+the engine is Debian's docker.io (`make docker`); where one cannot run, its tests skip, except
+under CI=true, where they fail.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ SECRETS = {
     "STRICTCALL_UPSTREAM_CLIENT_SECRET": "oauth-client-secret-of-the-gateway",
 }
 OTHER_TOKEN = "token-of-the-other-upstream"
+SANDBOXES = ("bwrap", "container")
+"""The sandboxes the upstreams are tried in: bubblewrap and the container engine."""
 
 
 @pytest.fixture
@@ -59,12 +63,12 @@ def _seen(peer: StdioPeer, tool: str, **arguments: Any) -> Any:
 # --- item 1: the environment -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("sandbox", ["none", "bwrap"])
+@pytest.mark.parametrize("sandbox", ["none", *SANDBOXES])
 def test_server_everythings_get_env_holds_none_of_the_gateways_secrets_through_federate(
     tmp_path: Path, secrets: None, sandbox: str, request: pytest.FixtureRequest
 ) -> None:
-    if sandbox == "bwrap":
-        request.getfixturevalue("bwrap")
+    if sandbox != "none":
+        request.getfixturevalue(sandbox)  # its fixture: it runs here
     config = tmp_path / "federation.toml"
     config.write_text(
         "[upstreams.everything]\n"
@@ -89,6 +93,8 @@ def test_server_everythings_get_env_holds_none_of_the_gateways_secrets_through_f
         assert name not in env and value not in seen
     # its own credential is there (its value redacted on the way out, as every credential is)
     assert "OWN_TOKEN" in env and env["PASSED_ON"] == "passed-by-name"
+    # the container engine names every container's host in HOSTNAME (its own, random)
+    engines = {"HOSTNAME"} if sandbox == "container" else set()
     assert set(env) - {"PWD", "SHLVL", "_"} == {
         "PATH",
         "HOME",
@@ -96,6 +102,7 @@ def test_server_everythings_get_env_holds_none_of_the_gateways_secrets_through_f
         "TMPDIR",
         "OWN_TOKEN",
         "PASSED_ON",
+        *engines,
     }
     assert Path(env["HOME"]) != Path.home()
     log = stderr.read_text(encoding="utf-8")
@@ -124,19 +131,20 @@ def test_server_everythings_get_env_holds_none_of_the_gateways_secrets_through_p
 
 
 class Hostile:
-    """`strictcall federate` on stdio with two hostile upstreams in bwrap: `hostile` (no
+    """`strictcall federate` on stdio with two hostile upstreams in `sandbox`: `hostile` (no
     network, small limits) and `other` (its own token, network on), the hostile script beside
     the config and the store, so the tree the sandbox shows holds both."""
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, sandbox: str) -> None:
         self.tmp = tmp
+        self.sandbox = sandbox
         script = tmp / "hostile_upstream.py"
         shutil.copy(HOSTILE, script)
         command = toml_text(shlex.join([sys.executable, str(script)]))
         self.config = tmp / "federation.toml"
         self.db = tmp / "federation.sqlite3"
         self.config.write_text(
-            '[federation]\nsandbox = "bwrap"\n'
+            f'[federation]\nsandbox = "{sandbox}"\n'
             f"[upstreams.hostile]\ncommand = {command}\nnetwork = false\n"
             "limits = { memory_mib = 512, processes = 32, cpu_s = 60 }\n"
             f"[upstreams.other]\ncommand = {command}\n"
@@ -159,12 +167,15 @@ class Hostile:
             self._stderr.close()
 
 
-@pytest.fixture(scope="module")
-def hostile(bwrap: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hostile]:
+@pytest.fixture(scope="module", params=SANDBOXES)
+def hostile(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Hostile]:
+    request.getfixturevalue(request.param)  # the `bwrap` or `container` fixture: it runs here
     saved = {name: os.environ.get(name) for name in SECRETS}
     os.environ.update(SECRETS)
     try:
-        running = Hostile(tmp_path_factory.mktemp("hostile"))
+        running = Hostile(tmp_path_factory.mktemp("hostile"), request.param)
     finally:
         for name, value in saved.items():
             if value is None:
@@ -177,7 +188,7 @@ def hostile(bwrap: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[H
 
 def test_the_start_up_line_names_each_upstreams_sandbox_and_limits(hostile: Hostile) -> None:
     lines = hostile.stderr_path.read_text(encoding="utf-8").splitlines()
-    sandboxed = [line for line in lines if "sandbox bwrap" in line]
+    sandboxed = [line for line in lines if f"sandbox {hostile.sandbox}" in line]
     assert len(sandboxed) == 2
     assert any("hostile" in line and "network off" in line for line in sandboxed)
 
@@ -249,15 +260,16 @@ def test_after_every_attack_the_gateway_serves_on(hostile: Hostile) -> None:
     assert hostile.peer.tool_names() >= {"hostile_read", "other_read"}
 
 
+@pytest.mark.parametrize("sandbox", SANDBOXES)
 def test_a_sandbox_that_cannot_run_answers_upstream_unavailable_and_says_why(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    sandbox: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap on this PATH
+    monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap and no docker on this PATH
     monkeypatch.delenv(SANDBOX_ENV, raising=False)
     config = tmp_path / "federation.toml"
     config.write_text(
         f"[upstreams.boxed]\ncommand = {toml_text(shlex.join([sys.executable, str(HOSTILE)]))}\n"
-        'sandbox = "bwrap"\n'
+        f'sandbox = "{sandbox}"\n'
         f"[upstreams.open]\ncommand = {toml_text(shlex.join([sys.executable, str(HOSTILE)]))}\n"
         'sandbox = "none"\n',
         encoding="utf-8",

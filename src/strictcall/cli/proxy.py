@@ -219,8 +219,9 @@ def add_proxy_parser(
     )
     proxy.add_argument(
         "--sandbox",
-        choices=("bwrap", "none"),
-        help="with --upstream-cmd: the upstream's sandbox (default: bwrap where it runs)",
+        choices=("bwrap", "container", "none"),
+        help="with --upstream-cmd: the upstream's sandbox (default: bwrap where it runs;"
+        " container: in the container engine, docker)",
     )
     proxy.add_argument(
         "--stdio", action="store_true", help="serve MCP on stdin/stdout as --identity"

@@ -12,7 +12,8 @@ no other process, the gateway's included) and, with `network = false`, a network
 with nothing in it. Files the gateway holds (the store, the config, the policy) are shown empty
 wherever a bound tree would show them. Limits are rlimits set by util-linux `prlimit` before
 bwrap runs: address space, processes (counted per user: a gateway run as root runs its
-sandboxed upstreams as `nobody`), CPU seconds, open files.
+sandboxed upstreams as `nobody`), CPU seconds, open files. `sandbox = "container"` shows the same
+view through the container engine instead (`strictcall.services.proxy.container`).
 """
 
 from __future__ import annotations
@@ -34,8 +35,16 @@ from typing import Final
 import anyio
 
 from strictcall.errors import StrictcallError
+from strictcall.services.proxy.container import (
+    ENGINE_MANAGED,
+    container_words,
+    container_works,
+    engine_environment,
+    new_name,
+    remove_container,
+)
 
-SANDBOXES: Final = ("none", "bwrap")
+SANDBOXES: Final = ("none", "bwrap", "container")
 """The sandboxes a stdio upstream may run in, weakest first."""
 SANDBOX_ENV: Final = "STRICTCALL_SANDBOX"
 """The gateway's variable naming the sandbox of upstreams whose config names none."""
@@ -127,6 +136,8 @@ class Launch:
     env: Mapping[str, str]
     cgroup: str | None
     described: str
+    container: str | None = None
+    """The name of its container (`sandbox = "container"`), removed once it has stopped."""
 
 
 class SandboxUnavailable(StrictcallError, OSError):
@@ -230,6 +241,8 @@ def launch(
         return Launch(tuple(command), env, None, f"sandbox none ({why}){unset}")
     if sandbox == "none":
         return Launch(tuple(command), env, None, f"sandbox none (chosen by name){unset}")
+    if sandbox == "container":
+        return _in_container(command, spawn, env, home, environ, unset)
     if not bwrap_works():
         raise SandboxUnavailable("bubblewrap (bwrap) is not installed or cannot run here")
     limits = spawn.limits
@@ -251,7 +264,10 @@ def launch(
 
 
 async def release(launch: Launch) -> None:
-    """Once its process has stopped: kill what is left in its cgroup, and remove the cgroup."""
+    """Once its process has stopped: remove its container, or kill what is left in its cgroup
+    and remove the cgroup."""
+    if launch.container is not None:
+        await remove_container(launch.container)
     cgroup = launch.cgroup
     if cgroup is None:
         return
@@ -297,7 +313,52 @@ def _pids_cgroup(processes: int) -> str | None:
     return None
 
 
-def _limits(limits: SpawnLimits, cgroup: str | None) -> list[str]:
+def _in_container(
+    command: Sequence[str],
+    spawn: Spawn,
+    env: Mapping[str, str],
+    home: str,
+    environ: Mapping[str, str],
+    unset: str,
+) -> Launch:
+    """`command` in a container of its own (`strictcall.services.proxy.container`), shown what
+    bubblewrap would show it."""
+    why = container_works()
+    if why is not None:
+        raise SandboxUnavailable(why)
+    limits = spawn.limits
+    shown, workdir, named = _view(command, spawn, env, home)
+    binds = [(system, system, True) for system in _SYSTEM if os.path.isdir(system)]
+    etc = [name for name in _ETC if name not in ENGINE_MANAGED and os.path.exists(f"/etc/{name}")]
+    binds += [(f"/etc/{name}", f"/etc/{name}", True) for name in etc]
+    binds += [(tree, tree, True) for tree in shown.trees]
+    binds += [(os.path.abspath(m.path), os.path.abspath(m.path), m.read_only) for m in spawn.mounts]
+    binds += [(home, home, False)]
+    binds += [("/dev/null", hidden, True) for hidden in shown.hidden]
+    name = new_name()
+    try:
+        words = container_words(
+            named,
+            name=name,
+            binds=binds,
+            env_names=sorted(env),
+            workdir=workdir,
+            network=spawn.network,
+            processes=limits.processes,
+            memory_mib=limits.memory_mib,
+            rlimits=_limits(limits, cgroup=None, per_user=False),
+        )
+    except ValueError as exc:
+        raise SandboxUnavailable(str(exc)) from None
+    described = (
+        f"sandbox container (network {'on' if spawn.network else 'off'};"
+        f" limits: {limits.memory_mib} MiB address space, {limits.cpu_s} s CPU,"
+        f" {limits.files} files by rlimits, {limits.processes} processes by its cgroup){unset}"
+    )
+    return Launch(tuple(words), engine_environment(env, environ), None, described, name)
+
+
+def _limits(limits: SpawnLimits, cgroup: str | None, *, per_user: bool = True) -> list[str]:
     program = shutil.which("prlimit")
     if program is None:
         raise SandboxUnavailable("util-linux prlimit is not installed: no limits can be set")
@@ -307,7 +368,7 @@ def _limits(limits: SpawnLimits, cgroup: str | None) -> list[str]:
         f"--cpu={limits.cpu_s}",
         f"--nofile={limits.files}",
     ]
-    if cgroup is None:
+    if cgroup is None and per_user:
         words.append(f"--nproc={limits.processes}")
     words.append("--")
     if cgroup is not None:  # it joins its cgroup before it runs anything of the upstream's
@@ -329,26 +390,47 @@ def _bwrap(command: Sequence[str], spawn: Spawn, env: Mapping[str, str], home: s
     for name in _ETC:
         words += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
     words += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
-    shown = sorted(_trees(command, env.get("PATH", DEFAULT_PATH)))
-    for tree in shown:
+    shown, workdir, named = _view(command, spawn, env, home)
+    for tree in shown.trees:
         words += ["--ro-bind", tree, tree]
     for mount in spawn.mounts:
         path = os.path.abspath(mount.path)
         words += ["--ro-bind" if mount.read_only else "--bind", path, path]
-        shown.append(path)
-    cwd = os.getcwd()
-    inside = any(cwd == tree or cwd.startswith(tree.rstrip("/") + "/") for tree in shown)
-    words += ["--bind", home, home, "--chdir", cwd if inside else home]
-    for hidden in _hidden_files(spawn.hidden):
-        if any(hidden == tree or hidden.startswith(tree.rstrip("/") + "/") for tree in shown):
-            words += ["--ro-bind", "/dev/null", hidden]
+    words += ["--bind", home, home, "--chdir", workdir]
+    for hidden in shown.hidden:
+        words += ["--ro-bind", "/dev/null", hidden]
     words += ["--remount-ro", "/"]  # the root bwrap made: no write outside home and /tmp
-    # a relative path the command names is the gateway's, wherever the sandbox starts it
+    return [*words, "--", *named]
+
+
+@dataclass(frozen=True, slots=True)
+class _Shown:
+    """What of the machine a sandbox shows beside the system: the program's trees, and the
+    gateway's files within those trees or the mounts (shown empty)."""
+
+    trees: tuple[str, ...]
+    hidden: tuple[str, ...]
+
+
+def _view(
+    command: Sequence[str], spawn: Spawn, env: Mapping[str, str], home: str
+) -> tuple[_Shown, str, list[str]]:
+    """What a sandbox shows `command`, where it starts (the gateway's directory when shown,
+    else its home) and the command with the paths it names made absolute (a relative path is
+    the gateway's, wherever the sandbox starts it)."""
+    trees = sorted(_trees(command, env.get("PATH", DEFAULT_PATH)))
+    shown = [*trees, *(os.path.abspath(mount.path) for mount in spawn.mounts)]
+
+    def within(path: str) -> bool:
+        return any(path == tree or path.startswith(tree.rstrip("/") + "/") for tree in shown)
+
+    cwd = os.getcwd()
+    hidden = tuple(path for path in _hidden_files(spawn.hidden) if within(path))
     named = [
         os.path.abspath(w) if w and not w.startswith("-") and os.path.exists(w) else w
         for w in command[1:]
     ]
-    return [*words, "--", command[0], *named]
+    return _Shown(tuple(trees), hidden), cwd if within(cwd) else home, [command[0], *named]
 
 
 def _trees(command: Sequence[str], path: str) -> set[str]:
