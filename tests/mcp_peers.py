@@ -30,6 +30,8 @@ EVERYTHING_JS = (
     UPSTREAMS / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
 )
 FASTMCP_NOTES = UPSTREAMS / "fastmcp_notes.py"
+SDK_NOTES = shlex.join([sys.executable, str(UPSTREAMS / "sdk_notes.py")])
+"""The command line that runs the official SDK's notes server (tests/upstreams) on stdio."""
 
 _npm_lock = threading.Lock()
 
@@ -61,6 +63,33 @@ def fastmcp_command(call_log: Path | None = None) -> str:
     """The command line that runs the FastMCP notes server on stdio."""
     extra = [] if call_log is None else ["--call-log", str(call_log)]
     return shlex.join([sys.executable, str(FASTMCP_NOTES), *extra])
+
+
+def watched_federation(base: Path, restart_s: float) -> tuple[Path, Path]:
+    """A federation for the operator page's tests, in `base`: its config (returned first) has
+    two stdio upstreams, `notes` (the FastMCP server, through a shell that appends its pid to
+    `base / "pids"`, so a test can kill it; restarted `restart_s` after it exits) and `spare`
+    (the SDK's), and its store (returned second) has `spare_add` pinned as something else, so
+    one change of spare's waits for an approval."""
+    from strictcall.storage import open_store
+
+    pids = base / "pids"
+    killable = f"sh -c {shlex.quote(f'echo $$ >> {pids}; exec {fastmcp_command()}')}"
+    config = base / "federation.toml"
+    config.write_text(
+        f"[upstreams.notes]\ncommand = {json.dumps(killable)}\n"
+        f"restart = {{ min = {restart_s}, max = {restart_s} }}\n"
+        f"[upstreams.spare]\ncommand = {json.dumps(SDK_NOTES)}\n",
+        encoding="utf-8",
+    )
+    db = base / "gateway.sqlite3"
+    store = open_store(str(db))
+    try:
+        old = {"upstream": "spare", "name": "add", "description": "adds", "inputSchema": {}}
+        store.pin_tool("spare_add", json.dumps({**old, "outputSchema": None}))
+    finally:
+        store.close()
+    return config, db
 
 
 @dataclass

@@ -90,15 +90,20 @@ def create_token(db: Path | str, identity: str) -> str:
 
 
 def start_server(
-    db: Path | str, *extra: str, prefix: Sequence[str] = (), db_url: str | None = None
+    db: Path | str,
+    *extra: str,
+    prefix: Sequence[str] = (),
+    db_url: str | None = None,
+    command: str = "serve",
 ) -> RunningServer:
     """Start `strictcall serve --port 0` on `db` and wait, with a deadline, until it listens;
     with --demo, also until it has printed its curl lines. `prefix` runs the command through
     another (`ip netns exec NS`, say); `db_url` is the URL the server opens, when it reaches
-    `db` by another address than the tests."""
-    command = [sys.executable, "-m", "strictcall", "serve", "--port", "0"]
+    `db` by another address than the tests; `command` another server than serve (`federate`,
+    its `--config` in `extra`)."""
+    argv = [sys.executable, "-m", "strictcall", command, "--port", "0"]
     process = subprocess.Popen(
-        [*prefix, *command, "--db", str(db) if db_url is None else db_url, *extra],
+        [*prefix, *argv, "--db", str(db) if db_url is None else db_url, *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -20,13 +20,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from mcp_peers import fastmcp_command
+from mcp_peers import fastmcp_command, watched_federation
 from servers import STAMP, lines_of, unstamped
 
 DEADLINE_S = 60.0
 LISTENING = re.compile(r"listening on (http://[0-9.]+:\d+)")
 # an upstream that paints its banner in colour, clears the screen and forges a log line
-SDK_NOTES = shlex.join([sys.executable, str(Path(__file__).parent / "upstreams" / "sdk_notes.py")])
 BANNER = "\x1b[2J\x1b[31mnotes server\x1b[0m ready\rstrictcall: forged"
 
 
@@ -163,23 +162,8 @@ def test_stamped_lines_stamp_whole_lines_only_and_grade_faults_warning() -> None
 def test_the_page_shows_each_upstream_up_restarting_and_its_changes_waiting(
     tmp_path: Path,
 ) -> None:
-    from strictcall.storage import open_store
-
+    config, db = watched_federation(tmp_path, restart_s=5)
     pids = tmp_path / "pids"
-    killable = f"sh -c {shlex.quote(f'echo $$ >> {pids}; exec {fastmcp_command()}')}"
-    config = tmp_path / "federation.toml"
-    config.write_text(
-        f"[upstreams.notes]\ncommand = {json.dumps(killable)}\nrestart = {{ min = 5, max = 5 }}\n"
-        f"[upstreams.spare]\ncommand = {json.dumps(SDK_NOTES)}\n",
-        encoding="utf-8",
-    )
-    db = tmp_path / "gateway.sqlite3"
-    store = open_store(str(db))
-    try:  # pinned once as something else: what spare lists now waits for an approval
-        old = {"upstream": "spare", "name": "add", "description": "adds", "inputSchema": {}}
-        store.pin_tool("spare_add", json.dumps({**old, "outputSchema": None}))
-    finally:
-        store.close()
     process = subprocess.Popen(
         [sys.executable, "-m", "strictcall", "federate", "--config", str(config), "--port", "0",
          "--db", str(db)],

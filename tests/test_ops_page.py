@@ -5,6 +5,8 @@ the page refreshes itself without a reload, and a screenshot is kept in tests/ar
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,8 +17,9 @@ from playwright.sync_api import Browser, ConsoleMessage, Page, ViewportSize, syn
 
 import pg
 from browser import ARTIFACTS, LAUNCH_ARGS, need_chromium
+from mcp_peers import watched_federation
 from ops_calls import SECRET_VALUES, Burst, burst, rpc
-from servers import RunningServer, create_token, start_server
+from servers import RunningServer, create_token, start_server, strictcall
 from strictcall.errors import (
     FORBIDDEN_OR_MISSING,
     INVALID_ARGUMENTS,
@@ -161,13 +164,17 @@ SCREENSHOTS = ARTIFACTS
 them (cp tests/artifacts/operator-page-store-down-*.png docs/screenshots/ to renew it)."""
 MIN_TEXT_PX = 12.0
 
-READABILITY = """(minPx) => {
+READABILITY = """([minPx, scrolling]) => {
   const problems = [];
   for (const el of document.querySelectorAll('body *')) {
     const own = Array.from(el.childNodes).some(n => n.nodeType === 3 && n.textContent.trim());
     if (!el.getClientRects().length) continue;
     const box = el.getBoundingClientRect();
-    if (box.right > window.innerWidth + 0.5) problems.push('beyond: ' + el.tagName + ' ' + el.id);
+    const scroller = el.closest('.wide');
+    const table = scroller && scroller.querySelector('table');
+    const inside = scroller && scroller !== el && table && scrolling.includes(table.id);
+    if (box.right > window.innerWidth + 0.5 && !inside)
+      problems.push('beyond: ' + el.tagName + ' ' + el.id);
     const px = parseFloat(getComputedStyle(el).fontSize);
     if (own && px < minPx) problems.push(el.tagName + ' ' + px + 'px');
   }
@@ -175,10 +182,11 @@ READABILITY = """(minPx) => {
 }"""
 
 
-def readable(page: Page) -> None:
+def readable(page: Page, scrolling: tuple[str, ...] = ()) -> None:
     """No element, table or chart reaching beyond the viewport's right edge (the document does
-    not scroll sideways) and no text under `MIN_TEXT_PX`."""
-    found = page.evaluate(READABILITY, MIN_TEXT_PX)
+    not scroll sideways) and no text under `MIN_TEXT_PX`. The tables named in `scrolling` may
+    be wider than the viewport: they scroll sideways inside their own box, which fits."""
+    found = page.evaluate(READABILITY, [MIN_TEXT_PX, list(scrolling)])
     assert page.viewport_size is not None
     assert found["width"] <= page.viewport_size["width"]
     assert found["problems"] == []
@@ -267,4 +275,102 @@ def test_with_the_store_down_the_page_keeps_its_figures_under_a_banner(
             page.close()
     finally:
         pg.allow_connections(pg_url, True)
+        server.stop()
+
+
+# --- a federation's upstreams, the operator's own commands ------------------------------------
+
+RESTART_S = 60.0
+"""The federation's restart backoff below: long enough that the page shows `restarting` for
+many refreshes (the test stops the federation before it restarts)."""
+
+
+BROKEN_CELLS = """(table) => Array.from(document.querySelectorAll('#' + table + ' td'))
+  .filter(td => {
+    const range = document.createRange();
+    range.selectNodeContents(td);
+    return new Set(Array.from(range.getClientRects()).map(r => Math.round(r.top))).size > 1;
+  }).map(td => td.innerText)"""
+"""The cells of a table whose text takes more than one line."""
+
+
+def at_phone_width(page: Page) -> None:
+    """The Upstreams table scrolls inside its own box at phone width (seven columns do not fit
+    390 px), each upstream's name and state in view without scrolling it, and each cell on one
+    line ("restarting", never "resta" over "rting")."""
+    readable(page, scrolling=("upstreams",))
+    assert page.evaluate(BROKEN_CELLS, "upstreams") == []
+    assert page.viewport_size is not None
+    for i in (0, 1):
+        for box in page.locator(f"#upstreams tbody tr td:nth-child({i + 1})").all():
+            bounds = box.bounding_box()
+            assert bounds is not None and bounds["x"] + bounds["width"] <= PHONE["width"]
+
+
+def test_a_federations_page_shows_its_upstreams_and_a_restart_without_a_reload(
+    browser: Browser, tmp_path: Path
+) -> None:
+    config, db = watched_federation(tmp_path, RESTART_S)
+    server = start_server(db, "--config", str(config), command="federate")
+    try:
+        page = browser.new_page(viewport=PHONE)
+        response = page.goto(server.base_url + "/")  # on loopback: no token asked
+        assert response is not None and response.status == 200
+        headings = ["upstream", "state", "tools", "starts", "retry in", "changes waiting",
+                    "instances"]  # fmt: skip
+        assert page.locator("#upstreams thead th").all_inner_texts() == headings
+        rows = {row[0]: row for row in cells(page, "upstreams")}
+        assert rows.keys() == {"notes", "spare"}
+        for name, waiting in (("notes", "0"), ("spare", "1")):
+            _, state, tools, starts, retry, changes, instances = rows[name]
+            assert (state, starts, retry, changes, instances) == ("up", "1", "-", waiting, "shared")
+            assert int(tools) > 0
+        at_phone_width(page)
+        page.evaluate("window.notReloaded = true")
+        os.kill(int((tmp_path / "pids").read_text().split()[0]), signal.SIGKILL)
+        deadline = time.monotonic() + DEADLINE_S
+        while (notes := {r[0]: r for r in cells(page, "upstreams")}["notes"])[1] != "restarting":
+            assert time.monotonic() < deadline, f"the page never showed notes restarting: {notes}"
+            page.wait_for_timeout(100)
+        assert page.evaluate("window.notReloaded") is True
+        # told to retry once the backoff has passed: about a minute, never the "-" of an upstream up
+        wait = notes[4]
+        assert wait.endswith(" s") and 1 < float(wait.removesuffix(" s")) <= RESTART_S + 60, wait
+        assert {r[0]: r for r in cells(page, "upstreams")}["spare"][1] == "up"
+        at_phone_width(page)
+        page.screenshot(path=str(ARTIFACTS / "operator-page-upstreams-390.png"), full_page=True)
+        page.close()
+    finally:
+        server.stop()
+
+
+def test_the_operators_own_refused_commands_are_listed_apart_from_the_agents_calls(
+    browser: Browser, tmp_path: Path
+) -> None:
+    db = tmp_path / "commands.sqlite3"
+    token = create_token(db, "u1")
+    server = start_server(db)
+    try:
+        done = burst(server, token, good=3, refused=1)
+        recorded(server, done.total)
+        for _ in range(3):  # a token id nobody has: refused, and audited as the operator's
+            assert strictcall("tokens", "revoke", "0123456789ab", "--db", str(db)).returncode == 1
+        page = browser.new_page()
+        deadline = time.monotonic() + DEADLINE_S
+        while True:
+            page.goto(server.base_url + "/")
+            commands = {row[0]: row[1:] for row in cells(page, "operator-commands")}
+            if "tokens revoke" in commands:
+                break
+            assert time.monotonic() < deadline, "the page never listed the operator's commands"
+            page.wait_for_timeout(100)
+        assert commands["tokens revoke"] == ["3", "3"]
+        # the agents' figures are the agents' calls alone: no failure, no refusal of a command
+        check_counts(page, done)
+        assert page.inner_text("#failed-calls") == str(done.failed)
+        tools = {row[0] for row in cells(page, "calls-by-tool")}
+        assert "tokens revoke" not in tools
+        assert all(row[2] != "tokens revoke" for row in cells(page, "recent-refusals"))
+        page.close()
+    finally:
         server.stop()

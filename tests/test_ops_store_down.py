@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import pg
 from ops_calls import rpc
-from servers import RunningServer, create_token, start_server
+from servers import RunningServer, create_token, start_server, unstamped
 from strictcall.errors import STORE_UNAVAILABLE, TOKEN_STORE_UNAVAILABLE
 
 DEADLINE_S = 30.0
@@ -175,3 +175,10 @@ def test_the_outage_names_its_cause_and_a_stop_in_it_counts_the_records_lost(
     assert not any(PASSWORD in line for line in log)
     lost = [m for line in log if (m := re.search(r"audit: (\d+) records? lost at stop", line))]
     assert len(lost) == 1 and int(lost[0][1]) >= waiting
+    # said at the stop: after "stopping", before "stopped"
+    said = [i for i, line in enumerate(log) if "lost at stop" in line]
+    stopping = [
+        i for i, line in enumerate(log) if unstamped(line).startswith("strictcall: stopping")
+    ]
+    stopped = [i for i, line in enumerate(log) if unstamped(line).rstrip() == "strictcall: stopped"]
+    assert stopping and stopped and stopping[0] < said[0] < stopped[0], log

@@ -19,6 +19,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 import redis_state
+from mcp_peers import fastmcp_command
 from servers import RunningServer, create_token, start_server
 from strictcall.errors import QUOTA_UNAVAILABLE, RATE_LIMITED
 
@@ -39,13 +40,20 @@ def write_policy(path: Path, body: str, url: str, prefix: str) -> Path:
     return path
 
 
-def count_notes(server: RunningServer, client: httpx.Client, token: str, tool: str) -> str:
-    """One call; its outcome: "ok" or the error's code. Any HTTP status but 200 fails."""
+def count_notes(
+    server: RunningServer,
+    client: httpx.Client,
+    token: str,
+    tool: str,
+    arguments: dict[str, object] | None = None,
+) -> str:
+    """One call (with no argument unless given); its outcome: "ok" or the error's code. Any
+    HTTP status but 200 fails."""
     body = {
         "jsonrpc": "2.0",
         "id": 1,
         "method": "tools/call",
-        "params": {"name": tool, "arguments": {}},
+        "params": {"name": tool, "arguments": {} if arguments is None else arguments},
     }
     response = client.post(
         server.base_url + "/rpc",
@@ -232,33 +240,45 @@ def test_an_event_loops_wire_awaits_shared_quotas_rather_than_block(prefix: str)
     assert answers[2]["error"]["code"] == RATE_LIMITED.code
 
 
+@pytest.mark.parametrize("command", ["serve", "federate"])
 def test_the_page_shows_a_callers_nearest_shared_quota_read_back_from_the_shared_state(
-    tmp_path: Path, prefix: str
+    tmp_path: Path, prefix: str, command: str
 ) -> None:
+    extra: tuple[str, ...] = ()
+    tool = "count_notes"
+    arguments: dict[str, object] = {}
+    if command == "federate":  # in front of an MCP server
+        config = tmp_path / "federation.toml"
+        config.write_text(f"[upstreams.notes]\ncommand = {json.dumps(fastmcp_command())}\n")
+        extra, tool, arguments = ("--config", str(config)), "notes_add", {"a": 1, "b": 2}
     rule = (
-        '[[rule]]\nname = "counters"\nwho = ["u2"]\ntools = ["count_notes"]\n'
+        f'[[rule]]\nname = "counters"\nwho = ["u2"]\ntools = ["{tool}"]\n'
         'rate = "2/hour"\nburst = 2\n'
-        '[[rule]]\nname = "readers"\nwho = ["u1"]\ntools = ["count_notes"]\n'
+        f'[[rule]]\nname = "readers"\nwho = ["u1"]\ntools = ["{tool}"]\n'
     )
     policy = write_policy(tmp_path / "policy.toml", rule, redis_state.URL, prefix)
     db = tmp_path / "s.sqlite3"
     tokens = {who: create_token(db, who) for who in ("u1", "u2")}
-    first = start_server(db, "--policy", str(policy))
-    second = start_server(db, "--policy", str(policy))
+    first = start_server(db, "--policy", str(policy), *extra, command=command)
+    second = start_server(db, "--policy", str(policy), *extra, command=command)
     try:
         with httpx.Client() as client:
             # two of u2's calls on the first server empty the bucket they share; the second
             # server has one of u2's calls (refused) and u1's, and reads the bucket back
-            assert [count_notes(first, client, tokens["u2"], "count_notes") for _ in range(2)] == [
+            assert [
+                count_notes(first, client, tokens["u2"], tool, arguments) for _ in range(2)
+            ] == [
                 "ok",
                 "ok",
             ]
-            assert count_notes(second, client, tokens["u2"], "count_notes") == RATE_LIMITED.code
-            assert count_notes(second, client, tokens["u1"], "count_notes") == "ok"
+            assert count_notes(second, client, tokens["u2"], tool, arguments) == RATE_LIMITED.code
+            assert count_notes(second, client, tokens["u1"], tool, arguments) == "ok"
             stats = client.get(second.base_url + "/ops/stats.json", timeout=DEADLINE_S).json()
+            page = client.get(second.base_url + "/", timeout=DEADLINE_S).text
     finally:
         first.stop()
         second.stop()
     rows = {row["identity"]: row["nearest_quota"] for row in stats["live"]["identities"]}
     assert rows["u2"] == "counters: 0 % left"
     assert rows["u1"] is None  # no quota holds u1's calls
+    assert "<td>counters: 0 % left</td>" in page

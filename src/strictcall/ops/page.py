@@ -50,6 +50,7 @@ h1{font-size:1.3em;margin:0 0 .2em}h2{font-size:1.05em;margin:1.3em 0 .4em}
 table{border-collapse:collapse;margin:.3em 0}td,th{border:1px solid #d5d8dc;
 padding:.2em .5em;text-align:left;vertical-align:top}td{overflow-wrap:anywhere}
 td.n{text-align:right;font-variant-numeric:tabular-nums;overflow-wrap:normal}
+#upstreams td{overflow-wrap:normal;white-space:nowrap}
 .summary span{display:inline-block;margin-right:1.5em}.bad{color:#c0392b}.good{color:#1e8449}
 .muted{color:#5d6d7e}svg.chart{display:block;width:100%;height:140px;background:#fff;
 border:1px solid #eaeded}svg.bar{display:block;width:100%;min-width:4em;height:12px}
@@ -282,7 +283,9 @@ def _live_tables(snapshot: Snapshot) -> list[str]:
 def _upstreams(upstreams: Sequence[Mapping[str, object]]) -> str:
     """Each upstream: up, starting, restarting or not started; its tools; its starts; when
     its calls are told to try again while it is down; its changes waiting for an approval; its
-    per-identity instances running, of the most it may run (or "shared": one for every caller)."""
+    per-identity instances running, of the most it may run (or "shared": one for every caller).
+    Its cells keep their words whole ("restarting", "1.5 s"): at phone width the table scrolls
+    inside its own box, the name and the state first."""
 
     def next_try(row: Mapping[str, object]) -> str:
         wait = row.get("retry_after_ms")
@@ -298,8 +301,7 @@ def _upstreams(upstreams: Sequence[Mapping[str, object]]) -> str:
 
     return _table(
         "upstreams",
-        ("upstream", "state", "tools", "starts", "calls told to retry in", "changes waiting",
-         "instances"),
+        ("upstream", "state", "tools", "starts", "retry in", "changes waiting", "instances"),
         (
             [r.get("upstream"), r.get("state"), r.get("tools"), r.get("starts"), next_try(r),
              waiting(r), instances(r)]
