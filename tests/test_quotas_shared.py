@@ -97,9 +97,19 @@ def test_three_servers_on_one_shared_state_accept_at_most_one_buckets_calls(
             thread.start()
         for thread in threads:
             thread.join(DEADLINE_S * 4)
-        elapsed = time.monotonic() - started
-        on_mcp = mcp_call(servers[0], token, "count_notes")  # the same bucket, on /mcp
-        assert on_mcp["isError"] is True
+        ended = time.monotonic()
+        elapsed = ended - started
+        # the same bucket, on /mcp: refused once the tokens it refilled since are spent (a
+        # loaded machine may take a few seconds to get here, and it refills one per 2 s)
+        passed_on_mcp = 0
+        while True:
+            on_mcp = mcp_call(servers[0], token, "count_notes")
+            if on_mcp["isError"] is True:
+                break
+            passed_on_mcp += 1
+            assert (
+                passed_on_mcp <= math.floor((time.monotonic() - ended) * RATE_PER_MINUTE / 60) + 1
+            )
         assert json.loads(on_mcp["content"][0]["text"])["code"] == RATE_LIMITED.code
     finally:
         for server in servers:
