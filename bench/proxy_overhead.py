@@ -163,9 +163,14 @@ IN_PROCESS = "strictcall's stdio server, the tool in-process"
 """Echo's reference row: what strictcall's checks cost with no upstream (stdio_echo.py)."""
 
 
-def targets(command: list[str], tool: str, db: str) -> list[Target]:
-    """Direct, through each relay (the floor of a second process hop), through the proxy, and
-    for echo strictcall's own stdio server answering it in-process."""
+AGAINST = "strictcall proxy, the --against source"
+"""With `--against SRC`: the proxy run from another checkout's src/, in the same rounds."""
+
+
+def targets(command: list[str], tool: str, db: str, against: Path | None = None) -> list[Target]:
+    """Direct, through each relay (the floor of a second process hop), through the proxy (and
+    the proxy from the `against` source), and for echo strictcall's own stdio server answering
+    it in-process."""
     env = dict(os.environ)
     found = [
         Target(
@@ -209,6 +214,18 @@ def targets(command: list[str], tool: str, db: str) -> list[Target]:
             "strictcall",
         )
     )
+    if against is not None:
+        found.append(
+            Target(
+                AGAINST,
+                StdioServerParameters(
+                    command=sys.executable,
+                    args=proxy_args,
+                    env={**env, "PYTHONPATH": str(against)},
+                ),
+                "strictcall",
+            )
+        )
     if tool == "text_64k":
         found.append(
             Target(
@@ -269,9 +286,10 @@ async def measure(
     calls: int,
     rounds: int,
     db: str,
+    against: Path | None = None,
 ) -> dict[str, Measured]:
     """Every target's calls, the targets taking turns within each round."""
-    ways = targets(command, tool, db)
+    ways = targets(command, tool, db, against)
     with open(os.devnull, "w") as quiet:
         async with AsyncExitStack() as stack:
             sessions: list[ClientSession] = []
@@ -392,6 +410,8 @@ def rows_of(label: str, measured: dict[str, Measured]) -> list[str]:
                 verdict += (
                     f"; CPU ≤ {PROXY_CPU_TARGET_US} µs (issue 38): {'pass' if met else 'MISS'}"
                 )
+        if name == AGAINST:
+            verdict = "the --against source (reference)"
         if name == REDACT_OFF:
             share = redaction_share(measured)
             verdict = "redaction's share: not measured"
@@ -541,6 +561,11 @@ def main() -> None:
     parser.add_argument(
         "--only", help="measure only the upstreams whose label holds this (no files written)"
     )
+    parser.add_argument(
+        "--against",
+        type=Path,
+        help="another checkout's src/: its proxy measured in the same rounds (no files written)",
+    )
     args = parser.parse_args()
     started = time.monotonic()
     load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
@@ -560,6 +585,7 @@ def main() -> None:
                 args.calls,
                 args.rounds,
                 str(Path(tmp) / "audit.sqlite3"),
+                args.against,
             )
             rows.extend(rows_of(label, measured))
             verdicts.append(verdict_of(label, measured))
@@ -610,7 +636,7 @@ def main() -> None:
             *(f"{verdict}\n" for verdict in verdicts),
         ]
     )
-    if args.only is not None:
+    if args.only is not None or args.against is not None:
         print(text)
         return
     (BENCH / "PROXY.md").write_text(text, encoding="utf-8")
