@@ -5,12 +5,19 @@ any second process hop) and through the proxy, timed in the same rounds.
     .venv/bin/python bench/proxy_overhead.py [--calls N] [--rounds R]
 
 Upstreams: @modelcontextprotocol/server-everything's `echo` (node; tests/upstreams, `npm ci`
-there first) and the tests' FastMCP server's `read_note`. Relays: bench/relay.py (Python and
+there first), the tests' FastMCP server's `read_note`, and bench/stdio_payload.py's canned
+answers by shape (a short text, 64 KiB of text, a 64 KiB image), so that what is measured
+behind them is the proxy. Relays: bench/relay.py (Python and
 uvloop, as the proxy moves bytes) and socat when installed. Each round makes N calls on every
 way, one at a time, the ways taking turns call by call, each call's answer checked; a figure is
 the median over the rounds of each round's median per call, an added cost the median over the
 rounds of (the way's median - direct's). The relays' and the proxy's CPU per call is read from
-/proc. Target (issue 19): added cost <= max(10 % of the direct round trip, 50 µs).
+/proc: first over the interleaved rounds, then in blocks of calls back to back, the ways taking
+turns block by block, the median of the blocks (the CPU from each thread's schedstat, in ns).
+Targets: added cost <= max(10 % of the direct round trip, 50 µs) (issue 19); the proxy's
+process's CPU per call back to back <= 150 µs for a text answer and a 64 KiB image (issue 38);
+redaction <= 5 % of the proxy's CPU per call on 64 KiB of text, from the proxy run with
+`--redact off` beside it, block by block (issue 38).
 Writes bench/PROXY.md and prints it.
 """
 
@@ -42,15 +49,24 @@ EVERYTHING_JS = (
     ROOT / "tests/upstreams/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
 )
 FASTMCP_NOTES = ROOT / "tests/upstreams/fastmcp_notes.py"
+PAYLOAD = BENCH / "stdio_payload.py"
 TARGET_SHARE = 0.10
 TARGET_FLOOR_US = 50.0
-BACK_TO_BACK = 2000
-"""Calls each way makes alone, after the rounds, for its CPU per call back to back."""
+BLOCKS = 10
+BLOCK_CALLS = 200
+"""After the rounds, each way makes BLOCKS blocks of BLOCK_CALLS calls back to back, the ways
+taking turns block by block, for its CPU per call back to back (the median of the blocks)."""
+PROXY_CPU_TARGET_US = 150
+"""Issue 38: the proxy's process's CPU per call back to back, at most, for a text answer and a
+64 KiB image answer."""
+REDACTION_SHARE_TARGET = 0.05
+"""Issue 38: redaction's share of a proxied call's CPU on a 64 KiB text answer, at most."""
+SIZE = 64 * 1024
 
 
 def upstreams() -> list[tuple[str, list[str], str, dict[str, Any], Callable[[Any], bool]]]:
     """(label, command, tool, arguments, check of the result)."""
-    found = []
+    found: list[tuple[str, list[str], str, dict[str, Any], Callable[[Any], bool]]] = []
     node = shutil.which("node")
     if node is not None and EVERYTHING_JS.exists():
         found.append(
@@ -73,7 +89,42 @@ def upstreams() -> list[tuple[str, list[str], str, dict[str, Any], Callable[[Any
             lambda r: r.structured_content["note_id"] == "n1",
         )
     )
+    payload = [sys.executable, str(PAYLOAD)]
+    found += [
+        (
+            "canned (python) short text",
+            payload,
+            "text",
+            {},
+            lambda r: r.content[0].text == "Echo: hi",
+        ),
+        (
+            "canned (python) 64 KiB image",
+            payload,
+            "image_64k",
+            {},
+            lambda r: r.content[0].type == "image" and len(r.content[0].data) == SIZE,
+        ),
+        (
+            TEXT_64K,
+            payload,
+            "text_64k",
+            {},
+            lambda r: r.content[0].type == "text" and len(r.content[0].text) == SIZE,
+        ),
+    ]
     return found
+
+
+TEXT_64K = "canned (python) 64 KiB text"
+"""The upstream whose answer redaction's share is measured on."""
+PROXY_TARGETED = (
+    "server-everything (node) echo",
+    "FastMCP 4 (python) read_note",
+    "canned (python) short text",
+    "canned (python) 64 KiB image",
+)
+"""The upstreams whose proxy CPU issue 38 bounds (text answers and the 64 KiB image)."""
 
 
 async def timed_calls(
@@ -105,13 +156,21 @@ class Target(NamedTuple):
 FEDERATE = "strictcall federate (one upstream)"
 FEDERATE_CPU_TARGET_US = 150
 """Issue 28: the CPU a proxied call adds, at most (the proxy's process, back to back)."""
+PROXY = "strictcall proxy"
+REDACT_OFF = "strictcall proxy --redact off"
+"""The 64 KiB text's way with redaction of results off: redaction's share is measured on it."""
 IN_PROCESS = "strictcall's stdio server, the tool in-process"
 """Echo's reference row: what strictcall's checks cost with no upstream (stdio_echo.py)."""
 
 
-def targets(command: list[str], tool: str, db: str) -> list[Target]:
-    """Direct, through each relay (the floor of a second process hop), through the proxy, and
-    for echo strictcall's own stdio server answering it in-process."""
+AGAINST = "strictcall proxy, the --against source"
+"""With `--against SRC`: the proxy run from another checkout's src/, in the same rounds."""
+
+
+def targets(command: list[str], tool: str, db: str, against: Path | None = None) -> list[Target]:
+    """Direct, through each relay (the floor of a second process hop), through the proxy (and
+    the proxy from the `against` source), and for echo strictcall's own stdio server answering
+    it in-process."""
     env = dict(os.environ)
     found = [
         Target(
@@ -150,11 +209,33 @@ def targets(command: list[str], tool: str, db: str) -> list[Target]:
     ]
     found.append(
         Target(
-            "strictcall proxy",
+            PROXY,
             StdioServerParameters(command=sys.executable, args=proxy_args, env=env),
             "strictcall",
         )
     )
+    if against is not None:
+        found.append(
+            Target(
+                AGAINST,
+                StdioServerParameters(
+                    command=sys.executable,
+                    args=proxy_args,
+                    env={**env, "PYTHONPATH": str(against)},
+                ),
+                "strictcall",
+            )
+        )
+    if tool == "text_64k":
+        found.append(
+            Target(
+                REDACT_OFF,
+                StdioServerParameters(
+                    command=sys.executable, args=[*proxy_args, "--redact", "off"], env=env
+                ),
+                "strictcall",
+            )
+        )
     # the same upstream as a federation of one (no prefix, pinning on as by default)
     config = Path(db).with_name(f"federation-{tool}.toml")
     config.write_text(
@@ -188,11 +269,13 @@ def targets(command: list[str], tool: str, db: str) -> list[Target]:
 
 class Measured(NamedTuple):
     """A target's per-round medians (µs per call) and its process's CPU per call (µs), in the
-    interleaved rounds and with calls back to back."""
+    interleaved rounds and with calls back to back (the median of the blocks, and each
+    block's)."""
 
     rounds_us: list[float]
     cpu_us: float | None
     alone_cpu_us: float | None
+    blocks_cpu_us: list[float] | None
 
 
 async def measure(
@@ -203,9 +286,10 @@ async def measure(
     calls: int,
     rounds: int,
     db: str,
+    against: Path | None = None,
 ) -> dict[str, Measured]:
     """Every target's calls, the targets taking turns within each round."""
-    ways = targets(command, tool, db)
+    ways = targets(command, tool, db, against)
     with open(os.devnull, "w") as quiet:
         async with AsyncExitStack() as stack:
             sessions: list[ClientSession] = []
@@ -232,22 +316,26 @@ async def measure(
                 for i, taken in enumerate(times):
                     per_round[i].append(statistics.median(taken) / 1000)
             cpu_after = [_cpu_s(pid) for pid in pids]
-            # then each way alone, calls back to back: the CPU a call costs when calls come
-            # one after another (the audit's batches shared by many), not one every few ms
-            alone: list[float | None] = []
-            for i, session in enumerate(sessions):
-                start = _cpu_s(pids[i])
-                await timed_calls(session, tool, arguments, check, BACK_TO_BACK)
-                end = _cpu_s(pids[i])
-                alone.append(None if start is None or end is None else end - start)
+            # then calls back to back, block by block, the ways taking turns: the CPU a call
+            # costs when calls come one after another (the audit's batches shared by many), not
+            # one every few ms, each way meeting the same moments of the machine
+            blocks: list[list[float]] = [[] for _ in ways]
+            for _ in range(BLOCKS):
+                for i, session in enumerate(sessions):
+                    start = _cpu_s(pids[i])
+                    await timed_calls(session, tool, arguments, check, BLOCK_CALLS)
+                    end = _cpu_s(pids[i])
+                    if start is not None and end is not None:
+                        blocks[i].append((end - start) / BLOCK_CALLS * 1e6)
     measured = {}
     for i, way in enumerate(ways):
-        before_s, after_s, alone_s = cpu_before[i], cpu_after[i], alone[i]
+        before_s, after_s = cpu_before[i], cpu_after[i]
         cpu_us = None
         if before_s is not None and after_s is not None:
             cpu_us = (after_s - before_s) / (calls * rounds) * 1e6
-        alone_us = None if alone_s is None else alone_s / BACK_TO_BACK * 1e6
-        measured[way.name] = Measured(per_round[i], cpu_us, alone_us)
+        mine = blocks[i] or None
+        alone_us = None if mine is None else statistics.median(mine)
+        measured[way.name] = Measured(per_round[i], cpu_us, alone_us, mine)
     return measured
 
 
@@ -278,14 +366,21 @@ def _child_pid(word: str, before: set[int]) -> int | None:
 
 
 def _cpu_s(pid: int | None) -> float | None:
-    """The CPU time (user + system) `pid` has used, in seconds, or None."""
+    """The CPU time `pid`'s threads have used, in seconds (each live thread's schedstat, in
+    ns: /proc's utime and stime count clock ticks, 10 ms, too coarse for a block of calls), or
+    None."""
     if pid is None:
         return None
+    total = 0
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            try:
+                total += int((task / "schedstat").read_text().split()[0])
+            except (OSError, ValueError, IndexError):
+                continue  # a thread that ended meanwhile
     except OSError:
         return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total / 1e9
 
 
 def rows_of(label: str, measured: dict[str, Measured]) -> list[str]:
@@ -306,8 +401,26 @@ def rows_of(label: str, measured: dict[str, Measured]) -> list[str]:
             continue
         added = added_of(found, measured["direct"])
         verdict = "floor (reference)"
-        if name == "strictcall proxy":
-            verdict = f"≤ {allowed:.0f} µs: {'pass' if added <= allowed else 'MISS'}"
+        if name == PROXY:
+            verdict = (
+                f"added ≤ {allowed:.0f} µs (issue 19): {'pass' if added <= allowed else 'MISS'}"
+            )
+            if label in PROXY_TARGETED and found.alone_cpu_us is not None:
+                met = found.alone_cpu_us <= PROXY_CPU_TARGET_US
+                verdict += (
+                    f"; CPU ≤ {PROXY_CPU_TARGET_US} µs (issue 38): {'pass' if met else 'MISS'}"
+                )
+        if name == AGAINST:
+            verdict = "the --against source (reference)"
+        if name == REDACT_OFF:
+            share = redaction_share(measured)
+            verdict = "redaction's share: not measured"
+            if share is not None:
+                met = share <= REDACTION_SHARE_TARGET
+                verdict = (
+                    f"redaction {100 * share:.1f} % of the proxy's CPU, ≤"
+                    f" {100 * REDACTION_SHARE_TARGET:.0f} % (issue 38): {'pass' if met else 'MISS'}"
+                )
         if name == FEDERATE and found.alone_cpu_us is not None:
             met = found.alone_cpu_us <= FEDERATE_CPU_TARGET_US
             verdict = f"CPU ≤ {FEDERATE_CPU_TARGET_US} µs (issue 28): {'pass' if met else 'MISS'}"
@@ -316,6 +429,19 @@ def rows_of(label: str, measured: dict[str, Measured]) -> list[str]:
             f"| {cpu} | {verdict} |"
         )
     return rows
+
+
+def redaction_share(measured: dict[str, Measured]) -> float | None:
+    """Redaction's share of the proxy's CPU per call back to back: the median over the blocks
+    of (redact on - redact off) / redact on, the two ways' blocks taken in turn; None where
+    the upstream has no `--redact off` way."""
+    on, off = measured.get(PROXY), measured.get(REDACT_OFF)
+    if on is None or off is None or on.blocks_cpu_us is None or off.blocks_cpu_us is None:
+        return None
+    return statistics.median(
+        (with_ - without) / with_
+        for with_, without in zip(on.blocks_cpu_us, off.blocks_cpu_us, strict=True)
+    )
 
 
 def added_of(found: Measured, direct: Measured) -> float:
@@ -330,13 +456,29 @@ def verdict_of(label: str, measured: dict[str, Measured]) -> str:
     """The target's verdict for one upstream, with the reason written from the run's figures."""
     direct = measured["direct"]
     allowed = max(TARGET_SHARE * statistics.median(direct.rounds_us), TARGET_FLOOR_US)
-    proxy = measured["strictcall proxy"]
+    proxy = measured[PROXY]
     added = added_of(proxy, direct)
     verdict = "met" if added <= allowed else "missed"
     text = (
         f"{label}: the proxy added {added:.0f} µs per call against a target of"
         f" {allowed:.0f} µs: {verdict}."
     )
+    if label in PROXY_TARGETED and proxy.alone_cpu_us is not None:
+        met = "met" if proxy.alone_cpu_us <= PROXY_CPU_TARGET_US else "missed"
+        text += (
+            f" Its process spent {proxy.alone_cpu_us:.0f} µs of CPU per call back to back"
+            f" against issue 38's target of {PROXY_CPU_TARGET_US} µs: {met}."
+        )
+    share = redaction_share(measured)
+    off = measured.get(REDACT_OFF)
+    if share is not None and off is not None and off.alone_cpu_us is not None:
+        met = "met" if share <= REDACTION_SHARE_TARGET else "missed"
+        text += (
+            f" With redaction of results off its process spent {off.alone_cpu_us:.0f} µs per"
+            f" call: redaction is {100 * share:.1f} % of the proxied call's CPU (the median of"
+            f" {BLOCKS} blocks taken in turn) against issue 38's target of"
+            f" {100 * REDACTION_SHARE_TARGET:.0f} %: {met}."
+        )
     federate = measured.get(FEDERATE)
     if federate is not None and federate.alone_cpu_us is not None:
         met = "met" if federate.alone_cpu_us <= FEDERATE_CPU_TARGET_US else "missed"
@@ -377,15 +519,23 @@ def figures_of(label: str, measured: dict[str, Measured]) -> dict[str, Any]:
             if found.alone_cpu_us is None
             else round(found.alone_cpu_us, 1),
         }
-    proxy_added = ways["strictcall proxy"]["added_us"]
+    proxy_added = ways[PROXY]["added_us"]
+    proxy_cpu = ways[PROXY]["cpu_us_back_to_back"]
     federate = ways.get(FEDERATE, {}).get("cpu_us_back_to_back")
+    share = redaction_share(measured)
+    targeted = label in PROXY_TARGETED and proxy_cpu is not None
     return {
         "upstream": label,
         "ways": ways,
         "proxy_added_target_us": round(allowed, 1),
         "proxy_added_met": proxy_added is not None and proxy_added <= allowed,
+        "proxy_cpu_target_us": PROXY_CPU_TARGET_US if targeted else None,
+        "proxy_cpu_met": None if not targeted else proxy_cpu <= PROXY_CPU_TARGET_US,
         "federate_cpu_target_us": FEDERATE_CPU_TARGET_US,
         "federate_cpu_met": None if federate is None else federate <= FEDERATE_CPU_TARGET_US,
+        "redaction_share": None if share is None else round(share, 4),
+        "redaction_share_target": None if share is None else REDACTION_SHARE_TARGET,
+        "redaction_share_met": None if share is None else share <= REDACTION_SHARE_TARGET,
     }
 
 
@@ -408,6 +558,14 @@ def main() -> None:
         default=BENCH / "proxy-results.json",
         help="the figures as JSON, which bench/run.py copies into RESULTS.md",
     )
+    parser.add_argument(
+        "--only", help="measure only the upstreams whose label holds this (no files written)"
+    )
+    parser.add_argument(
+        "--against",
+        type=Path,
+        help="another checkout's src/: its proxy measured in the same rounds (no files written)",
+    )
     args = parser.parse_args()
     started = time.monotonic()
     load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
@@ -416,6 +574,8 @@ def main() -> None:
     figures: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for label, command, tool, arguments, check in upstreams():
+            if args.only is not None and args.only not in label:
+                continue
             measured = anyio.run(
                 measure,
                 command,
@@ -425,6 +585,7 @@ def main() -> None:
                 args.calls,
                 args.rounds,
                 str(Path(tmp) / "audit.sqlite3"),
+                args.against,
             )
             rows.extend(rows_of(label, measured))
             verdicts.append(verdict_of(label, measured))
@@ -460,16 +621,24 @@ def main() -> None:
             " the relay's or the proxy's process used per call (user + system, from /proc),"
             " which a busy machine inflates less than the wall-clock figures: first in the"
             " interleaved rounds (one call every few ms: caches cold, the audit's batch of a"
-            f" few records per transaction), then with {BACK_TO_BACK} calls back to back.",
+            f" few records per transaction), then back to back, the median of {BLOCKS} blocks"
+            f" of {BLOCK_CALLS} calls, the ways taking turns block by block (each thread's"
+            " schedstat, in ns). The canned upstream (`bench/stdio_payload.py`) answers from"
+            " lines written at its start, so that what is measured behind it is the proxy;"
+            " on its 64 KiB text the proxy runs beside itself with `--redact off`, and"
+            " redaction's share is the median over the blocks of (on - off) / on.",
             "",
             "| upstream and tool | way | µs per call | added µs | added / direct"
-            " | its process's CPU µs/call (interleaved / back to back) | target (issue 19) |",
+            " | its process's CPU µs/call (interleaved / back to back) | target |",
             "|---|---|---:|---:|---:|---:|---|",
             *rows,
             "",
             *(f"{verdict}\n" for verdict in verdicts),
         ]
     )
+    if args.only is not None or args.against is not None:
+        print(text)
+        return
     (BENCH / "PROXY.md").write_text(text, encoding="utf-8")
     report = {
         "at": now,

@@ -1,6 +1,7 @@
 """strictcall's own MCP stdio server with one in-process tool shaped as the proxy serves
-server-everything's `echo` (a string result, a 60 s limit), audited in the same SQLite file:
-bench/proxy_overhead.py's reference for what strictcall's checks cost without an upstream.
+server-everything's `echo` (one text block, no output schema, a 60 s limit), audited in the
+same SQLite file: bench/proxy_overhead.py's reference for what strictcall's checks cost without
+an upstream.
 
     .venv/bin/python bench/stdio_echo.py AUDIT_DB
 """
@@ -10,11 +11,11 @@ from __future__ import annotations
 import sys
 
 from strictcall.audit.log import AuditLog
+from strictcall.core.content import Content
 from strictcall.core.gateway import Gateway
 from strictcall.core.tools import Arguments, Tool, ToolContext
 from strictcall.errors import JSONValue
 from strictcall.server.proxy import DEFAULT_TIMEOUT_S
-from strictcall.services.proxy import CONTENT_RESULT
 from strictcall.storage.sqlite import SQLiteStore
 from strictcall.transports.mcp import serve_stdio
 
@@ -25,8 +26,8 @@ INPUT: dict[str, JSONValue] = {
 }
 
 
-async def echo(ctx: ToolContext, arguments: Arguments) -> JSONValue:
-    return f"Echo: {arguments['message']}"
+async def echo(ctx: ToolContext, arguments: Arguments) -> Content:
+    return Content.of_text(f"Echo: {arguments['message']}")
 
 
 def main() -> None:
@@ -34,7 +35,7 @@ def main() -> None:
         name="echo",
         description="Echoes back the input",
         input_schema=INPUT,
-        output_schema=CONTENT_RESULT,
+        output_schema=None,
         handler=echo,
         timeout=DEFAULT_TIMEOUT_S,
     )

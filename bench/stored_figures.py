@@ -25,12 +25,13 @@ FEDERATE_MAX_P99_SHARE = 0.1
 FEDERATE = "strictcall federate"
 PROXY_WAY = "strictcall proxy"
 FEDERATE_WAY = "strictcall federate (one upstream)"
+REDACT_OFF_WAY = "strictcall proxy --redact off"
 
 
 def lines() -> list[str]:
     """The three parts' sections, from their stored JSON."""
     return [
-        "### What `strictcall proxy` adds to a call (bench/proxy_overhead.py; issues 19, 28)",
+        "### What `strictcall proxy` adds to a call (bench/proxy_overhead.py; issues 19, 28, 38)",
         "",
         *_stored(PROXY, "proxy_overhead.py", proxy_lines),
         "",
@@ -56,8 +57,9 @@ def _stored(path: Path, script: str, render: Any) -> list[str]:
 
 
 def proxy_lines(report: dict[str, Any]) -> list[str]:
-    """µs per call of each way, the proxy's added cost (issue 19) and a federation of one's
-    CPU per call back to back (issue 28), judged."""
+    """µs per call of each way, the proxy's added cost (issue 19), its CPU per call back to
+    back (issue 38), a federation of one's (issue 28) and redaction's share of a 64 KiB text's
+    call (issue 38), judged."""
     out = [
         f"{report['calls']} calls a round, {report['rounds']} rounds, {report['at']}; load"
         f" average {report['load_average'][0]} at the start, {report['load_average'][1]} at the"
@@ -72,6 +74,15 @@ def proxy_lines(report: dict[str, Any]) -> list[str]:
             if way == PROXY_WAY:
                 met = "pass" if upstream["proxy_added_met"] else "MISSED"
                 target = f"added ≤ {upstream['proxy_added_target_us']:.0f} µs: {met}"
+                if upstream.get("proxy_cpu_met") is not None:
+                    met = "pass" if upstream["proxy_cpu_met"] else "MISSED"
+                    target += f"; CPU ≤ {upstream['proxy_cpu_target_us']:.0f} µs: {met}"
+            elif way == REDACT_OFF_WAY and upstream.get("redaction_share") is not None:
+                met = "pass" if upstream["redaction_share_met"] else "MISSED"
+                target = (
+                    f"redaction {100 * upstream['redaction_share']:.1f} % of the proxy's CPU,"
+                    f" ≤ {100 * upstream['redaction_share_target']:.0f} %: {met}"
+                )
             elif way == FEDERATE_WAY and upstream["federate_cpu_met"] is not None:
                 met = "pass" if upstream["federate_cpu_met"] else "MISSED"
                 target = f"CPU ≤ {upstream['federate_cpu_target_us']:.0f} µs: {met}"

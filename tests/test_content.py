@@ -26,6 +26,7 @@ from strictcall import (
     tool,
 )
 from strictcall.core.content import MAX_BLOCKS, blocks_known
+from strictcall.core.jsontext import MAX_RESULT_DEPTH
 from strictcall.core.redact import Redaction
 from strictcall.errors import INVALID_TOOL_RESULT, RESULT_TOO_LARGE, TOOL_ERROR, JSONValue
 from strictcall.transports.jsonrpc import MAX_REPLY_BYTES
@@ -208,6 +209,14 @@ def test_an_error_result_is_tool_error_with_its_text_and_its_blocks_on_mcp() -> 
         assert "structuredContent" not in result
 
 
+def _nested(depth: int) -> dict[str, JSONValue]:
+    """An object nested `depth` deep ({"a": {"a": ... {}}})."""
+    value: dict[str, JSONValue] = {}
+    for _ in range(depth - 1):
+        value = {"a": value}
+    return value
+
+
 # --- hostile blocks ----------------------------------------------------------------------------
 
 HOSTILE: list[tuple[str, Any]] = [
@@ -233,6 +242,17 @@ HOSTILE: list[tuple[str, Any]] = [
     ("annotations' priority", {"type": "text", "text": "a", "annotations": {"priority": 2}}),
     ("_meta not an object", {"type": "text", "text": "a", "_meta": []}),
     ("lone surrogate", {"type": "text", "text": "\ud800"}),
+    ("annotations not JSON", {"type": "text", "text": "a", "annotations": {"x": float("nan")}}),
+    ("_meta not JSON", {"type": "text", "text": "a", "_meta": {"x": {1, 2}}}),
+    ("_meta too deep", {"type": "text", "text": "a", "_meta": _nested(MAX_RESULT_DEPTH - 1)}),
+    (
+        "icons not JSON",
+        {"type": "resource_link", "uri": "a:b", "name": "a", "icons": [{"src": "a:b", "s": b""}]},
+    ),
+    (
+        "resource _meta not JSON",
+        {"type": "resource", "resource": {"uri": "a:b", "text": "", "_meta": {"x": float("inf")}}},
+    ),
 ]
 
 
@@ -267,6 +287,46 @@ def test_a_result_longer_than_the_reply_limit_is_withheld_as_too_large() -> None
     fits = base64.b64encode(b"\0" * (MAX_REPLY_BYTES // 2)).decode()
     small = gateway_answering(Content(({"type": "image", "data": fits, "mimeType": "image/png"},)))
     assert blocks_of(line_result(small, HANDSHAKE))[0]["data"] == fits
+
+
+def test_a_block_nested_to_the_depth_limit_passes() -> None:
+    block = {"type": "text", "text": "a", "_meta": _nested(MAX_RESULT_DEPTH - 2)}
+    gateway = gateway_answering(Content((block,)))
+    for version in VERSIONS:
+        assert blocks_of(line_result(gateway, version)) == [block]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_result_of_the_reply_limit_passes_though_its_line_is_longer(version: str) -> None:
+    """The line holds the result's JSON and the envelope around it: a result of exactly
+    `MAX_REPLY_BYTES` is written, one byte more is too large."""
+    empty = len(orjson.dumps(Content((text_block(""),)).as_json()))
+    exact = "a" * (MAX_REPLY_BYTES - empty)
+    written = line_result(gateway_answering(Content((text_block(exact),))), version)
+    assert blocks_of(written) == [text_block(exact)]
+    over = line_result(gateway_answering(Content((text_block(exact + "a"),))), version)
+    error = error_of(over)
+    assert (error["code"], error["limit"]) == (RESULT_TOO_LARGE.code, MAX_REPLY_BYTES)
+
+
+def test_a_result_withheld_at_its_blocks_has_nothing_redacted_or_counted() -> None:
+    counted: list[tuple[str | None, str, int]] = []
+    block = {"type": "text", "text": f"token {TOKEN}", "_meta": {"x": float("nan")}}
+    gateway = Gateway(
+        [
+            Tool(
+                "t",
+                "",
+                {"type": "object"},
+                None,
+                lambda ctx, args: Content((block,)),
+                redact=Redaction(tally=lambda *told: counted.append(told)),
+            )
+        ]
+    )
+    answer = gateway.call('{"name":"t","arguments":{}}', "u1", "c1")
+    assert answer["error"]["code"] == INVALID_TOOL_RESULT.code
+    assert counted == []
 
 
 def test_a_block_type_the_negotiated_version_lacks_is_refused() -> None:

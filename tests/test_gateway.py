@@ -1153,7 +1153,7 @@ def test_a_result_that_is_not_json_is_withheld_even_with_an_open_output_schema(
 
 
 def test_a_result_nested_up_to_the_limit_comes_back() -> None:
-    from strictcall.core.pipeline import MAX_RESULT_DEPTH
+    from strictcall.core.jsontext import MAX_RESULT_DEPTH
 
     deep = _nested(MAX_RESULT_DEPTH)
     with only_tool(returning(deep, True)) as gw:

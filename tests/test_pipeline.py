@@ -14,16 +14,14 @@ import pytest
 from gateway_tools import CREATE_EVENT, READ_DOC, VALID_EVENT
 from strictcall import ForbiddenOrMissing, Tool, ToolContext, ToolFailure, errors
 from strictcall.core.execute import execute_call, execute_call_async
-from strictcall.core.jsontext import Document
+from strictcall.core.jsontext import MAX_RESULT_DEPTH, Document, json_kind
 from strictcall.core.pipeline import (
     FORBIDDEN,
     INTERNAL,
-    MAX_RESULT_DEPTH,
     TIMED_OUT,
     WITHHELD,
     CompiledTool,
     Limits,
-    _json_kind,
     authorize_call,
     check_arguments,
     check_envelope,
@@ -413,24 +411,24 @@ class Items(list[Any]):
 def test_json_kind_tells_json_values_and_whether_they_hold_a_float(
     value: Any, kind: bool | None
 ) -> None:
-    assert _json_kind(value) is kind
+    assert json_kind(value) is kind
 
 
 def test_json_kind_refuses_values_nested_deeper_than_the_limit() -> None:
     value: JSONValue = 1
     for _ in range(MAX_RESULT_DEPTH):
         value = {"k": value} if isinstance(value, list) else [value]
-    assert _json_kind(value) is False
-    assert _json_kind([value]) is None
-    assert _json_kind([[1]], max_depth=2) is False
-    assert _json_kind([[[1]]], max_depth=2) is None
-    assert _json_kind({"a": {}}, max_depth=1) is None
+    assert json_kind(value) is False
+    assert json_kind([value]) is None
+    assert json_kind([[1]], max_depth=2) is False
+    assert json_kind([[[1]]], max_depth=2) is None
+    assert json_kind({"a": {}}, max_depth=1) is None
 
 
 def test_json_kind_ends_on_a_cyclic_value() -> None:
     cycle: dict[str, Any] = {}
     cycle["self"] = cycle
-    assert _json_kind(cycle) is None
+    assert json_kind(cycle) is None
 
 
 # --- answers ---------------------------------------------------------------------------------

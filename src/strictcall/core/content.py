@@ -28,6 +28,7 @@ from typing import Final
 
 import orjson
 
+from strictcall.core.jsontext import MAX_RESULT_DEPTH, json_kind
 from strictcall.errors import JSONValue
 
 Block = dict[str, JSONValue]
@@ -176,7 +177,11 @@ def resource_block(
 
 def check_blocks(blocks: Iterable[JSONValue]) -> tuple[Block, ...] | None:
     """The blocks as they pass stage output (members no version defines dropped), or None when
-    one is not a content block some version knows or there are more than `MAX_BLOCKS`."""
+    one is not a content block some version knows, there are more than `MAX_BLOCKS`, or they
+    are not a JSON value nested at most `MAX_RESULT_DEPTH` deep as a list (the members whose
+    insides a block type leaves free, `annotations`, `_meta`, `icons` and an embedded
+    resource, are walked; the others are a str or an int, read as such). One pass: what
+    passes needs no walk again before it is written."""
     kept: list[Block] = []
     for block in blocks:
         if len(kept) >= MAX_BLOCKS or type(block) is not dict:
@@ -186,8 +191,18 @@ def check_blocks(blocks: Iterable[JSONValue]) -> tuple[Block, ...] | None:
             return None
         if not members.issuperset(block):
             block = {key: value for key, value in block.items() if key in members}
+        for member in _FREE_MEMBERS:
+            if member in block and json_kind(block[member], _FREE_DEPTH) is None:
+                return None
         kept.append(block)
     return tuple(kept)
+
+
+_FREE_MEMBERS: Final = ("annotations", "_meta", "icons", "resource")
+"""The members of a block whose insides its type does not pin down to a str or an int."""
+
+_FREE_DEPTH: Final = MAX_RESULT_DEPTH - 2
+"""How deep a block's member may nest: the blocks are a list (1), each block an object (2)."""
 
 
 def blocks_known(blocks: Iterable[Block], version: str) -> bool:

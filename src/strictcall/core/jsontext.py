@@ -35,8 +35,9 @@ member.
 from __future__ import annotations
 
 import json
+import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from enum import StrEnum
 from typing import Any, Final, NamedTuple, NoReturn
 
@@ -325,3 +326,70 @@ def dump_text(value: JSONValue) -> bytes | None:
         return text.encode("utf-8")
     except (TypeError, ValueError, RecursionError):  # UnicodeEncodeError is a ValueError
         return None
+
+
+MAX_RESULT_DEPTH: Final = 128
+"""Results nested deeper than this are withheld: the validator recurses (a deep enough value
+would overflow the stack), and a cyclic value would never end."""
+
+
+def json_kind(value: JSONValue, max_depth: int = MAX_RESULT_DEPTH) -> bool | None:
+    """None if `value` is not a JSON value nested at most `max_depth` deep; else whether it
+    holds a float."""
+    # Exact types first (the common case), then subclasses, which JSON writers accept.
+    kind = type(value)
+    if kind is dict and _flat_object(value):
+        return False
+    stack: list[tuple[JSONValue, int]]
+    if kind is dict or kind is list:
+        stack = [(value, 1)]
+    elif kind is str or kind is int or kind is bool or value is None:
+        return False
+    else:
+        stack = [([value], 0)]
+    has_float = False
+    while stack:
+        node, depth = stack.pop()
+        if depth > max_depth:
+            return None
+        items: Iterable[JSONValue]
+        if type(node) is list:
+            items = node
+        else:
+            for key in node:
+                if type(key) is not str and not isinstance(key, str):
+                    return None
+            items = node.values()
+        for item in items:
+            kind = type(item)
+            if kind is str or kind is int or kind is bool or item is None:
+                continue
+            if kind is dict or kind is list:
+                stack.append((item, depth + 1))
+            elif kind is float:
+                if not math.isfinite(item):
+                    return None
+                has_float = True
+            elif isinstance(item, str | int):
+                continue
+            elif isinstance(item, dict):
+                stack.append((item, depth + 1))
+            elif isinstance(item, list):
+                stack.append((list(item), depth + 1))
+            elif isinstance(item, float) and math.isfinite(item):
+                has_float = True
+            else:
+                return None
+    return has_float
+
+
+def _flat_object(value: dict[JSONValue, JSONValue]) -> bool:
+    """True for the most common result: one object of str keys and str, int, bool or null
+    values (no float, nothing nested)."""
+    for key, item in value.items():
+        if type(key) is not str:
+            return False
+        kind = type(item)
+        if kind is not str and kind is not int and kind is not bool and item is not None:
+            return False
+    return True

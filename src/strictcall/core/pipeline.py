@@ -22,8 +22,7 @@ is a Gateway.
 from __future__ import annotations
 
 import inspect
-import math
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Final
@@ -39,6 +38,7 @@ from strictcall.core.jsontext import (
     JSONTextError,
     TextFault,
     _check_depth,
+    json_kind,
 )
 from strictcall.core.jsontext import parse_document as _parse_document
 from strictcall.core.redact import redact_content
@@ -65,10 +65,6 @@ from strictcall.errors import (
 )
 
 ENVELOPE_MEMBERS: Final = ("arguments", "name")
-
-MAX_RESULT_DEPTH: Final = 128
-"""Results nested deeper than this are withheld: the validator recurses (a deep enough value
-would overflow the stack), and a cyclic value would never end."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +183,7 @@ def read_value(value: JSONValue, limits: Limits) -> bool | Rejection:
     """Rung 1 for arguments an SDK already parsed (Anthropic's `input`): whether they may hold
     a float, or the refusal of a value JSON text cannot hold (NaN, an infinity, a key that is
     not a str: reason syntax) or one nested deeper than the limit."""
-    has_float = _json_kind(value, limits.max_depth)
+    has_float = json_kind(value, limits.max_depth)
     if has_float is not None:
         return has_float
     try:
@@ -364,7 +360,7 @@ def check_result(
 ) -> Rejection | None:
     """Rung 6: the result is a JSON value that satisfies the output schema (and the tool's
     own consistency check); otherwise it is withheld."""
-    has_float = _json_kind(result)
+    has_float = json_kind(result)
     if has_float is None:
         return WITHHELD
     try:
@@ -403,16 +399,14 @@ def check_content(
             return WITHHELD
     elif compiled.tool.output_schema is not None:
         return WITHHELD
+    if meta is not None and json_kind(meta) is None:
+        return WITHHELD
     checked = Content(blocks, structured, meta, content.is_error)
     redaction = compiled.tool.redact
     if redaction is not None:
         checked = redact_content(checked, redaction, compiled.tool.source)
-    if meta is not None and _json_kind(meta) is None:
-        return WITHHELD
-    if _json_kind(list(checked.blocks)) is None:
-        return WITHHELD
     if checked.structured is not None and (
-        compiled.tool.output_schema is not None or _json_kind(checked.structured) is None
+        compiled.tool.output_schema is not None or json_kind(checked.structured) is None
     ):
         rejection = check_result(compiled, arguments, checked.structured, ctx)
         if rejection is not None:
@@ -420,72 +414,10 @@ def check_content(
     return checked
 
 
-def _json_kind(value: JSONValue, max_depth: int = MAX_RESULT_DEPTH) -> bool | None:
-    """None if `value` is not a JSON value nested at most `max_depth` deep; else whether it
-    holds a float."""
-    # Exact types first (the common case), then subclasses, which JSON writers accept.
-    kind = type(value)
-    if kind is dict and _flat_object(value):
-        return False
-    stack: list[tuple[JSONValue, int]]
-    if kind is dict or kind is list:
-        stack = [(value, 1)]
-    elif kind is str or kind is int or kind is bool or value is None:
-        return False
-    else:
-        stack = [([value], 0)]
-    has_float = False
-    while stack:
-        node, depth = stack.pop()
-        if depth > max_depth:
-            return None
-        items: Iterable[JSONValue]
-        if type(node) is list:
-            items = node
-        else:
-            for key in node:
-                if type(key) is not str and not isinstance(key, str):
-                    return None
-            items = node.values()
-        for item in items:
-            kind = type(item)
-            if kind is str or kind is int or kind is bool or item is None:
-                continue
-            if kind is dict or kind is list:
-                stack.append((item, depth + 1))
-            elif kind is float:
-                if not math.isfinite(item):
-                    return None
-                has_float = True
-            elif isinstance(item, str | int):
-                continue
-            elif isinstance(item, dict):
-                stack.append((item, depth + 1))
-            elif isinstance(item, list):
-                stack.append((list(item), depth + 1))
-            elif isinstance(item, float) and math.isfinite(item):
-                has_float = True
-            else:
-                return None
-    return has_float
-
-
 def may_hold_float(value: JSONValue) -> bool:
     """Whether a parsed call may hold a float anywhere (True, too, for what is not JSON), for a
     transport whose parser did not say."""
-    return _json_kind(value) is not False
-
-
-def _flat_object(value: dict[JSONValue, JSONValue]) -> bool:
-    """True for the most common result: one object of str keys and str, int, bool or null
-    values (no float, nothing nested)."""
-    for key, item in value.items():
-        if type(key) is not str:
-            return False
-        kind = type(item)
-        if kind is not str and kind is not int and kind is not bool and item is not None:
-            return False
-    return True
+    return json_kind(value) is not False
 
 
 # --- answers -----------------------------------------------------------------------------------

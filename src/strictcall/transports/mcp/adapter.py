@@ -142,10 +142,16 @@ def error_result(error: dict[str, JSONValue]) -> types.CallToolResult:
 
 
 def answered_json(
-    answer: dict[str, JSONValue], *, wrapped: bool | None, version: str = HANDSHAKE_ERA
+    answer: dict[str, JSONValue],
+    *,
+    wrapped: bool | None,
+    version: str = HANDSHAKE_ERA,
+    sized: bool = True,
 ) -> tuple[dict[str, JSONValue], dict[str, JSONValue] | None]:
     """`answered`, the tool result as the JSON the handshake era writes (members and block
-    members in the order the SDK writes them), and the structured error it carries.
+    members in the order the SDK writes them), and the structured error it carries. With
+    `sized` false, a content result's length as JSON is left to its writer (`McpTools._line`
+    measures the line it writes, which holds that JSON whole).
 
     A `Content` result is written as its blocks, in order, as they passed stage output (an
     error result's with isError); one holding a block type `version` does not know is
@@ -153,7 +159,7 @@ def answered_json(
     if answer["ok"] is True:
         value = answer["result"]
         if type(value) is Content:
-            error = _content_refusal(value, version)
+            error = _content_refusal(value, version, sized)
             if error is None:
                 return value.as_json(), None
         else:
@@ -169,7 +175,7 @@ def answered_json(
         error = answer["error"]
         content = answer.get(CONTENT)
         if type(content) is Content:
-            refused = _content_refusal(content, version)
+            refused = _content_refusal(content, version, sized)
             if refused is None:
                 return content.as_json(), error
             error = refused
@@ -178,18 +184,33 @@ def answered_json(
     return {"content": [block], "isError": True}, error
 
 
-def _content_refusal(content: Content, version: str) -> dict[str, JSONValue] | None:
+def _content_refusal(
+    content: Content, version: str, sized: bool = True
+) -> dict[str, JSONValue] | None:
     """Why a content result cannot be written on wire `version` (a block type it does not
-    know: invalid_tool_result; longer than `MAX_REPLY_BYTES` as JSON: result_too_large), or
-    None."""
+    know: invalid_tool_result; unwritable or longer than `MAX_REPLY_BYTES` as JSON, unless not
+    `sized`: invalid_tool_result, result_too_large), or None."""
     if not blocks_known(content.blocks, version):
         return WITHHELD.as_error()
+    if not sized:
+        return None
     size = content_size(content)
     if size is None:
         return WITHHELD.as_error()
     if size > MAX_REPLY_BYTES:
         return withheld_for_size(MAX_REPLY_BYTES, batch=False).as_error()
     return None
+
+
+def _result_line(result: dict[str, JSONValue], request_id: types.RequestId, version: str) -> bytes:
+    """A tools/call result as the line of JSON-RPC that carries it on wire `version` (on
+    2026-07-28: `resultType` and the server's name in `_meta`, beside the result's own)."""
+    if version in MODERN_PROTOCOL_VERSIONS:
+        result["resultType"] = "complete"
+        own = result.get("_meta")  # a proxied tool's upstream's: kept beside the server's name
+        kept = own if isinstance(own, dict) else {}
+        result["_meta"] = {**kept, types.SERVER_INFO_META_KEY: _server_info()}
+    return dump_line({"jsonrpc": "2.0", "id": request_id, "result": result})
 
 
 def dump_line(message: dict[str, JSONValue]) -> bytes:
@@ -570,17 +591,24 @@ class McpTools:
     def _line(
         self, outcome: Outcome, request_id: types.RequestId, identity: str | None, version: str
     ) -> bytes:
-        """An outcome audited and written as the line of JSON-RPC that carries it."""
-        result, error = answered_json(
-            outcome.answer, wrapped=_wrapping(self._wrapping, outcome.tool), version=version
-        )
+        """An outcome audited and written as the line of JSON-RPC that carries it.
+
+        A content result is written before its length is known: the line holds its JSON whole,
+        so a line no longer than `MAX_REPLY_BYTES` holds a result that is not either. Only a
+        longer line, or one that cannot be written, has the result measured on its own (and
+        refused as `answered_json` refuses it): one dump of the result, not two."""
+        wrapped = _wrapping(self._wrapping, outcome.tool)
+        result, error = answered_json(outcome.answer, wrapped=wrapped, version=version, sized=False)
+        try:
+            line = _result_line(result, request_id, version)
+        except orjson.JSONEncodeError:
+            line = None
+        if line is None or len(line) > MAX_REPLY_BYTES:
+            result, error = answered_json(outcome.answer, wrapped=wrapped, version=version)
+            self._audit(outcome, error, identity)
+            return _result_line(result, request_id, version)
         self._audit(outcome, error, identity)
-        if version in MODERN_PROTOCOL_VERSIONS:
-            result["resultType"] = "complete"
-            own = result.get("_meta")  # a proxied tool's upstream's: kept beside the server's name
-            kept = own if isinstance(own, dict) else {}
-            result["_meta"] = {**kept, types.SERVER_INFO_META_KEY: _server_info()}
-        return dump_line({"jsonrpc": "2.0", "id": request_id, "result": result})
+        return line
 
     def _call_of(
         self, params: dict[str, JSONValue], request_id: types.RequestId | None
