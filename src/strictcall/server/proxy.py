@@ -113,7 +113,7 @@ class Proxy:
         instances = self.instances
         if instances is None:
             return {}
-        return {self.upstream.name: (instances.running, instances.started, instances.reaped)}
+        return {self.upstream.name: instances.counts}
 
     def lifespan(self) -> AbstractAsyncContextManager[None]:
         """The upstream's run: entered in the serving loop before the first call. A first

@@ -190,11 +190,10 @@ class Federation:
         """Each per-identity upstream's instances: (running now, started, stopped for being
         idle)."""
         return {
-            member.config.name: (member.instances.running, member.instances.started,
-                                 member.instances.reaped)
+            member.config.name: member.instances.counts
             for member in self.members
             if member.instances is not None
-        }  # fmt: skip
+        }
 
     def lifespan(self) -> AbstractAsyncContextManager[None]:
         """Every upstream's run, entered in the serving loop before the first call.

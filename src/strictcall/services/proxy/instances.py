@@ -72,6 +72,11 @@ class Instances:
         """How many instances run now."""
         return len(self._live)
 
+    @property
+    def counts(self) -> tuple[int, int, int]:
+        """As /metrics counts them: running now, started, stopped for being idle."""
+        return len(self._live), self.started, self.reaped
+
     def lifespan(self) -> AbstractAsyncContextManager[None]:
         """Where the instances run: every one stopped on leaving."""
         return self._lifespan()
