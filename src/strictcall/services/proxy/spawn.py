@@ -255,12 +255,7 @@ def launch(
                 os.rmdir(cgroup)
         raise
     counted = "a pids cgroup" if cgroup is not None else "the rlimit, per user"
-    described = (
-        f"sandbox bwrap (network {'on' if spawn.network else 'off'};"
-        f" limits: {limits.memory_mib} MiB address space, {limits.cpu_s} s CPU,"
-        f" {limits.files} files by rlimits, {limits.processes} processes by {counted}){unset}"
-    )
-    return Launch(tuple(words), env, cgroup, described)
+    return Launch(tuple(words), env, cgroup, _described("bwrap", spawn, counted) + unset)
 
 
 async def release(launch: Launch) -> None:
@@ -327,22 +322,22 @@ def _in_container(
     if why is not None:
         raise SandboxUnavailable(why)
     limits = spawn.limits
-    shown, workdir, named = _view(command, spawn, env, home)
+    view = _view(command, spawn, env, home)
     binds = [(system, system, True) for system in _SYSTEM if os.path.isdir(system)]
     etc = [name for name in _ETC if name not in ENGINE_MANAGED and os.path.exists(f"/etc/{name}")]
     binds += [(f"/etc/{name}", f"/etc/{name}", True) for name in etc]
-    binds += [(tree, tree, True) for tree in shown.trees]
+    binds += [(tree, tree, True) for tree in view.trees]
     binds += [(os.path.abspath(m.path), os.path.abspath(m.path), m.read_only) for m in spawn.mounts]
     binds += [(home, home, False)]
-    binds += [("/dev/null", hidden, True) for hidden in shown.hidden]
+    binds += [("/dev/null", hidden, True) for hidden in view.hidden]
     name = new_name()
     try:
         words = container_words(
-            named,
+            view.command,
             name=name,
             binds=binds,
             env_names=sorted(env),
-            workdir=workdir,
+            workdir=view.workdir,
             network=spawn.network,
             processes=limits.processes,
             memory_mib=limits.memory_mib,
@@ -350,12 +345,18 @@ def _in_container(
         )
     except ValueError as exc:
         raise SandboxUnavailable(str(exc)) from None
-    described = (
-        f"sandbox container (network {'on' if spawn.network else 'off'};"
-        f" limits: {limits.memory_mib} MiB address space, {limits.cpu_s} s CPU,"
-        f" {limits.files} files by rlimits, {limits.processes} processes by its cgroup){unset}"
-    )
+    described = _described("container", spawn, "its cgroup") + unset
     return Launch(tuple(words), engine_environment(env, environ), None, described, name)
+
+
+def _described(sandbox: str, spawn: Spawn, counted: str) -> str:
+    """The start-up line's words for an upstream in `sandbox`, its processes `counted` so."""
+    limits = spawn.limits
+    return (
+        f"sandbox {sandbox} (network {'on' if spawn.network else 'off'};"
+        f" limits: {limits.memory_mib} MiB address space, {limits.cpu_s} s CPU,"
+        f" {limits.files} files by rlimits, {limits.processes} processes by {counted})"
+    )
 
 
 def _limits(limits: SpawnLimits, cgroup: str | None, *, per_user: bool = True) -> list[str]:
@@ -390,34 +391,36 @@ def _bwrap(command: Sequence[str], spawn: Spawn, env: Mapping[str, str], home: s
     for name in _ETC:
         words += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
     words += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
-    shown, workdir, named = _view(command, spawn, env, home)
-    for tree in shown.trees:
+    view = _view(command, spawn, env, home)
+    for tree in view.trees:
         words += ["--ro-bind", tree, tree]
     for mount in spawn.mounts:
         path = os.path.abspath(mount.path)
         words += ["--ro-bind" if mount.read_only else "--bind", path, path]
-    words += ["--bind", home, home, "--chdir", workdir]
-    for hidden in shown.hidden:
+    words += ["--bind", home, home, "--chdir", view.workdir]
+    for hidden in view.hidden:
         words += ["--ro-bind", "/dev/null", hidden]
     words += ["--remount-ro", "/"]  # the root bwrap made: no write outside home and /tmp
-    return [*words, "--", *named]
+    return [*words, "--", *view.command]
 
 
 @dataclass(frozen=True, slots=True)
-class _Shown:
-    """What of the machine a sandbox shows beside the system: the program's trees, and the
-    gateway's files within those trees or the mounts (shown empty)."""
+class _View:
+    """What a sandbox shows an upstream beside the system: the program's trees, and the
+    gateway's files within those trees or the mounts (shown empty); where it starts, and the
+    command it runs."""
 
     trees: tuple[str, ...]
     hidden: tuple[str, ...]
+    workdir: str
+    """The gateway's directory when a tree or a mount shows it, else the upstream's home."""
+    command: tuple[str, ...]
+    """The paths the command names made absolute (a relative one is the gateway's, wherever
+    the sandbox starts it)."""
 
 
-def _view(
-    command: Sequence[str], spawn: Spawn, env: Mapping[str, str], home: str
-) -> tuple[_Shown, str, list[str]]:
-    """What a sandbox shows `command`, where it starts (the gateway's directory when shown,
-    else its home) and the command with the paths it names made absolute (a relative path is
-    the gateway's, wherever the sandbox starts it)."""
+def _view(command: Sequence[str], spawn: Spawn, env: Mapping[str, str], home: str) -> _View:
+    """What a sandbox shows `command` (`_View`)."""
     trees = sorted(_trees(command, env.get("PATH", DEFAULT_PATH)))
     shown = [*trees, *(os.path.abspath(mount.path) for mount in spawn.mounts)]
 
@@ -430,7 +433,7 @@ def _view(
         os.path.abspath(w) if w and not w.startswith("-") and os.path.exists(w) else w
         for w in command[1:]
     ]
-    return _Shown(tuple(trees), hidden), cwd if within(cwd) else home, [command[0], *named]
+    return _View(tuple(trees), hidden, cwd if within(cwd) else home, (command[0], *named))
 
 
 def _trees(command: Sequence[str], path: str) -> set[str]:
