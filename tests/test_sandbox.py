@@ -25,7 +25,14 @@ import pytest
 from mcp_peers import UPSTREAMS, everything_command, proxy_argv
 from stdio_peer import StdioPeer
 from strictcall.services.proxy.config import ConfigError, federation_config
-from strictcall.services.proxy.spawn import SANDBOX_ENV, Mount, Spawn, SpawnLimits
+from strictcall.services.proxy.spawn import (
+    SANDBOX_ENV,
+    Mount,
+    SandboxUnavailable,
+    Spawn,
+    SpawnLimits,
+    launch,
+)
 from test_federation import federate_argv, toml_text
 
 HOSTILE = UPSTREAMS / "hostile_upstream.py"
@@ -284,6 +291,16 @@ def test_a_sandbox_that_cannot_run_answers_upstream_unavailable_and_says_why(
         finally:
             assert peer.close() == 0
     assert "sandbox cannot run" in (tmp_path / "stderr").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("path", ["/srv/a,type=bind,source=/", '/srv/a"b', "/srv/a\nb"])
+def test_a_mount_the_container_engines_syntax_cannot_carry_is_refused_not_rewritten(
+    container: None, path: str, tmp_path: Path
+) -> None:
+    # a comma would add options of its own to the engine's --mount (another source, say)
+    spawn = Spawn(sandbox="container", mounts=(Mount(path),))
+    with pytest.raises(SandboxUnavailable):
+        launch([sys.executable, str(HOSTILE)], spawn, {}, str(tmp_path))
 
 
 # --- the config's keys -------------------------------------------------------------------------
