@@ -17,7 +17,6 @@ import contextlib
 import functools
 import io
 import os
-import secrets
 import shutil
 import subprocess
 import tarfile
@@ -25,6 +24,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
 import anyio
+
+from strictcall.core.ids import mint_call_id
 
 ENGINE: Final = "docker"
 """The container engine's command."""
@@ -37,7 +38,7 @@ REMOVE_S: Final = 10.0
 """How long a stopped upstream's container has to be removed."""
 ENGINE_ENV: Final = ("DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_CONFIG", "DOCKER_CERT_PATH")
 """The gateway's variables the engine's own command is given (never the upstream)."""
-NAME_PREFIX: Final = "strictcall-upstream-"
+NAME_PREFIX: Final = "strictcall-upstream"
 ENGINE_MANAGED: Final = frozenset({"hosts", "hostname", "resolv.conf"})
 """Files of /etc the engine writes into every container itself (the host's, on its network)."""
 
@@ -83,7 +84,7 @@ def _empty_tar() -> bytes:
 
 def new_name() -> str:
     """A name for one run's container, so that it can be removed whatever ended it."""
-    return NAME_PREFIX + secrets.token_hex(8)
+    return mint_call_id(NAME_PREFIX)
 
 
 def container_words(
