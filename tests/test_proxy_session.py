@@ -11,9 +11,11 @@ import json
 import os
 import re
 import shlex
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -358,11 +360,35 @@ HANGS = shlex.join([sys.executable, "-c", "import time; time.sleep(600)"])
 """An upstream that starts and never answers initialize."""
 
 
-def test_an_upstream_that_hangs_at_its_start_delays_no_other(tmp_path: Path) -> None:
+@pytest.fixture
+def silent_engine(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A container engine that takes every connection and never answers (`DOCKER_HOST` names
+    it for the processes the test starts)."""
+    with tempfile.TemporaryDirectory(prefix="sc-engine-") as where:
+        listening = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listening.bind(f"{where}/docker.sock")
+        listening.listen(64)  # the kernel takes the connections; nothing reads or answers
+        monkeypatch.setenv("DOCKER_HOST", f"unix://{where}/docker.sock")
+        try:
+            yield
+        finally:
+            listening.close()
+
+
+@pytest.mark.parametrize("stuck", ["at initialize", "in its sandbox's start"])
+def test_an_upstream_that_hangs_at_its_start_delays_no_other(
+    stuck: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    if stuck == "at initialize":
+        member = f"command = {json.dumps(HANGS)}\n"
+    else:  # the container engine does not answer: its first probe must not hold the others
+        if shutil.which("docker") is None:
+            pytest.skip("the container engine's command (docker) is not installed")
+        request.getfixturevalue("silent_engine")
+        member = f'command = {json.dumps(chatty_command())}\nsandbox = "container"\n'
     config = tmp_path / "federation.toml"
     config.write_text(
-        f"[upstreams.chat]\ncommand = {json.dumps(chatty_command())}\n"
-        f"[upstreams.stuck]\ncommand = {json.dumps(HANGS)}\n",
+        f"[upstreams.chat]\ncommand = {json.dumps(chatty_command())}\n[upstreams.stuck]\n{member}",
         encoding="utf-8",
     )
     errlog = tmp_path / "federate.stderr"

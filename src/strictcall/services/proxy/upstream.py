@@ -43,6 +43,7 @@ import anyio
 import httpx2
 import mcp_types as types
 import orjson
+from anyio import to_thread
 from anyio.abc import TaskStatus
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
@@ -553,8 +554,13 @@ class Upstream:
             self.http_status = None
             began = self._starting_since = time.monotonic()
             try:
+                # made in a thread: the first one may probe the sandbox (the container engine
+                # can take its PROBE_S to answer), which must not hold the other upstreams
+                launched = (
+                    None if self.spec.url is not None else await to_thread.run_sync(self._launch)
+                )
                 async with (
-                    self._connect() as (read, write, pipe),
+                    self._connect(launched) as (read, write, pipe),
                     ClientSession(
                         WatchedStream(read, ended),
                         write,
@@ -744,7 +750,15 @@ class Upstream:
         if response.status_code >= 400:
             self.http_status = response.status_code
 
-    def _connect(self) -> AbstractAsyncContextManager[tuple[Any, Any, UpstreamPipe | None]]:
+    def _launch(self) -> Launch:
+        """How the stdio upstream is run now, in a home of its own (blocking: run in a thread)."""
+        assert self.homes is not None  # made by running()
+        home = make_home(self.homes, self.name, self.identity)
+        return launch(self.spec.command, self.spec.spawn, self.spec.env, home)
+
+    def _connect(
+        self, started: Launch | None
+    ) -> AbstractAsyncContextManager[tuple[Any, Any, UpstreamPipe | None]]:
         if self.spec.url is not None:
             credentials = self.spec.credentials
             auth = None if credentials is None else ClientCredentialsAuth(credentials)
@@ -759,9 +773,7 @@ class Upstream:
             hooks = client.event_hooks
             client.event_hooks = {**hooks, "response": [*hooks["response"], saw]}
             return _http(self.spec.url, client)
-        assert self.homes is not None  # made by running()
-        home = make_home(self.homes, self.name, self.identity)
-        started = launch(self.spec.command, self.spec.spawn, self.spec.env, home)
+        assert started is not None  # a stdio upstream's, made by _launch
         if not self._said_spawn:  # one line per upstream, not per restart
             self._said_spawn = True
             self._note(started.described)
