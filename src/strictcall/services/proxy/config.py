@@ -54,7 +54,7 @@ from strictcall.core.redact import Redaction
 from strictcall.core.terminal import shown
 from strictcall.errors import StrictcallError
 from strictcall.services.proxy.budgets import DEFAULT_BUDGETS, Budgets
-from strictcall.services.proxy.instances import DEFAULT_IDLE_S, DEFAULT_MAX_INSTANCES
+from strictcall.services.proxy.instances import DEFAULT_IDLE_S, DEFAULT_MAX_INSTANCES, PerIdentity
 from strictcall.services.proxy.spawn import SANDBOXES, Mount, Spawn, SpawnLimits
 from strictcall.services.proxy.tools import ToolOutput
 from strictcall.services.proxy.upstream import RESTART_MAX_S, RESTART_MIN_S, UpstreamSpec
@@ -139,10 +139,9 @@ class UpstreamConfig:
     """Each tool's own settings, where the file gives some."""
     budgets: Budgets = DEFAULT_BUDGETS
     """What it may list and send (`strictcall.services.proxy.budgets`)."""
-    instances: str = "shared"
-    """"shared" (one process for every caller) or "per-identity" (one per caller identity)."""
-    max_instances: int = DEFAULT_MAX_INSTANCES
-    idle_s: float = DEFAULT_IDLE_S
+    per_identity: PerIdentity | None = None
+    """One process per caller identity, with its bounds (`instances = "per-identity"`); None:
+    one process for every caller ("shared")."""
 
     def output(self, tool: str, redaction: Redaction) -> ToolOutput:
         """How `tool`'s answers reach the caller: its own settings, else the upstream's
@@ -310,12 +309,20 @@ def _upstream(
         withhold_errors=_flag(table.get("withhold_errors", False), f"{where}.withhold_errors"),
         redact=_redacts(table.get("redact", "secrets"), f"{where}.redact"),
         tools=settings,
-        instances=str(instances),
+        per_identity=_per_identity(str(instances), table, where),
+    )
+
+
+def _per_identity(instances: str, table: Mapping[str, object], where: str) -> PerIdentity | None:
+    """An upstream's per-identity bounds (checked whichever `instances` is, so a typo in one is
+    said at once); None: it is shared."""
+    bounds = PerIdentity(
         max_instances=_count(
             table.get("max_instances", DEFAULT_MAX_INSTANCES), where, "max_instances"
         ),
         idle_s=_seconds(table.get("idle", DEFAULT_IDLE_S), f"{where}.idle"),
     )
+    return bounds if instances == "per-identity" else None
 
 
 def _budgets(value: object, where: str, base: Budgets) -> Budgets:

@@ -49,7 +49,7 @@ from strictcall.services.proxy.content import (
     UpstreamContent,
     index_content,
 )
-from strictcall.services.proxy.instances import Instances, PerIdentity
+from strictcall.services.proxy.instances import Instances
 from strictcall.services.proxy.pins import (
     NOTHING,
     PIN_POLL_S,
@@ -97,12 +97,9 @@ class Member:
         self.upstream.on_content = on_content
         self.upstream.log_as = f"{LOG_AS}: {config.name}"
         self.upstream.name = config.name
+        per_identity = config.per_identity
         self.instances = (
-            Instances(
-                self.upstream, PerIdentity(config.max_instances, config.idle_s), errlog=errlog
-            )
-            if config.instances == "per-identity"
-            else None
+            None if per_identity is None else Instances(self.upstream, per_identity, errlog=errlog)
         )
         """Its per-identity processes, when it has them (the shared one lists, and serves none
         of the calls)."""
