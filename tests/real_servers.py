@@ -14,10 +14,13 @@ The documented changes, and nothing else, are what may differ:
   the root of an input schema declared `type: "object"`, and listed as strictcall enforces
   them, made strict (`strictcall.core.schema.strict`: objects closed to unknown members, an
   integer written as one); a tool without an outputSchema is listed without one;
-- `execution` (tasks) is not listed: the federation runs no tasks;
+- `execution` (tasks) is not listed: the federation runs no tasks, so a host calls a tool
+  that requires them and gets the upstream's refusal (`TASKS_REQUIRED`);
 - a tool whose schema does not compile is not served (`NOT_SERVED`), and an answer that breaks
   the tool's own outputSchema is refused (`BROKEN_OUTPUT`: `invalid_tool_result`);
 - on 2026-07-28 a result's `_meta` names its server, strictcall (the wire's envelope);
+- a result always says `isError`: `false` where the upstream left it out (MCP reads the two
+  the same);
 - a tool reporting its own process' environment reports the federation's (`OWN_ENVIRONMENT`);
 - what the upstream answers is its own but for values that change from one run to the next by
   themselves (the folder a run works in, clocks, commit hashes: `steady`).
@@ -39,7 +42,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib.metadata import version
@@ -97,6 +100,11 @@ SERVER_INFO: Final = {"name": "strictcall", "version": version("strictcall")}
 
 NOT_LISTED: Final = frozenset({"execution"})
 """Members of an upstream's tool the federation does not list."""
+
+TASKS_REQUIRED: Final = frozenset({("everything", "simulate-research-query")})
+"""Tools listed as requiring tasks (`execution.taskSupport: "required"`): a client that reads
+that (the TypeScript one) refuses to call them directly; through the federation, which lists no
+`execution`, the call reaches the upstream, and its answer (a refusal) is the upstream's own."""
 
 
 @dataclass(frozen=True)
@@ -510,16 +518,14 @@ def through_listing(prefix: str, direct: dict[str, Any]) -> dict[str, Any] | Non
 def through_result(prefix: str, name: str, direct: dict[str, Any], version: str) -> dict[str, Any]:
     """What the federation answers for a call the upstream answered `direct` (a tools/call
     result as JSON, read on 2025-11-25) to a host on wire `version`: the upstream's own answer,
-    but for the documented changes (the module's docstring)."""
+    but for the documented changes (the module's docstring), as written on the wire."""
     if (prefix, name) in BROKEN_OUTPUT:
         text = json.dumps(INVALID_TOOL_RESULT.as_error(), separators=(",", ":"))
-        expected: dict[str, Any] = {
-            "content": [{"type": "text", "text": text}],
-            "isError": True,
-            "resultType": "complete",
-        }
+        expected: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": True}
     else:
         expected = copy.deepcopy(direct)
+        if "content" in expected:  # a result, not what a client raised reading one
+            expected.setdefault("isError", False)
     if version == MODERN:
         expected["_meta"] = {**expected.get("_meta", {}), SERVER_INFO_META_KEY: SERVER_INFO}
     return expected
@@ -549,15 +555,19 @@ def compared_answers(
     direct: tuple[Place, list[dict[str, Any]]],
     through: tuple[Place, list[dict[str, Any]]],
     version: str,
+    client_defaults: Mapping[str, Any] | None = None,
 ) -> Iterator[tuple[str, Any, Any]]:
     """(tool, expected, got) for each call of `prefix` (`calls`), answered directly and through
     the federation in their places, to a host on wire `version`: as compared (`steady`,
-    `comparable`), the direct answer changed only as `through_result` says."""
+    `comparable`), the direct answer changed only as `through_result` says, then read as the
+    client reads a result, filling in `client_defaults` where the wire has no such member."""
     (direct_place, direct_answers), (through_place, through_answers) = direct, through
     sequence = calls(direct_place, "")[prefix]
     assert len(through_answers) == len(direct_answers) == len(sequence)
     for (name, _), answer, got in zip(sequence, direct_answers, through_answers, strict=True):
         expected = through_result(prefix, name, answer, version)
+        if "content" in expected:
+            expected = {**(client_defaults or {}), **expected}
         expected = comparable(prefix, name, steady(expected, direct_place.base))
         yield name, expected, comparable(prefix, name, steady(got, through_place.base))
 
