@@ -14,10 +14,13 @@ The documented changes, and nothing else, are what may differ:
   the root of an input schema declared `type: "object"`, and listed as strictcall enforces
   them, made strict (`strictcall.core.schema.strict`: objects closed to unknown members, an
   integer written as one); a tool without an outputSchema is listed without one;
-- `execution` (tasks) is not listed: the federation runs no tasks;
+- `execution` (tasks) is not listed: the federation runs no tasks, so a host calls a tool
+  that requires them and gets the upstream's refusal (`TASKS_REQUIRED`);
 - a tool whose schema does not compile is not served (`NOT_SERVED`), and an answer that breaks
   the tool's own outputSchema is refused (`BROKEN_OUTPUT`: `invalid_tool_result`);
 - on 2026-07-28 a result's `_meta` names its server, strictcall (the wire's envelope);
+- a result always says `isError`: `false` where the upstream left it out (MCP reads the two
+  the same);
 - a tool reporting its own process' environment reports the federation's (`OWN_ENVIRONMENT`);
 - what the upstream answers is its own but for values that change from one run to the next by
   themselves (the folder a run works in, clocks, commit hashes: `steady`).
@@ -29,19 +32,29 @@ import base64
 import copy
 import http.server
 import json
+import os
+import queue
 import re
+import shlex
 import shutil
+import socket
 import subprocess
+import sys
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any, Final
 
+import pytest
 from mcp_types import SERVER_INFO_META_KEY
 
+from mcp_peers import fastmcp_command
+from servers import create_token, lines_of
+from servers_setup import ensure_servers
 from strictcall.core.listing import object_rooted
 from strictcall.core.schema.strict import EXACT_INTEGER, make_strict
 from strictcall.errors import INVALID_TOOL_RESULT
@@ -50,6 +63,21 @@ UPSTREAMS_DIR: Final = Path(__file__).resolve().parent / "upstreams"
 NODE: Final = UPSTREAMS_DIR / "node_modules" / "@modelcontextprotocol"
 SERVERS_BIN: Final = UPSTREAMS_DIR / ".venv-servers" / "bin"
 SEPARATOR: Final = "_"
+DEADLINE_S: Final = 60.0
+"""How long any one wait of these tests may take (a start, a listing, a call)."""
+PREFIXES: Final = (
+    "everything",
+    "filesystem",
+    "memory",
+    "thinking",
+    "fetch",
+    "time",
+    "git",
+    "notes",
+)
+NAMES: Final = {prefix: f"{prefix}{SEPARATOR}" for prefix in PREFIXES}
+"""What each server's tools are served as through the federation: `prefix_name`."""
+LISTENING: Final = re.compile(r"listening on (http://[0-9.]+:\d+)")
 PAGE: Final = (
     b"<html><head><title>Refunds</title></head>"
     b"<body><h1>Refunds</h1><p>The refund window is 7 days.</p></body></html>"
@@ -72,6 +100,11 @@ SERVER_INFO: Final = {"name": "strictcall", "version": version("strictcall")}
 
 NOT_LISTED: Final = frozenset({"execution"})
 """Members of an upstream's tool the federation does not list."""
+
+TASKS_REQUIRED: Final = frozenset({("everything", "simulate-research-query")})
+"""Tools listed as requiring tasks (`execution.taskSupport: "required"`): a client that reads
+that (the TypeScript one) refuses to call them directly; through the federation, which lists no
+`execution`, the call reaches the upstream, and its answer (a refusal) is the upstream's own."""
 
 
 @dataclass(frozen=True)
@@ -186,6 +219,107 @@ def page_server() -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def require_servers() -> None:
+    """Install the real servers when missing; skip without them locally, fail in CI."""
+    why = ensure_servers()
+    if why is None:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"the real MCP servers are needed on CI: {why}")
+    pytest.skip(f"the real MCP servers are not installed: {why}")
+
+
+def wait_listening(port: int) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        with socket.socket() as attempt:
+            if attempt.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        assert time.monotonic() < deadline, "the server did not listen"
+        time.sleep(0.05)
+
+
+@contextmanager
+def notes_server() -> Iterator[str]:
+    """The FastMCP notes server over HTTP on 127.0.0.1: its /mcp URL."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    notes = subprocess.Popen(
+        [*shlex.split(fastmcp_command()), "--http", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_listening(port)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        notes.terminate()
+        notes.wait(timeout=DEADLINE_S)
+
+
+def federation_config(place: Place, notes_url: str) -> Path:
+    """A federation of the eight, working in `place`."""
+    lines = []
+    for prefix, argv in stdio_upstreams(place).items():
+        lines.append(f"[upstreams.{prefix}]")
+        lines.append(f"command = {json.dumps(shlex.join(argv))}")
+        env = upstream_env(prefix, place)
+        if env:
+            pairs = ", ".join(f"{key} = {json.dumps(value)}" for key, value in env.items())
+            lines.append(f"credentials.env = {{ {pairs} }}")
+    lines += ["[upstreams.notes]", f"url = {json.dumps(notes_url)}"]
+    config = place.base / "federation.toml"
+    config.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return config
+
+
+def federate_argv(place: Place, notes_url: str) -> list[str]:
+    """`strictcall federate` of the eight, its store in `place`; add a downstream."""
+    config = federation_config(place, notes_url)
+    db = place.base / "federation.sqlite3"
+    return [
+        sys.executable,
+        "-m",
+        "strictcall",
+        "federate",
+        "--config",
+        str(config),
+        "--db",
+        str(db),
+    ]
+
+
+def stdio_federate_argv(place: Place, notes_url: str) -> list[str]:
+    """The federation of the eight with a stdio downstream, as identity u1."""
+    return [*federate_argv(place, notes_url), "--stdio", "--identity", "u1"]
+
+
+@contextmanager
+def http_federation(place: Place, notes_url: str) -> Iterator[tuple[str, str]]:
+    """The federation of the eight serving /mcp on 127.0.0.1: its URL and a token of u1's."""
+    token = create_token(place.base / "federation.sqlite3", "u1")
+    process = subprocess.Popen(
+        [*federate_argv(place, notes_url), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert process.stdout is not None
+    try:
+        try:
+            first = lines_of(process.stdout).get(timeout=DEADLINE_S)
+        except queue.Empty:
+            first = None
+        match = LISTENING.search(first or "")
+        assert match is not None, first
+        yield match.group(1) + "/mcp", token
+    finally:
+        process.terminate()
+        process.wait(timeout=DEADLINE_S)
 
 
 def calls(place: Place, page: str) -> dict[str, list[tuple[str, dict[str, Any]]]]:
@@ -384,19 +518,58 @@ def through_listing(prefix: str, direct: dict[str, Any]) -> dict[str, Any] | Non
 def through_result(prefix: str, name: str, direct: dict[str, Any], version: str) -> dict[str, Any]:
     """What the federation answers for a call the upstream answered `direct` (a tools/call
     result as JSON, read on 2025-11-25) to a host on wire `version`: the upstream's own answer,
-    but for the documented changes (the module's docstring)."""
+    but for the documented changes (the module's docstring), as written on the wire."""
     if (prefix, name) in BROKEN_OUTPUT:
         text = json.dumps(INVALID_TOOL_RESULT.as_error(), separators=(",", ":"))
-        expected: dict[str, Any] = {
-            "content": [{"type": "text", "text": text}],
-            "isError": True,
-            "resultType": "complete",
-        }
+        expected: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": True}
     else:
         expected = copy.deepcopy(direct)
+        if "content" in expected:  # a result, not what a client raised reading one
+            expected.setdefault("isError", False)
     if version == MODERN:
         expected["_meta"] = {**expected.get("_meta", {}), SERVER_INFO_META_KEY: SERVER_INFO}
     return expected
+
+
+def expected_listings(prefix: str, direct: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """What the federation lists of a server that lists `direct` (by name): each served tool
+    as `through_listing` says, by its name on the upstream."""
+    return {
+        name: listed
+        for name, tool in direct.items()
+        if (listed := through_listing(prefix, tool)) is not None
+    }
+
+
+def served_names(direct: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
+    """Every name the federation serves of servers that list `direct` (by prefix, by name)."""
+    return sorted(
+        f"{NAMES[prefix]}{name}"
+        for prefix, tools in direct.items()
+        for name in expected_listings(prefix, tools)
+    )
+
+
+def compared_answers(
+    prefix: str,
+    direct: tuple[Place, list[dict[str, Any]]],
+    through: tuple[Place, list[dict[str, Any]]],
+    version: str,
+    client_defaults: Mapping[str, Any] | None = None,
+) -> Iterator[tuple[str, Any, Any]]:
+    """(tool, expected, got) for each call of `prefix` (`calls`), answered directly and through
+    the federation in their places, to a host on wire `version`: as compared (`steady`,
+    `comparable`), the direct answer changed only as `through_result` says, then read as the
+    client reads a result, filling in `client_defaults` where the wire has no such member."""
+    (direct_place, direct_answers), (through_place, through_answers) = direct, through
+    sequence = calls(direct_place, "")[prefix]
+    assert len(through_answers) == len(direct_answers) == len(sequence)
+    for (name, _), answer, got in zip(sequence, direct_answers, through_answers, strict=True):
+        expected = through_result(prefix, name, answer, version)
+        if "content" in expected:
+            expected = {**(client_defaults or {}), **expected}
+        expected = comparable(prefix, name, steady(expected, direct_place.base))
+        yield name, expected, comparable(prefix, name, steady(got, through_place.base))
 
 
 def comparable(prefix: str, name: str, answer: dict[str, Any]) -> dict[str, Any]:

@@ -10,18 +10,10 @@ state, so each has its own); everything is gathered once per module.
 
 from __future__ import annotations
 
-import json
 import os
-import re
-import shlex
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Final
 
 import anyio
@@ -33,36 +25,29 @@ from mcp.client.session import ClientRequestContext
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from mcp_peers import fastmcp_command
 from real_servers import (
+    DEADLINE_S,
+    NAMES,
+    PREFIXES,
     Place,
     calls,
-    comparable,
+    compared_answers,
+    expected_listings,
+    http_federation,
     make_place,
+    notes_server,
     page_server,
+    require_servers,
+    served_names,
+    stdio_federate_argv,
     stdio_upstreams,
-    steady,
-    through_listing,
-    through_result,
     upstream_env,
 )
-from servers import create_token
-from servers_setup import ensure_servers
 
-DEADLINE_S: Final = 60.0
 HANDSHAKE: Final = "2025-11-25"
 MODERN: Final = "2026-07-28"
-LISTENING = re.compile(r"listening on (http://[0-9.]+:\d+)")
-PREFIXES: Final = (
-    "everything",
-    "filesystem",
-    "memory",
-    "thinking",
-    "fetch",
-    "time",
-    "git",
-    "notes",
-)
+READ_AS: Final = {"isError": False, "resultType": "complete"}
+"""What the Python client's result model writes where the wire has no such member."""
 
 
 def dumped(model: Any) -> dict[str, Any]:
@@ -87,16 +72,6 @@ class Run:
     listings: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     answers: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     served: list[str] = field(default_factory=list)
-
-
-def wait_listening(port: int) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while True:
-        with socket.socket() as attempt:
-            if attempt.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        assert time.monotonic() < deadline, "the server did not listen"
-        time.sleep(0.05)
 
 
 async def collect(client: Client, run: Run, page: str, names: dict[str, str] | None = None) -> None:
@@ -184,36 +159,6 @@ async def direct_run(run: Run, page: str, notes_url: str) -> None:
         ]
 
 
-def federation_config(place: Place, notes_url: str) -> Path:
-    lines = []
-    for prefix, argv in stdio_upstreams(place).items():
-        lines.append(f"[upstreams.{prefix}]")
-        lines.append(f"command = {json.dumps(shlex.join(argv))}")
-        env = upstream_env(prefix, place)
-        if env:
-            pairs = ", ".join(f"{key} = {json.dumps(value)}" for key, value in env.items())
-            lines.append(f"credentials.env = {{ {pairs} }}")
-    lines += ["[upstreams.notes]", f"url = {json.dumps(notes_url)}"]
-    config = place.base / "federation.toml"
-    config.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return config
-
-
-def federate_argv(place: Place, notes_url: str) -> list[str]:
-    config = federation_config(place, notes_url)
-    db = place.base / "federation.sqlite3"
-    return [
-        sys.executable,
-        "-m",
-        "strictcall",
-        "federate",
-        "--config",
-        str(config),
-        "--db",
-        str(db),
-    ]
-
-
 @dataclass
 class World:
     direct: Run
@@ -225,32 +170,6 @@ class World:
     """The /mcp downstream on 2025-11-25 (its own federation and place, for the same reason)."""
     versions: dict[tuple[str, str], tuple[str, list[str]]]
     """(downstream, mode) -> the negotiated version and the served names listed."""
-
-
-NAMES: Final = {prefix: f"{prefix}_" for prefix in PREFIXES}
-
-
-@asynccontextmanager
-async def http_federation(place: Place, notes_url: str) -> AsyncIterator[tuple[str, str]]:
-    db = place.base / "federation.sqlite3"
-    token = create_token(db, "u1")
-    process = subprocess.Popen(
-        [*federate_argv(place, notes_url), "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    assert process.stdout is not None
-    try:
-        first = process.stdout.readline()
-        match = LISTENING.search(first)
-        assert match is not None, first
-        yield match.group(1) + "/mcp", token
-    finally:
-        process.terminate()
-        process.stdout.close()
-        process.wait(timeout=DEADLINE_S)
 
 
 def http_client(url: str, token: str, mode: str) -> AbstractAsyncContextManager[Client]:
@@ -272,74 +191,40 @@ def http_client(url: str, token: str, mode: str) -> AbstractAsyncContextManager[
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
-    why = ensure_servers()
-    if why is not None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"the real MCP servers are needed on CI: {why}")
-        pytest.skip(f"the real MCP servers are not installed: {why}")
+    require_servers()
     tmp = tmp_path_factory.mktemp("real-servers")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    notes = subprocess.Popen(
-        [*shlex.split(fastmcp_command()), "--http", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    notes_url = f"http://127.0.0.1:{port}/mcp"
-    try:
-        wait_listening(port)
-        with page_server() as page:
-            direct = Run(make_place(tmp / "direct"))
-            stdio = Run(make_place(tmp / "stdio"))
-            http = Run(make_place(tmp / "http"))
-            stdio_modern = Run(make_place(tmp / "stdio-modern"))
-            http_legacy = Run(make_place(tmp / "http-legacy"))
-            versions: dict[tuple[str, str], tuple[str, list[str]]] = {}
+    with notes_server() as notes_url, page_server() as page:
+        direct = Run(make_place(tmp / "direct"))
+        stdio = Run(make_place(tmp / "stdio"))
+        http = Run(make_place(tmp / "http"))
+        stdio_modern = Run(make_place(tmp / "stdio-modern"))
+        http_legacy = Run(make_place(tmp / "http-legacy"))
+        versions: dict[tuple[str, str], tuple[str, list[str]]] = {}
 
-            async def gather() -> None:
-                with anyio.fail_after(DEADLINE_S * 4):
-                    await direct_run(direct, page, notes_url)
-                    argv = [*federate_argv(stdio.place, notes_url), "--stdio", "--identity", "u1"]
+        async def gather() -> None:
+            with anyio.fail_after(DEADLINE_S * 4):
+                await direct_run(direct, page, notes_url)
+                for run, mode in ((stdio, "legacy"), (stdio_modern, "auto")):
+                    argv = stdio_federate_argv(run.place, notes_url)
                     params = StdioServerParameters(
                         command=argv[0], args=argv[1:], env=dict(os.environ)
                     )
-                    async with session(params, "legacy") as client:
-                        await collect(client, stdio, page, NAMES)
-                    argv = [
-                        *federate_argv(stdio_modern.place, notes_url),
-                        "--stdio",
-                        "--identity",
-                        "u1",
-                    ]
-                    params = StdioServerParameters(
-                        command=argv[0], args=argv[1:], env=dict(os.environ)
-                    )
-                    async with session(params, "auto") as client:
-                        await collect(client, stdio_modern, page, NAMES)
-                    async with (
-                        http_federation(http.place, notes_url) as (url, token),
-                        http_client(url, token, "auto") as client,
-                    ):
-                        await collect(client, http, page, NAMES)
-                    async with (
-                        http_federation(http_legacy.place, notes_url) as (url, token),
-                        http_client(url, token, "legacy") as client,
-                    ):
-                        await collect(client, http_legacy, page, NAMES)
-                    for key, run in (
-                        (("stdio", "legacy"), stdio),
-                        (("stdio", "auto"), stdio_modern),
-                        (("http", "auto"), http),
-                        (("http", "legacy"), http_legacy),
-                    ):
-                        versions[key] = (run.version, run.served)
+                    async with session(params, mode) as client:
+                        await collect(client, run, page, NAMES)
+                for run, mode in ((http, "auto"), (http_legacy, "legacy")):
+                    with http_federation(run.place, notes_url) as (url, token):
+                        async with http_client(url, token, mode) as client:
+                            await collect(client, run, page, NAMES)
+                for key, run in (
+                    (("stdio", "legacy"), stdio),
+                    (("stdio", "auto"), stdio_modern),
+                    (("http", "auto"), http),
+                    (("http", "legacy"), http_legacy),
+                ):
+                    versions[key] = (run.version, run.served)
 
-            anyio.run(gather)
-            yield World(direct, stdio, http, stdio_modern, http_legacy, versions)
-    finally:
-        notes.terminate()
-        notes.wait(timeout=DEADLINE_S)
+        anyio.run(gather)
+        yield World(direct, stdio, http, stdio_modern, http_legacy, versions)
 
 
 @pytest.mark.parametrize("prefix", PREFIXES)
@@ -347,13 +232,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
 def test_every_tool_is_listed_as_its_upstream_lists_it(
     world: World, prefix: str, wire: str
 ) -> None:
-    direct = world.direct.listings[prefix]
     through = getattr(world, wire).listings[prefix]
-    expected = {
-        name: listed
-        for name, tool in direct.items()
-        if (listed := through_listing(prefix, tool)) is not None
-    }
+    expected = expected_listings(prefix, world.direct.listings[prefix])
     assert sorted(through) == sorted(expected)
     for name in expected:
         assert through[name] == expected[name], name
@@ -363,14 +243,11 @@ def test_every_tool_is_listed_as_its_upstream_lists_it(
 @pytest.mark.parametrize("wire", ["stdio", "http", "stdio_modern", "http_legacy"])
 def test_every_call_answers_as_its_upstream_answers(world: World, prefix: str, wire: str) -> None:
     run: Run = getattr(world, wire)
-    sequence = calls(world.direct.place, "")[prefix]
-    direct = world.direct.answers[prefix]
-    through = run.answers[prefix]
-    assert len(through) == len(direct) == len(sequence)
-    for (name, _), answer, got in zip(sequence, direct, through, strict=True):
-        expected = through_result(prefix, name, answer, run.version)
-        expected = comparable(prefix, name, steady(expected, world.direct.place.base))
-        assert comparable(prefix, name, steady(got, run.place.base)) == expected, name
+    direct = (world.direct.place, world.direct.answers[prefix])
+    for name, expected, got in compared_answers(
+        prefix, direct, (run.place, run.answers[prefix]), run.version, READ_AS
+    ):
+        assert got == expected, name
 
 
 @pytest.mark.parametrize(
@@ -387,10 +264,4 @@ def test_hosts_on_both_wire_versions_get_the_same_tools(
 ) -> None:
     negotiated, names = world.versions[(wire, mode)]
     assert negotiated == version
-    served = {
-        f"{prefix}_{name}"
-        for prefix, tools in world.direct.listings.items()
-        for name, tool in tools.items()
-        if through_listing(prefix, tool) is not None
-    }
-    assert sorted(names) == sorted(served)
+    assert sorted(names) == served_names(world.direct.listings)
