@@ -16,9 +16,9 @@ bench's own, on a free port): a call under its quota and one over it.
 
 Audit-write ceiling: the store's own batched audit write (`record_calls_async`, what the
 server's audit writer awaits), by one writer and by three at once (three hosts), in batches
-of 10, 100 and 1,000 rows (a server under load writes its batch every 10 ms: 10 rows at
-1,000 calls/s): rows per second, and rows per CPU second of the PostgreSQL backends writing
-them (the database's figure per core).
+of 10, 100 and 1,000 rows (a server writes a batch every 50 ms, every 10 ms once one has
+reached 100 rows: about 50 rows at 1,000 calls/s): rows per second, and rows per CPU second
+of the PostgreSQL backends writing them (the database's figure per core).
 
 Redis round trips per call: the script calls (EVALSHA, EVAL) Redis counted in INFO
 commandstats over the load, over the calls answered; the bench's Redis serves nothing else.
