@@ -91,7 +91,8 @@ image: $(STAMP)
 ## bench: the side-by-side benchmark (peers installed into bench/.venv-peers; granian, for the
 ## server comparison, from the `bench` extra; ContextForge into bench/.venv-contextforge);
 ## about 40 minutes, 20 of them the two memory runs. The last step writes bench/RESULTS.md
-## again with the proxy's and the federation's figures (their *-results.json) copied in
+## again with the proxy's and the federation's figures (their *-results.json) copied in;
+## bench/capacity.py writes bench/CAPACITY.md (calls per core per path, for docs/capacity.md)
 bench: $(STAMP)
 	$(BIN)/python -c "import granian" 2>/dev/null || $(BIN)/python -m pip install --quiet -e '.[bench]'
 	$(BIN)/python bench/run.py
@@ -100,6 +101,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/federation.py
 	$(BIN)/python bench/federation_memory.py
 	$(BIN)/python bench/instances.py
+	$(BIN)/python bench/capacity.py
 	$(BIN)/python bench/run.py --render-only
 
 ## fuzz: the long fuzzing harness; N inputs in all, split across the five targets, run on
