@@ -5,6 +5,7 @@ upstreams stay served, and `strictcall proxy` in front of an upstream whose tool
 
 from __future__ import annotations
 
+import gc
 import json
 import shlex
 import sys
@@ -31,6 +32,7 @@ from strictcall.services.proxy.budgets import (
     tools_refusal,
 )
 from strictcall.services.proxy.config import ConfigError, federation_config
+from strictcall.services.proxy.stdio import GC_PAUSED_BYTES, parse_line
 
 OBJECT: dict[str, Any] = {"type": "object"}
 SMALL = Budgets(
@@ -287,3 +289,39 @@ def test_the_proxy_serves_no_tool_whose_name_breaks_the_specifications_rules(
     text = stderr_path.read_text(encoding="utf-8", errors="replace")
     assert "\x1b" not in text and "forged" not in text.replace("\\nforged", "")
     assert max(len(line) for line in text.splitlines()) < 1_000
+
+
+# --- a long listing line: parsed with the garbage collector paused ------------------------------
+
+
+def line_of(size: int) -> bytes:
+    """A JSON line of exactly `size` bytes holding many small objects (each a collection's
+    worth of allocations)."""
+    head, tail = b'{"jsonrpc":"2.0","id":1,"result":{"tools":[', b"{}]}}"
+    count = (size - len(head) - len(tail)) // 3
+    line = head + b"{}," * count + tail
+    return line[:-2] + b" " * (size - len(line)) + line[-2:]
+
+
+@pytest.mark.parametrize(
+    ("size", "paused"), [(GC_PAUSED_BYTES - 1, False), (GC_PAUSED_BYTES, True)]
+)
+def test_a_line_from_the_limit_on_is_parsed_with_the_collector_paused(
+    size: int, paused: bool
+) -> None:
+    line = line_of(size)
+    assert len(line) == size
+    collections: list[str] = []
+
+    def seen(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collections.append(phase)
+
+    gc.callbacks.append(seen)
+    try:
+        parsed = parse_line(line)
+    finally:
+        gc.callbacks.remove(seen)
+    assert parsed["id"] == 1 and len(parsed["result"]["tools"]) > 300_000
+    assert (not collections) is paused
+    assert gc.isenabled()  # given back
