@@ -90,8 +90,9 @@ class AnswerTooLarge(StrictcallError):
 
 GC_PAUSED_BYTES: Final = 1 << 20
 """A line at least this long (a listing of tens of thousands of tools) is parsed with the
-garbage collector paused: its collections, each a walk of the whole heap, came during the
-parse of a 60,000-tool listing and held the loop three times as long (bench/FAIRNESS.md)."""
+garbage collector paused: its full collections, each a walk of the whole heap, came during
+the parse of a 60,000-tool listing and held the loop 1.8 times as long on average, up to 3
+times (docs/BUDGETS.md)."""
 
 TOO_LARGE_CODE: Final = -32099
 """The code of the error a session request is answered with, in place of an answer longer than
