@@ -478,3 +478,24 @@ def test_the_scan_leaves_to_the_parser_what_it_cannot_tell_within_its_bounds() -
     assert len(within) == SCAN_MOST_BYTES
     assert array_longer_than(within, 2)
     assert not array_longer_than(b'["aa' + within[2:], 2)  # its third element past the bytes
+
+
+def depth_of(value: Any) -> int:
+    if isinstance(value, list):
+        return 1 + max(map(depth_of, value), default=0)
+    if isinstance(value, dict):
+        return 1 + max(map(depth_of, value.values()), default=0)
+    return 0
+
+
+@given(st.lists(json_values, max_size=8), st.integers(min_value=1, max_value=6), st.booleans())
+@settings(max_examples=300)
+def test_the_scan_tells_an_array_longer_than_the_limit_as_its_parse_would(
+    elements: list[Any], most: int, spaced: bool
+) -> None:
+    separators = (" , ", " : ") if spaced else (",", ":")
+    text = json.dumps(elements, separators=separators, ensure_ascii=False).encode()
+    longer = array_longer_than(text, most)
+    assert not longer or len(elements) > most  # never a refusal of an array within it
+    if len(elements) > most and all(depth_of(e) < SCAN_DEPTH for e in elements):
+        assert longer  # and, within its bounds, never a miss
