@@ -30,7 +30,8 @@ from typing import Any
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH.parent / "tests"))
 
-from listing_federation import ListingFederation, until  # noqa: E402
+from listing_federation import ListingFederation  # noqa: E402
+from stdio_peer import until  # noqa: E402
 
 TARGET_RSS_MIB = 200.0
 TARGET_RATIO = 3.0

@@ -31,7 +31,9 @@ class ListingFederation:
         db: Path | None = None,
         missing: frozenset[str] = frozenset(),
         name: str = "federate",
+        http: bool = False,
     ) -> None:
+        """`http`: served over HTTP on a port of its own (`base_url`), not on stdio."""
         self.tmp = tmp
         self.db = db or tmp / "federation.sqlite3"
         prefixes = prefixes or {}
@@ -58,11 +60,15 @@ class ListingFederation:
             str(self.config),
             "--db",
             str(self.db),
-            "--stdio",
-            "--identity",
-            "u1",
+            *(("--port", "0") if http else ("--stdio", "--identity", "u1")),
         ]
         self.peer = StdioPeer(argv, self._stderr)
+        self.base_url = ""
+        """Over HTTP, where it listens."""
+        if http:
+            line = self.peer.line()  # the one line, once it listens (None: it died)
+            assert line is not None and b"listening on " in line, line
+            self.base_url = line.decode().split("listening on ", 1)[1].split()[0]
 
     def path(self, upstream: str) -> Path:
         return self.tmp / f"{upstream}.listing.json"
@@ -87,6 +93,8 @@ class ListingFederation:
 
     def close(self) -> int:
         try:
+            if self.base_url:  # over HTTP it serves until it is stopped
+                self.peer.process.terminate()
             return self.peer.close()
         finally:
             self._stderr.close()

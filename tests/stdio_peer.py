@@ -61,6 +61,13 @@ class StdioPeer:
         self.process.stdin.write(line + (b"\n" if newline else b""))
         self.process.stdin.flush()
 
+    def line(self, timeout: float = DEADLINE_S) -> bytes | None:
+        """The next line on stdout within `timeout` (None: none came, or stdout closed)."""
+        try:
+            return self._lines.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
     def reply(self, timeout: float = DEADLINE_S) -> dict[str, Any] | None:
         """The next message on stdout within `timeout`, or None."""
         try:

@@ -15,8 +15,11 @@ from hypothesis import strategies as st
 from strictcall.core.jsontext import (
     MAX_DEPTH,
     MAX_SIZE,
+    SCAN_DEPTH,
+    SCAN_MOST_BYTES,
     JSONTextError,
     TextFault,
+    array_longer_than,
     loads_strict,
     parse_document,
 )
@@ -431,3 +434,68 @@ def test_deep_text_under_a_large_max_depth_never_raises_recursion_error() -> Non
             for _ in range(depth):
                 value = value[0]
             assert value == "\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "longer"),
+    [
+        (b"[1,2]", True),
+        (b" \n[ 1 , 2 ]", True),
+        (b"[1,2", True),  # the rest is never read: a parse would refuse it
+        (b"[1,2,", True),
+        (b"[1]", False),
+        (b"[1,]", False),  # an empty element: the parser's to refuse
+        (b"[,1,2]", False),
+        (b"[1,,2]", False),
+        (b'["a,b"]', False),  # commas, brackets and escaped quotes in strings are text
+        (b'["a\\",[" ]', False),
+        (b'["a\\"],[", 2]', True),
+        (b'["a\\"]", 2]', True),
+        (b"[[1,2,3]]", False),  # the inner commas are not the batch's
+        (b'[{"a":[1,{"b":",]"}]}, 3]', True),
+        (b'{"a": 1, "b": 2}', False),
+        (b'["unterminated, 2]', False),
+    ],
+)
+def test_an_array_longer_than_one_element_is_told_unparsed(text: bytes, longer: bool) -> None:
+    assert array_longer_than(text, 1) is longer
+    assert array_longer_than(bytearray(text), 1) is longer
+
+
+def test_an_array_is_longer_than_the_limit_at_one_element_past_it() -> None:
+    at = b"[" + b",".join([b'{"id": 1}'] * 100) + b"]"
+    past = b"[" + b",".join([b'{"id": 1}'] * 101) + b"]"
+    assert not array_longer_than(at, 100)
+    assert array_longer_than(past, 100)
+    assert array_longer_than(past[:-1] + b", tru", 100)  # told before the broken end
+
+
+def test_the_scan_leaves_to_the_parser_what_it_cannot_tell_within_its_bounds() -> None:
+    deep = b"[" * SCAN_DEPTH + b"]" * SCAN_DEPTH
+    assert array_longer_than(b"[" + deep + b",1]", 1)
+    assert not array_longer_than(b"[[" + deep + b"],1]", 1)  # nested past SCAN_DEPTH
+    within = b'["' + b"a" * (SCAN_MOST_BYTES - 8) + b'",1,2]'
+    assert len(within) == SCAN_MOST_BYTES
+    assert array_longer_than(within, 2)
+    assert not array_longer_than(b'["aa' + within[2:], 2)  # its third element past the bytes
+
+
+def depth_of(value: Any) -> int:
+    if isinstance(value, list):
+        return 1 + max(map(depth_of, value), default=0)
+    if isinstance(value, dict):
+        return 1 + max(map(depth_of, value.values()), default=0)
+    return 0
+
+
+@given(st.lists(json_values, max_size=8), st.integers(min_value=1, max_value=6), st.booleans())
+@settings(max_examples=300)
+def test_the_scan_tells_an_array_longer_than_the_limit_as_its_parse_would(
+    elements: list[Any], most: int, spaced: bool
+) -> None:
+    separators = (" , ", " : ") if spaced else (",", ":")
+    text = json.dumps(elements, separators=separators, ensure_ascii=False).encode()
+    longer = array_longer_than(text, most)
+    assert not longer or len(elements) > most  # never a refusal of an array within it
+    if len(elements) > most and all(depth_of(e) < SCAN_DEPTH for e in elements):
+        assert longer  # and, within its bounds, never a miss

@@ -26,7 +26,7 @@ from strictcall.ops.drains import (
     DRAIN_EVERY_S,
     drain_interval_after,
 )
-from strictcall.ops.metrics import Metrics
+from strictcall.ops.metrics import MAX_TOOL_LABELS, OTHER_TOOLS, Metrics
 from strictcall.services.notes import notes_gateway
 from strictcall.storage import AuditRecord
 from strictcall.storage.sqlite import SQLiteStore
@@ -264,3 +264,36 @@ def test_a_busy_server_drains_its_records_often_and_counts_each_once() -> None:
         if sample.name == "strictcall_calls_total"
     ]
     assert [sample.value for sample in samples] == [BUSY_DRAIN]
+
+
+def tool_labels(metrics: Metrics, family: str) -> dict[str, float]:
+    """The samples of `family` summed by their tool label."""
+    summed: dict[str, float] = {}
+    for parsed in text_string_to_metric_families(metrics.exposition().decode()):
+        for sample in parsed.samples:
+            if sample.name == family:
+                tool = sample.labels["tool"]
+                summed[tool] = summed.get(tool, 0.0) + sample.value
+    return summed
+
+
+def test_each_upstream_has_at_most_max_tool_labels_tools_labelled_by_name() -> None:
+    # an upstream that lists new names again and again: 1,001 of one, 2 of another
+    names = [f"big_{n}" for n in range(MAX_TOOL_LABELS + 1)] + ["calm_a", "calm_b"]
+    metrics = Metrics(names, source_of=lambda name: name.split("_")[0])
+    now = time.time()
+    for name in names[:MAX_TOOL_LABELS]:  # at the budget: every one by its name
+        metrics.observe(AuditRecord(now, "c", "u1", name, "ok", None, None, 40))
+    for family in ("strictcall_calls_total", "strictcall_call_duration_seconds_count"):
+        labelled = tool_labels(metrics, family)
+        assert len(labelled) == MAX_TOOL_LABELS and OTHER_TOOLS not in labelled
+    for name in [names[MAX_TOOL_LABELS], names[MAX_TOOL_LABELS], "calm_a", "calm_b"]:
+        metrics.observe(AuditRecord(now, "c", "u1", name, "ok", None, None, 40))
+    metrics.observe(AuditRecord(now, "c", "u1", names[0], "ok", None, None, 40))
+    for family in ("strictcall_calls_total", "strictcall_call_duration_seconds_count"):
+        labelled = tool_labels(metrics, family)
+        # one past it: counted under the overflow label; the other upstream's by name
+        assert names[MAX_TOOL_LABELS] not in labelled and labelled[OTHER_TOOLS] == 2.0
+        assert labelled["calm_a"] == labelled["calm_b"] == 1.0
+        assert labelled[names[0]] == 2.0  # one labelled already keeps its label
+        assert len(labelled) == MAX_TOOL_LABELS + 3

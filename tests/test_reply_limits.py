@@ -23,7 +23,14 @@ import pytest
 from ops_calls import mcp_headers
 from servers import RunningServer, create_token, recent_audit, start_server
 from stdio_peer import StdioPeer
-from strictcall.errors import BUSY, INVALID_REQUEST, REPLY_TOO_LARGE, RESULT_TOO_LARGE, ErrorKind
+from strictcall.errors import (
+    BUSY,
+    INVALID_JSON,
+    INVALID_REQUEST,
+    REPLY_TOO_LARGE,
+    RESULT_TOO_LARGE,
+    ErrorKind,
+)
 from strictcall.storage import open_store
 from strictcall.transports.jsonrpc import MAX_BATCH, MAX_BATCH_REPLY_BYTES, MAX_REPLY_BYTES
 
@@ -92,6 +99,50 @@ def test_a_batch_longer_than_the_limit_is_refused_whole_and_runs_nothing(
         assert caller.post(call(1, "count_notes")).json()["result"] == 0  # nothing of it ran
         full = caller.post([call(i, "count_notes") for i in range(MAX_BATCH)]).json()
         assert [reply["result"] for reply in full] == [0] * MAX_BATCH  # at the limit: served
+
+
+def over_the_limit_then_broken(count: int) -> bytes:
+    """A batch of `count` calls, then one more element that is not JSON deep inside and
+    half a MiB long: a scan of the first elements tells a batch past the limit, a parse
+    of the whole body finds the broken text."""
+    calls = b",".join(orjson.dumps(call(i, "create_note", {"text": "x"})) for i in range(count))
+    broken = b'{"x": [[[' + b'"y",' * 100_000 + b"tru]]]}"
+    return b"[" + calls + b"," + broken + b"]"
+
+
+def test_a_batch_past_the_limit_is_refused_before_it_is_parsed_whole(
+    server: RunningServer,
+) -> None:
+    with Caller(server, "scanned") as caller:
+        reply = caller.client.post("/rpc", content=over_the_limit_then_broken(MAX_BATCH)).json()
+        assert isinstance(reply, dict) and reply["id"] is None
+        assert_refused(reply["error"], INVALID_REQUEST)  # not invalid_json: never parsed
+        assert reply["error"]["data"]["reason"] == "max_items"
+        assert reply["error"]["data"]["expected"] == MAX_BATCH
+        # at the limit the scan cannot tell: the parser reads it and finds the broken text
+        at_limit = over_the_limit_then_broken(MAX_BATCH - 1)
+        assert_refused(caller.client.post("/rpc", content=at_limit).json()["error"], INVALID_JSON)
+        assert caller.post(call(1, "count_notes")).json()["result"] == 0  # nothing ran
+
+
+def test_an_mcp_batch_past_the_limit_is_refused_before_it_is_parsed_whole(
+    server: RunningServer,
+) -> None:
+    token = create_token(server.db, "mcp-scanned")
+    headers = mcp_headers(server, token)
+    for count, kind in ((MAX_BATCH, INVALID_REQUEST), (MAX_BATCH - 1, INVALID_JSON)):
+        answer = httpx.post(
+            server.base_url + "/mcp",
+            content=over_the_limit_then_broken(count),
+            headers=headers,
+            timeout=TIMEOUT_S,
+        )
+        assert answer.status_code == 400
+        assert_refused(answer.json()["error"], kind)  # /mcp takes no batch: as a parsed one
+    valid = [call(i, "count_notes") for i in range(MAX_BATCH + 1)]
+    answer = httpx.post(server.base_url + "/mcp", json=valid, headers=headers, timeout=TIMEOUT_S)
+    assert answer.status_code == 400
+    assert_refused(answer.json()["error"], INVALID_REQUEST)
 
 
 def test_a_reply_past_the_calls_limit_is_withheld_naming_it(server: RunningServer) -> None:

@@ -5,6 +5,7 @@ upstreams stay served, and `strictcall proxy` in front of an upstream whose tool
 
 from __future__ import annotations
 
+import gc
 import json
 import shlex
 import sys
@@ -12,21 +13,26 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import mcp_types as types
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from listing_federation import LISTING_UPSTREAM, ListingFederation
 from mcp_peers import error_of, proxy_argv
-from stdio_peer import StdioPeer, until
+from stdio_peer import DEADLINE_S, StdioPeer, until
 from strictcall.errors import UNKNOWN_TOOL
 from strictcall.services.proxy.budgets import (
+    NAMES,
     Budgets,
     NotificationRate,
+    Refusal,
     content_refusal,
     name_refusal,
     tools_refusal,
 )
 from strictcall.services.proxy.config import ConfigError, federation_config
+from strictcall.services.proxy.stdio import GC_PAUSED_BYTES, parse_line
 
 OBJECT: dict[str, Any] = {"type": "object"}
 SMALL = Budgets(
@@ -54,7 +60,7 @@ def tools(count: int, **extra: Any) -> list[types.Tool]:
 def test_tools_per_listing_at_the_edge() -> None:
     assert tools_refusal(tools(3), SMALL) is None
     refusal = tools_refusal(tools(4), SMALL)
-    assert refusal is not None and "max_tools" in refusal
+    assert refusal is not None and refusal.budget == "max_tools"
 
 
 @pytest.mark.parametrize(
@@ -68,7 +74,7 @@ def test_tools_per_listing_at_the_edge() -> None:
 def test_resources_templates_and_prompts_per_listing_at_the_edge(
     budget: str, within: dict[str, int], past: dict[str, int]
 ) -> None:
-    def listed(counts: dict[str, int]) -> str | None:
+    def listed(counts: dict[str, int]) -> Refusal | None:
         resources = [
             types.Resource(uri=f"m://{i}", name="r") for i in range(counts.get("resources", 0))
         ]
@@ -81,16 +87,16 @@ def test_resources_templates_and_prompts_per_listing_at_the_edge(
 
     assert listed(within) is None
     refusal = listed(past)
-    assert refusal is not None and budget in refusal
+    assert refusal is not None and refusal.budget == budget
 
 
 def test_a_description_at_the_edge_in_utf8_bytes() -> None:
     assert tools_refusal(tools(1, more={"description": "é" * 5}), SMALL) is None  # 10 bytes
     refusal = tools_refusal(tools(1, more={"description": "é" * 5 + "x"}), SMALL)
-    assert refusal is not None and "max_description_bytes" in refusal
+    assert refusal is not None and refusal.budget == "max_description_bytes"
     prompt = types.Prompt(name="p", description="x" * 11)
     refused = content_refusal([], [], [prompt], SMALL)
-    assert refused is not None and "max_description_bytes" in refused
+    assert refused is not None and refused.budget == "max_description_bytes"
 
 
 def test_a_schema_at_the_edge_in_compact_json_bytes() -> None:
@@ -99,16 +105,16 @@ def test_a_schema_at_the_edge_in_compact_json_bytes() -> None:
     assert tools_refusal(tools(1, schema=fits), SMALL) is None
     over = {"type": "object", "title": "x" * 13}
     refusal = tools_refusal(tools(1, schema=over), SMALL)
-    assert refusal is not None and "max_schema_bytes" in refusal
+    assert refusal is not None and refusal.budget == "max_schema_bytes"
     out = types.Tool(name="o", input_schema=OBJECT, output_schema=over)
     refused = tools_refusal([out], SMALL)
-    assert refused is not None and "output schema" in refused
+    assert refused is not None and "output schema" in refused.why
 
 
 def test_a_uri_at_the_edge() -> None:
     assert content_refusal([types.Resource(uri="m://" + "x" * 16, name="r")], [], [], SMALL) is None
     refusal = content_refusal([types.Resource(uri="m://" + "x" * 17, name="r")], [], [], SMALL)
-    assert refusal is not None and "max_uri_chars" in refusal
+    assert refusal is not None and refusal.budget == "max_uri_chars"
 
 
 @pytest.mark.parametrize(
@@ -194,6 +200,43 @@ def test_a_relisting_past_max_tools_is_refused_in_one_line_and_the_others_served
         assert federation.close() == 0
 
 
+def budget_refusals(federation: ListingFederation) -> dict[tuple[str, str], float]:
+    """strictcall_upstream_budget_refusals_total's samples, by (upstream, budget)."""
+    answer = httpx.get(federation.base_url + "/metrics", timeout=DEADLINE_S)
+    assert answer.status_code == 200
+    counted = {}
+    for family in text_string_to_metric_families(answer.text):
+        for sample in family.samples:
+            if sample.name == "strictcall_upstream_budget_refusals_total":
+                counted[(sample.labels["upstream"], sample.labels["budget"])] = sample.value
+    return counted
+
+
+def test_a_listing_refused_past_a_budget_is_counted_in_metrics_by_upstream_and_budget(
+    tmp_path: Path,
+) -> None:
+    federation = ListingFederation(
+        tmp_path,
+        {"big": {"tools": ["one"]}, "calm": {"tools": ["quiet"]}},
+        prefixes={"big": "big", "calm": "calm"},
+        extra="budgets = { max_tools = 3 }\n",
+        pinning=False,
+        http=True,
+    )
+    try:
+        assert budget_refusals(federation) == {}
+        federation.relist("big", {"tools": ["one"], "many": 3})  # one past max_tools
+        until(lambda: "max_tools" in federation.stderr(), "the refusal is said")
+        until(lambda: budget_refusals(federation), "the refusal is counted")
+        counted = budget_refusals(federation)  # each relisting refused counts (one or two)
+        assert set(counted) == {("big", "max_tools")} and counted["big", "max_tools"] >= 1
+        federation.relist("big", {"tools": ["one", "a b"]})  # within, one name left out
+        until(lambda: ("big", NAMES) in budget_refusals(federation), "the name is counted")
+        assert set(budget_refusals(federation)) == {("big", "max_tools"), ("big", NAMES)}
+    finally:
+        assert federation.close() == 0
+
+
 def test_a_flood_of_notifications_is_dropped_past_the_rate_and_said_once_a_second(
     tmp_path: Path,
 ) -> None:
@@ -246,3 +289,39 @@ def test_the_proxy_serves_no_tool_whose_name_breaks_the_specifications_rules(
     text = stderr_path.read_text(encoding="utf-8", errors="replace")
     assert "\x1b" not in text and "forged" not in text.replace("\\nforged", "")
     assert max(len(line) for line in text.splitlines()) < 1_000
+
+
+# --- a long listing line: parsed with the garbage collector paused ------------------------------
+
+
+def line_of(size: int) -> bytes:
+    """A JSON line of exactly `size` bytes holding many small objects (each a collection's
+    worth of allocations)."""
+    head, tail = b'{"jsonrpc":"2.0","id":1,"result":{"tools":[', b"{}]}}"
+    count = (size - len(head) - len(tail)) // 3
+    line = head + b"{}," * count + tail
+    return line[:-2] + b" " * (size - len(line)) + line[-2:]
+
+
+@pytest.mark.parametrize(
+    ("size", "paused"), [(GC_PAUSED_BYTES - 1, False), (GC_PAUSED_BYTES, True)]
+)
+def test_a_line_from_the_limit_on_is_parsed_with_the_collector_paused(
+    size: int, paused: bool
+) -> None:
+    line = line_of(size)
+    assert len(line) == size
+    collections: list[str] = []
+
+    def seen(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collections.append(phase)
+
+    gc.callbacks.append(seen)
+    try:
+        parsed = parse_line(line)
+    finally:
+        gc.callbacks.remove(seen)
+    assert parsed["id"] == 1 and len(parsed["result"]["tools"]) > 300_000
+    assert (not collections) is paused
+    assert gc.isenabled()  # given back

@@ -34,6 +34,7 @@ member.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -393,3 +394,41 @@ def _flat_object(value: dict[JSONValue, JSONValue]) -> bool:
         if kind is not str and kind is not int and kind is not bool and item is not None:
             return False
     return True
+
+
+SCAN_MOST_BYTES: Final = 64 << 10
+"""`array_longer_than` reads at most this many bytes of a text: past them the parser decides
+(a long element costs a scan as much as a parse)."""
+SCAN_DEPTH: Final = 8
+"""`array_longer_than` follows an element's nesting this deep: past it the parser decides."""
+
+_STRING: Final = rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"'
+_INNER_RUN: Final = rb'[^"\[\]{}]*+(?:' + _STRING + rb'[^"\[\]{}]*+)*+'
+_OUTER_RUN: Final = rb'[^"\[\]{},]*+(?:' + _STRING + rb'[^"\[\]{},]*+)*+'
+_BEGINS: Final = rb"(?=[ \t\n\r]*+[^ \t\n\r,\]])"
+"""An element begins here: something but a comma or the array's end follows the spaces."""
+
+
+@functools.lru_cache(maxsize=8)
+def _longer_array(most: int) -> re.Pattern[bytes]:
+    """A pattern that matches the start of an array of more than `most` elements: `most` of
+    them, each followed by a comma, then the start of one more. Runs are possessive and
+    strings skipped whole, so the text is read once, in C, never tried again shorter."""
+    inner = _INNER_RUN
+    for _ in range(SCAN_DEPTH - 1):
+        inner = _INNER_RUN + rb"(?:[\[{]" + inner + rb"[\]}]" + _INNER_RUN + rb")*+"
+    element = _OUTER_RUN + rb"(?:[\[{]" + inner + rb"[\]}]" + _OUTER_RUN + rb")*+"
+    counted = rb"(?:" + _BEGINS + element + rb",){" + str(most).encode() + rb"}"
+    return re.compile(rb"(?>[ \t\n\r]*+\[" + counted + _BEGINS + rb")", re.DOTALL)
+
+
+def array_longer_than(raw: bytes | bytearray, most: int) -> bool:
+    """Whether `raw` is (or begins as) a JSON array of more than `most` elements, told by a
+    scan that builds no value: strings skipped whole, nesting followed, stopping where the
+    element past `most` begins, however long or malformed the rest. False when it cannot tell
+    (not an array, an empty element, an unterminated string, an element nested deeper than
+    `SCAN_DEPTH`, `SCAN_MOST_BYTES` read): the parser then decides."""
+    stop = min(len(raw), SCAN_MOST_BYTES)
+    if most < 1 or raw.count(b",", 0, stop) < most:
+        return False  # too few commas for that many elements: most texts end here
+    return _longer_array(most).match(raw, 0, stop) is not None

@@ -255,6 +255,11 @@ class ToolRegistry:
                 return name
         return None
 
+    def source_of(self, name: str) -> str | None:
+        """The upstream a registered tool forwards to (None: none, or no such tool)."""
+        compiled = self._tools.get(name)
+        return None if compiled is None else compiled.tool.source
+
     def must_await(self, call: JSONValue, identity: str, claims: Claims | None = None) -> bool:
         """Whether `call_parsed_async` would await for this parsed call: it names a tool
         `identity` may call that is async or has a time limit. Every other call (one refused

@@ -13,6 +13,7 @@
     strictcall_policy_refusals_total{rule, code} calls the policy refused, by its rule
     strictcall_tool_changes_total              pinned tools seen changed upstream (a federation)
     strictcall_redactions_total{upstream,kind} secrets redacted in proxied answers
+    strictcall_upstream_budget_refusals_total{upstream,budget}  listings refused past a budget
     strictcall_upstream_instances{upstream}    per-identity instances running now
     strictcall_upstream_instance_starts_total{upstream}  per-identity instances started
     strictcall_upstream_instance_idle_stops_total{upstream}  stopped for being idle
@@ -25,6 +26,8 @@ or "unrouted" for a call refused before routing (auth, protocol, parse: it named
 a federation's resources/read and prompts/get count as calls whose `tool` is their method
 ("resources/read", "prompts/get": never the URI or name, which may be the caller's text);
 `stage`/`code` come from the catalogue ("none" for a success); `transport` is rpc, mcp or stdio.
+At most `MAX_TOOL_LABELS` tools of one upstream (or of the server's own) get a `tool` label of
+their own, the first to be called; the calls of the rest are counted as `OTHER_TOOLS`.
 
 A call costs one list append (its wire's list): the records are counted in plain dicts when
 /metrics is read and while the server runs (`strictcall.ops.drains`) (prometheus_client's
@@ -85,6 +88,12 @@ from strictcall.ops.drains import (
 UNKNOWN_TOOL: Final = "unknown"
 """The tool label of a call that reached routing naming no registered tool (its name is the
 model's text)."""
+MAX_TOOL_LABELS: Final = 1_000
+"""The most tools of one upstream (or of the server's own) labelled by name in the families
+labelled by tool: an upstream that relists new names cannot grow /metrics without end."""
+OTHER_TOOLS: Final = "(other)"
+"""The tool label of the calls of an upstream's tools past `MAX_TOOL_LABELS` (no host takes it
+for a tool's name)."""
 UNROUTED: Final = "unrouted"
 """The tool label of a call refused before routing (auth, protocol, parse): it named none."""
 _BEFORE_ROUTING: Final = frozenset({"auth", "protocol", "parse"})
@@ -155,6 +164,11 @@ _INSTANCE_STOPS: Final = (
     "strictcall_upstream_instance_idle_stops",
     "Per-identity instances of an upstream stopped for being idle.",
 )
+_BUDGET_REFUSALS: Final = (
+    "strictcall_upstream_budget_refusals",
+    "An upstream's listings refused past one of its budgets (each relisting again), and its"
+    " tools left out for their names (budget: names).",
+)
 _BUILD: Final = ("strictcall_build_info", "The running strictcall's version, and Python's.")
 
 _Key = tuple[str | None, str, str | None, str | None]
@@ -206,10 +220,20 @@ _LatencyKey = tuple[str, str, str]
 class Metrics(Collector):
     """The server's metrics: its calls counted from their audit records."""
 
-    def __init__(self, tools: Iterable[str] | Container[str]) -> None:
+    def __init__(
+        self,
+        tools: Iterable[str] | Container[str],
+        *,
+        source_of: Callable[[str], str | None] = lambda name: None,
+    ) -> None:
+        """`tools`: the registered tools' names; `source_of`: the upstream a tool forwards to
+        (None: one of the server's own), whose tools share `MAX_TOOL_LABELS`."""
         # a container, not copied, for tools that change while serving (a proxy's, listed
         # after the app is built): its names count as they come
         self._tools: Final = tools if isinstance(tools, Container) else frozenset(tools)
+        self._source_of = source_of
+        self._labelled: dict[str | None, set[str]] = {}
+        """Each upstream's tools labelled by name (at most `MAX_TOOL_LABELS` each)."""
         self._pending: dict[str, list[AuditRecord]] = {wire: [] for wire in WIRES}
         self._calls: dict[tuple[_Key, str], int] = {}
         self._labels: dict[tuple[_Key, str], _LabelValues] = {}
@@ -224,6 +248,9 @@ class Metrics(Collector):
         """How many pinned tools were seen changed (a federation's; None: no pinning)."""
         self.redactions: Callable[[], Mapping[tuple[str, str], int]] | None = None
         """How many secrets were redacted, by (upstream, kind) (a proxy's; None: none)."""
+        self.budget_refusals: Callable[[], Mapping[tuple[str, str], int]] | None = None
+        """How many listings were refused past a budget, by (upstream, budget) (a proxy's or
+        a federation's; None: no upstream)."""
         self.instances: Callable[[], Mapping[str, tuple[int, int, int]]] | None = None
         """Each per-identity upstream's instances: (running now, started, stopped for being
         idle) (None: no upstream has them)."""
@@ -321,24 +348,28 @@ class Metrics(Collector):
         keys = zip(map(_TOOL_OF, batch), map(_OUTCOME_OF, batch), places, strict=True)
         for (tool, outcome, place), n in Counter_(keys).items():
             if tool is not None and tool in tools:
-                histogram = (tool, outcome, wire)
+                histogram = (self._tool_label(tool), outcome, wire)
                 buckets = self._buckets.get(histogram)
                 if buckets is None:
                     buckets = self._buckets[histogram] = [0] * (len(LATENCY_BUCKETS_US) + 1)
                     self._sums[histogram] = 0
                 buckets[place] += n
         # the latencies' sums per (tool, outcome): keys made in C, one dict lookup a record
-        local = {(tool, outcome): 0 for tool, outcome, w in self._sums if w == wire}
+        local: dict[tuple[str | None, str], int] = {}
         latencies = zip(map(_TOOL_OUTCOME_OF, batch), map(_LATENCY_OF, batch), strict=True)
         for pair, latency_us in latencies:
             if pair in local:
                 local[pair] += latency_us
+            elif pair[0] is not None and pair[0] in tools:
+                local[pair] = latency_us
         for (tool, outcome), total in local.items():
-            self._sums[(tool, outcome, wire)] += total
+            assert tool is not None
+            self._sums[(self._tool_label(tool), outcome, wire)] += total
         if self._shared:
             for entry in batch:
                 if entry.tool is not None and entry.tool in tools:
-                    self._latency_shared.labels(entry.tool, entry.outcome, wire).observe(
+                    label = self._tool_label(entry.tool)
+                    self._latency_shared.labels(label, entry.outcome, wire).observe(
                         entry.latency_us / 1e6
                     )
 
@@ -358,10 +389,21 @@ class Metrics(Collector):
         if self._shared:
             self._faults_shared.labels(where).inc(n)
 
+    def _tool_label(self, tool: str) -> str:
+        """A registered tool's label: its name, or `OTHER_TOOLS` past its upstream's
+        `MAX_TOOL_LABELS`."""
+        labelled = self._labelled.setdefault(self._source_of(tool), set())
+        if tool in labelled:
+            return tool
+        if len(labelled) < MAX_TOOL_LABELS:
+            labelled.add(tool)
+            return tool
+        return OTHER_TOOLS
+
     def _label_values(self, key: _Key, wire: str) -> _LabelValues:
         tool, outcome, stage, code = key
         if tool is not None and tool in self._tools:
-            label = tool
+            label = self._tool_label(tool)
         else:
             method = content_method(tool)
             if method is not None:
@@ -420,6 +462,11 @@ class Metrics(Collector):
             for (source, kind), n in sorted(self.redactions().items()):
                 redacted.add_metric([source, kind], n)
             yield redacted
+        if self.budget_refusals is not None:
+            refused = CounterMetricFamily(*_BUDGET_REFUSALS, labels=["upstream", "budget"])
+            for (source, budget), n in sorted(self.budget_refusals().items()):
+                refused.add_metric([source, budget], n)
+            yield refused
         if self.instances is not None:
             yield from _instance_families(self.instances())
         yield _build_info()

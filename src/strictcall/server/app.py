@@ -141,6 +141,7 @@ def build_gateway_app(
     oauth: OAuthSettings | None = None,
     tool_changes: Callable[[], int] | None = None,
     redactions: Callable[[], Mapping[tuple[str, str], int]] | None = None,
+    budget_refusals: Callable[[], Mapping[tuple[str, str], int]] | None = None,
     instances: Callable[[], Mapping[str, tuple[int, int, int]]] | None = None,
     content: McpContent | None = None,
     upstreams: Callable[[], list[dict[str, object]]] | None = None,
@@ -162,8 +163,9 @@ def build_gateway_app(
     With `oauth`, the identity provider's access tokens are accepted too (or instead), and its
     protected resource metadata is served at `/.well-known/oauth-protected-resource` (and its
     path-aware forms) to anyone (`strictcall.server.bearer`). `tool_changes` counts the pinned
-    tools seen changed (a federation's), for /metrics, and `instances` counts each per-identity
-    upstream's instances; `content` is served at /mcp beside the
+    tools seen changed (a federation's), for /metrics, `budget_refusals` each upstream's
+    listings refused past a budget, and `instances` counts each per-identity upstream's
+    instances; `content` is served at /mcp beside the
     tools (a federation's upstreams' resources and prompts); `upstreams` says each upstream's
     state for the page (a proxy's or a federation's). `audit_retention`: how much of the audit
     log the server keeps (None: all of it).
@@ -181,6 +183,8 @@ def build_gateway_app(
         metrics.tool_changes = tool_changes
     if metrics is not None and redactions is not None:
         metrics.redactions = redactions
+    if metrics is not None and budget_refusals is not None:
+        metrics.budget_refusals = budget_refusals
     if metrics is not None and instances is not None:
         metrics.instances = instances
     window = _window(health) if observe else None
@@ -449,7 +453,8 @@ def _metrics(gateway: Gateway) -> Metrics | None:
         from strictcall.ops.metrics import Metrics
     except MissingExtra:
         return None
-    return Metrics(_ToolNames(gateway))
+    names = _ToolNames(gateway)
+    return Metrics(names, source_of=names.source_of)
 
 
 class _ToolNames:
@@ -463,6 +468,10 @@ class _ToolNames:
 
     def __contains__(self, name: object) -> bool:
         return type(name) is str and self._gateway.tool_named({"name": name}) is not None
+
+    def source_of(self, name: str) -> str | None:
+        """The upstream the tool named forwards to (None: one of the server's own)."""
+        return self._gateway.source_of(name)
 
 
 def _window(health: StoreHealth) -> RecentCalls:

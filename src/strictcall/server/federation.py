@@ -75,6 +75,7 @@ def federation_app(
         lifespans=[federation.lifespan],
         tool_changes=None if pins is None else (lambda: pins.changes),
         redactions=lambda: federation.redactions.counts,
+        budget_refusals=federation.budget_refusals,
         instances=federation.instance_counts if federation.has_instances else None,
         upstreams=federation.upstream_states,
         content=federation.content,

@@ -107,6 +107,11 @@ class Proxy:
         upstream = self.upstream
         return [upstream_row(upstream.name, upstream, self._listed, None, self.instances)]
 
+    def budget_refusals(self) -> dict[tuple[str, str], int]:
+        """The upstream's listings refused past a budget (`Federation.budget_refusals`)."""
+        upstream = self.upstream
+        return {(upstream.name, budget): n for budget, n in upstream.budget_refusals.items()}
+
     def instance_counts(self) -> dict[str, tuple[int, int, int]]:
         """The per-identity instances as /metrics counts them (`Federation.instance_counts`):
         none when it has one process for every caller."""
@@ -256,6 +261,7 @@ def proxy_app(
         content=proxy.content,
         open_to_operators=open_to_operators,
         redactions=lambda: proxy.redactions.counts,
+        budget_refusals=proxy.budget_refusals,
         upstreams=proxy.upstream_states,
         instances=None if proxy.instances is None else proxy.instance_counts,
         audit_retention=audit_retention,

@@ -15,7 +15,8 @@ valid); an empty batch one -32600; params by position (an array) -32602. A notif
 is run and gets no answer, so a batch of notifications gets no body at all.
 
 Limits on what comes in and what goes out: a batch holds at most `MAX_BATCH` messages (a longer
-one is one -32600 invalid_request, reason max_items, `expected` the limit; nothing of it runs);
+one is one -32600 invalid_request, reason max_items, `expected` the limit; nothing of it runs,
+and it is told from its first elements, before the body is parsed);
 a call's reply is at most `MAX_REPLY_BYTES` (a longer result is withheld: result_too_large,
 with the limit) and a batch's reply at most `MAX_BATCH_REPLY_BYTES` (the calls whose replies
 would pass it get reply_too_large, with the limit). A withheld reply is audited as the caller
@@ -38,7 +39,7 @@ from strictcall.core.gateway import AWAIT as AWAIT
 from strictcall.core.gateway import Await as Await
 from strictcall.core.gateway import Gateway, Outcome
 from strictcall.core.ids import id_too_long, mint_call_id, valid_id
-from strictcall.core.jsontext import Document, dump_text
+from strictcall.core.jsontext import Document, array_longer_than, dump_text
 from strictcall.core.pipeline import read_message
 from strictcall.core.policy.model import Claims
 from strictcall.core.record import AuditRecord, record_of, refusal_record
@@ -163,6 +164,11 @@ class RpcService:
         self.gateway: Final = gateway
         self._record = record
         self._max_batch = max_batch
+        self._batch_too_long = (
+            BATCH_TOO_LONG
+            if max_batch == MAX_BATCH
+            else malformed_call("", Reason.MAX_ITEMS, max_batch)
+        )
         self._max_reply = max_reply_bytes
         self._max_batch_reply = max_batch_reply_bytes
         self.calls_in_flight: CallsInFlight | None = None
@@ -175,11 +181,10 @@ class RpcService:
         """The reply body for a request body, or None when nothing is to be answered.
         `claims`: the caller's token's ("scope:S"; None for strictcall's own), which decide
         with the identity what it may list and call. A long body is read off the loop."""
-        limits, numbers = self.gateway.limits, self.gateway.reads_numbers
         if off_loop(body):
-            document = await read_off_loop(lambda: read_message(body, limits, numbers=numbers))
+            document = await read_off_loop(lambda: self._read(body))
         else:
-            document = read_message(body, limits, numbers=numbers)
+            document = self._read(body)
         now = self._answer_read_now(document, identity, claims)  # the body read once
         if now is not AWAIT:
             return now
@@ -215,8 +220,16 @@ class RpcService:
         A body to be read off the loop (`off_loop`) is `AWAIT` unread."""
         if off_loop(body):
             return AWAIT
-        document = read_message(body, self.gateway.limits, numbers=self.gateway.reads_numbers)
-        return self._answer_read_now(document, identity, claims)
+        return self._answer_read_now(self._read(body), identity, claims)
+
+    def _read(self, body: bytes) -> Document | Rejection:
+        """The body read strictly, or its refusal; a batch of more than `max_batch` messages
+        is refused from a scan of its first ones (`array_longer_than`), before it is parsed,
+        however long or malformed the rest."""
+        limits = self.gateway.limits
+        if len(body) <= limits.max_size and array_longer_than(body, self._max_batch):
+            return self._batch_too_long
+        return read_message(body, limits, numbers=self.gateway.reads_numbers)
 
     def _answer_read_now(
         self, document: Document | Rejection, identity: str, claims: Claims | None
@@ -229,12 +242,8 @@ class RpcService:
         if type(message) is list:
             if not message:
                 return encode_replies([refusal_reply(None, NOT_A_REQUEST)], batch=False)
-            if len(message) > self._max_batch:
-                refusal = (
-                    BATCH_TOO_LONG
-                    if self._max_batch == MAX_BATCH
-                    else malformed_call("", Reason.MAX_ITEMS, self._max_batch)
-                )
+            if len(message) > self._max_batch:  # one the scan could not tell
+                refusal = self._batch_too_long
                 self._record(refusal_record(refusal.as_error(), identity))
                 return encode_replies([refusal_reply(None, refusal)], batch=False)
             if len(message) > MAX_BATCH_IN_PLACE:

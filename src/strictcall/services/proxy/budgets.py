@@ -61,15 +61,27 @@ class Budgets:
 
 DEFAULT_BUDGETS: Final = Budgets()
 
+NAMES: Final = "names"
+"""The `budget` a tool left out for its name is counted under (the specification's rules)."""
 
-def tools_refusal(listing: Sequence[types.Tool], budgets: Budgets) -> str | None:
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why a listing is refused whole: the budget it is past (a `Budgets` field's name) and the
+    line that says so."""
+
+    budget: str
+    why: str
+
+
+def tools_refusal(listing: Sequence[types.Tool], budgets: Budgets) -> Refusal | None:
     """Why a tools listing is refused whole (None: it is within its budgets)."""
     if len(listing) > budgets.max_tools:
         return _over(f"more than {budgets.max_tools} tools", "max_tools", budgets.max_tools)
     for tool in listing:
         described = _description_over(tool.description, budgets)
         if described is not None:
-            return f"tool {_shown(tool.name)}: {described}"
+            return _of(f"tool {_shown(tool.name)}", described)
         for which, schema in (("input", tool.input_schema), ("output", tool.output_schema)):
             if schema is None:
                 continue
@@ -85,7 +97,7 @@ def content_refusal(
     templates: Sequence[types.ResourceTemplate],
     prompts: Sequence[types.Prompt],
     budgets: Budgets,
-) -> str | None:
+) -> Refusal | None:
     """Why a listing of resources, templates and prompts is refused whole (None: within)."""
     counts = (
         (len(resources), "resources", "max_resources", budgets.max_resources),
@@ -100,11 +112,11 @@ def content_refusal(
             return _over(f"a URI of {len(uri)} characters", "max_uri_chars", budgets.max_uri_chars)
         described = _description_over(listed.description, budgets)
         if described is not None:
-            return f"resource {_shown(uri)}: {described}"
+            return _of(f"resource {_shown(uri)}", described)
     for prompt in prompts:
         described = _description_over(prompt.description, budgets)
         if described is not None:
-            return f"prompt {_shown(prompt.name)}: {described}"
+            return _of(f"prompt {_shown(prompt.name)}", described)
     return None
 
 
@@ -115,7 +127,7 @@ def name_refusal(name: str) -> str | None:
     return f"name {_shown(name)} ({len(name)} characters) is not 1-128 of A-Z a-z 0-9 _ - ."
 
 
-def _description_over(description: str | None, budgets: Budgets) -> str | None:
+def _description_over(description: str | None, budgets: Budgets) -> Refusal | None:
     if description is None:
         return None
     size = len(description.encode("utf-8", "surrogatepass"))
@@ -126,8 +138,13 @@ def _description_over(description: str | None, budgets: Budgets) -> str | None:
     )
 
 
-def _over(what: str, name: str, limit: int) -> str:
-    return f"{what}, over {name} = {limit}"
+def _over(what: str, name: str, limit: int) -> Refusal:
+    return Refusal(name, f"{what}, over {name} = {limit}")
+
+
+def _of(whose: str, refusal: Refusal) -> Refusal:
+    """`refusal`, said of `whose` (a tool, a resource, a prompt)."""
+    return Refusal(refusal.budget, f"{whose}: {refusal.why}")
 
 
 def _shown(text: str) -> str:

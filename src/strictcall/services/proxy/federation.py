@@ -192,6 +192,14 @@ class Federation:
             if member.instances is not None
         }
 
+    def budget_refusals(self) -> dict[tuple[str, str], int]:
+        """Each upstream's listings refused past a budget, by (upstream, budget)."""
+        return {
+            (member.config.name, budget): n
+            for member in self.members
+            for budget, n in member.upstream.budget_refusals.items()
+        }
+
     def lifespan(self) -> AbstractAsyncContextManager[None]:
         """Every upstream's run, entered in the serving loop before the first call.
 

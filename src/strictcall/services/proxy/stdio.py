@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import os
 import re
 import time
@@ -86,6 +87,12 @@ class UnreadableAnswer(StrictcallError):
 class AnswerTooLarge(StrictcallError):
     """The upstream's answer to a call is longer than the limit: not kept, not read."""
 
+
+GC_PAUSED_BYTES: Final = 1 << 20
+"""A line at least this long (a listing of tens of thousands of tools) is parsed with the
+garbage collector paused: its full collections, each a walk of the whole heap, came during
+the parse of a 60,000-tool listing and held the loop 1.8 times as long on average, up to 3
+times (docs/BUDGETS.md)."""
 
 TOO_LARGE_CODE: Final = -32099
 """The code of the error a session request is answered with, in place of an answer longer than
@@ -357,7 +364,7 @@ class UpstreamPipe(asyncio.Protocol):
             return
         if self._calls or self._rate is not None:
             try:
-                message = orjson.loads(line)
+                message = parse_line(line)
             except orjson.JSONDecodeError:
                 message = None
             if type(message) is dict and "id" not in message and not self._admit(message, line):
@@ -652,3 +659,15 @@ async def _exited(process: asyncio.subprocess.Process, within_s: float) -> bool:
             await anyio.sleep(_EXIT_POLL_S)
         return True
     return False
+
+
+def parse_line(line: bytes) -> Any:
+    """`orjson.loads(line)`: a long line's with the garbage collector paused (`GC_PAUSED_BYTES`:
+    the objects it builds are alive until it returns, so no collection meanwhile frees any)."""
+    if len(line) < GC_PAUSED_BYTES or not gc.isenabled():
+        return orjson.loads(line)
+    gc.disable()
+    try:
+        return orjson.loads(line)
+    finally:
+        gc.enable()

@@ -57,6 +57,7 @@ from strictcall.errors import RETRY_AFTER_MS, UPSTREAM_UNAVAILABLE, JSONValue, S
 from strictcall.services.proxy._mcp_sdk import WatchedStream, http_client
 from strictcall.services.proxy.budgets import (
     DEFAULT_BUDGETS,
+    NAMES,
     Budgets,
     NotificationRate,
     content_refusal,
@@ -224,8 +225,11 @@ class Upstream:
         self.budgets: Final = budgets
         """What it may list and send (`strictcall.services.proxy.budgets`)."""
         self._said: set[str] = set()
-        self._http_rate: NotificationRate | None = None
         """The refusals of its listings said already (each once, not per relisting)."""
+        self._http_rate: NotificationRate | None = None
+        self.budget_refusals: dict[str, int] = {}
+        """Its listings refused past a budget, by the budget's name, each relisting again (and
+        its tools left out for their names, under `NAMES`), for /metrics."""
         self.on_content: Callable[[UpstreamContent], None] | None = None
         """When set (a federation's), receives the upstream's resources, resource templates
         and prompts as `on_listing` receives its tools (listed only then)."""
@@ -642,7 +646,10 @@ class Upstream:
                 content.resources, content.templates, content.prompts, self.budgets
             )
             if refusal is not None:
-                self._say(f"listing refused ({refusal}); none of its resources or prompts served")
+                self._refused(refusal.budget)
+                self._say(
+                    f"listing refused ({refusal.why}); none of its resources or prompts served"
+                )
                 content = UpstreamContent(offers=content.offers)
             self.on_content(content)
 
@@ -653,7 +660,8 @@ class Upstream:
         listing = await _list_tools(session, self.budgets.max_tools)
         refusal = tools_refusal(listing, self.budgets)
         if refusal is not None:
-            self._say(f"tools/list refused ({refusal}); none of its tools served")
+            self._refused(refusal.budget)
+            self._say(f"tools/list refused ({refusal.why}); none of its tools served")
             return []
         kept = []
         for tool in listing:
@@ -661,8 +669,12 @@ class Upstream:
             if why is None:
                 kept.append(tool)
             else:
+                self._refused(NAMES)
                 self._say(f"tool not served: its {why}")
         return kept
+
+    def _refused(self, budget: str) -> None:
+        self.budget_refusals[budget] = self.budget_refusals.get(budget, 0) + 1
 
     def _say(self, line: str) -> None:
         """Note `line` once per process (a relisting says nothing new)."""

@@ -1,11 +1,12 @@
 """Strict intake of one MCP message, before the SDK sees it.
 
 Every message is read with strictcall's strict intake: a text that is not strict JSON gets
--32700 with id null, one that is not a JSON-RPC 2.0 message -32600, one longer than the limit
-request_too_large, params by position -32602, and a request for a method the server does not
-serve -32601 unknown_method (the SDK's own answer would echo the method name, whatever its
-length). A tools/call whose params the SDK would refuse without detail goes to the gateway
-instead (`DirectCall`), so that it is answered as any other call is.
+-32700 with id null, one that is not a JSON-RPC 2.0 message -32600 (a batch among them: one
+of more than `MAX_BATCH` messages is refused so from a scan of its first ones, unparsed), one
+longer than the limit request_too_large, params by position -32602, and a request for a
+method the server does not serve -32601 unknown_method (the SDK's own answer would echo the
+method name, whatever its length). A tools/call whose params the SDK would refuse without
+detail goes to the gateway instead (`DirectCall`), so that it is answered as any other call is.
 """
 
 from __future__ import annotations
@@ -18,11 +19,18 @@ import orjson
 from pydantic import ValidationError
 
 from strictcall.core.ids import valid_id
+from strictcall.core.jsontext import array_longer_than
 from strictcall.core.pipeline import Limits, too_large
 from strictcall.core.pipeline import read_message as read_text
 from strictcall.core.refusals import ID_TOO_LONG, NO_SUCH_METHOD, NOT_A_REQUEST, POSITIONAL_PARAMS
 from strictcall.errors import JSONValue, Rejection
-from strictcall.transports.jsonrpc import NO_VERSION, NOT_VERSION_2, error_reply, read_request
+from strictcall.transports.jsonrpc import (
+    MAX_BATCH,
+    NO_VERSION,
+    NOT_VERSION_2,
+    error_reply,
+    read_request,
+)
 from strictcall.transports.mcp.direct import DirectRequest
 
 
@@ -120,6 +128,8 @@ def read_message(
     arguments is a `DirectCall` too: the SDK would only pass it on to the gateway. A request
     that `answers_itself` takes (/mcp's own path, `strictcall.transports.mcp.direct`) is
     returned as it says, unread by the SDK's models."""
+    if len(raw) <= limits.max_size and array_longer_than(raw, MAX_BATCH):
+        return Refused(None, NOT_A_REQUEST)  # as a batch parsed is: none is taken, unparsed
     # has_float is never read here (the gateway finds floats in the call itself, when its
     # tools take numbers); long integers are still read exactly
     document = read_text(raw, limits, floats=False)
