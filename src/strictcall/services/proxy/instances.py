@@ -124,16 +124,7 @@ class Instances:
             raise self.shared.unavailable()
         if len(self._live) >= self.max_instances:
             raise ToolFailure(AT_CAPACITY, retry_after_ms=self._next_free_ms())
-        shared = self.shared
-        upstream = Upstream(
-            shared.spec,
-            lambda listing: None,
-            errlog=self._errlog,
-            max_result_bytes=shared.max_result_bytes,
-        )
-        upstream.log_as, upstream.name, upstream.homes = shared.log_as, shared.name, shared.homes
-        upstream.identity = identity
-        instance = _Instance(upstream)
+        instance = _Instance(self.shared.for_identity(identity))
         self._live[identity] = instance
         group.start_soon(self._run, identity, instance)
         return instance

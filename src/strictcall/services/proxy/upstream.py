@@ -270,6 +270,23 @@ class Upstream:
         self._subscribed: set[str] = set()
         """The URIs it is subscribed to (subscribed again in each new session)."""
 
+    def for_identity(self, identity: str) -> Upstream:
+        """Another process of this upstream, serving `identity` alone: its settings (budgets,
+        restarts, pings, the longest answer) and its log's name and homes, listing to nobody."""
+        own = Upstream(
+            self.spec,
+            lambda listing: None,
+            errlog=self._errlog,
+            restart_min_s=self._restart_min_s,
+            restart_max_s=self._restart_max_s,
+            ping_s=self._ping_s,
+            max_result_bytes=self.max_result_bytes,
+            budgets=self.budgets,
+        )
+        own.log_as, own.name, own.homes = self.log_as, self.name, self.homes
+        own.identity = identity
+        return own
+
     def running(self) -> AbstractAsyncContextManager[None]:
         """Start the server and keep it running until left; a lifespan of the serving loop.
 
