@@ -145,6 +145,7 @@ def build_gateway_app(
     content: McpContent | None = None,
     upstreams: Callable[[], list[dict[str, object]]] | None = None,
     audit_retention: AuditRetention | None = None,
+    audit_to: Callable[[Recorder], None] | None = None,
 ) -> RpcApp:
     """The ASGI app serving any gateway's tools: JSON-RPC at /rpc, MCP at /mcp, the callers'
     tokens and the audit log in `store`, for the browser `origins` admitted and within
@@ -166,7 +167,8 @@ def build_gateway_app(
     upstream's instances; `content` is served at /mcp beside the
     tools (a federation's upstreams' resources and prompts); `upstreams` says each upstream's
     state for the page (a proxy's or a federation's). `audit_retention`: how much of the audit
-    log the server keeps (None: all of it).
+    log the server keeps (None: all of it). `audit_to` is given the audit log's own recorder
+    (a proxy's or a federation's: for the records of its upstreams' requests of callers).
     """
     from strictcall.ops.health import StoreHealth, cause_of
     from strictcall.server.ops import PATHS, OpsApp
@@ -207,6 +209,9 @@ def build_gateway_app(
         on_written=store_answered,
         retention=kept,
     )
+
+    if audit_to is not None:
+        audit_to(audit.record)
 
     def record_of(wire: str) -> Recorder:
         return observed(audit.record, metrics, tracer, window=window, wire=wire)
