@@ -264,3 +264,23 @@ def test_a_busy_server_drains_its_records_often_and_counts_each_once() -> None:
         if sample.name == "strictcall_calls_total"
     ]
     assert [sample.value for sample in samples] == [BUSY_DRAIN]
+
+
+def test_a_request_of_an_upstreams_is_counted_by_its_method_never_its_upstream_or_caller() -> None:
+    from strictcall.core.record import server_request_record
+
+    counted = Metrics(["read_note"])
+    counted.observe(server_request_record("elicitation", "tickets", "u1", "c1", "answered", 900))
+    counted.observe(server_request_record("sampling", "tickets", "u1", "c2", "timed_out", 9))
+    assert counted.drain() == 2
+    labels = [
+        sample.labels
+        for family in text_string_to_metric_families(counted.exposition().decode())
+        for sample in family.samples
+        if sample.name == "strictcall_calls_total"
+    ]
+    assert sorted((label["tool"], label["outcome"]) for label in labels) == [
+        ("elicitation/create", "ok"),
+        ("sampling/createMessage", "error"),
+    ]
+    assert "tickets" not in str(labels) and "u1" not in str(labels)

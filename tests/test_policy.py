@@ -138,8 +138,7 @@ BAD = [
     ),
     (
         "server_request_twice",
-        '[[rule]]\nname = "a"\nwho = ["*"]\ntools = []\n'
-        'server_requests = ["roots", "roots"]\n',
+        '[[rule]]\nname = "a"\nwho = ["*"]\ntools = []\nserver_requests = ["roots", "roots"]\n',
         5,
     ),
 ]
@@ -461,6 +460,7 @@ def test_the_readmes_policy_file_is_valid_and_says_what_the_readme_says() -> Non
     assert policy.shared == "redis://127.0.0.1:6379/0"
     support = policy.rules[0]
     assert support.rate is not None and (support.rate.count, support.rate.burst) == (60, 10)
+    assert support.server_requests == frozenset({"elicitation"})
     assert policy.quotas[0].per == "identity"
 
 

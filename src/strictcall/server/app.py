@@ -167,8 +167,9 @@ def build_gateway_app(
     upstream's instances; `content` is served at /mcp beside the
     tools (a federation's upstreams' resources and prompts); `upstreams` says each upstream's
     state for the page (a proxy's or a federation's). `audit_retention`: how much of the audit
-    log the server keeps (None: all of it). `audit_to` is given the audit log's own recorder
-    (a proxy's or a federation's: for the records of its upstreams' requests of callers).
+    log the server keeps (None: all of it). `audit_to` is given the recorder of the records of
+    an upstream's requests of callers (a proxy's or a federation's): the audit log's, counted
+    in /metrics.
     """
     from strictcall.ops.health import StoreHealth, cause_of
     from strictcall.server.ops import PATHS, OpsApp
@@ -210,8 +211,8 @@ def build_gateway_app(
         retention=kept,
     )
 
-    if audit_to is not None:
-        audit_to(audit.record)
+    if audit_to is not None:  # counted in /metrics too, not spans or the page's calls
+        audit_to(observed(audit.record, metrics, None, wire="mcp"))
 
     def record_of(wire: str) -> Recorder:
         return observed(audit.record, metrics, tracer, window=window, wire=wire)
