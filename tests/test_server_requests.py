@@ -14,7 +14,9 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shlex
+import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -23,15 +25,17 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import mcp_types as types
 import pytest
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.shared.memory import create_client_server_memory_streams
 
 from mcp_peers import UPSTREAMS
-from servers import strictcall
+from servers import create_token, strictcall
 from stdio_peer import DEADLINE_S
 from strictcall.core.policy import PolicyHolder, parse_policy
 from strictcall.core.record import SERVER_REQUEST, AuditRecord, content_method
@@ -45,6 +49,8 @@ from strictcall.transports.mcp.stdio import Answers
 
 CHATTY = shlex.join([sys.executable, str(UPSTREAMS / "fastmcp_chatty.py")])
 LEGACY = "legacy"
+MODERN = "2026-07-28"
+LISTENING = re.compile(r"listening on (http://[0-9.]+:\d+)")
 
 OPEN = """
 [[rule]]
@@ -68,7 +74,12 @@ def _proxy(policy: str = OPEN, budgets: Budgets | None = None) -> Proxy:
 
 @asynccontextmanager
 async def _caller(
-    proxy: Proxy, caller: str, identity: str, records: list[AuditRecord], callbacks: Callbacks
+    proxy: Proxy,
+    caller: str,
+    identity: str,
+    records: list[AuditRecord],
+    callbacks: Callbacks,
+    mode: str = LEGACY,
 ) -> AsyncIterator[Client]:
     """A downstream session of the proxy's as stdio serves one, named `caller`, of
     `identity`, its audit records in `records`, held by the official client with
@@ -85,7 +96,7 @@ async def _caller(
         async with anyio.create_task_group() as group:
             group.start_soon(server.run, read, Answers(write), options)
             try:
-                async with Client(transport(), mode=LEGACY, **callbacks) as client:
+                async with Client(transport(), mode=mode, **callbacks) as client:
                     yield client
             finally:
                 group.cancel_scope.cancel()
@@ -271,6 +282,35 @@ def test_a_callers_error_answer_goes_back_to_the_upstream_as_it_is() -> None:
     assert [reason for *_, reason in _asked(records)] == ["caller_error"]
 
 
+def test_a_caller_on_2026_07_28_cannot_be_asked_and_the_upstream_is_refused_at_once() -> None:
+    """2026-07-28 replaces requests of the server with input_required rounds, not passed yet:
+    its caller, though it offers elicitation, is not asked."""
+    asked: list[str] = []
+
+    async def elicit(context: object, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return await _elicited(context, params)
+
+    proxy = _proxy()
+    records: list[AuditRecord] = []
+    proxy.audit_server_requests(records.append)
+    callbacks: Callbacks = {"elicitation_callback": elicit}
+
+    async def run() -> types.CallToolResult:
+        with anyio.fail_after(DEADLINE_S):
+            async with (
+                proxy.lifespan(),
+                _caller(proxy, "a", "u1", records, callbacks, mode=MODERN) as client,
+            ):
+                return await client.call_tool(*CALLS[0])
+
+    result = anyio.run(run)
+    assert result.is_error is True and asked == []
+    assert [(identity, reason) for _, identity, _, reason in _asked(records)] == [
+        ("u1", "no_capability")
+    ]
+
+
 def test_two_callers_elicitations_never_cross() -> None:
     """`a` is asked during its call; while it holds its answer, `b` calls too: `b`'s
     elicitation could be either's (MCP does not say), so it is refused, never asked of `a`;
@@ -322,6 +362,56 @@ def test_two_callers_elicitations_never_cross() -> None:
     assert [(identity, reason) for _, identity, _, reason in _asked(records)] == [
         (None, "no_caller"),  # whose it was could not be told: nobody was asked
         ("alice", "answered"),
+    ]
+
+
+@pytest.mark.parametrize("mode", [LEGACY, MODERN])
+def test_a_caller_on_mcp_over_http_is_not_asked_and_the_refusal_is_audited(
+    mode: str, tmp_path: Path
+) -> None:
+    asked: list[str] = []
+
+    async def elicit(context: object, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return await _elicited(context, params)
+
+    db = tmp_path / "audit.sqlite3"
+    token = create_token(db, "u1")
+    argv = [sys.executable, "-m", "strictcall", "proxy", "--upstream-cmd", CHATTY]
+    argv += ["--port", "0", "--db", str(db)]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    process = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
+    )
+    try:
+        assert process.stdout is not None
+        listening = LISTENING.search(process.stdout.readline())
+        assert listening is not None
+        url = f"{listening.group(1)}/mcp"
+
+        async def run() -> types.CallToolResult:
+            with anyio.fail_after(DEADLINE_S):
+                headers = {"Authorization": f"Bearer {token}"}
+                async with (
+                    httpx2.AsyncClient(headers=headers) as http,
+                    Client(
+                        streamable_http_client(url, http_client=http),
+                        mode=mode,
+                        elicitation_callback=elicit,
+                    ) as client,
+                ):
+                    return await client.call_tool(*CALLS[0])
+
+        result = anyio.run(run)
+        rows = _audited(db, 1)
+    finally:
+        process.terminate()
+        process.wait(timeout=DEADLINE_S)
+        if process.stdout is not None:
+            process.stdout.close()
+    assert result.is_error is True and asked == []
+    assert [(r["tool"], r["identity"], r["reason"]) for r in rows] == [
+        (f"{SERVER_REQUEST}elicitation:upstream", "u1", "no_capability")
     ]
 
 
