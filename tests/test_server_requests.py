@@ -34,7 +34,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.shared.memory import create_client_server_memory_streams
 
-from mcp_peers import UPSTREAMS
+from mcp_peers import UPSTREAMS, everything_command
 from servers import create_token, strictcall
 from stdio_peer import DEADLINE_S
 from strictcall.core.policy import PolicyHolder, parse_policy
@@ -62,10 +62,10 @@ tools = ["*"]
 Callbacks = dict[str, Any]
 
 
-def _proxy(policy: str = OPEN, budgets: Budgets | None = None) -> Proxy:
+def _proxy(policy: str = OPEN, budgets: Budgets | None = None, command: str = CHATTY) -> Proxy:
     options = {} if budgets is None else {"budgets": budgets}
     return Proxy(
-        UpstreamSpec.of_command(CHATTY),
+        UpstreamSpec.of_command(command),
         errlog=io.StringIO(),
         policy=PolicyHolder(parse_policy(policy)),
         upstream_options=options,
@@ -170,6 +170,27 @@ def test_each_kind_is_asked_of_its_caller_and_answered_and_audited_without_its_c
     assert "/work/here" not in kept
     methods = [content_method(r.tool) for r in records if r.reason == "answered"]
     assert methods == ["elicitation/create", "sampling/createMessage", "roots/list"]
+
+
+def test_server_everythings_sampling_and_roots_are_answered_by_their_caller() -> None:
+    proxy = _proxy(command=everything_command())
+    calls = [
+        ("trigger-sampling-request", {"prompt": "say", "maxTokens": 5}),
+        ("get-roots-list", {}),
+    ]
+    results, records = _run_calls(proxy, ALL_CALLBACKS, calls)
+    assert [r.is_error for r in results] == [False, False], results
+    assert "green" in _text(results[0]) and "file:///work/here" in _text(results[1])
+    asked = _asked(records)
+    assert [(tool, identity) for tool, identity, _, reason in asked if reason == "answered"] == [
+        (f"{SERVER_REQUEST}sampling:upstream", "u1"),
+        (f"{SERVER_REQUEST}roots:upstream", "u1"),
+    ]
+    # server-everything asks for the roots outside any call too: nobody's, nobody asked
+    others = {(tool, identity, reason) for tool, identity, _, reason in asked}
+    assert others - {(tool, "u1", "answered") for tool, *_ in asked} <= {
+        (f"{SERVER_REQUEST}roots:upstream", None, "no_caller")
+    }
 
 
 def test_a_caller_without_the_capability_gets_the_upstream_refused_at_once() -> None:
