@@ -20,6 +20,7 @@ from prometheus_client.samples import Sample
 
 from ops_calls import SECRET_VALUES, burst, rpc
 from servers import RunningServer, create_token, start_server, strictcall
+from strictcall.core.record import server_request_record
 from strictcall.ops.drains import (
     BUSY_DRAIN,
     BUSY_DRAIN_EVERY_S,
@@ -297,3 +298,21 @@ def test_each_upstream_has_at_most_max_tool_labels_tools_labelled_by_name() -> N
         assert labelled["calm_a"] == labelled["calm_b"] == 1.0
         assert labelled[names[0]] == 2.0  # one labelled already keeps its label
         assert len(labelled) == MAX_TOOL_LABELS + 3
+
+
+def test_a_request_of_an_upstreams_is_counted_by_its_method_never_its_upstream_or_caller() -> None:
+    counted = Metrics(["read_note"])
+    counted.observe(server_request_record("elicitation", "tickets", "u1", "c1", "answered", 900))
+    counted.observe(server_request_record("sampling", "tickets", "u1", "c2", "timed_out", 9))
+    assert counted.drain() == 2
+    labels = [
+        sample.labels
+        for family in text_string_to_metric_families(counted.exposition().decode())
+        for sample in family.samples
+        if sample.name == "strictcall_calls_total"
+    ]
+    assert sorted((label["tool"], label["outcome"]) for label in labels) == [
+        ("elicitation/create", "ok"),
+        ("sampling/createMessage", "error"),
+    ]
+    assert "tickets" not in str(labels) and "u1" not in str(labels)

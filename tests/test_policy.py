@@ -126,6 +126,21 @@ BAD = [
     ("shared_url", '[quotas]\nshared = "http://x"\n', 2),
     ("syntax", '[[rule]]\nname = "a"\nwho = ["*"\n', 4),
     ("claim_empty", '[[rule]]\nname = "a"\nwho = ["group:"]\ntools = []\n', 3),
+    (
+        "server_request_unknown",
+        '[[rule]]\nname = "a"\nwho = ["*"]\ntools = []\nserver_requests = ["pings"]\n',
+        5,
+    ),
+    (
+        "server_requests_str",
+        '[[rule]]\nname = "a"\nwho = ["*"]\ntools = []\nserver_requests = "roots"\n',
+        5,
+    ),
+    (
+        "server_request_twice",
+        '[[rule]]\nname = "a"\nwho = ["*"]\ntools = []\nserver_requests = ["roots", "roots"]\n',
+        5,
+    ),
 ]
 
 
@@ -445,7 +460,56 @@ def test_the_readmes_policy_file_is_valid_and_says_what_the_readme_says() -> Non
     assert policy.shared == "redis://127.0.0.1:6379/0"
     support = policy.rules[0]
     assert support.rate is not None and (support.rate.count, support.rate.burst) == (60, 10)
+    assert support.server_requests == frozenset({"elicitation"})
     assert policy.quotas[0].per == "identity"
+
+
+def test_a_rules_server_requests_reach_the_calls_it_grants_and_no_others() -> None:
+    text = """
+[[rule]]
+name = "askers"
+who = ["u1"]
+tools = ["read_note"]
+server_requests = ["elicitation"]
+
+[[rule]]
+name = "silent"
+who = ["u2"]
+tools = ["read_note"]
+server_requests = []
+
+[[rule]]
+name = "open"
+who = ["u3"]
+tools = ["read_note"]
+"""
+    policy = parse_policy(text)
+    assert [rule.server_requests for rule in policy.rules] == [
+        frozenset({"elicitation"}),
+        frozenset(),
+        None,  # not said: whatever the caller's client offers
+    ]
+    seen: dict[str, frozenset[str] | None] = {}
+
+    def handler(ctx: ToolContext, args: dict[str, JSONValue]) -> JSONValue:
+        seen[ctx.identity] = ctx.server_requests
+        return "x"
+
+    tool = Tool(
+        name="read_note",
+        description="Read.",
+        input_schema={"type": "object"},
+        output_schema={"type": "string"},
+        handler=handler,
+    )
+    gw = Gateway([tool], policy=PolicyHolder(policy))
+    for identity in ("u1", "u2", "u3"):
+        assert gw.call('{"name": "read_note", "arguments": {}}', identity, "c1")["ok"] is True
+    assert seen == {"u1": frozenset({"elicitation"}), "u2": frozenset(), "u3": None}
+    # without a policy, nothing narrows what the caller's client offers
+    plain = Gateway([tool])
+    assert plain.call('{"name": "read_note", "arguments": {}}', "u9", "c1")["ok"] is True
+    assert seen["u9"] is None
 
 
 def test_policy_check_says_ok_or_the_line_and_exits_non_zero(tmp_path: Any) -> None:
@@ -460,6 +524,10 @@ def test_policy_check_says_ok_or_the_line_and_exits_non_zero(tmp_path: Any) -> N
     refused = strictcall("policy", "check", str(bad))
     assert refused.returncode == 1 and refused.stdout == ""
     assert refused.stderr.count("\n") == 1 and f"{bad}: line 3: " in refused.stderr
+    kind = tmp_path / "kind.toml"
+    kind.write_text('[[rule]]\nname = "a"\nwho = ["*"]\ntools = []\nserver_requests = ["x"]\n')
+    unknown = strictcall("policy", "check", str(kind))
+    assert unknown.returncode == 1 and f"{kind}: line 5: " in unknown.stderr
     missing = strictcall("policy", "check", str(tmp_path / "none.toml"))
     assert missing.returncode == 1 and missing.stderr.count("\n") == 1
 

@@ -208,3 +208,29 @@ def test_a_refusal_record_before_the_ladder_has_no_latency_and_what_could_be_rea
     assert (record.code, record.stage) == (INVALID_JSON.code, Stage.PARSE)
     named = refusal_record(UNKNOWN_TOOL.as_error(), None, 7, "echo")
     assert (named.call_id, named.identity, named.tool) == ("7", None, "echo")
+
+
+def test_a_request_of_an_upstreams_record_keeps_its_kind_upstream_caller_and_outcome() -> None:
+    from strictcall.core.record import (
+        SERVER_REQUEST_OUTCOMES,
+        content_method,
+        server_request_record,
+    )
+
+    record = server_request_record("roots", "files", "u1", 7, "no_capability", 0)
+    assert (record.tool, record.identity, record.call_id) == (
+        "server-request:roots:files",
+        "u1",
+        "7",
+    )
+    assert (record.outcome, record.code, record.stage, record.reason) == (
+        "error",
+        None,
+        None,
+        "no_capability",
+    )
+    assert content_method(record.tool) == "roots/list"
+    assert server_request_record("roots", "files", None, None, "answered", 5).outcome == "ok"
+    assert "answered" in SERVER_REQUEST_OUTCOMES
+    with pytest.raises(ValueError):
+        server_request_record("roots", "files", "u1", 7, "fine", 0)

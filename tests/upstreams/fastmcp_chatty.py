@@ -5,7 +5,9 @@ it behind `strictcall proxy` and `strictcall federate`, on stdio and on HTTP.
 
 `count` reports progress and logs at two levels at each step; `hold` waits until cancelled (it
 writes "cancelled" to the call log when it is); `ask` asks its caller a question
-(elicitation) and answers with what it was told.
+(elicitation) and answers with what it was told; `sample` asks its caller's model for a
+completion (sampling) and `roots` for its caller's roots, each answering with what it got, or
+with the error it was answered (its code and message) as its own error.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ import sys
 os.environ.setdefault("FASTMCP_CHECK_FOR_UPDATES", "off")  # no network here
 
 import anyio
+import mcp_types as types
 from fastmcp import Context, FastMCP
+from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
 
 server = FastMCP("chatty")
@@ -63,6 +67,30 @@ async def ask(question: str, ctx: Context) -> str:
     if result.action == "accept":
         return f"told {result.data.answer}"
     return f"not told ({result.action})"
+
+
+@server.tool
+async def sample(prompt: str, ctx: Context) -> str:
+    """Ask the caller's model to complete `prompt` and return its text."""
+    message = types.SamplingMessage(
+        role="user", content=types.TextContent(type="text", text=prompt)
+    )
+    try:
+        result = await ctx.session.create_message([message], max_tokens=16)
+    except MCPError as exc:
+        raise ValueError(f"refused {exc.error.code}: {exc.error.message}") from None
+    content = result.content
+    return f"sampled {content.text if isinstance(content, types.TextContent) else '?'}"
+
+
+@server.tool
+async def roots(ctx: Context) -> str:
+    """Ask the caller for its roots and return their URIs."""
+    try:
+        result = await ctx.session.list_roots()
+    except MCPError as exc:
+        raise ValueError(f"refused {exc.error.code}: {exc.error.message}") from None
+    return "roots " + " ".join(str(root.uri) for root in result.roots)
 
 
 if __name__ == "__main__":

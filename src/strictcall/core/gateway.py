@@ -101,9 +101,9 @@ class Outcome(NamedTuple):
 _new_outcome: Final[Callable[[type[Outcome], tuple[object, ...]], Outcome]] = tuple.__new__
 
 # A NamedTuple's own constructor is a Python function; tuple.__new__ builds the same in C.
-_new_context: Final[Callable[[type[ToolContext], tuple[str, str | int, str]], ToolContext]] = (
-    tuple.__new__
-)
+_new_context: Final[
+    Callable[[type[ToolContext], tuple[str, str | int, str, frozenset[str] | None]], ToolContext]
+] = tuple.__new__
 
 
 class Gateway(ToolRegistry):
@@ -182,7 +182,8 @@ class Gateway(ToolRegistry):
             if rejection is not None:
                 return fail(call_id, rejection, located=self._details)
         tool = compiled.tool
-        ctx = _new_context(ToolContext, (identity, call_id, tool.name))
+        asks = None if grant is None else grant.server_requests
+        ctx = _new_context(ToolContext, (identity, call_id, tool.name, asks))
         if tool.authorize is not None:  # 4. resource
             rejection = authorize_call(compiled, ctx, arguments)
             if rejection is not None:
@@ -280,7 +281,8 @@ class Gateway(ToolRegistry):
                 return fail(call_id, rejection, located=self._details)
         if marks is not None:
             marks.append(time_ns())
-        ctx = _new_context(ToolContext, (identity, call_id, tool.name))
+        asks = None if grant is None else grant.server_requests
+        ctx = _new_context(ToolContext, (identity, call_id, tool.name, asks))
         if tool.authorize is not None:  # 4. resource
             rejection = authorize_call(compiled, ctx, arguments)
             if rejection is not None:
@@ -346,7 +348,8 @@ class Gateway(ToolRegistry):
         if marks is not None:
             marks.append(time_ns())
         tool = compiled.tool
-        ctx = _new_context(ToolContext, (identity, call_id, tool.name))
+        asks = None if grant is None else grant.server_requests
+        ctx = _new_context(ToolContext, (identity, call_id, tool.name, asks))
         if tool.authorize is not None:  # 4. resource
             rejection = authorize_call(compiled, ctx, arguments)
             if rejection is not None:

@@ -156,11 +156,69 @@ AUDIT_URI_MAX: Final = 512
 
 
 def content_method(tool: str | None) -> str | None:
-    """The method of a read's or get's record ("resources/read", "prompts/get"), as counts
-    group it (its URI may be the caller's text, one key per read); None for any other."""
+    """The method of a read's or get's record ("resources/read", "prompts/get"), or of a
+    request of an upstream's ("elicitation/create", ...), as counts group it (its URI may be
+    the caller's text, one key per read); None for any other."""
     if tool is not None and tool.startswith(_CONTENT_PREFIXES):
         return CONTENT_KINDS[tool[: tool.index(":") + 1]]
+    if tool is not None and tool.startswith(SERVER_REQUEST):
+        kind = tool[len(SERVER_REQUEST) :].partition(":")[0]
+        return SERVER_REQUEST_METHODS.get(kind)
     return None
+
+
+SERVER_REQUEST: Final = "server-request:"
+"""What the record of a request an upstream made of a caller during a call keeps where a
+call's tool stands: this, its kind (sampling, elicitation, roots), ":" and the upstream's
+name."""
+SERVER_REQUEST_METHODS: Final = {
+    "sampling": "sampling/createMessage",
+    "elicitation": "elicitation/create",
+    "roots": "roots/list",
+}
+"""Each kind of request of an upstream's, and its method (as counts group them)."""
+SERVER_REQUEST_OUTCOMES: Final = frozenset(
+    {
+        "answered",
+        "refused_by_policy",
+        "no_capability",
+        "no_caller",
+        "timed_out",
+        "too_large",
+        "caller_error",
+    }
+)
+"""How a request of an upstream's ended, as its record's `reason` says: answered by the
+caller; refused because the policy's rule forbids its kind, the caller's client does not offer
+it (or its wire cannot carry it), or no one caller's call could be told to be its own; the
+caller did not answer in time, answered too much, or answered with an error (or failed)."""
+
+
+def server_request_record(
+    kind: str,
+    upstream: str,
+    identity: str | None,
+    call_id: str | int | None,
+    outcome: str,
+    latency_us: int,
+) -> AuditRecord:
+    """The record of one request an upstream made during a call: its kind and upstream where a
+    call's tool stands, the caller it was the call of (None: none could be told), the call's
+    id, "ok" when answered (else "error"), and `outcome` as its reason; never what was asked or
+    answered."""
+    if outcome not in SERVER_REQUEST_OUTCOMES:
+        raise ValueError(f"{outcome!r} is not one of SERVER_REQUEST_OUTCOMES")
+    return AuditRecord(
+        time.time(),
+        None if call_id is None else str(call_id),
+        identity,
+        f"{SERVER_REQUEST}{kind}:{upstream}",
+        "ok" if outcome == "answered" else "error",
+        None,
+        None,
+        latency_us,
+        outcome,
+    )
 
 
 _CONTENT_PREFIXES: Final = tuple(CONTENT_KINDS)

@@ -42,6 +42,10 @@ class ToolContext(NamedTuple):
     identity: str
     call_id: str | int
     tool: str
+    server_requests: frozenset[str] | None = None
+    """The requests the tool's server may make of the caller during the call (of
+    `strictcall.core.policy.SERVER_REQUESTS`), as the policy's rule allows them; None: every
+    one the caller's client offers."""
 
 
 class ToolSignal(StrictcallError):

@@ -146,6 +146,7 @@ def build_gateway_app(
     content: McpContent | None = None,
     upstreams: Callable[[], list[dict[str, object]]] | None = None,
     audit_retention: AuditRetention | None = None,
+    audit_to: Callable[[Recorder], None] | None = None,
 ) -> RpcApp:
     """The ASGI app serving any gateway's tools: JSON-RPC at /rpc, MCP at /mcp, the callers'
     tokens and the audit log in `store`, for the browser `origins` admitted and within
@@ -168,7 +169,9 @@ def build_gateway_app(
     instances; `content` is served at /mcp beside the
     tools (a federation's upstreams' resources and prompts); `upstreams` says each upstream's
     state for the page (a proxy's or a federation's). `audit_retention`: how much of the audit
-    log the server keeps (None: all of it).
+    log the server keeps (None: all of it). `audit_to` is given the recorder of the records of
+    an upstream's requests of callers (a proxy's or a federation's): the audit log's, counted
+    in /metrics.
     """
     from strictcall.ops.health import StoreHealth, cause_of
     from strictcall.server.ops import PATHS, OpsApp
@@ -211,6 +214,9 @@ def build_gateway_app(
         on_written=store_answered,
         retention=kept,
     )
+
+    if audit_to is not None:  # counted in /metrics too, not spans or the page's calls
+        audit_to(observed(audit.record, metrics, None, wire="mcp"))
 
     def record_of(wire: str) -> Recorder:
         return observed(audit.record, metrics, tracer, window=window, wire=wire)

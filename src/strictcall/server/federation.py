@@ -38,6 +38,7 @@ def serve_federation_stdio(
     serving = [] if policy is None else [policy.serving]
     lifespans = [*serving, audit.running, federation.lifespan]  # the audit's last records last
     record, per_call = traced_stdio(federation.gateway, audit.record)
+    federation.audit_server_requests(audit.record)
     serve_stdio(
         federation.gateway,
         identity,
@@ -82,4 +83,5 @@ def federation_app(
         oauth=oauth,
         open_to_operators=open_to_operators,
         audit_retention=audit_retention,
+        audit_to=federation.audit_server_requests,
     )

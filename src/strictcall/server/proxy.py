@@ -14,6 +14,7 @@ from strictcall.audit.log import KEEP_ALL, AuditLog, AuditRetention
 from strictcall.core.gateway import Gateway
 from strictcall.core.pipeline import Limits
 from strictcall.core.policy import PolicyHolder, policy_warnings
+from strictcall.core.record import AuditRecord
 from strictcall.core.redact import Redaction
 from strictcall.core.terminal import one_line
 from strictcall.services.proxy.config import UpstreamConfig, known_credentials
@@ -99,6 +100,11 @@ class Proxy:
         self.failed: UpstreamFailed | None = None
         """Why the upstream's first start failed, once it has."""
         self._listed = 0
+
+    def audit_server_requests(self, record: Callable[[AuditRecord], None]) -> None:
+        """Audit every request the upstream makes of a caller during a call in `record` (the
+        server's audit log), those of its per-identity processes too."""
+        self.upstream.conversations.record = record
 
     def upstream_states(self) -> list[dict[str, object]]:
         """The upstream as the operator's page shows it (`Federation.upstream_states`)."""
@@ -221,6 +227,8 @@ def serve_proxy_stdio(
     kept = audit_retention if audit_retention is not None else KEEP_ALL
     audit = None if store is None else AuditLog(store, retention=kept)
     record, per_call = traced_stdio(proxy.gateway, None if audit is None else audit.record)
+    if audit is not None:
+        proxy.audit_server_requests(audit.record)
     # the audit's last records last
     lifespans = [*serving, *([] if audit is None else [audit.running]), proxy.lifespan]
     serve_stdio(
@@ -260,6 +268,7 @@ def proxy_app(
         oauth=oauth,
         content=proxy.content,
         open_to_operators=open_to_operators,
+        audit_to=proxy.audit_server_requests,
         redactions=lambda: proxy.redactions.counts,
         budget_refusals=proxy.budget_refusals,
         upstreams=proxy.upstream_states,

@@ -11,6 +11,7 @@ from strictcall.core.policy.holder import PolicyHolder
 from strictcall.core.policy.load import parse_policy
 from strictcall.core.policy.model import (
     DEFAULT_DENY,
+    SERVER_REQUESTS,
     Policy,
     Quota,
     Rate,
@@ -21,6 +22,7 @@ from strictcall.core.policy.model import (
 
 __all__ = [
     "DEFAULT_DENY",
+    "SERVER_REQUESTS",
     "Grant",
     "Policy",
     "PolicyHolder",

@@ -24,6 +24,8 @@ class Grant:
     max_result_bytes: int | None
     buckets: tuple[Bucket, ...]
     limiter: Limiter
+    server_requests: frozenset[str] | None = None
+    """The rule's `server_requests` (None: every one the caller offers)."""
 
     @property
     def waits(self) -> bool:

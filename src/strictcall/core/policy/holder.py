@@ -99,6 +99,7 @@ class PolicyHolder:
             limits.max_result_bytes,
             tuple(buckets),
             self.limiter,
+            rule.server_requests,
         )
         timeout = limits.timeout_s
         if timeout is not None and (tool.timeout is None or timeout < tool.timeout):

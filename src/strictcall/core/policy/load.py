@@ -15,6 +15,8 @@ and the reason (`PolicyFileError`), never read as "no limit" or "everyone".
     rate = "60/minute"                    # per (identity, tool); burst defaults to the count
     burst = 10
     on_shared_down = "open"               # or "closed"
+    server_requests = ["elicitation"]     # what the tools' servers may ask the caller during a
+                                          # call: "sampling", "elicitation", "roots" (default all)
 
     [[quota]]                             # limits how often, across the tools it names
     name = "per-caller"
@@ -36,6 +38,7 @@ from strictcall.core.policy.model import (
     CLAIM_PREFIXES,
     DEFAULT_DENY,
     EVERYONE,
+    SERVER_REQUESTS,
     Policy,
     Quota,
     Rate,
@@ -65,6 +68,7 @@ _RULE_KEYS: Final = frozenset(
         "rate",
         "burst",
         "on_shared_down",
+        "server_requests",
     }
 )
 _QUOTA_KEYS: Final = frozenset({"name", "per", "who", "tools", "rate", "burst", "on_shared_down"})
@@ -327,7 +331,24 @@ class _Reader:
             self.size(entry, path, "max_result_bytes"),
         )
         rate = self.rate(entry, path)
-        return Rule(name, who, tools, limits, rate, self.fail_closed(entry, path))
+        closed = self.fail_closed(entry, path)
+        return Rule(name, who, tools, limits, rate, closed, self.server_requests(entry, path))
+
+    def server_requests(
+        self, entry: dict[str, Any], path: tuple[str | int, ...]
+    ) -> frozenset[str] | None:
+        if "server_requests" not in entry:
+            return None
+        value = entry["server_requests"]
+        where = (*path, "server_requests")
+        kinds = " ".join(json.dumps(kind) for kind in SERVER_REQUESTS)
+        if not isinstance(value, list) or not all(
+            type(kind) is str and kind in SERVER_REQUESTS for kind in value
+        ):
+            raise self.fail(where, f"server_requests is a list of {kinds} ([] for none)")
+        if len(set(value)) != len(value):
+            raise self.fail(where, "server_requests names a kind twice")
+        return frozenset(value)
 
     def quota(self, entry: dict[str, Any], index: int) -> Quota:
         path: tuple[str | int, ...] = ("quota", index)

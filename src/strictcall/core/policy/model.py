@@ -26,6 +26,9 @@ EVERYONE: Final = "*"
 SCOPE_PREFIX: Final = "scope:"
 GROUP_PREFIX: Final = "group:"
 CLAIM_PREFIXES: Final = (GROUP_PREFIX, SCOPE_PREFIX)
+SERVER_REQUESTS: Final = ("sampling", "elicitation", "roots")
+"""The requests a tool's server may make of its caller during a call (sampling/createMessage,
+elicitation/create, roots/list), as a rule's `server_requests` names them."""
 DEFAULT_DENY: Final = "default-deny"
 """What the audit names as the rule that hid a tool no rule grants (a rule may not be so
 named)."""
@@ -75,6 +78,9 @@ class Rule:
     limits: ToolLimits = ToolLimits()
     rate: Rate | None = None
     fail_closed: bool = False
+    server_requests: frozenset[str] | None = None
+    """Which of `SERVER_REQUESTS` the tools' servers may make of the caller during a call
+    (None: every one the caller's client offers); any other is refused to the server at once."""
 
 
 @dataclass(frozen=True, slots=True)

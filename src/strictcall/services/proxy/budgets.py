@@ -1,5 +1,6 @@
 """What one upstream may list and send: counts per listing, sizes of descriptions and schemas,
-the specification's name rules, notifications per second (`Budgets`, one value per upstream).
+the specification's name rules, notifications per second, how long and how large a caller's
+answer to a request of the upstream's may be (`Budgets`, one value per upstream).
 
 A listing past a count or size budget is refused whole, in one line naming the budget (and
 that upstream's tools, or resources, templates and prompts, are not served until a listing
@@ -45,6 +46,12 @@ class Budgets:
     notifications_per_second: int = 100
     """Notifications the upstream may send a second (a burst of as many again is let
     through); past it they are dropped."""
+    server_request_timeout_s: int = 120
+    """Seconds a request the upstream makes of a caller during a call (sampling,
+    elicitation, roots) waits for the caller's answer; past it the upstream gets an error."""
+    max_server_answer_bytes: int = 1024 * 1024
+    """The longest answer (as JSON) a caller may give a request of the upstream's; a longer
+    one is refused to the upstream with an error."""
 
     @classmethod
     def names(cls) -> tuple[str, ...]:

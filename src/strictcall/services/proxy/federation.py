@@ -33,6 +33,7 @@ import mcp_types as types
 from strictcall.core.gateway import Gateway
 from strictcall.core.pipeline import Limits
 from strictcall.core.policy import PolicyHolder, policy_warnings
+from strictcall.core.record import AuditRecord
 from strictcall.core.redact import Redaction
 from strictcall.core.terminal import counted, one_line
 from strictcall.core.tools import Arguments, Tool, ToolContext, ToolFailure
@@ -177,6 +178,12 @@ class Federation:
             )
             for member in self.members
         ]
+
+    def audit_server_requests(self, record: Callable[[AuditRecord], None]) -> None:
+        """Audit every request its upstreams make of a caller during a call in `record`
+        (the server's audit log), those of their per-identity processes too."""
+        for member in self.members:
+            member.upstream.conversations.record = record
 
     @property
     def has_instances(self) -> bool:

@@ -17,7 +17,7 @@ import anyio
 import mcp_types as types
 from anyio.abc import TaskGroup
 
-from strictcall.core.tools import ToolFailure
+from strictcall.core.tools import ToolContext, ToolFailure
 from strictcall.errors import AT_CAPACITY, RETRY_AFTER_MS, JSONValue
 from strictcall.services.proxy.upstream import START_TIMEOUT_S, Upstream
 from strictcall.transports.mcp.peer import CallPeer
@@ -98,6 +98,7 @@ class Instances:
         name: str,
         arguments: dict[str, JSONValue],
         peer: CallPeer | None = None,
+        call: ToolContext | None = None,
     ) -> types.CallToolResult:
         """One tools/call on `identity`'s own process (started now if it has none).
 
@@ -113,7 +114,7 @@ class Instances:
                 await instance.ready.wait()
             if instance.failed or not instance.ready.is_set():
                 raise instance.upstream.unavailable()
-            return await instance.upstream.call(name, arguments, peer)
+            return await instance.upstream.call(name, arguments, peer, call)
         finally:
             instance.busy -= 1
             instance.used = time.monotonic()

@@ -12,6 +12,13 @@ with calls in flight, and nowhere else.
   prefixed with the upstream's name, escaped and rate-limited (`LOG_RATE`, `LOG_BURST`).
 - What one call may be sent is bounded (`MAX_PENDING` notifications waiting to be written); the
   answer is written after the notifications that came before it (`Conversation.settled`).
+- Requests of the upstream's during a call (sampling, elicitation, roots: `Conversations.ask`)
+  go to the one caller with calls in flight and nowhere else, when the policy's rule of its
+  call allows the kind and its client offers it, else are refused at once; its answer bounded
+  in time and size by the upstream's budgets. Calls without a way back (`blind`) count as
+  callers too: with one in flight beside another, nobody is asked. Each request is one audit
+  record (`strictcall.core.record.server_request_record`, to `record`) and one line of the
+  log, never its content.
 """
 
 from __future__ import annotations
@@ -30,8 +37,11 @@ import orjson
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, ValidationError
 
+from strictcall.core.record import AuditRecord, server_request_record
 from strictcall.core.terminal import one_line
+from strictcall.core.tools import ToolContext
 from strictcall.errors import JSONValue
+from strictcall.services.proxy.budgets import DEFAULT_BUDGETS, Budgets
 from strictcall.transports.mcp.peer import CallPeer
 
 MAX_PENDING: Final = 256
@@ -45,12 +55,6 @@ LOG_RATE: Final = 5.0
 
 LOG_BURST: Final = 20
 """Upstream messages written to strictcall's log at once before `LOG_RATE` holds them back."""
-
-ASK_S: Final = 120.0
-"""How long a request the upstream makes of a caller during a call waits for its answer."""
-
-MAX_ASK_BYTES: Final = 1024 * 1024
-"""The longest answer (as JSON) a caller may give a request of the upstream's."""
 
 NOT_OFFERED: Final = {
     "sampling": "Sampling not supported",
@@ -69,10 +73,12 @@ ResultT = TypeVar("ResultT", bound=BaseModel)
 
 
 class Conversation:
-    """One call with a downstream peer: its upstream progress token and its ordered outbox."""
+    """One call with a downstream peer: its upstream progress token and its ordered outbox;
+    `call` whose call it is (its identity, its id, the requests its rule allows)."""
 
-    def __init__(self, peer: CallPeer) -> None:
+    def __init__(self, peer: CallPeer, call: ToolContext | None = None) -> None:
         self.peer: Final = peer
+        self.call: Final = call
         self.token: Final = f"strictcall-progress-{next(_TOKENS)}"
         """The progress token the upstream is given for this call."""
         self._pending: deque[types.ServerNotification] = deque()
@@ -125,18 +131,32 @@ class Conversations:
     """An upstream's calls in flight that have a downstream peer, and where its notifications
     go (see the module's docstring); `note` writes one line of strictcall's log."""
 
-    def __init__(self, note: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        note: Callable[[str], None],
+        budgets: Budgets = DEFAULT_BUDGETS,
+        upstream: Callable[[], str] = lambda: "upstream",
+    ) -> None:
+        """`budgets`: how long and how large a caller's answer may be; `upstream`: the
+        upstream's name, as its audit records keep it."""
         self._note = note
+        self._budgets = budgets
+        self._upstream = upstream
         self._by_token: dict[str, Conversation] = {}
         self._callers: dict[str, int] = {}
+        self._blind: dict[int, ToolContext | None] = {}
+        """Calls in flight that have no way back to their caller, each by a key of its own."""
+        self.record: Callable[[AuditRecord], None] | None = None
+        """Where the audit records of its requests go (the server's audit log; None: none)."""
         self._allowance = float(LOG_BURST)
         self._at = time.monotonic()
         self._held_back = 0
 
     @contextmanager
-    def open(self, peer: CallPeer) -> Iterator[Conversation]:
-        """A conversation for one call of `peer`'s, routed to while the block runs."""
-        conversation = Conversation(peer)
+    def open(self, peer: CallPeer, call: ToolContext | None = None) -> Iterator[Conversation]:
+        """A conversation for one call of `peer`'s (`call`: the gateway's context of it),
+        routed to while the block runs."""
+        conversation = Conversation(peer, call)
         self._by_token[conversation.token] = conversation
         self._callers[peer.caller] = self._callers.get(peer.caller, 0) + 1
         try:
@@ -149,6 +169,17 @@ class Conversations:
             else:
                 del self._callers[peer.caller]
             conversation.close()
+
+    @contextmanager
+    def blind(self, call: ToolContext | None) -> Iterator[None]:
+        """A call without a way back to its caller in flight while the block runs: a request
+        then could be its own, and is never asked of another caller."""
+        key = next(_TOKENS)
+        self._blind[key] = call
+        try:
+            yield
+        finally:
+            del self._blind[key]
 
     def take(self, method: str, params: object) -> bool:
         """Route a notification the upstream sent outside any one call's stream; whether it
@@ -183,34 +214,76 @@ class Conversations:
         self, kind: str, request: types.ServerRequest, result_type: type[ResultT]
     ) -> ResultT | types.ErrorData:
         """A request the upstream made during a call (`kind` one of `peer.ASKS`), sent to the
-        caller with calls in flight when exactly one has and its client offers `kind`, else
-        refused at once; its answer bounded by `ASK_S` and `MAX_ASK_BYTES`. Each is said in
-        the log: its kind, the caller and the outcome, never its content."""
+        caller with calls in flight when exactly one has, its call's rule allows `kind` and its
+        client offers it, else refused at once (the MCP SDK's error for a client without the
+        capability); its answer bounded by the budgets' `server_request_timeout_s` and
+        `max_server_answer_bytes`. Each is audited and said in the log: its kind, the caller
+        and the outcome, never its content."""
         method = request.method
-        conversation = self._only_caller()
+        conversation = None if self._blind else self._only_caller()
+        call = conversation.call if conversation is not None else self._only_blind()
+        if conversation is None and call is None:
+            self._note(f"upstream {method} refused (not one caller's call in flight)")
+            self._audit(kind, None, "no_caller", None)
+            return types.ErrorData(code=types.INVALID_REQUEST, message=NOT_OFFERED[kind])
+        allowed = None if call is None else call.server_requests
+        if allowed is not None and kind not in allowed:
+            self._note(f"upstream {method} refused (the policy forbids it to the caller)")
+            self._audit(kind, call, "refused_by_policy", None)
+            return types.ErrorData(code=types.INVALID_REQUEST, message=NOT_OFFERED[kind])
         peer = None if conversation is None else conversation.peer
         if peer is None or peer.ask is None or kind not in peer.offers:
-            why = "not one caller's call in flight" if peer is None else f"caller {peer.caller}"
-            self._note(f"upstream {method} refused ({why}: nobody to ask)")
+            self._note(f"upstream {method} refused (the caller cannot be asked it)")
+            self._audit(kind, call, "no_capability", None)
             return types.ErrorData(code=types.INVALID_REQUEST, message=NOT_OFFERED[kind])
         said = f"upstream {method} to caller {peer.caller}"
+        limit_s = self._budgets.server_request_timeout_s
+        started = time.monotonic()
         try:
-            with anyio.fail_after(ASK_S):
+            with anyio.fail_after(limit_s):
                 result = await peer.ask(request, result_type)
         except TimeoutError:
-            self._note(f"{said}: no answer in {ASK_S:g} s")
+            self._note(f"{said}: no answer in {limit_s:g} s")
+            self._audit(kind, call, "timed_out", started)
             return types.ErrorData(code=types.INTERNAL_ERROR, message="The caller did not answer")
         except MCPError as exc:  # the caller's own error answer goes back as it is
             self._note(f"{said}: declined")
+            self._audit(kind, call, "caller_error", started)
             return exc.error
         except Exception as exc:  # its kind is said, never its text
             self._note(f"{said}: failed ({type(exc).__name__})")
+            self._audit(kind, call, "caller_error", started)
             return types.ErrorData(code=types.INTERNAL_ERROR, message="The caller was not asked")
-        if len(result.model_dump_json(by_alias=True)) > MAX_ASK_BYTES:
-            self._note(f"{said}: answer over {MAX_ASK_BYTES} bytes")
+        limit = self._budgets.max_server_answer_bytes
+        if len(result.model_dump_json(by_alias=True)) > limit:
+            self._note(f"{said}: answer over {limit} bytes")
+            self._audit(kind, call, "too_large", started)
             return types.ErrorData(code=types.INTERNAL_ERROR, message="The answer is too large")
         self._note(f"{said}: answered")
+        self._audit(kind, call, "answered", started)
         return result  # type: ignore[no-any-return]
+
+    def _audit(
+        self, kind: str, call: ToolContext | None, outcome: str, started: float | None
+    ) -> None:
+        """One request's audit record: the caller whose call it came during (None: none could
+        be told)."""
+        record = self.record
+        if record is None:
+            return
+        identity = None if call is None else call.identity
+        call_id = None if call is None else call.call_id
+        latency_us = 0 if started is None else int((time.monotonic() - started) * 1e6)
+        upstream = self._upstream()
+        record(server_request_record(kind, upstream, identity, call_id, outcome, latency_us))
+
+    def _only_blind(self) -> ToolContext | None:
+        """The call a request is of when one call alone is in flight and it has no way back
+        to its caller (it cannot be asked), else None."""
+        if self._callers or len(self._blind) != 1:
+            return None
+        (call,) = self._blind.values()
+        return call
 
     def _progress(self, params: object) -> None:
         if not isinstance(params, dict):

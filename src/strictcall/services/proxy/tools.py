@@ -108,9 +108,9 @@ def proxied_tool(
     async def forward(ctx: ToolContext, arguments: Arguments) -> JSONValue:
         try:
             if instances is None:
-                result = await upstream.call(name, arguments, current_peer())
+                result = await upstream.call(name, arguments, current_peer(), ctx)
             else:
-                result = await instances.call(ctx.identity, name, arguments, current_peer())
+                result = await instances.call(ctx.identity, name, arguments, current_peer(), ctx)
         except MCPError as exc:  # the upstream refused a call that passed strictcall's checks
             if not output.pass_errors:
                 raise ToolFailure(TOOL_ERROR) from None

@@ -52,7 +52,7 @@ from mcp_types import CONNECTION_CLOSED
 from pydantic import BaseModel
 
 from strictcall.core.terminal import counted
-from strictcall.core.tools import ToolFailure
+from strictcall.core.tools import ToolContext, ToolFailure
 from strictcall.errors import RETRY_AFTER_MS, UPSTREAM_UNAVAILABLE, JSONValue, StrictcallError
 from strictcall.services.proxy._mcp_sdk import WatchedStream, http_client
 from strictcall.services.proxy.budgets import (
@@ -262,7 +262,7 @@ class Upstream:
         """The last HTTP error status an HTTP upstream answered in this session, if any."""
         self._started = anyio.Event()
         """Set (and made anew) each time a session starts."""
-        self.conversations: Final = Conversations(self._note)
+        self.conversations: Final = Conversations(self._note, budgets, lambda: self.name)
         """The calls in flight with a downstream peer, and where notifications go."""
         self.on_updated: Callable[[object], Awaitable[None]] | None = None
         """When set (a proxy's, a federation's), receives the params of each
@@ -285,6 +285,7 @@ class Upstream:
         )
         own.log_as, own.name, own.homes = self.log_as, self.name, self.homes
         own.identity = identity
+        own.conversations.record = self.conversations.record
         return own
 
     def running(self) -> AbstractAsyncContextManager[None]:
@@ -341,12 +342,17 @@ class Upstream:
         return ToolFailure(UPSTREAM_UNAVAILABLE, retry_after_ms=self.retry_after_ms())
 
     async def call(
-        self, name: str, arguments: dict[str, JSONValue], peer: CallPeer | None = None
+        self,
+        name: str,
+        arguments: dict[str, JSONValue],
+        peer: CallPeer | None = None,
+        call: ToolContext | None = None,
     ) -> types.CallToolResult:
         """One tools/call, its result as the upstream sent it (read as the SDK's CallToolResult
         once; what it holds is the gateway's to check). With `peer` (the downstream caller's
         way back), the upstream's progress and messages during the call go to that caller
-        (`strictcall.services.proxy.session`), its answer after them.
+        (`strictcall.services.proxy.session`), its answer after them, and its requests to
+        that caller as `call` (the gateway's context of it) allows them.
 
         Over stdio the call takes the pipe's own path (`strictcall.services.proxy.stdio`), not the
         session's: the session's would write and read the same message through two more tasks
@@ -366,12 +372,14 @@ class Upstream:
         live = self._live
         if live is None or live.ended.is_set():  # gone, or going: its restart is on its way
             raise self.unavailable()
+        conversations = self.conversations
         if peer is not None:
-            with self.conversations.open(peer) as conversation:
+            with conversations.open(peer, call) as conversation:
                 result = await self._call_once_more(live, name, arguments, conversation)
                 await conversation.settled()
                 return result
-        return await self._call_once_more(live, name, arguments, None)
+        with conversations.blind(call):  # a request during it could be its own: none asked
+            return await self._call_once_more(live, name, arguments, None)
 
     async def _call_once_more(
         self,

@@ -489,7 +489,10 @@ class McpTools:
             return await session.send_request(request, result_type, metadata=related)
 
         offers = offered(session.client_capabilities)
-        peer = self.peer_of(raw, identity, self._call_scope(), notify, offers, ask)
+        # 2026-07-28 carries no request of the server's: its input_required rounds replace
+        # them, which are not passed yet, so its caller cannot be asked
+        back = ask if protocol_version(raw) == HANDSHAKE_ERA else None
+        peer = self.peer_of(raw, identity, self._call_scope(), notify, offers, back)
         with serving_peer(peer):
             try:
                 return await self.answer_call(raw, request_id, identity, self._claims_of(ctx))
