@@ -521,3 +521,39 @@ def test_a_federations_server_request_budgets_are_whole_numbers_of_at_least_one(
     (member,) = federation_config({"upstreams": {"chat": taken}}).upstreams
     assert member.budgets.server_request_timeout_s == 1
     assert member.budgets.max_server_answer_bytes == Budgets().max_server_answer_bytes
+
+
+def test_an_identitys_own_process_keeps_its_upstreams_answer_budget_and_audit(
+    tmp_path: Path,
+) -> None:
+    answers = iter(["x" * 20, "x" * 21])
+
+    async def elicit(context: object, params: types.ElicitRequestParams) -> types.ElicitResult:
+        return types.ElicitResult(action="accept", content={"answer": next(answers)})
+
+    config = tmp_path / "federation.toml"
+    config.write_text(
+        f'[upstreams.chat]\ncommand = {json.dumps(CHATTY)}\ninstances = "per-identity"\n'
+        f"budgets = {{ max_server_answer_bytes = {_answer_bytes('x' * 20)} }}\n",
+        encoding="utf-8",
+    )
+    db = tmp_path / "audit.sqlite3"
+    args = ["-m", "strictcall", "federate", "--config", str(config)]
+    args += ["--stdio", "--identity", "u1", "--db", str(db)]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    server = StdioServerParameters(command=sys.executable, args=args, env=env)
+
+    async def run() -> list[types.CallToolResult]:
+        with (tmp_path / "federate.stderr").open("w") as stderr, anyio.fail_after(DEADLINE_S):
+            callbacks: Callbacks = {"elicitation_callback": elicit}
+            async with Client(stdio_client(server, errlog=stderr), mode=LEGACY, **callbacks) as c:
+                return [await c.call_tool("chat_ask", {"question": "which?"}) for _ in range(2)]
+
+    at_limit, over = anyio.run(run)
+    assert _text(at_limit) == "told " + "x" * 20
+    assert "told" not in _text(over)
+    rows = _audited(db, 2)
+    assert sorted((r["tool"], r["identity"], r["reason"]) for r in rows) == [
+        (f"{SERVER_REQUEST}elicitation:chat", "u1", "answered"),
+        (f"{SERVER_REQUEST}elicitation:chat", "u1", "too_large"),
+    ]
