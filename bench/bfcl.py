@@ -108,9 +108,12 @@ def to_json_schema(node: Any) -> Any:
     return out
 
 
-def load(read: Callable[[str], str]) -> tuple[list[dict[str, Any]], list[tuple[str, Any]], int]:
+def load(
+    read: Callable[[str], str], every: int = 1
+) -> tuple[list[dict[str, Any]], list[tuple[str, Any]], int]:
     """The corpus's distinct functions (name, schema), its ground-truth calls (tool, arguments)
-    the schemas accept, and how many were dropped."""
+    the schemas accept, and how many were dropped; with `every`, only every `every`-th
+    function and its calls (a share of the corpus, for a run under valgrind)."""
     functions: dict[str, dict[str, Any]] = {}  # tool name -> function
     keys: dict[str, str] = {}  # (name, schema) text -> tool name
     calls: list[tuple[str, Any]] = []
@@ -145,6 +148,9 @@ def load(read: Callable[[str], str]) -> tuple[list[dict[str, Any]], list[tuple[s
                         if chosen:
                             arguments[param] = chosen[0]
                     calls.append((tool, arguments))
+    if every > 1:
+        functions = {name: f for i, (name, f) in enumerate(functions.items()) if i % every == 0}
+        calls = [(tool, arguments) for tool, arguments in calls if tool in functions]
     compiled = {name: CompiledSchema(f["schema"]) for name, f in functions.items()}
     kept = []
     for tool, arguments in calls:
@@ -210,8 +216,8 @@ def mutate(rng: random.Random, schema: Any, arguments: Any) -> Any:
     return put(arguments, path, rng.choice(OTHER_VALUES))
 
 
-def build(seed: int) -> tuple[Gateway, list[str], list[str], dict[str, Any]]:
-    functions, calls, dropped = load(corpus_files())
+def build(seed: int, every: int = 1) -> tuple[Gateway, list[str], list[str], dict[str, Any]]:
+    functions, calls, dropped = load(corpus_files(), every)
     gateway = Gateway(
         Tool(
             name=f["name"],

@@ -76,3 +76,26 @@ def test_invalid_instances_always_get_a_violation(instance: dict[str, Any]) -> N
     compiled = CompiledSchema(FLAT)
     if not compiled.is_valid(instance, has_float=True):
         assert compiled.first_violation(instance) is not None
+
+
+ROOTS = [
+    FLAT,
+    {"type": ["object", "null"], "properties": {"a": {"type": "integer"}}},
+    {"properties": {"a": {"type": "string"}}, "required": ["a"]},  # no type: any value
+    {"type": "object", "properties": {}},
+    {"type": "object", "properties": {"a": {"enum": [1, "x"]}}, "maxProperties": 1},
+    {"anyOf": [{"type": "object", "properties": {"a": {"type": "null"}}}, {"type": "null"}]},
+    {"type": "object"},
+]
+
+
+@given(st.sampled_from(range(len(ROOTS))), instances)
+def test_the_object_describer_answers_as_the_quick_describer_on_objects(
+    root: int, instance: dict[str, Any]
+) -> None:
+    compiled = CompiledSchema(ROOTS[root])
+    quick = FlatObject.of(compiled.strict)
+    assert quick is not None
+    assert quick.in_object(instance) == quick.first_violation(instance)
+    assert compiled.quick_in_object is not None
+    assert compiled.quick_in_object(instance) == quick.first_violation(instance)

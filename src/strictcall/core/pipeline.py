@@ -271,7 +271,10 @@ def check_arguments(
     schema = compiled.arguments
     if schema.is_valid_when[has_float](arguments):
         return arguments
-    violation = schema.first_violation(arguments)
+    quick = schema.quick_in_object  # `first_violation` of an object, without its two calls
+    violation = None if quick is None else quick(arguments)
+    if violation is None:
+        violation = schema.exact_violation(arguments)
     if violation is None:  # the two validators disagree: refuse without a location
         return Rejection(INVALID_ARGUMENTS)
     # The same mistake is usually made again: its rejection is built once (the key holds the
@@ -282,8 +285,10 @@ def check_arguments(
     key: Hashable | None = None
     if kind in _SCALARS:
         key = (violation, kind)
-    elif kind is list and all(type(item) in _SCALARS for item in expected):
-        key = (violation.path, violation.reason, tuple(expected), tuple(map(type, expected)))
+    elif kind is list:
+        kinds = tuple(map(type, expected))
+        if _SCALARS.issuperset(kinds):  # in C: no generator over the items
+            key = (violation.path, violation.reason, tuple(expected), kinds)
     if key is not None:
         known = compiled.refusals.get(key)
         if known is not None:

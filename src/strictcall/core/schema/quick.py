@@ -85,22 +85,30 @@ class QuickDescriber:
     copied for each answer, since answers are handed out.
     """
 
-    __slots__ = ("_root", "first_violation")
+    __slots__ = ("_root", "first_violation", "in_object")
 
-    def __init__(self, root: Describe) -> None:
+    def __init__(self, root: Describe, in_object: Describe | None = None) -> None:
         self._root: Final = root
         self.first_violation: Final[Describe] = root
         """The violation in an instance, or None when it finds none (the exact path then
         looks): the compiled describer itself, called without a method in between."""
+        self.in_object: Final[Describe] = root if in_object is None else in_object
+        """`first_violation` of an instance known to be an object (a call's arguments): the
+        root's own checks of an object, without asking the instance's type first."""
 
     @classmethod
     def of(cls, schema: JSONValue) -> QuickDescriber | None:
         """A describer for the strict `schema` if the quick path covers it, else None."""
         try:
-            root = _compile(schema)
+            part = _compile_part(schema)
         except _Uncovered:
             return None
-        return None if root is None else cls(root)
+        if part is None:
+            return None
+        in_object = None
+        if part.types is not None and dict in part.types:
+            in_object = _nothing if part.rest is None else part.rest
+        return cls(part.whole, in_object)
 
 
 FlatObject = QuickDescriber

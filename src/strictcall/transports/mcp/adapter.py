@@ -210,7 +210,8 @@ def _result_line(result: dict[str, JSONValue], request_id: types.RequestId, vers
         own = result.get("_meta")  # a proxied tool's upstream's: kept beside the server's name
         kept = own if isinstance(own, dict) else {}
         result["_meta"] = {**kept, types.SERVER_INFO_META_KEY: _server_info()}
-    return dump_line({"jsonrpc": "2.0", "id": request_id, "result": result})
+    message = {"jsonrpc": "2.0", "id": request_id, "result": result}
+    return orjson.dumps(message, option=orjson.OPT_APPEND_NEWLINE)  # `dump_line`, inline
 
 
 def dump_line(message: dict[str, JSONValue]) -> bytes:
@@ -600,7 +601,8 @@ class McpTools:
         so a line no longer than `MAX_REPLY_BYTES` holds a result that is not either. Only a
         longer line, or one that cannot be written, has the result measured on its own (and
         refused as `answered_json` refuses it): one dump of the result, not two."""
-        wrapped = _wrapping(self._wrapping, outcome.tool)
+        tool = outcome.tool  # `_wrapping`, written out: every call's path
+        wrapped = None if tool is None else self._wrapping.get(tool)
         result, error = answered_json(outcome.answer, wrapped=wrapped, version=version, sized=False)
         try:
             line = _result_line(result, request_id, version)
@@ -617,7 +619,8 @@ class McpTools:
         self, params: dict[str, JSONValue], request_id: types.RequestId | None
     ) -> tuple[dict[str, JSONValue], str]:
         """A tools/call's params as the gateway reads a call, and its call id."""
-        self._follow()
+        if self.gateway.generation != self._generation:  # `_follow`'s test, without its call
+            self._follow()
         if MCP_PARAMS.isdisjoint(params):  # the usual call: nothing of MCP's own to take out
             return params, self.call_id(request_id)
         call = {key: value for key, value in params.items() if key not in MCP_PARAMS}

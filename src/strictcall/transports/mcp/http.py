@@ -12,6 +12,7 @@ everything else is replayed to the SDK's session manager.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator, Coroutine
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Final
@@ -57,6 +58,8 @@ from strictcall.transports.mcp.sdk_errors import scrubbed
 from strictcall.transports.offload import off_loop, read_off_loop
 
 _CANCELLED: Final = "notifications/cancelled"
+_ASKING: Final = frozenset({"progressToken", types.LOG_LEVEL_META_KEY})
+"""The `_meta` members that ask for a stream (`progress_token_of`, `log_level_of`)."""
 
 
 def identity_in_scope(ctx: Context) -> str | None:
@@ -106,7 +109,7 @@ class McpHttpApp:
         tools = McpTools(
             gateway,
             identity_in_scope,
-            lambda: mint_call_id("http"),
+            functools.partial(mint_call_id, "http"),  # called in C: no frame of its own
             record,
             claims_in_scope,
             content=content,
@@ -144,8 +147,10 @@ class McpHttpApp:
             return False
         params = message.get("params")
         meta = params.get("_meta") if type(params) is dict else None
-        asked = meta is not None and (
-            progress_token_of(meta) is not None or log_level_of(meta) is not None
+        asked = (
+            isinstance(meta, dict)
+            and not _ASKING.isdisjoint(meta)  # the usual envelope asks for neither: no call
+            and (progress_token_of(meta) is not None or log_level_of(meta) is not None)
         )
         if not asked and self._tools.levels:
             asked = scope.get(IDENTITY_KEY) in self._tools.levels
