@@ -25,6 +25,7 @@ import pytest
 from mcp_peers import UPSTREAMS, everything_command, proxy_argv
 from stdio_peer import StdioPeer
 from strictcall.services.proxy.config import ConfigError, federation_config
+from strictcall.services.proxy.instances import PerIdentity
 from strictcall.services.proxy.spawn import (
     SANDBOX_ENV,
     Mount,
@@ -358,8 +359,8 @@ def test_the_keys_given_are_what_the_upstream_runs_with() -> None:
         limits=SpawnLimits(memory_mib=64),
         homes="/var/lib/homes",
     )
-    assert (a.instances, a.max_instances, a.idle_s) == ("per-identity", 3, 9.0)
-    assert b.spec.spawn.sandbox == "bwrap" and b.instances == "shared"
+    assert a.per_identity == PerIdentity(max_instances=3, idle_s=9.0)
+    assert b.spec.spawn.sandbox == "bwrap" and b.per_identity is None
 
 
 def test_a_virtualenvs_script_is_shown_the_python_the_virtualenv_was_made_from(
