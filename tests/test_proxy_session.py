@@ -31,11 +31,10 @@ import pytest
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.server.lowlevel.server import NotificationOptions
 from mcp.shared.exceptions import MCPError
-from mcp.shared.memory import create_client_server_memory_streams
 
 from mcp_peers import UPSTREAMS, everything_command
+from memory_session import memory_session
 from servers import create_token
 from stdio_peer import DEADLINE_S
 from strictcall.errors import INVALID_REQUEST, TIMEOUT, UPSTREAM_UNAVAILABLE, Reason, Stage
@@ -636,35 +635,26 @@ def test_a_subscribed_caller_gets_its_resources_updates_until_it_unsubscribes(
 
 @asynccontextmanager
 async def _session_of(proxy: Proxy, caller: str, heard: Updates) -> AsyncIterator[Client]:
-    """A session of the proxy's as stdio serves one (`strictcall.transports.mcp.stdio`: its
-    notifications on the session's own write side), named `caller`, held by the official
+    """A session of the proxy's as stdio serves one, named `caller`, held by the official
     client on in-memory streams; its subscriptions forgotten when it ends."""
-    async with create_client_server_memory_streams() as (client_streams, (read, write)):
-        answers = Answers(write)
-        tools = McpTools(
+
+    def tools_for(answers: Answers) -> McpTools:
+        subscriber = Subscriber(caller, answers.notify)
+        return McpTools(
             proxy.gateway,
             lambda ctx: "u1",
             lambda: caller,
             content=proxy.content,
-            subscriber=Subscriber(caller, answers.notify),
+            subscriber=subscriber,
         )
-        server = tools.server()
-        options = server.create_initialization_options(NotificationOptions())
 
-        @asynccontextmanager
-        async def transport() -> AsyncIterator[Any]:
-            yield client_streams
-
-        async with anyio.create_task_group() as group:
-            group.start_soon(server.run, read, answers, options)
-            try:
-                async with Client(
-                    transport(), mode=LEGACY, message_handler=heard.on_message
-                ) as client:
-                    yield client
-            finally:
-                await proxy.content.forget(caller)
-                group.cancel_scope.cancel()
+    try:
+        async with memory_session(
+            tools_for, mode=LEGACY, message_handler=heard.on_message
+        ) as client:
+            yield client
+    finally:
+        await proxy.content.forget(caller)
 
 
 def test_two_callers_of_one_proxy_get_the_updates_of_their_own_subscriptions() -> None:

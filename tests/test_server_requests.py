@@ -19,8 +19,7 @@ import shlex
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -31,10 +30,9 @@ import pytest
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.server.lowlevel.server import NotificationOptions
-from mcp.shared.memory import create_client_server_memory_streams
 
 from mcp_peers import UPSTREAMS, everything_command
+from memory_session import memory_session
 from servers import create_token, strictcall
 from stdio_peer import DEADLINE_S
 from strictcall.core.policy import PolicyHolder, parse_policy
@@ -72,34 +70,22 @@ def _proxy(policy: str = OPEN, budgets: Budgets | None = None, command: str = CH
     )
 
 
-@asynccontextmanager
-async def _caller(
+def _caller(
     proxy: Proxy,
     caller: str,
     identity: str,
     records: list[AuditRecord],
     callbacks: Callbacks,
     mode: str = LEGACY,
-) -> AsyncIterator[Client]:
+) -> AbstractAsyncContextManager[Client]:
     """A downstream session of the proxy's as stdio serves one, named `caller`, of
     `identity`, its audit records in `records`, held by the official client with
     `callbacks` (sampling_callback, elicitation_callback, list_roots_callback)."""
-    async with create_client_server_memory_streams() as (client_streams, (read, write)):
-        tools = McpTools(proxy.gateway, lambda ctx: identity, lambda: caller, records.append)
-        server = tools.server()
-        options = server.create_initialization_options(NotificationOptions())
 
-        @asynccontextmanager
-        async def transport() -> AsyncIterator[Any]:
-            yield client_streams
+    def tools_for(answers: Answers) -> McpTools:
+        return McpTools(proxy.gateway, lambda ctx: identity, lambda: caller, records.append)
 
-        async with anyio.create_task_group() as group:
-            group.start_soon(server.run, read, Answers(write), options)
-            try:
-                async with Client(transport(), mode=mode, **callbacks) as client:
-                    yield client
-            finally:
-                group.cancel_scope.cancel()
+    return memory_session(tools_for, mode=mode, **callbacks)
 
 
 def _asked(records: list[AuditRecord]) -> list[tuple[str | None, str | None, str, str | None]]:
