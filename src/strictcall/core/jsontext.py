@@ -430,6 +430,8 @@ def array_longer_than(raw: bytes | bytearray, most: int) -> bool:
     element past `most` begins, however long or malformed the rest. False when it cannot tell
     (not an array, an empty element, an unterminated string, an element nested deeper than
     `SCAN_DEPTH`, `SCAN_MOST_BYTES` read): the parser then decides."""
+    if raw[:1] == b"{":
+        return False  # one message, as nearly every body is: nothing to count
     stop = min(len(raw), SCAN_MOST_BYTES)
     if most < 1 or raw.count(b",", 0, stop) < most:
         return False  # too few commas for that many elements: most texts end here
