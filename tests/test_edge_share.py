@@ -297,3 +297,28 @@ def test_another_client_stays_served_while_big_nested_bodies_are_read(
         f"agent p50 idle {statistics.median(idle) * 1e3:.1f} ms, beside 1 MiB nested bodies on "
         f"{path} {statistics.median(beside) * 1e3:.1f} ms ({during} bodies during 100 calls)"
     )
+
+
+def test_a_body_is_read_off_the_loop_with_the_short_switch_interval_given_back() -> None:
+    import asyncio
+    import sys
+    import threading
+
+    from strictcall.transports.offload import READ_SWITCH_S, read_off_loop
+
+    before = sys.getswitchinterval()
+    assert before != READ_SWITCH_S  # the interpreter's own (5 ms), or a test would say nothing
+
+    def read() -> tuple[float, bool]:
+        return sys.getswitchinterval(), threading.current_thread() is threading.main_thread()
+
+    interval, on_main = asyncio.run(read_off_loop(read))
+    assert (interval, on_main) == (READ_SWITCH_S, False)
+    assert sys.getswitchinterval() == before  # given back once the read is done
+
+    def fails() -> None:
+        raise ValueError
+
+    with pytest.raises(ValueError):
+        asyncio.run(read_off_loop(fails))
+    assert sys.getswitchinterval() == before  # and after a read that raised
