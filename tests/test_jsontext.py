@@ -310,6 +310,44 @@ def test_a_value_with_a_float_is_always_flagged(value: Any) -> None:
         assert parse_document(json.dumps(value)).has_float is True
 
 
+@given(json_values)
+def test_bytes_say_what_the_same_text_as_str_says(value: Any) -> None:
+    # bytes are searched with their digits written 0 and str with the patterns themselves: the
+    # str reading is the reference, float flag and exact long integers alike
+    text = json.dumps(value)
+    for spaced in (text, f'["2.0", "1e5", {text}, "x0.5"]'):
+        as_str, as_bytes = parse_document(spaced), parse_document(spaced.encode())
+        assert as_bytes.has_float is as_str.has_float
+        assert as_bytes.value == as_str.value
+        assert parse_document(spaced.encode(), floats=False) == parse_document(spaced, floats=False)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '"2.0"',
+        "2.0",
+        '["a2.5"]',
+        '"x"0',
+        "[1e5]",
+        '["1e5"]',
+        "[12345678901234567890]",
+        '["12345678901234567890"]',
+        "[1234567890123456789]",
+        "[123456789012345678]",
+        "[0.5]",
+    ],
+)
+def test_bytes_and_str_agree_on_each_digit_pattern(text: str) -> None:
+    try:
+        expected = parse_document(text)
+    except JSONTextError:
+        with pytest.raises(JSONTextError):
+            parse_document(text.encode())
+        return
+    assert parse_document(text.encode()) == expected
+
+
 def _types_in(value: Any) -> set[str]:
     if isinstance(value, dict):
         return {"dict"}.union(*(_types_in(v) for v in value.values()))

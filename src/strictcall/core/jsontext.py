@@ -73,9 +73,13 @@ _BYTES_NEEDLES: Final[tuple[Any, ...]] = (
     b"\\",
     b"{",
     b"[",
-    re.compile(rb"[0-9](?:[.eE]|[0-9]{18})"),
-    re.compile(rb'(?<!")[0-9][.eE]'),
-    re.compile(rb"[0-9]{19}"),
+    # the same three, searched in the text with every digit written 0 (`_DIGITS_AS_ZERO`): a
+    # pattern that begins with a literal is searched for that byte at C speed, where one that
+    # begins with a class or a look-behind is tried at every position (10 ms a MiB, 6 us on a
+    # 150-byte call, against 0.3 ms and 2 us); the look-behind after the 0 asks the same
+    re.compile(rb"0(?:[.eE]|0{18})"),
+    re.compile(rb'0(?<!"0)[.eE]'),
+    None,  # `_LONG_DIGITS`, found with `find`
 )
 
 _DIGITS_AS_ZERO: Final = bytes.maketrans(b"0123456789", b"0" * 10)
@@ -174,13 +178,18 @@ def parse_document(
     if len(text) > 2 * max_depth and text.count(brace) + text.count(bracket) > max_depth:
         _check_depth(value, max_depth, raw)
     has_float = long_number = False
-    if numbers and not floats:
-        long_number = (
-            text.translate(_DIGITS_AS_ZERO).find(_LONG_DIGITS) >= 0  # not `in`: see below
-            if kind is bytes
-            else long_digits.search(text) is not None
-        )
-    elif numbers and numeric.search(text) is not None:
+    if not numbers:
+        pass
+    elif kind is bytes:
+        zeros = text.translate(_DIGITS_AS_ZERO)
+        if not floats:
+            long_number = zeros.find(_LONG_DIGITS) >= 0  # not `in`: see below
+        elif numeric.search(zeros) is not None:
+            has_float = floatish.search(zeros) is not None
+            long_number = zeros.find(_LONG_DIGITS) >= 0
+    elif not floats:
+        long_number = long_digits.search(text) is not None
+    elif numeric.search(text) is not None:
         has_float = floatish.search(text) is not None
         long_number = long_digits.search(text) is not None
     # bytes' `in` first tries its operand as an int and raises (and clears) a TypeError, some
