@@ -1,0 +1,266 @@
+"""/mcp's change streams on a real `strictcall federate` over HTTP (127.0.0.1, port 0) in front
+of a real upstream whose listing a test rewrites: a GET that accepts an event stream is told
+`notifications/tools/list_changed` when what its caller may see changes, within the streams'
+budgets, and every stream ends cleanly, at once, when the server stops."""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from listing_federation import ListingFederation
+from servers import create_token
+from stdio_peer import DEADLINE_S, HANDSHAKE_VERSION, until
+from strictcall.core.refusals import IDENTITY_STREAMS_FULL, STREAMS_FULL
+from strictcall.errors import BUSY
+from strictcall.server.app import GRACEFUL_SHUTDOWN_S
+
+TOOLS_CHANGED = "notifications/tools/list_changed"
+STREAM = {"Accept": "text/event-stream"}
+MCP = {"Accept": "application/json, text/event-stream"}
+ENDED = "(ended)"
+"""What a reader records once its stream has ended cleanly (the last chunk written)."""
+
+
+class ChangeReader:
+    """A GET stream on /mcp read line by line by a thread: each event's message and each
+    comment, with when it arrived, then `ENDED` (or the error that cut it)."""
+
+    def __init__(self, base_url: str, token: str, **headers: str) -> None:
+        self.items: queue.Queue[tuple[float, Any]] = queue.Queue()
+        self.opened: queue.Queue[httpx.Response] = queue.Queue()
+        self._headers = {**STREAM, "Authorization": f"Bearer {token}", **headers}
+        self._url = base_url + "/mcp"
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+        self.response = self.opened.get(timeout=DEADLINE_S)
+
+    def _read(self) -> None:
+        try:
+            with (
+                httpx.Client(timeout=httpx.Timeout(DEADLINE_S)) as client,
+                client.stream("GET", self._url, headers=self._headers) as response,
+            ):
+                self.opened.put(response)
+                for line in response.iter_lines():
+                    if self._stop.is_set():
+                        return
+                    if line.startswith("data: "):
+                        self.items.put((time.monotonic(), json.loads(line[6:])))
+                    elif line.startswith(":"):
+                        self.items.put((time.monotonic(), line))
+            self.items.put((time.monotonic(), ENDED))
+        except httpx.HTTPError as exc:
+            self.items.put((time.monotonic(), exc))
+
+    def next(self, what: str) -> tuple[float, Any]:
+        """The next item, within the deadline."""
+        try:
+            return self.items.get(timeout=DEADLINE_S)
+        except queue.Empty:
+            raise AssertionError(f"not within {DEADLINE_S} s: {what}") from None
+
+    def next_message(self, what: str) -> tuple[float, Any]:
+        """The next event's message (or the end), keep-alive comments passed over."""
+        while True:
+            when, item = self.next(what)
+            if not (isinstance(item, str) and item.startswith(":")):
+                return when, item
+
+    def leave(self) -> None:
+        """Stop reading at the next line (the connection closes with the thread)."""
+        self._stop.set()
+
+
+def tools_changed(item: Any) -> bool:
+    return isinstance(item, dict) and item.get("method") == TOOLS_CHANGED
+
+
+def refusal_of(response: httpx.Response) -> dict[str, Any]:
+    data: dict[str, Any] = response.json()["error"]["data"]
+    return data
+
+
+@pytest.fixture
+def allow(tmp_path: Path) -> Path:
+    path = tmp_path / "allow.json"
+    path.write_text(json.dumps({"alice": ["one", "two"], "bob": ["one"]}), encoding="utf-8")
+    return path
+
+
+def federation(tmp_path: Path, *args: str) -> ListingFederation:
+    return ListingFederation(
+        tmp_path, {"up": {"tools": ["one"]}}, pinning=False, http=True, args=args
+    )
+
+
+@pytest.fixture
+def served(tmp_path: Path, allow: Path) -> Iterator[tuple[ListingFederation, dict[str, str]]]:
+    running = federation(tmp_path, "--allow", str(allow), "--stream-keepalive", "0.2")
+    tokens = {who: create_token(running.db, who) for who in ("alice", "bob")}
+    try:
+        yield running, tokens
+    finally:
+        running.close()
+
+
+def initialize(base_url: str, token: str) -> dict[str, Any]:
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": HANDSHAKE_VERSION,
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
+    headers = {**MCP, "Authorization": f"Bearer {token}"}
+    answer = httpx.post(base_url + "/mcp", json=body, headers=headers, timeout=DEADLINE_S)
+    assert answer.status_code == 200
+    result: dict[str, Any] = answer.json()["result"]
+    return result
+
+
+def test_initialize_on_a_federations_mcp_announces_tools_list_changed(
+    served: tuple[ListingFederation, dict[str, str]],
+) -> None:
+    running, tokens = served
+    capabilities = initialize(running.base_url, tokens["alice"])["capabilities"]
+    assert capabilities["tools"]["listChanged"] is True
+
+
+def test_each_identity_is_told_when_its_own_listing_changes_and_only_then(
+    served: tuple[ListingFederation, dict[str, str]],
+) -> None:
+    running, tokens = served
+    alice = ChangeReader(running.base_url, tokens["alice"])
+    bob = ChangeReader(running.base_url, tokens["bob"])
+    for reader in (alice, bob):
+        assert reader.response.status_code == 200
+        assert reader.response.headers["content-type"].startswith("text/event-stream")
+    # "two" appears: alice may see it, bob may not (the allow-list)
+    running.relist("up", {"tools": ["one", "two"]})
+    _, told = alice.next_message("alice is told of two")
+    assert told == {"jsonrpc": "2.0", "method": TOOLS_CHANGED}
+    # "one" goes: both listings change
+    second = time.monotonic()
+    running.relist("up", {"tools": ["two"]})
+    when, told = bob.next_message("bob is told one went")
+    assert tools_changed(told) and when >= second  # nothing for bob before it
+    _, told = alice.next_message("alice is told one went")
+    assert tools_changed(told)
+    alice.leave()
+    bob.leave()
+
+
+def test_an_idle_stream_gets_a_keep_alive_comment(
+    served: tuple[ListingFederation, dict[str, str]],
+) -> None:
+    running, tokens = served
+    reader = ChangeReader(running.base_url, tokens["alice"])
+    started = time.monotonic()
+    when, item = reader.next("a keep-alive comment")
+    assert item == ": keep-alive"
+    assert when - started < DEADLINE_S
+    reader.leave()
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{}, {"Accept": "application/json"}, {**STREAM, "MCP-Protocol-Version": "2026-07-28"}],
+    ids=["no-accept", "json-only", "2026-07-28"],
+)
+def test_a_get_that_opens_no_stream_is_405(
+    served: tuple[ListingFederation, dict[str, str]], headers: dict[str, str]
+) -> None:
+    running, tokens = served
+    headers = {**headers, "Authorization": f"Bearer {tokens['alice']}"}
+    answer = httpx.get(running.base_url + "/mcp", headers=headers, timeout=DEADLINE_S)
+    assert answer.status_code == 405
+    assert answer.headers["allow"] == "GET, POST"
+    assert not answer.headers.get("content-type", "").startswith("text/event-stream")
+
+
+def test_a_get_without_a_token_is_refused_as_a_post_is(
+    served: tuple[ListingFederation, dict[str, str]],
+) -> None:
+    running, _ = served
+    answer = httpx.get(running.base_url + "/mcp", headers=STREAM, timeout=DEADLINE_S)
+    assert answer.status_code == 401
+
+
+def test_streams_past_an_identitys_budget_are_429_and_past_the_total_503(
+    tmp_path: Path,
+) -> None:
+    running = federation(
+        tmp_path,
+        *("--max-streams-per-identity", "2", "--max-streams", "3", "--stream-keepalive", "0.2"),
+    )
+    tokens = {who: create_token(running.db, who) for who in ("alice", "bob")}
+    try:
+        base = running.base_url
+        held = [ChangeReader(base, tokens["alice"]) for _ in range(2)]
+        assert [reader.response.status_code for reader in held] == [200, 200]
+        headers = {**STREAM, "Authorization": f"Bearer {tokens['alice']}"}
+        third = httpx.get(base + "/mcp", headers=headers, timeout=DEADLINE_S)
+        assert third.status_code == 429 and third.headers["retry-after"] == "5"
+        refused = refusal_of(third)
+        assert (refused["code"], refused["stage"]) == (BUSY.code, BUSY.stage.value)
+        assert refused["limit"] == IDENTITY_STREAMS_FULL.details["limit"]
+        held.append(ChangeReader(base, tokens["bob"]))  # the third of three
+        assert held[-1].response.status_code == 200
+        headers = {**STREAM, "Authorization": f"Bearer {tokens['bob']}"}
+        fourth = httpx.get(base + "/mcp", headers=headers, timeout=DEADLINE_S)
+        assert fourth.status_code == 503
+        assert refusal_of(fourth)["limit"] == STREAMS_FULL.details["limit"]
+        assert tokens["bob"] not in fourth.text
+        # one leaves: its place is free again once the server sees it gone
+        held[0].leave()  # at its next keep-alive
+        held[0].thread.join(DEADLINE_S)
+
+        def opens() -> bool:
+            reader = ChangeReader(base, tokens["bob"])
+            reader.leave()
+            return reader.response.status_code == 200
+
+        until(opens, "a stream opens once one has left")
+        for reader in held[1:]:
+            reader.leave()
+    finally:
+        running.close()
+
+
+def test_the_server_stops_at_once_with_streams_open_each_ended_cleanly(
+    served: tuple[ListingFederation, dict[str, str]],
+) -> None:
+    running, tokens = served
+    readers = [ChangeReader(running.base_url, tokens[who]) for who in ("alice", "bob", "bob")]
+    assert [reader.response.status_code for reader in readers] == [200, 200, 200]
+    started = time.monotonic()
+    assert running.close() == 0
+    took = time.monotonic() - started
+    assert took < GRACEFUL_SHUTDOWN_S / 2, took  # not held for the grace period
+    for reader in readers:
+        until(lambda r=reader: _ended(r), "the stream ends")
+    assert "Traceback" not in running.stderr()
+
+
+def _ended(reader: ChangeReader) -> bool:
+    while True:
+        try:
+            _, item = reader.items.get_nowait()
+        except queue.Empty:
+            return False
+        if item == ENDED:
+            return True
+        assert not isinstance(item, Exception), item
