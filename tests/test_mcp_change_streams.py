@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import queue
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -17,7 +18,8 @@ import httpx
 import pytest
 
 from listing_federation import ListingFederation
-from servers import create_token
+from node_client import TS_DIR, node_with_packages
+from servers import create_token, lines_of
 from stdio_peer import DEADLINE_S, HANDSHAKE_VERSION, until
 from strictcall.core.refusals import IDENTITY_STREAMS_FULL, STREAMS_FULL
 from strictcall.errors import BUSY
@@ -264,3 +266,39 @@ def _ended(reader: ChangeReader) -> bool:
         if item == ENDED:
             return True
         assert not isinstance(item, Exception), item
+
+
+def test_the_official_typescript_client_is_told_on_the_get_stream_it_opens(
+    served: tuple[ListingFederation, dict[str, str]],
+) -> None:
+    running, tokens = served
+    node = node_with_packages()
+    script = str(TS_DIR / "list_changed.mjs")
+    client = subprocess.Popen(
+        [node, script, running.base_url + "/mcp", tokens["alice"]],
+        cwd=TS_DIR,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert client.stdout is not None
+        lines = lines_of(client.stdout)
+        assert lines.get(timeout=DEADLINE_S) == "connected\n"
+        # it opens its GET stream after initialize, on its own time: change until it is told
+        report = None
+        for count in range(200):  # "two" comes and goes: alice's listing changes each time
+            running.relist("up", {"tools": ["one", "two"] if count % 2 == 0 else ["one"]})
+            try:
+                report = json.loads(lines.get(timeout=0.25) or "null")
+                break
+            except queue.Empty:
+                continue
+        assert report is not None, "the client was never told"
+        assert report["told"] is True
+        assert report["capabilities"]["tools"]["listChanged"] is True
+        assert set(report["tools"]) <= {"one", "two"}
+        assert client.wait(timeout=DEADLINE_S) == 0
+    finally:
+        if client.poll() is None:
+            client.kill()
+            client.wait()
