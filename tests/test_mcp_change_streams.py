@@ -5,6 +5,7 @@ budgets, and every stream ends cleanly, at once, when the server stops."""
 
 from __future__ import annotations
 
+import functools
 import json
 import queue
 import subprocess
@@ -253,7 +254,7 @@ def test_the_server_stops_at_once_with_streams_open_each_ended_cleanly(
     took = time.monotonic() - started
     assert took < GRACEFUL_SHUTDOWN_S / 2, took  # not held for the grace period
     for reader in readers:
-        until(lambda r=reader: _ended(r), "the stream ends")
+        until(functools.partial(_ended, reader), "the stream ends")
     assert "Traceback" not in running.stderr()
 
 
