@@ -17,11 +17,21 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Final
+from typing import Any, Final
 
+import mcp_types as types
 import orjson
+from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import (
+    SUBSCRIPTION_ID_META_KEY,
+    PromptsListChanged,
+    ResourcesListChanged,
+    ServerEvent,
+    ToolsListChanged,
+    event_to_notification,
+)
 
 from strictcall.core.gateway import Gateway
 from strictcall.core.policy.model import Claims
@@ -38,11 +48,22 @@ from strictcall.transports.asgi import (
     send_response,
 )
 from strictcall.transports.jsonrpc import Recorder, refusal_reply
-from strictcall.transports.mcp.content import Kind, McpContent
+from strictcall.transports.mcp.content import Context, IdentityOf, Kind, McpContent
 from strictcall.transports.streams import StreamLimits
 
 KINDS: Final = ("tools", "resources", "prompts")
 """The listings a stream is told of, in the order one change to several is told."""
+
+ClaimsOf = Callable[[Context], Claims | None]
+ListenHandler = Callable[
+    [Context, types.SubscriptionsListenRequestParams], Awaitable[types.SubscriptionsListenResult]
+]
+
+_EVENTS: Final[dict[str, ServerEvent]] = {
+    "tools": ToolsListChanged(),
+    "resources": ResourcesListChanged(),
+    "prompts": PromptsListChanged(),
+}
 
 KEEPALIVE: Final = b": keep-alive\n\n"
 """An SSE comment: no event, only bytes on the wire."""
@@ -63,11 +84,12 @@ def changed_event(kind: str) -> bytes:
 class _Stream:
     """One open stream: whose it is, what it was last told of, what has changed since."""
 
-    __slots__ = ("claims", "identity", "pending", "seen", "wake")
+    __slots__ = ("claims", "identity", "kinds", "pending", "seen", "wake")
 
-    def __init__(self, identity: str, claims: Claims | None) -> None:
+    def __init__(self, identity: str, claims: Claims | None, kinds: tuple[str, ...]) -> None:
         self.identity: Final = identity
         self.claims: Final = claims
+        self.kinds: Final = kinds
         self.seen: dict[str, object] = {}
         self.pending: set[str] = set()
         self.wake: Final = asyncio.Event()
@@ -89,6 +111,10 @@ class ChangeStreams:
         self._content = content
         self._record = record
         self._open: set[_Stream] = set()
+        """The streams told of changes."""
+        self._held = 0
+        """The places `admit` has taken and not given back: the streams open, and those of
+        listen requests on their way to the SDK's handler."""
         self._per_identity: Counter[str] = Counter()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = False
@@ -141,34 +167,104 @@ class ChangeStreams:
         """Answer a GET that asked for an event stream: the stream, open until the client
         leaves or the server stops, or the refusal of one past a budget."""
         identity = scope.get(IDENTITY_KEY)
+        if not await self.admit(identity, send):
+            return
+        assert isinstance(identity, str)
+        try:
+            claims = scope.get(CLAIMS_KEY)
+            stream = _Stream(identity, claims if isinstance(claims, frozenset) else None, KINDS)
+            self._watch(stream)
+            try:
+                await self._pump(stream, receive, send)
+            finally:
+                self._open.discard(stream)
+        finally:
+            self.release(identity)
+
+    async def admit(self, identity: object, send: Send) -> bool:
+        """Take a stream's place for `identity` (True), or answer its refusal on `send`: past
+        a budget, or the server stopping. `release` gives the place back."""
         if not isinstance(identity, str) or self._stopping:
             # no identity: admission let nothing through without one; stopping: come back later
             await send_response(send, (503, response_headers(b""), b""))
-            return
+            return False
         refusal = self._refusal(identity)
         if refusal is not None:
             await self._refuse(refusal, identity, send)
-            return
-        claims = scope.get(CLAIMS_KEY)
-        stream = _Stream(identity, claims if isinstance(claims, frozenset) else None)
-        for kind in KINDS:
+            return False
+        self._held += 1
+        self._per_identity[identity] += 1
+        return True
+
+    def release(self, identity: str) -> None:
+        """Give back a place `admit` took."""
+        self._held -= 1
+        self._per_identity[identity] -= 1
+        if not self._per_identity[identity]:
+            del self._per_identity[identity]
+
+    def _watch(self, stream: _Stream) -> None:
+        for kind in stream.kinds:
             stream.seen[kind] = self._listing(stream, kind)
         self._open.add(stream)
-        self._per_identity[identity] += 1
-        try:
-            await self._pump(stream, receive, send)
-        finally:
-            self._open.discard(stream)
-            self._per_identity[identity] -= 1
-            if not self._per_identity[identity]:
-                del self._per_identity[identity]
 
     def _refusal(self, identity: str) -> tuple[int, Rejection] | None:
         if self._per_identity[identity] >= self.limits.max_streams_per_identity:
             return 429, IDENTITY_STREAMS_FULL
-        if len(self._open) >= self.limits.max_streams:
+        if self._held >= self.limits.max_streams:
             return 503, STREAMS_FULL
         return None
+
+    def listen_handler(self, identity_of: IdentityOf, claims_of: ClaimsOf) -> ListenHandler:
+        """The SDK's handler of 2026-07-28's `subscriptions/listen`, for a request whose place
+        `admit` took: acknowledged with the list changes it asked for that are told (never
+        resource subscriptions: /mcp has no updates to send), then told each change of the
+        caller's listings, each frame stamped with the request's id, until the client leaves
+        or the server stops (then the result ends the stream)."""
+
+        async def listen(
+            ctx: Context, params: types.SubscriptionsListenRequestParams
+        ) -> types.SubscriptionsListenResult:
+            identity = identity_of(ctx)
+            if identity is None or ctx.request_id is None:
+                raise MCPError(types.INVALID_REQUEST, "subscriptions/listen needs an id")
+            asked = params.notifications
+            told = {
+                "tools": asked.tools_list_changed is True,
+                "resources": asked.resources_list_changed is True and self.tells_content,
+                "prompts": asked.prompts_list_changed is True and self.tells_content,
+            }
+            meta: dict[str, Any] = {SUBSCRIPTION_ID_META_KEY: ctx.request_id}
+            honored = types.SubscriptionFilter(
+                tools_list_changed=True if told["tools"] else None,
+                resources_list_changed=True if told["resources"] else None,
+                prompts_list_changed=True if told["prompts"] else None,
+            )
+            stream = _Stream(identity, claims_of(ctx), tuple(k for k in KINDS if told[k]))
+            self._watch(stream)
+            related = ctx.request_id
+            try:
+                ack = types.SubscriptionsAcknowledgedNotification(
+                    params=types.SubscriptionsAcknowledgedNotificationParams(
+                        notifications=honored, _meta=meta
+                    )
+                )
+                await ctx.session.send_notification(ack, related_request_id=related)
+                while not self._stopping:
+                    await stream.wake.wait()
+                    stream.wake.clear()
+                    if self._stopping:
+                        break
+                    for kind in self._changed_kinds(stream):
+                        notification = event_to_notification(_EVENTS[kind], meta)
+                        await ctx.session.send_notification(
+                            notification, related_request_id=related
+                        )
+            finally:
+                self._open.discard(stream)
+            return types.SubscriptionsListenResult(_meta=meta)
+
+        return listen
 
     async def _refuse(self, refused: tuple[int, Rejection], identity: str, send: Send) -> None:
         status, refusal = refused
@@ -194,18 +290,19 @@ class ChangeStreams:
             )
         return content.prompts(stream.identity, stream.claims)
 
-    def _told(self, stream: _Stream) -> list[bytes]:
-        """The events for what changed of `stream`'s caller's listings since it was last told."""
+    def _changed_kinds(self, stream: _Stream) -> list[str]:
+        """What changed of `stream`'s caller's listings since it was last told, in `KINDS`'s
+        order (those it is told of alone)."""
         pending, stream.pending = stream.pending, set()
-        events = []
-        for kind in KINDS:
+        changed = []
+        for kind in stream.kinds:
             if kind not in pending:
                 continue
             now = self._listing(stream, kind)
             if now != stream.seen[kind]:
                 stream.seen[kind] = now
-                events.append(changed_event(kind))
-        return events
+                changed.append(kind)
+        return changed
 
     async def _pump(self, stream: _Stream, receive: Receive, send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": _HEADERS})
@@ -223,7 +320,8 @@ class ChangeStreams:
                     break
                 if stream.wake.is_set():
                     stream.wake.clear()
-                    for event in self._told(stream):
+                    for kind in self._changed_kinds(stream):
+                        event = changed_event(kind)
                         await send({"type": "http.response.body", "body": event, "more_body": True})
                 else:
                     await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})

@@ -315,6 +315,9 @@ class ContentServer(Server[Any]):
     offers: Callable[[], frozenset[Kind]] = staticmethod(frozenset)
     subscribes: Callable[[], bool] = staticmethod(bool)
     """Whether resources/subscribe is served now (its handler alone says nothing)."""
+    updates: bool = True
+    """Whether a session can be sent `notifications/resources/updated` (not /mcp's): else
+    `resources.subscribe` is never advertised, whatever the era."""
     announces: NotificationOptions | None = None
     """The list changes an initialize announces where its runner names none (/mcp's, told on
     its change streams)."""
@@ -331,7 +334,11 @@ class ContentServer(Server[Any]):
     def get_capabilities(self, *args: Any, **kwargs: Any) -> types.ServerCapabilities:
         capabilities = super().get_capabilities(*args, **kwargs)
         resources = capabilities.resources
-        if resources is not None and resources.subscribe and not self.subscribes():
+        if (
+            resources is not None
+            and resources.subscribe
+            and not (self.updates and self.subscribes())
+        ):
             resources = resources.model_copy(update={"subscribe": False})
             capabilities = capabilities.model_copy(update={"resources": resources})
         offered = self.offers()

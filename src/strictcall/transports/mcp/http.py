@@ -64,6 +64,7 @@ from strictcall.transports.offload import off_loop, read_off_loop
 from strictcall.transports.streams import StreamLimits
 
 _CANCELLED: Final = "notifications/cancelled"
+LISTEN: Final = "subscriptions/listen"
 _ASKING: Final = frozenset({"progressToken", types.LOG_LEVEL_META_KEY})
 """The `_meta` members that ask for a stream (`progress_token_of`, `log_level_of`)."""
 
@@ -191,6 +192,7 @@ class McpHttpApp:
             await response(scope, receive, send)
             return
         manager = self.manager
+        listening = False
         if scope["method"] == "POST":
             # a declared length past the limit is refused before a byte of the body is read
             too_long = declared_length(scope) > self.limits.max_size
@@ -212,7 +214,7 @@ class McpHttpApp:
             )
 
             def read() -> Any:
-                return read_message(body, self.limits, tools.serves, answers_itself=answers_itself)
+                return read_message(body, self.limits, self._serves, answers_itself=answers_itself)
 
             message = await read_off_loop(read) if off_loop(body) else read()
             if isinstance(message, DirectRequest):
@@ -229,13 +231,33 @@ class McpHttpApp:
                 if isinstance(identity, str):  # a call of this identity's alone
                     self._cancellable.cancel(identity, message.params)
             receive = _replay(body, receive)
+            listening = isinstance(message, types.JSONRPCRequest) and message.method == LISTEN
             if isinstance(message, types.JSONRPCRequest) and self._streams(
                 scope, message.model_dump(by_alias=True, exclude_none=True)
             ):
                 manager = self.streaming
         identity = scope.get(IDENTITY_KEY)
-        watched = SdkErrors(send, identity if isinstance(identity, str) else None, self._record)
-        await manager.handle_request(scope, receive, watched)
+        caller = identity if isinstance(identity, str) else None
+        watched = SdkErrors(send, caller, self._record)
+        listens = self.changes if listening else None
+        if listens is None or caller is None:
+            await manager.handle_request(scope, receive, watched)
+            return
+        # a listen stream takes a place within the change streams' budgets for as long as it
+        # is open: refused here past them, before the SDK sees it
+        if not await listens.admit(caller, send):
+            return
+        try:
+            await manager.handle_request(scope, receive, watched)
+        finally:
+            listens.release(caller)
+
+    def _serves(self, method: str) -> bool:
+        """`McpTools.serves`, and 2026-07-28's `subscriptions/listen` where the listing can
+        change."""
+        if method == LISTEN:
+            return self.changes is not None
+        return self._tools.serves(method)
 
     async def _answer_directly(
         self, call: DirectCall, scope: Scope, receive: Receive, send: Send
@@ -278,7 +300,7 @@ class McpHttpApp:
         message = read_message(
             bytes(body),
             self.limits,
-            tools.serves,
+            self._serves,
             answers_itself=lambda read: (
                 None
                 if self._streams(scope, read)
@@ -409,13 +431,20 @@ def changes_of(
 
 def announcing(tools: McpTools, changes: ChangeStreams | None) -> Any:
     """A new SDK server for `tools`, whose initialize announces `listChanged` for what the
-    change streams tell (the tools; resources and prompts where content is served)."""
+    change streams tell (the tools; resources and prompts where content is served), and which
+    serves 2026-07-28's `subscriptions/listen` for the same changes."""
     server = tools.server()
     if changes is not None and isinstance(server, ContentServer):
         server.announces = NotificationOptions(
             tools_changed=True,
             resources_changed=changes.tells_content,
             prompts_changed=changes.tells_content,
+        )
+        server.updates = False  # /mcp's streams carry no resources/updated
+        server.add_request_handler(
+            LISTEN,
+            types.SubscriptionsListenRequestParams,
+            changes.listen_handler(identity_in_scope, claims_in_scope),
         )
     return server
 
