@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import mcp_types as types
 import pytest
+from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
 
 from listing_federation import ListingFederation
 from node_client import TS_DIR, node_with_packages
@@ -29,6 +31,13 @@ from strictcall.server.app import GRACEFUL_SHUTDOWN_S
 TOOLS_CHANGED = "notifications/tools/list_changed"
 STREAM = {"Accept": "text/event-stream"}
 MCP = {"Accept": "application/json, text/event-stream"}
+MODERN = "2026-07-28"
+LISTEN = "subscriptions/listen"
+ENVELOPE = {
+    types.PROTOCOL_VERSION_META_KEY: MODERN,
+    types.CLIENT_CAPABILITIES_META_KEY: {},
+    types.CLIENT_INFO_META_KEY: {"name": "listen-test", "version": "1"},
+}
 ENDED = "(ended)"
 """What a reader records once its stream has ended cleanly (the last chunk written)."""
 
@@ -37,10 +46,16 @@ class ChangeReader:
     """A GET stream on /mcp read line by line by a thread: each event's message and each
     comment, with when it arrived, then `ENDED` (or the error that cut it)."""
 
-    def __init__(self, base_url: str, token: str, **headers: str) -> None:
+    def __init__(
+        self, base_url: str, token: str, listen: dict[str, Any] | None = None, **headers: str
+    ) -> None:
+        """`listen`: POST this 2026-07-28 `subscriptions/listen` request, not a GET."""
         self.items: queue.Queue[tuple[float, Any]] = queue.Queue()
         self.opened: queue.Queue[httpx.Response] = queue.Queue()
         self._headers = {**STREAM, "Authorization": f"Bearer {token}", **headers}
+        self._listen = listen
+        if listen is not None:
+            self._headers.update(MCP | {"MCP-Protocol-Version": MODERN, "Mcp-Method": LISTEN})
         self._url = base_url + "/mcp"
         self._stop = threading.Event()
         self.thread = threading.Thread(target=self._read, daemon=True)
@@ -51,7 +66,12 @@ class ChangeReader:
         try:
             with (
                 httpx.Client(timeout=httpx.Timeout(DEADLINE_S)) as client,
-                client.stream("GET", self._url, headers=self._headers) as response,
+                client.stream(
+                    "GET" if self._listen is None else "POST",
+                    self._url,
+                    headers=self._headers,
+                    json=self._listen,
+                ) as response,
             ):
                 self.opened.put(response)
                 for line in response.iter_lines():
@@ -303,3 +323,70 @@ def test_the_official_typescript_client_is_told_on_the_get_stream_it_opens(
         if client.poll() is None:
             client.kill()
             client.wait()
+
+
+def listen(request_id: int, **notifications: Any) -> dict[str, Any]:
+    """A 2026-07-28 `subscriptions/listen` request asking for `notifications`."""
+    params = {"notifications": notifications, "_meta": ENVELOPE}
+    return {"jsonrpc": "2.0", "id": request_id, "method": LISTEN, "params": params}
+
+
+def test_a_2026_07_28_listen_is_acknowledged_then_told_its_callers_changes_stamped(
+    served: tuple[ListingFederation, dict[str, str]],
+) -> None:
+    running, tokens = served
+    asked = {"toolsListChanged": True, "resourceSubscriptions": ["file:///x"]}
+    alice = ChangeReader(running.base_url, tokens["alice"], listen(7, **asked))
+    bob = ChangeReader(running.base_url, tokens["bob"], listen(8, toolsListChanged=True))
+    for reader, request_id in ((alice, 7), (bob, 8)):
+        assert reader.response.status_code == 200
+        _, ack = reader.next_message("the acknowledgement")
+        assert ack["method"] == "notifications/subscriptions/acknowledged"
+        # what is told: the tools' changes; never resource subscriptions (no updates here)
+        assert ack["params"]["notifications"] == {"toolsListChanged": True}
+        assert ack["params"]["_meta"] == {SUBSCRIPTION_ID_META_KEY: request_id}
+    running.relist("up", {"tools": ["one", "two"]})  # alice's listing alone changes
+    _, told = alice.next_message("alice is told")
+    assert told == {
+        "jsonrpc": "2.0",
+        "method": TOOLS_CHANGED,
+        "params": {"_meta": {SUBSCRIPTION_ID_META_KEY: 7}},
+    }
+    second = time.monotonic()
+    running.relist("up", {"tools": ["two"]})
+    when, told = bob.next_message("bob is told")
+    assert tools_changed(told) and when >= second
+    alice.leave()
+    bob.leave()
+
+
+def test_a_2026_07_28_listen_counts_in_the_streams_budget_and_ends_with_its_result_at_a_stop(
+    tmp_path: Path,
+) -> None:
+    running = federation(tmp_path, "--max-streams-per-identity", "1")
+    token = create_token(running.db, "alice")
+    try:
+        opened = ChangeReader(running.base_url, token, listen(1, toolsListChanged=True))
+        assert opened.response.status_code == 200
+        opened.next_message("the acknowledgement")
+        headers = {**MCP, "Authorization": f"Bearer {token}", "MCP-Protocol-Version": MODERN}
+        refused = httpx.post(
+            running.base_url + "/mcp",
+            json=listen(2, toolsListChanged=True),
+            headers={**headers, "Mcp-Method": LISTEN},
+            timeout=DEADLINE_S,
+        )
+        assert refused.status_code == 429
+        assert refusal_of(refused)["limit"] == IDENTITY_STREAMS_FULL.details["limit"]
+        get = httpx.get(running.base_url + "/mcp", headers=headers | STREAM, timeout=DEADLINE_S)
+        assert get.status_code == 405  # no standing stream on 2026-07-28
+        started = time.monotonic()
+        assert running.close() == 0
+        assert time.monotonic() - started < GRACEFUL_SHUTDOWN_S / 2
+        _, result = opened.next_message("the listen's result")
+        assert result["id"] == 1
+        assert result["result"]["_meta"][SUBSCRIPTION_ID_META_KEY] == 1
+        assert opened.next_message("the end")[1] == ENDED
+    finally:
+        if running.peer.process.poll() is None:  # not stopped above: a failure on the way
+            running.close()
