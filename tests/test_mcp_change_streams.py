@@ -15,10 +15,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
+import httpx2
 import mcp_types as types
 import pytest
-from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
+from mcp.client.client import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY, ToolsListChanged
 
 from listing_federation import ListingFederation
 from node_client import TS_DIR, node_with_packages
@@ -390,3 +394,37 @@ def test_a_2026_07_28_listen_counts_in_the_streams_budget_and_ends_with_its_resu
     finally:
         if running.peer.process.poll() is None:  # not stopped above: a failure on the way
             running.close()
+
+
+def test_the_official_python_clients_listen_on_2026_07_28_is_told_and_closed_gracefully(
+    served: tuple[ListingFederation, dict[str, str]],
+) -> None:
+    running, tokens = served
+    headers = {"Authorization": f"Bearer {tokens['alice']}"}
+
+    async def session() -> None:
+        with anyio.fail_after(DEADLINE_S * 2):
+            await listened()
+
+    async def listened() -> None:
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=DEADLINE_S) as http,
+            Client(
+                streamable_http_client(running.base_url + "/mcp", http_client=http),
+                mode="auto",
+                read_timeout_seconds=DEADLINE_S,
+            ) as client,
+        ):
+            assert client.protocol_version == MODERN
+            capabilities = client.server_capabilities
+            assert capabilities is not None and capabilities.tools is not None
+            assert capabilities.tools.list_changed is True
+            async with client.listen(tools_list_changed=True) as subscription:
+                assert subscription.honored.tools_list_changed is True
+                running.relist("up", {"tools": ["one", "two"]})
+                event = await subscription.__anext__()
+                assert isinstance(event, ToolsListChanged)
+                names = {tool.name for tool in (await client.list_tools()).tools}
+                assert names == {"one", "two"}
+
+    anyio.run(session)
