@@ -25,6 +25,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY, ToolsListChanged
 
 from listing_federation import ListingFederation
+from mcp_peers import start_proxy
 from node_client import TS_DIR, node_with_packages
 from servers import create_token, lines_of
 from stdio_peer import DEADLINE_S, HANDSHAKE_VERSION, until
@@ -428,3 +429,24 @@ def test_the_official_python_clients_listen_on_2026_07_28_is_told_and_closed_gra
                 assert names == {"one", "two"}
 
     anyio.run(session)
+
+
+def test_a_proxys_stream_is_told_its_upstreams_new_tool_and_resource(tmp_path: Path) -> None:
+    db = tmp_path / "proxy.sqlite3"
+    token = create_token(db, "agent")
+    proxy = start_proxy(db)
+    try:
+        capabilities = initialize(proxy.base_url, token)["capabilities"]
+        assert capabilities["tools"]["listChanged"] is True
+        assert capabilities["resources"]["listChanged"] is True
+        reader = ChangeReader(proxy.base_url, token)
+        assert reader.response.status_code == 200
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "grow"}}
+        headers = {**MCP, "Authorization": f"Bearer {token}"}
+        grown = httpx.post(proxy.base_url + "/mcp", json=call, headers=headers, timeout=DEADLINE_S)
+        assert grown.status_code == 200 and grown.json()["result"]["isError"] is False
+        told = {reader.next_message("a change")[1]["method"] for _ in range(2)}
+        assert told == {TOOLS_CHANGED, "notifications/resources/list_changed"}
+        reader.leave()
+    finally:
+        assert proxy.stop() == 0
