@@ -1,6 +1,9 @@
-"""/mcp's change streams: a GET with `Accept: text/event-stream` opens an SSE stream on which
-the caller is sent `notifications/tools/list_changed` (and resources' and prompts', where
-content is served beside the tools) each time what it may see of that listing changes.
+"""/mcp's change streams: a GET with `Accept: text/event-stream` (the handshake era's) or a
+2026-07-28 `subscriptions/listen` request opens an SSE stream on which the caller is sent
+`notifications/tools/list_changed` (and resources' and prompts', where content is served beside
+the tools) each time what it may see of that listing changes. The listen stream is the SDK's to
+write (its acknowledgement first, each frame stamped with the request's id, its result last);
+the GET stream is written here.
 
 /mcp is stateless: the stream belongs to no session, and carries nothing but these
 notifications and, every `keepalive_s` of silence, a comment that keeps it alive. A change is
@@ -123,11 +126,6 @@ class ChangeStreams:
     def tells_content(self) -> bool:
         """Whether resources' and prompts' changes are told too (content is served)."""
         return self._content is not None
-
-    @property
-    def open(self) -> int:
-        """How many streams are open now."""
-        return len(self._open)
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:

@@ -2,8 +2,9 @@
 bearer token, checked by `strictcall.server.router` before this app is reached.
 
 A GET that accepts `text/event-stream` opens a change stream where the listing can change (a
-proxy's, a federation's: `strictcall.transports.mcp.changes`), on the handshake-era wire; every
-other GET is 405 Method Not Allowed. A POST body is read
+proxy's, a federation's: `strictcall.transports.mcp.changes`), on the handshake-era wire, as a
+2026-07-28 `subscriptions/listen` POST does there; every other GET is 405 Method Not Allowed.
+A POST body is read
 (up to the limit) and through the strict intake before the SDK sees it:
 refusals are the body of a 400 (413 when too large), a tools/call the SDK would refuse
 without detail is answered by the gateway as a tool result, the plain requests a remote host
@@ -21,7 +22,7 @@ from typing import Any, Final
 
 import mcp_types as types
 import orjson
-from mcp.server.lowlevel.server import NotificationOptions
+from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.requests import Request
@@ -429,7 +430,7 @@ def changes_of(
     return None if limits is None else ChangeStreams(gateway, content, limits, record)
 
 
-def announcing(tools: McpTools, changes: ChangeStreams | None) -> Any:
+def announcing(tools: McpTools, changes: ChangeStreams | None) -> Server[Any]:
     """A new SDK server for `tools`, whose initialize announces `listChanged` for what the
     change streams tell (the tools; resources and prompts where content is served), and which
     serves 2026-07-28's `subscriptions/listen` for the same changes."""
@@ -452,7 +453,7 @@ def announcing(tools: McpTools, changes: ChangeStreams | None) -> Any:
 def opens_stream(scope: Scope) -> bool:
     """Whether a GET opens a change stream: its Accept takes `text/event-stream` and its
     `MCP-Protocol-Version` (absent: 2025-03-26, as the SDK reads it) is a handshake-era one;
-    2026-07-28 has no standing stream (its `subscriptions/listen` is not served)."""
+    2026-07-28 has no standing stream (its stream is a `subscriptions/listen` POST's answer)."""
     accepts = version = None
     for name, value in scope.get("headers", []):
         lowered = name.lower()
