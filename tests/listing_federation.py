@@ -32,8 +32,10 @@ class ListingFederation:
         missing: frozenset[str] = frozenset(),
         name: str = "federate",
         http: bool = False,
+        args: tuple[str, ...] = (),
     ) -> None:
-        """`http`: served over HTTP on a port of its own (`base_url`), not on stdio."""
+        """`http`: served over HTTP on a port of its own (`base_url`), not on stdio; `args`:
+        more of `strictcall federate`'s flags."""
         self.tmp = tmp
         self.db = db or tmp / "federation.sqlite3"
         prefixes = prefixes or {}
@@ -61,6 +63,7 @@ class ListingFederation:
             "--db",
             str(self.db),
             *(("--port", "0") if http else ("--stdio", "--identity", "u1")),
+            *args,
         ]
         self.peer = StdioPeer(argv, self._stderr)
         self.base_url = ""

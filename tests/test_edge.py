@@ -83,6 +83,11 @@ def test_edge_limits_refuse_nonsense() -> None:
         EdgeLimits(header_timeout_s=0)
     with pytest.raises(ValueError):
         EdgeLimits(max_in_flight=0)
+    for nonsense in ({"max_streams": 0}, {"max_streams_per_identity": 0}):
+        with pytest.raises(ValueError):
+            EdgeLimits(**nonsense)
+    with pytest.raises(ValueError):
+        EdgeLimits(stream_keepalive_s=0.0)
 
 
 # --- a real server -----------------------------------------------------------------------------

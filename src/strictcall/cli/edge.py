@@ -16,6 +16,11 @@ from strictcall.server.edge import (
     DEFAULT_UNAUTHENTICATED_RATE,
     EdgeLimits,
 )
+from strictcall.transports.streams import (
+    DEFAULT_MAX_STREAMS,
+    DEFAULT_MAX_STREAMS_PER_IDENTITY,
+    DEFAULT_STREAM_KEEPALIVE_S,
+)
 
 
 def _add_edge_arguments(parser: argparse.ArgumentParser) -> None:
@@ -83,6 +88,30 @@ def _add_edge_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"one identity's calls answered at once; more are refused busy "
         f"(default {DEFAULT_MAX_IN_FLIGHT})",
     )
+    edge.add_argument(
+        "--max-streams",
+        type=_positive_int,
+        default=DEFAULT_MAX_STREAMS,
+        metavar="N",
+        help=f"/mcp change streams open at once, every identity's (a proxy's, a "
+        f"federation's); more are refused busy (default {DEFAULT_MAX_STREAMS})",
+    )
+    edge.add_argument(
+        "--max-streams-per-identity",
+        type=_positive_int,
+        default=DEFAULT_MAX_STREAMS_PER_IDENTITY,
+        metavar="N",
+        help=f"/mcp change streams one identity may hold open; more are refused busy "
+        f"(default {DEFAULT_MAX_STREAMS_PER_IDENTITY})",
+    )
+    edge.add_argument(
+        "--stream-keepalive",
+        type=_positive_float,
+        default=DEFAULT_STREAM_KEEPALIVE_S,
+        metavar="S",
+        help=f"seconds of silence on a change stream before a keep-alive comment "
+        f"(default {DEFAULT_STREAM_KEEPALIVE_S:g})",
+    )
 
 
 def _edge_of(args: argparse.Namespace) -> EdgeLimits:
@@ -95,6 +124,9 @@ def _edge_of(args: argparse.Namespace) -> EdgeLimits:
         max_in_flight=args.max_in_flight,
         max_connections_per_client=args.max_connections_per_client,
         unauthenticated_rate=args.max_unauthenticated_rate,
+        max_streams=args.max_streams,
+        max_streams_per_identity=args.max_streams_per_identity,
+        stream_keepalive_s=args.stream_keepalive,
     )
 
 
@@ -111,6 +143,9 @@ def _edge_flags_given(args: argparse.Namespace) -> str | None:
         ("--max-connections-per-client", "max_connections_per_client"),
         ("--max-in-flight", "max_in_flight"),
         ("--max-unauthenticated-rate", "unauthenticated_rate"),
+        ("--max-streams", "max_streams"),
+        ("--max-streams-per-identity", "max_streams_per_identity"),
+        ("--stream-keepalive", "stream_keepalive_s"),
     ):
         if getattr(asked, field) != getattr(defaults, field):
             return flag

@@ -34,11 +34,13 @@ __all__ = [
     "AUTH_DOWN",
     "CALLER_BUSY",
     "FOREIGN_ORIGIN",
+    "IDENTITY_STREAMS_FULL",
     "ID_TOO_LONG",
     "NOT_A_REQUEST",
     "NO_SUCH_METHOD",
     "NO_TOKEN",
     "POSITIONAL_PARAMS",
+    "STREAMS_FULL",
     "WITHHELD",
     "malformed_call",
     "protocol_refusal",
@@ -59,6 +61,19 @@ FOREIGN_ORIGIN: Final = Rejection(FORBIDDEN_ORIGIN)
 
 CALLER_BUSY: Final = Rejection(BUSY, MappingProxyType({"retry_after_ms": RETRY_AFTER_MS}))
 """The caller already has as many calls in flight as it may (HTTP 429)."""
+
+STREAM_RETRY_MS: Final = 5000
+"""When to try a change stream again once they are all taken: one frees when a host leaves."""
+
+IDENTITY_STREAMS_FULL: Final = Rejection(
+    BUSY, MappingProxyType({"retry_after_ms": STREAM_RETRY_MS, "limit": "streams_per_identity"})
+)
+"""The caller already holds as many change streams on /mcp as it may (HTTP 429)."""
+
+STREAMS_FULL: Final = Rejection(
+    BUSY, MappingProxyType({"retry_after_ms": STREAM_RETRY_MS, "limit": "streams"})
+)
+"""The server holds as many change streams on /mcp as it may, or is stopping (HTTP 503)."""
 
 NOT_A_REQUEST: Final = Rejection(INVALID_REQUEST)
 """A message that is not a JSON-RPC 2.0 request (or an empty batch)."""

@@ -58,6 +58,7 @@ from strictcall.transports.asgi import (
     send_response,
 )
 from strictcall.transports.jsonrpc import Recorder, RpcService, refusal_reply
+from strictcall.transports.streams import StreamLimits
 
 if TYPE_CHECKING:
     from strictcall.ops.health import StoreHealth
@@ -147,6 +148,7 @@ def build_gateway_app(
     upstreams: Callable[[], list[dict[str, object]]] | None = None,
     audit_retention: AuditRetention | None = None,
     audit_to: Callable[[Recorder], None] | None = None,
+    tools_change: bool = False,
 ) -> RpcApp:
     """The ASGI app serving any gateway's tools: JSON-RPC at /rpc, MCP at /mcp, the callers'
     tokens and the audit log in `store`, for the browser `origins` admitted and within
@@ -171,7 +173,9 @@ def build_gateway_app(
     state for the page (a proxy's or a federation's). `audit_retention`: how much of the audit
     log the server keeps (None: all of it). `audit_to` is given the recorder of the records of
     an upstream's requests of callers (a proxy's or a federation's): the audit log's, counted
-    in /metrics.
+    in /metrics. With `tools_change` (a proxy's or a federation's listing, which its upstreams
+    may change), /mcp announces `listChanged` and serves change streams, within `edge`'s
+    budgets for them (`strictcall.transports.mcp.changes`).
     """
     from strictcall.ops.health import StoreHealth, cause_of
     from strictcall.server.ops import PATHS, OpsApp
@@ -221,7 +225,8 @@ def build_gateway_app(
     def record_of(wire: str) -> Recorder:
         return observed(audit.record, metrics, tracer, window=window, wire=wire)
 
-    mcp = LoadingMcp(gateway, record_of("mcp"), content)
+    streams = (edge if edge is not None else EdgeLimits()).streams if tools_change else None
+    mcp = LoadingMcp(gateway, record_of("mcp"), content, streams)
     ops = OpsApp(
         store,
         open_without_token=open_to_operators,
@@ -274,6 +279,7 @@ def build_gateway_app(
         ],
         count_in_flight=metrics is not None,
     )
+    app.on_stop.append(mcp.stop_streams)
     if isinstance(app, ObservedRpcApp):
         app.tracer = tracer
         app.on_response = None if metrics is None else metrics.http_response
@@ -359,11 +365,17 @@ class LoadingMcp:
     should it fail to load (logged), /mcp answers 503."""
 
     def __init__(
-        self, gateway: Gateway, record: Recorder, content: McpContent | None = None
+        self,
+        gateway: Gateway,
+        record: Recorder,
+        content: McpContent | None = None,
+        streams: StreamLimits | None = None,
     ) -> None:
+        """`streams`: the change streams' budgets, where the listing can change (`McpHttpApp`)."""
         self._gateway = gateway
         self._record = record
         self._content = content
+        self._streams = streams
         self._app: McpHttpApp | None = None
         self._ready: asyncio.Event | None = None
 
@@ -384,7 +396,9 @@ class LoadingMcp:
         assert self._ready is not None
         try:
             loaded = await asyncio.to_thread(importlib.import_module, "strictcall.transports.mcp")
-            app = loaded.McpHttpApp(self._gateway, record=self._record, content=self._content)
+            app = loaded.McpHttpApp(
+                self._gateway, record=self._record, content=self._content, streams=self._streams
+            )
             async with app.lifespan():
                 self._app = app
                 self._ready.set()
@@ -418,6 +432,11 @@ class LoadingMcp:
             await send({"type": "http.response.body", "body": b""})
             return
         await app(scope, receive, send)
+
+    def stop_streams(self) -> None:
+        """End /mcp's change streams now (the server's graceful stop begins)."""
+        if self._app is not None:
+            self._app.stop_streams()
 
     def answer_now(self, scope: Scope, body: bytes | bytearray) -> Response | Later | None:
         """A plain MCP request answered in place once the SDK is loaded (`McpHttpApp`); None
@@ -526,7 +545,13 @@ def serve(
     # httptools, one write per response, slow requests cut off (strictcall.server._uvicorn)
     protocol = guarded_protocol(edge if edge is not None else EdgeLimits())
     config = server_config(app, host, port, graceful_s=GRACEFUL_SHUTDOWN_S, http=protocol)
-    Server(config, on_ready, on_stopping).run(sockets=sockets)
+
+    def stopping() -> None:
+        app.stopping()  # the change streams end: none holds the stop for its grace
+        if on_stopping is not None:
+            on_stopping()
+
+    Server(config, on_ready, stopping).run(sockets=sockets)
 
 
 def _policy_checked(path: str) -> Callable[[], bool]:

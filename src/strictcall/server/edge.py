@@ -16,6 +16,13 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import urlsplit
 
+from strictcall.transports.streams import (
+    DEFAULT_MAX_STREAMS,
+    DEFAULT_MAX_STREAMS_PER_IDENTITY,
+    DEFAULT_STREAM_KEEPALIVE_S,
+    StreamLimits,
+)
+
 DEFAULT_HEADER_TIMEOUT_S: Final = 10.0
 DEFAULT_BODY_GRACE_S: Final = 10.0
 DEFAULT_BODY_MIN_RATE: Final = 16 * 1024
@@ -48,7 +55,8 @@ class EdgeLimits:
     identity being answered at once; one more is refused `busy` (retryable), never queued.
     `max_connections_per_client`: open at once from one client address (an IPv6 /64).
     `unauthenticated_rate`: requests a second one client address may send without a valid
-    token (after a burst of `UNAUTHENTICATED_BURST_S` seconds' worth).
+    token (after a burst of `UNAUTHENTICATED_BURST_S` seconds' worth). `max_streams`,
+    `max_streams_per_identity`, `stream_keepalive_s`: /mcp's change streams (`streams`).
     """
 
     header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
@@ -58,6 +66,16 @@ class EdgeLimits:
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
     max_connections_per_client: int = DEFAULT_MAX_CONNECTIONS_PER_CLIENT
     unauthenticated_rate: int = DEFAULT_UNAUTHENTICATED_RATE
+    max_streams: int = DEFAULT_MAX_STREAMS
+    max_streams_per_identity: int = DEFAULT_MAX_STREAMS_PER_IDENTITY
+    stream_keepalive_s: float = DEFAULT_STREAM_KEEPALIVE_S
+
+    @property
+    def streams(self) -> StreamLimits:
+        """/mcp's change streams' budgets."""
+        return StreamLimits(
+            self.max_streams, self.max_streams_per_identity, self.stream_keepalive_s
+        )
 
     def __post_init__(self) -> None:
         if not (self.header_timeout_s > 0 and self.body_grace_s > 0):
@@ -65,6 +83,7 @@ class EdgeLimits:
         least = min(self.body_min_rate, self.max_connections, self.max_in_flight)
         if min(least, self.max_connections_per_client, self.unauthenticated_rate) < 1:
             raise ValueError("the edge's rate, connection and in-flight limits are at least 1")
+        self.streams  # noqa: B018 - the streams' limits check themselves
 
 
 @dataclass(frozen=True, slots=True)

@@ -84,4 +84,5 @@ def federation_app(
         open_to_operators=open_to_operators,
         audit_retention=audit_retention,
         audit_to=federation.audit_server_requests,
+        tools_change=True,
     )

@@ -274,4 +274,5 @@ def proxy_app(
         upstreams=proxy.upstream_states,
         instances=None if proxy.instances is None else proxy.instance_counts,
         audit_retention=audit_retention,
+        tools_change=True,
     )

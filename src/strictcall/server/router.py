@@ -135,8 +135,16 @@ class RpcApp:
         self.routes: Final = dict(routes) if routes is not None else {}
         self.lifespans: Final = tuple(lifespans)
         self._count_in_flight = count_in_flight
+        self.on_stop: Final[list[Callable[[], None]]] = []
+        """Told as the server's graceful stop begins, before the requests in flight are waited
+        for: what holds a response open (/mcp's change streams) ends it then."""
         self.requests_in_flight = 0
         """HTTP requests being answered now (counted with `count_in_flight`)."""
+
+    def stopping(self) -> None:
+        """The server's graceful stop begins: tell `on_stop`."""
+        for told in self.on_stop:
+            told()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":

@@ -24,7 +24,8 @@ from typing import Any, Final, Literal, NamedTuple, Protocol, TypeVar
 
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
-from mcp.server.lowlevel.server import Server
+from mcp.server.lowlevel.server import NotificationOptions, Server
+from mcp.server.models import InitializationOptions
 from mcp.shared.exceptions import MCPError
 
 from strictcall.core.policy.model import Claims
@@ -314,11 +315,30 @@ class ContentServer(Server[Any]):
     offers: Callable[[], frozenset[Kind]] = staticmethod(frozenset)
     subscribes: Callable[[], bool] = staticmethod(bool)
     """Whether resources/subscribe is served now (its handler alone says nothing)."""
+    updates: bool = True
+    """Whether a session can be sent `notifications/resources/updated` (not /mcp's): else
+    `resources.subscribe` is never advertised, whatever the era."""
+    announces: NotificationOptions | None = None
+    """The list changes an initialize announces where its runner names none (/mcp's, told on
+    its change streams)."""
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        *args: Any,
+        **kwargs: Any,
+    ) -> InitializationOptions:
+        chosen = notification_options if notification_options is not None else self.announces
+        return super().create_initialization_options(chosen, *args, **kwargs)
 
     def get_capabilities(self, *args: Any, **kwargs: Any) -> types.ServerCapabilities:
         capabilities = super().get_capabilities(*args, **kwargs)
         resources = capabilities.resources
-        if resources is not None and resources.subscribe and not self.subscribes():
+        if (
+            resources is not None
+            and resources.subscribe
+            and not (self.updates and self.subscribes())
+        ):
             resources = resources.model_copy(update={"subscribe": False})
             capabilities = capabilities.model_copy(update={"resources": resources})
         offered = self.offers()

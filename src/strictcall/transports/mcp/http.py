@@ -1,7 +1,10 @@
 """MCP streamable HTTP at /mcp, stateless with JSON responses; the identity comes from the
 bearer token, checked by `strictcall.server.router` before this app is reached.
 
-GET is 405 Method Not Allowed (no server-to-client stream is offered). A POST body is read
+A GET that accepts `text/event-stream` opens a change stream where the listing can change (a
+proxy's, a federation's: `strictcall.transports.mcp.changes`), on the handshake-era wire, as a
+2026-07-28 `subscriptions/listen` POST does there; every other GET is 405 Method Not Allowed.
+A POST body is read
 (up to the limit) and through the strict intake before the SDK sees it:
 refusals are the body of a 400 (413 when too large), a tools/call the SDK would refuse
 without detail is answered by the gateway as a tool result, the plain requests a remote host
@@ -19,7 +22,9 @@ from typing import Any, Final
 
 import mcp_types as types
 import orjson
+from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -50,14 +55,17 @@ from strictcall.transports.mcp.adapter import (
     result_message,
 )
 from strictcall.transports.mcp.cancel import CallCancelled, Cancellable, cancelled_message
-from strictcall.transports.mcp.content import McpContent
+from strictcall.transports.mcp.changes import ChangeStreams
+from strictcall.transports.mcp.content import ContentServer, McpContent
 from strictcall.transports.mcp.direct import DirectRequest, direct_request
 from strictcall.transports.mcp.intake import DirectCall, Refused, read_message, refuse_too_large
 from strictcall.transports.mcp.peer import log_level_of, progress_token_of
 from strictcall.transports.mcp.sdk_errors import scrubbed
 from strictcall.transports.offload import off_loop, read_off_loop
+from strictcall.transports.streams import StreamLimits
 
 _CANCELLED: Final = "notifications/cancelled"
+LISTEN: Final = "subscriptions/listen"
 _ASKING: Final = frozenset({"progressToken", types.LOG_LEVEL_META_KEY})
 """The `_meta` members that ask for a stream (`progress_token_of`, `log_level_of`)."""
 
@@ -98,10 +106,13 @@ class McpHttpApp:
         record: Recorder | None = None,
         direct: bool = True,
         content: McpContent | None = None,
+        streams: StreamLimits | None = None,
     ) -> None:
         """`direct`: answer plain requests on strictcall's own path (False: the SDK answers
         every request it is given, the reference the tests hold the direct path to);
-        `content`: resources and prompts served beside the tools (a federation's)."""
+        `content`: resources and prompts served beside the tools (a federation's);
+        `streams`: where the listing can change (a proxy's, a federation's), the change
+        streams' budgets (None: the listing never changes, and GET is 405)."""
         self.limits: Final = gateway.limits
         self._direct = direct
         self._record = record
@@ -116,14 +127,16 @@ class McpHttpApp:
         )
         tools.cancellable = self._cancellable = Cancellable()
         self._tools = tools
+        self.changes: Final = changes_of(gateway, content, streams, record)
+        """The change streams (None where the listing never changes)."""
         self.manager: Final = StreamableHTTPSessionManager(
-            tools.server(),
+            announcing(tools, self.changes),
             json_response=True,
             stateless=True,
             max_request_body_size=gateway.limits.max_size,
         )
         self.streaming: Final = StreamableHTTPSessionManager(
-            tools.server(),
+            announcing(tools, self.changes),
             json_response=False,
             stateless=True,
             max_request_body_size=gateway.limits.max_size,
@@ -138,7 +151,17 @@ class McpHttpApp:
     @asynccontextmanager
     async def _run(self) -> AsyncIterator[None]:
         async with self.manager.run(), self.streaming.run():
-            yield
+            if self.changes is None:
+                yield
+                return
+            async with self.changes.running():
+                yield
+
+    def stop_streams(self) -> None:
+        """End the change streams now, and open no more (the server's graceful stop begins:
+        a stream would hold it for all its grace)."""
+        if self.changes is not None:
+            self.changes.stop()
 
     def _streams(self, scope: Scope, message: dict[str, JSONValue]) -> bool:
         """Whether a tools/call's caller asked for progress (its token) or messages (a level:
@@ -158,12 +181,19 @@ class McpHttpApp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["method"] == "GET":
-            # No server-to-client stream is offered (stateless, JSON responses): the spec's
-            # answer is 405, never an event stream that stays silent until shutdown.
-            response = Response(status_code=405, headers={"Allow": "POST"})
+            changes = self.changes
+            if changes is not None and opens_stream(scope):
+                await changes.serve(scope, receive, send)
+                return
+            # No stream is offered here (a listing that never changes, a GET that takes no
+            # event stream, the 2026-07-28 wire): the spec's answer is 405, never an event
+            # stream that stays silent until shutdown.
+            allow = "GET, POST" if changes is not None else "POST"
+            response = Response(status_code=405, headers={"Allow": allow})
             await response(scope, receive, send)
             return
         manager = self.manager
+        listening = False
         if scope["method"] == "POST":
             # a declared length past the limit is refused before a byte of the body is read
             too_long = declared_length(scope) > self.limits.max_size
@@ -185,7 +215,7 @@ class McpHttpApp:
             )
 
             def read() -> Any:
-                return read_message(body, self.limits, tools.serves, answers_itself=answers_itself)
+                return read_message(body, self.limits, self._serves, answers_itself=answers_itself)
 
             message = await read_off_loop(read) if off_loop(body) else read()
             if isinstance(message, DirectRequest):
@@ -202,13 +232,33 @@ class McpHttpApp:
                 if isinstance(identity, str):  # a call of this identity's alone
                     self._cancellable.cancel(identity, message.params)
             receive = _replay(body, receive)
+            listening = isinstance(message, types.JSONRPCRequest) and message.method == LISTEN
             if isinstance(message, types.JSONRPCRequest) and self._streams(
                 scope, message.model_dump(by_alias=True, exclude_none=True)
             ):
                 manager = self.streaming
         identity = scope.get(IDENTITY_KEY)
-        watched = SdkErrors(send, identity if isinstance(identity, str) else None, self._record)
-        await manager.handle_request(scope, receive, watched)
+        caller = identity if isinstance(identity, str) else None
+        watched = SdkErrors(send, caller, self._record)
+        listens = self.changes if listening else None
+        if listens is None or caller is None:
+            await manager.handle_request(scope, receive, watched)
+            return
+        # a listen stream takes a place within the change streams' budgets for as long as it
+        # is open: refused here past them, before the SDK sees it
+        if not await listens.admit(caller, send):
+            return
+        try:
+            await manager.handle_request(scope, receive, watched)
+        finally:
+            listens.release(caller)
+
+    def _serves(self, method: str) -> bool:
+        """`McpTools.serves`, and 2026-07-28's `subscriptions/listen` where the listing can
+        change."""
+        if method == LISTEN:
+            return self.changes is not None
+        return self._tools.serves(method)
 
     async def _answer_directly(
         self, call: DirectCall, scope: Scope, receive: Receive, send: Send
@@ -251,7 +301,7 @@ class McpHttpApp:
         message = read_message(
             bytes(body),
             self.limits,
-            tools.serves,
+            self._serves,
             answers_itself=lambda read: (
                 None
                 if self._streams(scope, read)
@@ -368,6 +418,52 @@ def _json_response(body: bytes) -> Answered:
         (b"content-length", str(len(body)).encode("ascii")),
     ]
     return 200, headers, body
+
+
+def changes_of(
+    gateway: Gateway,
+    content: McpContent | None,
+    limits: StreamLimits | None,
+    record: Recorder | None,
+) -> ChangeStreams | None:
+    """The change streams of a listing that can change (`limits` given), else None."""
+    return None if limits is None else ChangeStreams(gateway, content, limits, record)
+
+
+def announcing(tools: McpTools, changes: ChangeStreams | None) -> Server[Any]:
+    """A new SDK server for `tools`, whose initialize announces `listChanged` for what the
+    change streams tell (the tools; resources and prompts where content is served), and which
+    serves 2026-07-28's `subscriptions/listen` for the same changes."""
+    server = tools.server()
+    if changes is not None and isinstance(server, ContentServer):
+        server.announces = NotificationOptions(
+            tools_changed=True,
+            resources_changed=changes.tells_content,
+            prompts_changed=changes.tells_content,
+        )
+        server.updates = False  # /mcp's streams carry no resources/updated
+        server.add_request_handler(
+            LISTEN,
+            types.SubscriptionsListenRequestParams,
+            changes.listen_handler(identity_in_scope, claims_in_scope),
+        )
+    return server
+
+
+def opens_stream(scope: Scope) -> bool:
+    """Whether a GET opens a change stream: its Accept takes `text/event-stream` and its
+    `MCP-Protocol-Version` (absent: 2025-03-26, as the SDK reads it) is a handshake-era one;
+    2026-07-28 has no standing stream (its stream is a `subscriptions/listen` POST's answer)."""
+    accepts = version = None
+    for name, value in scope.get("headers", []):
+        lowered = name.lower()
+        if lowered == b"accept":
+            accepts = value.lower()
+        elif lowered == b"mcp-protocol-version":
+            version = value.decode("latin-1")
+    if accepts is None or b"text/event-stream" not in accepts:
+        return False
+    return version is None or version in HANDSHAKE_PROTOCOL_VERSIONS
 
 
 def _accepts_stream(scope: Scope) -> bool:
