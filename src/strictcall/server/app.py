@@ -23,7 +23,7 @@ import logging
 import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Final, cast
 
 import orjson
@@ -58,6 +58,7 @@ from strictcall.transports.asgi import (
     send_response,
 )
 from strictcall.transports.jsonrpc import Recorder, RpcService, refusal_reply
+from strictcall.transports.serving import DEFAULT_SERVING, Serving
 
 if TYPE_CHECKING:
     from strictcall.ops.health import StoreHealth
@@ -65,7 +66,6 @@ if TYPE_CHECKING:
     from strictcall.ops.tracing import CallTracer
     from strictcall.ops.window import RecentCalls
     from strictcall.transports.mcp import McpHttpApp
-    from strictcall.transports.mcp.content import McpContent
 
 DEFAULT_HOST: Final = "127.0.0.1"
 DEFAULT_PORT: Final = 8765
@@ -143,7 +143,7 @@ def build_gateway_app(
     redactions: Callable[[], Mapping[tuple[str, str], int]] | None = None,
     budget_refusals: Callable[[], Mapping[tuple[str, str], int]] | None = None,
     instances: Callable[[], Mapping[str, tuple[int, int, int]]] | None = None,
-    content: McpContent | None = None,
+    serving: Serving = DEFAULT_SERVING,
     upstreams: Callable[[], list[dict[str, object]]] | None = None,
     audit_retention: AuditRetention | None = None,
     audit_to: Callable[[Recorder], None] | None = None,
@@ -152,8 +152,9 @@ def build_gateway_app(
     tokens and the audit log in `store`, for the browser `origins` admitted and within
     `edge.max_in_flight` calls per identity; and for operators the page at /,
     /ops/stats.json and /metrics (`strictcall.server.ops`), which need an operator's token unless
-    `open_to_operators` (a server bound to a loopback address). `lifespans` are entered at
-    startup before the server's own (e.g. a proxy's upstream session) and left after them.
+    `open_to_operators` (a server bound to a loopback address). `lifespans`, then `serving`'s,
+    are entered at startup before the server's own (e.g. a proxy's upstream session) and left
+    after them.
 
     Every call's audit record also feeds the Prometheus metrics (with strictcall[metrics]), an
     OpenTelemetry span (with strictcall[otel] and an SDK's tracer provider set) and the page's
@@ -166,12 +167,13 @@ def build_gateway_app(
     path-aware forms) to anyone (`strictcall.server.bearer`). `tool_changes` counts the pinned
     tools seen changed (a federation's), for /metrics, `budget_refusals` each upstream's
     listings refused past a budget, and `instances` counts each per-identity upstream's
-    instances; `content` is served at /mcp beside the
-    tools (a federation's upstreams' resources and prompts); `upstreams` says each upstream's
-    state for the page (a proxy's or a federation's). `audit_retention`: how much of the audit
-    log the server keeps (None: all of it). `audit_to` is given the recorder of the records of
-    an upstream's requests of callers (a proxy's or a federation's): the audit log's, counted
-    in /metrics.
+    instances; `serving` holds what /mcp serves beside the tools (a proxy's or a federation's
+    upstreams' resources and prompts, `strictcall.transports.serving`), its calls recorded in
+    the audit log (the server's record, in place of `serving.record`); `upstreams` says each
+    upstream's state for the page (a proxy's or a federation's). `audit_retention`: how much of
+    the audit log the server keeps (None: all of it). `audit_to` is given the recorder of the
+    records of an upstream's requests of callers (a proxy's or a federation's): the audit
+    log's, counted in /metrics.
     """
     from strictcall.ops.health import StoreHealth, cause_of
     from strictcall.server.ops import PATHS, OpsApp
@@ -221,7 +223,8 @@ def build_gateway_app(
     def record_of(wire: str) -> Recorder:
         return observed(audit.record, metrics, tracer, window=window, wire=wire)
 
-    mcp = LoadingMcp(gateway, record_of("mcp"), content)
+    # the serving's lifespans are the server's, below (/rpc serves the same tools)
+    mcp = LoadingMcp(gateway, replace(serving, record=record_of("mcp"), lifespans=()))
     ops = OpsApp(
         store,
         open_without_token=open_to_operators,
@@ -264,6 +267,7 @@ def build_gateway_app(
         routes=routes,
         lifespans=[
             *lifespans,
+            *serving.lifespans,
             *([] if verifier is None else [verifier.lifespan]),
             *([] if gateway.policy is None else [gateway.policy.serving]),
             audit.running,
@@ -358,12 +362,9 @@ class LoadingMcp:
     /healthz need none of it. A request to /mcp that arrives before it is loaded waits for it;
     should it fail to load (logged), /mcp answers 503."""
 
-    def __init__(
-        self, gateway: Gateway, record: Recorder, content: McpContent | None = None
-    ) -> None:
+    def __init__(self, gateway: Gateway, serving: Serving) -> None:
         self._gateway = gateway
-        self._record = record
-        self._content = content
+        self._serving = serving
         self._app: McpHttpApp | None = None
         self._ready: asyncio.Event | None = None
 
@@ -384,7 +385,7 @@ class LoadingMcp:
         assert self._ready is not None
         try:
             loaded = await asyncio.to_thread(importlib.import_module, "strictcall.transports.mcp")
-            app = loaded.McpHttpApp(self._gateway, record=self._record, content=self._content)
+            app = loaded.McpHttpApp(self._gateway, self._serving)
             async with app.lifespan():
                 self._app = app
                 self._ready.set()
@@ -404,9 +405,11 @@ class LoadingMcp:
         if scope["method"] == "POST" and declared_length(scope) > limit:
             # refused before a byte of the body is read, and before the SDK is waited for
             refusal = too_large(limit)
-            identity = scope.get(IDENTITY_KEY)
-            caller = identity if isinstance(identity, str) else None
-            self._record(refusal_record(refusal.as_error(), caller))
+            record = self._serving.record
+            if record is not None:
+                identity = scope.get(IDENTITY_KEY)
+                caller = identity if isinstance(identity, str) else None
+                record(refusal_record(refusal.as_error(), caller))
             answer = orjson.dumps(refusal_reply(None, refusal))
             await send_response(send, (413, response_headers(answer), answer))
             return

@@ -50,12 +50,12 @@ from strictcall.transports.mcp.adapter import (
     result_message,
 )
 from strictcall.transports.mcp.cancel import CallCancelled, Cancellable, cancelled_message
-from strictcall.transports.mcp.content import McpContent
 from strictcall.transports.mcp.direct import DirectRequest, direct_request
 from strictcall.transports.mcp.intake import DirectCall, Refused, read_message, refuse_too_large
 from strictcall.transports.mcp.peer import log_level_of, progress_token_of
 from strictcall.transports.mcp.sdk_errors import scrubbed
 from strictcall.transports.offload import off_loop, read_off_loop
+from strictcall.transports.serving import DEFAULT_SERVING, Serving
 
 _CANCELLED: Final = "notifications/cancelled"
 _ASKING: Final = frozenset({"progressToken", types.LOG_LEVEL_META_KEY})
@@ -92,27 +92,24 @@ class McpHttpApp:
     `lifespan()` must be running while it serves."""
 
     def __init__(
-        self,
-        gateway: Gateway,
-        *,
-        record: Recorder | None = None,
-        direct: bool = True,
-        content: McpContent | None = None,
+        self, gateway: Gateway, serving: Serving = DEFAULT_SERVING, *, direct: bool = True
     ) -> None:
-        """`direct`: answer plain requests on strictcall's own path (False: the SDK answers
-        every request it is given, the reference the tests hold the direct path to);
-        `content`: resources and prompts served beside the tools (a federation's)."""
+        """`serving`: the server's options (`strictcall.transports.serving`: the record, the
+        resources and prompts served beside the tools, a federation's; its lifespans are the
+        server's to enter, around this app's `lifespan()`); `direct`: answer plain requests on
+        strictcall's own path (False: the SDK answers every request it is given, the reference
+        the tests hold the direct path to)."""
         self.limits: Final = gateway.limits
+        self.serving: Final = serving
         self._direct = direct
-        self._record = record
+        self._record = serving.record
         # stateless: each request is a connection of its own, with a scope of its own
         tools = McpTools(
             gateway,
             identity_in_scope,
             functools.partial(mint_call_id, "http"),  # called in C: no frame of its own
-            record,
-            claims_in_scope,
-            content=content,
+            serving,
+            claims_of=claims_in_scope,
         )
         tools.cancellable = self._cancellable = Cancellable()
         self._tools = tools
