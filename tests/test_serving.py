@@ -2,7 +2,8 @@
 every MCP wire alike: the tools (`McpTools`), stdio (`serve_stdio`, run here in process on
 pipes, as `strictcall serve --mcp-stdio` runs it) and streamable HTTP (`McpHttpApp`). Each call
 is recorded where the value says, the content it carries is served beside the tools, and its
-lifespans and call context are entered where the wire enters them."""
+lifespans and call context are entered where the wire enters them; the server app
+(`build_gateway_app`) takes the same value for /mcp, entering its lifespans itself."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import queue
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
 from typing import Any, Final
 
 import anyio
@@ -21,11 +23,14 @@ import httpx
 import mcp_types as types
 import pytest
 
+from running_app import running
 from strictcall import Gateway, Tool
 from strictcall.core.record import RESOURCE_READ
 from strictcall.core.tools import ToolFailure
 from strictcall.errors import FORBIDDEN_OR_MISSING
+from strictcall.server.app import build_gateway_app
 from strictcall.storage import AuditRecord
+from strictcall.storage.sqlite import SQLiteStore
 from strictcall.transports.asgi import IDENTITY_KEY, Receive, Scope, Send
 from strictcall.transports.mcp import McpHttpApp, McpTools, Serving, serve_stdio
 from strictcall.transports.mcp.content import Kind
@@ -294,6 +299,46 @@ def test_one_serving_value_serves_stdio_and_http_alike() -> None:
     assert http_records[0].call_id.startswith("mcp-http")
     # the lifespans are the server's to enter over HTTP (`build_gateway_app`), not the app's
     assert options.lifespan_events == ["entered", "left"]
+
+
+def test_the_server_app_enters_the_values_lifespans_and_serves_its_content(
+    tmp_path: Path,
+) -> None:
+    options = Options()
+    store = SQLiteStore(str(tmp_path / "serving.sqlite3"))
+    token = store.create_token("u1")
+    app = build_gateway_app(echo_gateway(), store, serving=options.serving, observe=False)
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "Authorization": f"Bearer {token}",
+    }
+    seen: dict[str, Any] = {}
+
+    async def scenario() -> None:
+        with anyio.fail_after(DEADLINE_S):
+            async with running(app) as client:
+                seen["lifespan while serving"] = list(options.lifespan_events)
+                for name, body in (
+                    ("call", request(1, "tools/call", CALL)),
+                    ("resources", request(2, "resources/list")),
+                ):
+                    answered = await client.post("/mcp", content=body, headers=headers)
+                    assert answered.status_code == 200, answered.status_code
+                    seen[name] = answered.json()
+
+    try:
+        anyio.run(scenario)
+        recorded = store.recent_calls(5)  # the audit log's last batch is written at its stop
+    finally:
+        store.close()
+    assert seen["lifespan while serving"] == ["entered"]
+    assert options.lifespan_events == ["entered", "left"]
+    assert seen["call"]["result"]["structuredContent"] == {"echoed": "hi"}
+    assert [r["uri"] for r in seen["resources"]["result"]["resources"]] == [NOTE_URI]
+    # the server records in its own audit log, in place of the value's record
+    assert [(r.tool, r.identity) for r in recorded] == [("echo", "u1")]
+    assert options.records == []
 
 
 def test_the_tools_take_the_same_value() -> None:
