@@ -17,7 +17,7 @@ from strictcall.core.tools import Arguments, Tool, ToolContext
 from strictcall.errors import JSONValue
 from strictcall.server.proxy import DEFAULT_TIMEOUT_S
 from strictcall.storage.sqlite import SQLiteStore
-from strictcall.transports.mcp import serve_stdio
+from strictcall.transports.mcp import Serving, serve_stdio
 
 INPUT: dict[str, JSONValue] = {
     "type": "object",
@@ -44,7 +44,7 @@ def main() -> None:
     store = SQLiteStore(sys.argv[1])
     audit = AuditLog(store)
     try:
-        serve_stdio(gateway, "bench", record=audit.record, lifespans=[audit.running])
+        serve_stdio(gateway, "bench", Serving(record=audit.record, lifespans=(audit.running,)))
     finally:
         gateway.close()
         store.close()

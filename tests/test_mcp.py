@@ -43,6 +43,7 @@ from strictcall.transports.mcp import (
     DirectCall,
     McpTools,
     Refused,
+    Serving,
     describe_tools,
     read_message,
     result_is_wrapped,
@@ -370,7 +371,9 @@ def test_any_bytes_get_a_message_or_a_parse_or_request_error(raw: bytes) -> None
 
 
 def tools_for(store: SQLiteStore, identity: str | None, audit: list[AuditRecord]) -> McpTools:
-    return McpTools(notes_gateway(store), lambda ctx: identity, lambda: "test", audit.append)
+    return McpTools(
+        notes_gateway(store), lambda ctx: identity, lambda: "test", Serving(record=audit.append)
+    )
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])

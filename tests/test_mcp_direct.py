@@ -22,6 +22,7 @@ from strictcall.storage.sqlite import SQLiteStore
 from strictcall.transports.asgi import IDENTITY_KEY, Message
 from strictcall.transports.mcp.direct import accepts_json, direct_request
 from strictcall.transports.mcp.http import McpHttpApp
+from strictcall.transports.serving import Serving
 
 DEADLINE_S = 30
 MODERN = "2026-07-28"
@@ -401,8 +402,8 @@ def test_the_direct_path_answers_as_the_sdk_on_both_wire_versions(store: SQLiteS
     gateway = notes_gateway(store)
 
     async def scenario() -> None:
-        direct = McpHttpApp(gateway, record=direct_records.append)
-        sdk = McpHttpApp(gateway, record=sdk_records.append, direct=False)
+        direct = McpHttpApp(gateway, Serving(record=direct_records.append))
+        sdk = McpHttpApp(gateway, Serving(record=sdk_records.append), direct=False)
         async with serving(direct), serving(sdk):
             for case in cases:
                 taken = direct_request(scope_of(case, "u1"), case.message, frozenset())
@@ -470,8 +471,8 @@ def test_plain_requests_are_answered_in_place_as_the_sdk_answers_them(
     in_place: list[str] = []
 
     async def scenario() -> None:
-        direct = McpHttpApp(gateway, record=lambda record: None)
-        sdk = McpHttpApp(gateway, record=lambda record: None, direct=False)
+        direct = McpHttpApp(gateway, Serving(record=lambda record: None))
+        sdk = McpHttpApp(gateway, Serving(record=lambda record: None), direct=False)
         async with serving(direct), serving(sdk):
             for case in cases:
                 body = json.dumps(case.message).encode()

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
 import mcp_types as types
 import pytest
 from mcp.shared.message import SessionMessage
 
+from running_app import running
 from strictcall import Gateway
 from strictcall.core.pipeline import Limits
 from strictcall.errors import INVALID_JSON, INVALID_REQUEST, REQUEST_TOO_LARGE, UNAUTHENTICATED
@@ -137,26 +137,6 @@ def test_the_end_of_stdin_waits_for_every_answer_by_id_and_type() -> None:
 
 
 # --- /mcp in the HTTP app ----------------------------------------------------------------------
-
-
-@asynccontextmanager
-async def running(app: RpcApp) -> AsyncIterator[httpx.AsyncClient]:
-    """`app` with its ASGI lifespan started (and stopped after), and a client for it."""
-    to_app, app_receives = anyio.create_memory_object_stream[Message](2)
-    app_sends, from_app = anyio.create_memory_object_stream[Message](2)
-
-    async def send(message: Message) -> None:
-        await app_sends.send(message)
-
-    async with to_app, app_receives, app_sends, from_app, anyio.create_task_group() as tg:
-        tg.start_soon(app, {"type": "lifespan"}, app_receives.receive, send)
-        await to_app.send({"type": "lifespan.startup"})
-        assert (await from_app.receive())["type"] == "lifespan.startup.complete"
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
-            yield client
-        await to_app.send({"type": "lifespan.shutdown"})
-        assert (await from_app.receive())["type"] == "lifespan.shutdown.complete"
 
 
 LIST_NOTES = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_notes"}}'

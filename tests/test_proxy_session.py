@@ -644,7 +644,7 @@ async def _session_of(proxy: Proxy, caller: str, heard: Updates) -> AsyncIterato
             proxy.gateway,
             lambda ctx: "u1",
             lambda: caller,
-            content=proxy.content,
+            proxy.serving,
             subscriber=subscriber,
         )
 

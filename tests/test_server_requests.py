@@ -44,6 +44,7 @@ from strictcall.services.proxy.session import NOT_OFFERED
 from strictcall.services.proxy.upstream import UpstreamSpec
 from strictcall.transports.mcp.adapter import McpTools
 from strictcall.transports.mcp.stdio import Answers
+from strictcall.transports.serving import Serving
 
 CHATTY = shlex.join([sys.executable, str(UPSTREAMS / "fastmcp_chatty.py")])
 LEGACY = "legacy"
@@ -83,7 +84,9 @@ def _caller(
     `callbacks` (sampling_callback, elicitation_callback, list_roots_callback)."""
 
     def tools_for(answers: Answers) -> McpTools:
-        return McpTools(proxy.gateway, lambda ctx: identity, lambda: caller, records.append)
+        return McpTools(
+            proxy.gateway, lambda ctx: identity, lambda: caller, Serving(record=records.append)
+        )
 
     return memory_session(tools_for, mode=mode, **callbacks)
 

@@ -164,7 +164,7 @@ def run_serve_mcp_stdio(
     from strictcall.server.logs import configure_logging
     from strictcall.services.notes import notes_gateway
     from strictcall.storage import Store
-    from strictcall.transports.mcp import serve_stdio  # the MCP SDK loads only here
+    from strictcall.transports.mcp import Serving, serve_stdio  # the MCP SDK loads only here
     from strictcall.transports.mcp.stdio import exit_interrupted
 
     configure_logging()  # log lines on stderr stamped with their time, as the HTTP server's
@@ -190,12 +190,11 @@ def run_serve_mcp_stdio(
             # commit per call would cost more than the call, and wait on the notes' writes
             kept = audit_retention if audit_retention is not None else KEEP_ALL
             audit = AuditLog(store, retention=kept)
-            serving = [] if holder is None else [holder.serving]
-            lifespans = [*serving, audit.running]
             record, per_call = traced_stdio(gateway, audit.record)
-            serve_stdio(
-                gateway, identity, record=record, lifespans=lifespans, call_context=per_call
-            )
+            policy_serving = () if holder is None else (holder.serving,)
+            lifespans = (*policy_serving, audit.running)
+            serving = Serving(record=record, call_context=per_call, lifespans=lifespans)
+            serve_stdio(gateway, identity, serving)
     except KeyboardInterrupt:
         interrupted = True
     finally:

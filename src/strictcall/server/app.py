@@ -23,7 +23,7 @@ import logging
 import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Final, cast
 
 import orjson
@@ -58,6 +58,7 @@ from strictcall.transports.asgi import (
     send_response,
 )
 from strictcall.transports.jsonrpc import Recorder, RpcService, refusal_reply
+from strictcall.transports.serving import DEFAULT_SERVING, Serving
 from strictcall.transports.streams import StreamLimits
 
 if TYPE_CHECKING:
@@ -66,7 +67,6 @@ if TYPE_CHECKING:
     from strictcall.ops.tracing import CallTracer
     from strictcall.ops.window import RecentCalls
     from strictcall.transports.mcp import McpHttpApp
-    from strictcall.transports.mcp.content import McpContent
 
 DEFAULT_HOST: Final = "127.0.0.1"
 DEFAULT_PORT: Final = 8765
@@ -144,18 +144,18 @@ def build_gateway_app(
     redactions: Callable[[], Mapping[tuple[str, str], int]] | None = None,
     budget_refusals: Callable[[], Mapping[tuple[str, str], int]] | None = None,
     instances: Callable[[], Mapping[str, tuple[int, int, int]]] | None = None,
-    content: McpContent | None = None,
+    serving: Serving = DEFAULT_SERVING,
     upstreams: Callable[[], list[dict[str, object]]] | None = None,
     audit_retention: AuditRetention | None = None,
     audit_to: Callable[[Recorder], None] | None = None,
-    tools_change: bool = False,
 ) -> RpcApp:
     """The ASGI app serving any gateway's tools: JSON-RPC at /rpc, MCP at /mcp, the callers'
     tokens and the audit log in `store`, for the browser `origins` admitted and within
     `edge.max_in_flight` calls per identity; and for operators the page at /,
     /ops/stats.json and /metrics (`strictcall.server.ops`), which need an operator's token unless
-    `open_to_operators` (a server bound to a loopback address). `lifespans` are entered at
-    startup before the server's own (e.g. a proxy's upstream session) and left after them.
+    `open_to_operators` (a server bound to a loopback address). `lifespans`, then `serving`'s,
+    are entered at startup before the server's own (e.g. a proxy's upstream session) and left
+    after them.
 
     Every call's audit record also feeds the Prometheus metrics (with strictcall[metrics]), an
     OpenTelemetry span (with strictcall[otel] and an SDK's tracer provider set) and the page's
@@ -168,14 +168,15 @@ def build_gateway_app(
     path-aware forms) to anyone (`strictcall.server.bearer`). `tool_changes` counts the pinned
     tools seen changed (a federation's), for /metrics, `budget_refusals` each upstream's
     listings refused past a budget, and `instances` counts each per-identity upstream's
-    instances; `content` is served at /mcp beside the
-    tools (a federation's upstreams' resources and prompts); `upstreams` says each upstream's
-    state for the page (a proxy's or a federation's). `audit_retention`: how much of the audit
-    log the server keeps (None: all of it). `audit_to` is given the recorder of the records of
-    an upstream's requests of callers (a proxy's or a federation's): the audit log's, counted
-    in /metrics. With `tools_change` (a proxy's or a federation's listing, which its upstreams
-    may change), /mcp announces `listChanged` and serves change streams, within `edge`'s
-    budgets for them (`strictcall.transports.mcp.changes`).
+    instances; `serving` holds what /mcp serves beside the tools (a proxy's or a federation's
+    upstreams' resources and prompts, `strictcall.transports.serving`), its calls recorded in
+    the audit log (the server's record, in place of `serving.record`); where its listing can
+    change (`serving.tools_change`: a proxy's or a federation's), /mcp announces `listChanged`
+    and serves change streams, within `edge`'s budgets for them
+    (`strictcall.transports.mcp.changes`). `upstreams` says each upstream's state for the page
+    (a proxy's or a federation's). `audit_retention`: how much of the audit log the server
+    keeps (None: all of it). `audit_to` is given the recorder of the records of an upstream's
+    requests of callers (a proxy's or a federation's): the audit log's, counted in /metrics.
     """
     from strictcall.ops.health import StoreHealth, cause_of
     from strictcall.server.ops import PATHS, OpsApp
@@ -225,8 +226,10 @@ def build_gateway_app(
     def record_of(wire: str) -> Recorder:
         return observed(audit.record, metrics, tracer, window=window, wire=wire)
 
-    streams = (edge if edge is not None else EdgeLimits()).streams if tools_change else None
-    mcp = LoadingMcp(gateway, record_of("mcp"), content, streams)
+    # the serving's lifespans are the server's, below (/rpc serves the same tools)
+    served = replace(serving, record=record_of("mcp"), lifespans=())
+    streams = (edge if edge is not None else EdgeLimits()).streams
+    mcp = LoadingMcp(gateway, served, streams if serving.tools_change else None)
     ops = OpsApp(
         store,
         open_without_token=open_to_operators,
@@ -269,6 +272,7 @@ def build_gateway_app(
         routes=routes,
         lifespans=[
             *lifespans,
+            *serving.lifespans,
             *([] if verifier is None else [verifier.lifespan]),
             *([] if gateway.policy is None else [gateway.policy.serving]),
             audit.running,
@@ -365,16 +369,11 @@ class LoadingMcp:
     should it fail to load (logged), /mcp answers 503."""
 
     def __init__(
-        self,
-        gateway: Gateway,
-        record: Recorder,
-        content: McpContent | None = None,
-        streams: StreamLimits | None = None,
+        self, gateway: Gateway, serving: Serving, streams: StreamLimits | None = None
     ) -> None:
         """`streams`: the change streams' budgets, where the listing can change (`McpHttpApp`)."""
         self._gateway = gateway
-        self._record = record
-        self._content = content
+        self._serving = serving
         self._streams = streams
         self._app: McpHttpApp | None = None
         self._ready: asyncio.Event | None = None
@@ -396,9 +395,7 @@ class LoadingMcp:
         assert self._ready is not None
         try:
             loaded = await asyncio.to_thread(importlib.import_module, "strictcall.transports.mcp")
-            app = loaded.McpHttpApp(
-                self._gateway, record=self._record, content=self._content, streams=self._streams
-            )
+            app = loaded.McpHttpApp(self._gateway, self._serving, streams=self._streams)
             async with app.lifespan():
                 self._app = app
                 self._ready.set()
@@ -418,9 +415,11 @@ class LoadingMcp:
         if scope["method"] == "POST" and declared_length(scope) > limit:
             # refused before a byte of the body is read, and before the SDK is waited for
             refusal = too_large(limit)
-            identity = scope.get(IDENTITY_KEY)
-            caller = identity if isinstance(identity, str) else None
-            self._record(refusal_record(refusal.as_error(), caller))
+            record = self._serving.record
+            if record is not None:
+                identity = scope.get(IDENTITY_KEY)
+                caller = identity if isinstance(identity, str) else None
+                record(refusal_record(refusal.as_error(), caller))
             answer = orjson.dumps(refusal_reply(None, refusal))
             await send_response(send, (413, response_headers(answer), answer))
             return

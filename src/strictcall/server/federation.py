@@ -3,6 +3,7 @@ served over MCP stdio or HTTP exactly as a proxy is (`strictcall.server.proxy`).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from strictcall.audit.log import KEEP_ALL, AuditLog, AuditRetention
@@ -35,18 +36,18 @@ def serve_federation_stdio(
     kept = audit_retention if audit_retention is not None else KEEP_ALL
     audit = AuditLog(store, retention=kept)
     policy = federation.gateway.policy
-    serving = [] if policy is None else [policy.serving]
-    lifespans = [*serving, audit.running, federation.lifespan]  # the audit's last records last
     record, per_call = traced_stdio(federation.gateway, audit.record)
     federation.audit_server_requests(audit.record)
+    serving = federation.serving
+    lifespans = (
+        *(() if policy is None else (policy.serving,)),
+        audit.running,
+        *serving.lifespans,  # the upstreams' run inside the audit's: its last records last
+    )
     serve_stdio(
         federation.gateway,
         identity,
-        record=record,
-        lifespans=lifespans,
-        tools_change=True,
-        call_context=per_call,
-        content=lambda: federation.content,
+        replace(serving, record=record, call_context=per_call, lifespans=lifespans),
     )
 
 
@@ -73,16 +74,14 @@ def federation_app(
         store,
         origins=origins,
         edge=edge,
-        lifespans=[federation.lifespan],
+        serving=federation.serving,
         tool_changes=None if pins is None else (lambda: pins.changes),
         redactions=lambda: federation.redactions.counts,
         budget_refusals=federation.budget_refusals,
         instances=federation.instance_counts if federation.has_instances else None,
         upstreams=federation.upstream_states,
-        content=federation.content,
         oauth=oauth,
         open_to_operators=open_to_operators,
         audit_retention=audit_retention,
         audit_to=federation.audit_server_requests,
-        tools_change=True,
     )

@@ -23,6 +23,7 @@ from strictcall.services.proxy.instances import Instances, PerIdentity
 from strictcall.services.proxy.stdio import MAX_RESULT_BYTES
 from strictcall.services.proxy.tools import REDACT_SECRETS, Redactions, ToolOutput, proxied_tools
 from strictcall.services.proxy.upstream import Listing, Upstream, UpstreamFailed, UpstreamSpec
+from strictcall.transports.serving import Serving
 
 if TYPE_CHECKING:
     from strictcall.identity.settings import OAuthSettings
@@ -100,6 +101,11 @@ class Proxy:
         self.failed: UpstreamFailed | None = None
         """Why the upstream's first start failed, once it has."""
         self._listed = 0
+        self.serving: Final = Serving(
+            content=self.content, tools_change=True, lifespans=(self.lifespan,)
+        )
+        """What either wire serves beside the tools (the upstream's resources and prompts),
+        that its tools may change, and the upstream's run, to be entered around the serving."""
 
     def audit_server_requests(self, record: Callable[[AuditRecord], None]) -> None:
         """Audit every request the upstream makes of a caller during a call in `record` (the
@@ -223,22 +229,21 @@ def serve_proxy_stdio(
     from strictcall.transports.mcp import serve_stdio  # the MCP SDK loads only for a server
 
     policy = proxy.gateway.policy
-    serving = [] if policy is None else [policy.serving]
     kept = audit_retention if audit_retention is not None else KEEP_ALL
     audit = None if store is None else AuditLog(store, retention=kept)
     record, per_call = traced_stdio(proxy.gateway, None if audit is None else audit.record)
     if audit is not None:
         proxy.audit_server_requests(audit.record)
-    # the audit's last records last
-    lifespans = [*serving, *([] if audit is None else [audit.running]), proxy.lifespan]
+    serving = proxy.serving
+    lifespans = (
+        *(() if policy is None else (policy.serving,)),
+        *(() if audit is None else (audit.running,)),
+        *serving.lifespans,  # the upstream's run inside the audit's: its last records last
+    )
     serve_stdio(
         proxy.gateway,
         identity,
-        record=record,
-        lifespans=lifespans,
-        tools_change=True,
-        call_context=per_call,
-        content=lambda: proxy.content,
+        replace(serving, record=record, call_context=per_call, lifespans=lifespans),
     )
 
 
@@ -264,9 +269,8 @@ def proxy_app(
         store,
         origins=origins,
         edge=edge,
-        lifespans=[proxy.lifespan],
+        serving=proxy.serving,
         oauth=oauth,
-        content=proxy.content,
         open_to_operators=open_to_operators,
         audit_to=proxy.audit_server_requests,
         redactions=lambda: proxy.redactions.counts,
@@ -274,5 +278,4 @@ def proxy_app(
         upstreams=proxy.upstream_states,
         instances=None if proxy.instances is None else proxy.instance_counts,
         audit_retention=audit_retention,
-        tools_change=True,
     )

@@ -62,6 +62,7 @@ from strictcall.services.proxy.pins import (
 from strictcall.services.proxy.tools import Redactions, proxied_tool
 from strictcall.services.proxy.upstream import Listing, Upstream, UpstreamFailed
 from strictcall.storage.base import PinStore, StoreUnavailable
+from strictcall.transports.serving import Serving
 
 SERVE_WITHIN_S: Final = 10.0
 """How long the federation waits for the rest of its upstreams' first starts once one has
@@ -151,6 +152,12 @@ class Federation:
         """The upstreams' resources and prompts, served beside the tools."""
         for member in self.members:  # each one's resource updates, to their subscribers
             member.upstream.on_updated = functools.partial(self.content.updated, member.upstream)
+        self.serving: Final = Serving(
+            content=self.content, tools_change=True, lifespans=(self.lifespan,)
+        )
+        """What either wire serves beside the tools (the upstreams' resources and prompts),
+        that its tools may change, and every upstream's run, to be entered around the
+        serving."""
         self._started = False
         self._owners: dict[str, str] = {}
         """Who serves each served key (a tool's name, `resource:URI`...): after the start, the

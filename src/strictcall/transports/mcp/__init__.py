@@ -10,7 +10,8 @@
 The SDK's low-level `Server` does the framing, the handshake, both protocol eras and the
 sessions; the gateway decides everything about a call. `adapter` turns the gateway into MCP's
 tools/list and tools/call, `intake` reads every message strictly before the SDK sees it, and
-`stdio` and `http` are the two transports. Importing this package loads the MCP SDK
+`stdio` and `http` are the two transports; both take the server's options as one value
+(`Serving`, `strictcall.transports.serving`). Importing this package loads the MCP SDK
 (`strictcall[mcp]`).
 """
 
@@ -36,8 +37,10 @@ from strictcall.transports.mcp.adapter import (
 from strictcall.transports.mcp.http import McpHttpApp, identity_in_scope
 from strictcall.transports.mcp.intake import DirectCall, Refused, read_message, refuse_too_large
 from strictcall.transports.mcp.stdio import DRAIN_S, Answers, StdioIntake, serve_stdio, take_lines
+from strictcall.transports.serving import DEFAULT_SERVING, Serving
 
 __all__ = [
+    "DEFAULT_SERVING",
     "DRAIN_S",
     "MCP_PARAMS",
     "RESULT_MEMBER",
@@ -47,6 +50,7 @@ __all__ = [
     "McpHttpApp",
     "McpTools",
     "Refused",
+    "Serving",
     "StdioIntake",
     "describe_tools",
     "error_result",

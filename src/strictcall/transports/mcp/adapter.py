@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Coroutine, Mapping
-from contextlib import AbstractContextManager
 from typing import Any, Final
 
 import mcp_types as types
@@ -41,7 +40,7 @@ from strictcall.core.policy.model import Claims
 from strictcall.core.record import AuditRecord, record_of, refusal_record
 from strictcall.core.refusals import NO_TOKEN, WITHHELD, withheld_for_size
 from strictcall.errors import JSONValue
-from strictcall.transports.jsonrpc import MAX_REPLY_BYTES, Recorder
+from strictcall.transports.jsonrpc import MAX_REPLY_BYTES
 from strictcall.transports.mcp.cancel import (
     REQUEST_CANCELLED,
     CallCancelled,
@@ -53,7 +52,6 @@ from strictcall.transports.mcp.content import (
     SUBSCRIBE_METHODS,
     ContentHandlers,
     ContentServer,
-    McpContent,
     Subscriber,
 )
 from strictcall.transports.mcp.peer import (
@@ -65,6 +63,7 @@ from strictcall.transports.mcp.peer import (
     progress_token_of,
     serving_peer,
 )
+from strictcall.transports.serving import DEFAULT_SERVING, Serving
 
 SERVER_NAME: Final = "strictcall"
 
@@ -286,19 +285,16 @@ def json_text(value: JSONValue) -> str | None:
 MAX_LEVELS: Final = 10_000
 """Identities whose logging/setLevel is remembered at once (the oldest forgotten first)."""
 
-CallContext = Callable[[], AbstractContextManager[None]]
-"""What `McpTools` enters around each tools/call it answers (`call_context`)."""
-
 
 class McpTools:
     """The gateway's tools behind the SDK's low-level `Server`: tools/list and tools/call, and
-    with `content` (a federation's upstreams) resources and prompts
+    with `serving.content` (a proxy's or a federation's upstreams) resources and prompts
     (`strictcall.transports.mcp.content`).
 
-    `identity_of` says who is calling (None refuses the call as unauthenticated), `claims_of`
-    what its token says of it (the scopes that decide with the identity what it may list and
-    call; None, or no `claims_of`: strictcall's own token); `call_scope` gives the connection
-    part of call ids.
+    The wire's own hooks: `identity_of` says who is calling (None refuses the call as
+    unauthenticated), `claims_of` what its token says of it (the scopes that decide with the
+    identity what it may list and call; None, or no `claims_of`: strictcall's own token);
+    `call_scope` gives the connection part of call ids.
     """
 
     def __init__(
@@ -306,18 +302,19 @@ class McpTools:
         gateway: Gateway,
         identity_of: IdentityOf,
         call_scope: Callable[[], str],
-        record: Recorder | None = None,
+        serving: Serving = DEFAULT_SERVING,
+        *,
         claims_of: ClaimsOf | None = None,
-        call_context: CallContext | None = None,
-        content: McpContent | None = None,
         subscriber: Subscriber | None = None,
     ) -> None:
-        """`call_context`: entered around each tools/call, from its settling to its record
-        (a tracer's: the call's stage marks and store work kept for its span, on a
-        transport with no request of its own to keep them, stdio); `subscriber`: the session
-        that may subscribe to `content`'s resources (None: resources/subscribe is not
-        served)."""
+        """`serving`: the server's options (`strictcall.transports.serving`: the record, the
+        content beside the tools, the context entered around each tools/call); `subscriber`:
+        the session that may subscribe to the content's resources (None: resources/subscribe
+        is not served)."""
         self.gateway: Final = gateway
+        self.serving: Final = serving
+        record = serving.record
+        content = serving.content
         self._content = (
             None
             if content is None
@@ -329,7 +326,7 @@ class McpTools:
         self._claims_of: Final[ClaimsOf] = claims_of if claims_of is not None else _no_claims
         self._call_scope = call_scope
         self._record = record
-        self._call_context = call_context
+        self._call_context = serving.call_context
         self.levels: Final[dict[str, str]] = {}
         self.cancellable: Cancellable | None = None
         """The calls a host may cancel (/mcp's; None: the wire's session cancels its own)."""

@@ -62,6 +62,7 @@ from strictcall.transports.mcp.intake import DirectCall, Refused, read_message, 
 from strictcall.transports.mcp.peer import log_level_of, progress_token_of
 from strictcall.transports.mcp.sdk_errors import scrubbed
 from strictcall.transports.offload import off_loop, read_off_loop
+from strictcall.transports.serving import DEFAULT_SERVING, Serving
 from strictcall.transports.streams import StreamLimits
 
 _CANCELLED: Final = "notifications/cancelled"
@@ -102,32 +103,33 @@ class McpHttpApp:
     def __init__(
         self,
         gateway: Gateway,
+        serving: Serving = DEFAULT_SERVING,
         *,
-        record: Recorder | None = None,
         direct: bool = True,
-        content: McpContent | None = None,
         streams: StreamLimits | None = None,
     ) -> None:
-        """`direct`: answer plain requests on strictcall's own path (False: the SDK answers
-        every request it is given, the reference the tests hold the direct path to);
-        `content`: resources and prompts served beside the tools (a federation's);
-        `streams`: where the listing can change (a proxy's, a federation's), the change
-        streams' budgets (None: the listing never changes, and GET is 405)."""
+        """`serving`: the server's options (`strictcall.transports.serving`: the record, the
+        resources and prompts served beside the tools, a federation's; its lifespans are the
+        server's to enter, around this app's `lifespan()`); `direct`: answer plain requests on
+        strictcall's own path (False: the SDK answers every request it is given, the reference
+        the tests hold the direct path to); `streams`: where the listing can change
+        (`serving.tools_change`: a proxy's, a federation's), the change streams' budgets
+        (None: no change streams, and GET is 405)."""
         self.limits: Final = gateway.limits
+        self.serving: Final = serving
         self._direct = direct
-        self._record = record
+        self._record = serving.record
         # stateless: each request is a connection of its own, with a scope of its own
         tools = McpTools(
             gateway,
             identity_in_scope,
             functools.partial(mint_call_id, "http"),  # called in C: no frame of its own
-            record,
-            claims_in_scope,
-            content=content,
+            serving,
+            claims_of=claims_in_scope,
         )
         tools.cancellable = self._cancellable = Cancellable()
         self._tools = tools
-        self.changes: Final = changes_of(gateway, content, streams, record)
+        self.changes: Final = changes_of(gateway, serving.content, streams, serving.record)
         """The change streams (None where the listing never changes)."""
         self.manager: Final = StreamableHTTPSessionManager(
             announcing(tools, self.changes),

@@ -34,9 +34,9 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Coroutine, Sequence
-from contextlib import AbstractAsyncContextManager, AsyncExitStack
-from typing import IO, Any, Final, NamedTuple, Protocol, cast
+from collections.abc import Callable, Coroutine
+from contextlib import AsyncExitStack
+from typing import IO, Any, Final, Protocol, cast
 
 import anyio
 import mcp_types as types
@@ -51,42 +51,37 @@ from strictcall.core.refusals import protocol_refusal
 from strictcall.transports.jsonrpc import Recorder
 from strictcall.transports.mcp.adapter import (
     HANDSHAKE_ERA,
-    CallContext,
     McpTools,
     protocol_version,
     result_message,
 )
-from strictcall.transports.mcp.content import McpContent, Subscriber
+from strictcall.transports.mcp.content import Subscriber
 from strictcall.transports.mcp.intake import DirectCall, Refused, read_message, refuse_too_large
 from strictcall.transports.mcp.peer import ASKS, serving_peer
 from strictcall.transports.mcp.sdk_errors import scrubbed_message
 from strictcall.transports.pipes import TOO_LONG, Output, read_lines, stdout_writer
+from strictcall.transports.serving import DEFAULT_SERVING, Serving
 
 
 def serve_stdio(
     gateway: Gateway,
     identity: str,
+    serving: Serving = DEFAULT_SERVING,
     *,
-    record: Recorder | None = None,
     stdin: IO[bytes] | None = None,
-    lifespans: Sequence[Callable[[], AbstractAsyncContextManager[None]]] = (),
-    tools_change: bool = False,
-    call_context: CallContext | None = None,
-    content: Callable[[], McpContent | None] | None = None,
 ) -> None:
-    """Serve MCP on this process's stdin and stdout as `identity` until stdin ends.
-    `call_context`: entered around each tools/call (`McpTools`; a tracer's).
+    """Serve MCP on this process's stdin and stdout as `identity` until stdin ends, with the
+    server's options `serving` (`strictcall.transports.serving`): each call audited with its
+    `record`, its `call_context` entered around each tools/call (a tracer's), its `content`
+    served beside the tools (a federation's resources and prompts).
 
-    `content` gives, once the lifespans are entered, the resources and prompts served beside
-    the tools (a federation's), if any.
+    With `serving.tools_change` (a proxy, whose upstream may list other tools), the server
+    announces `tools.listChanged` and sends `notifications/tools/list_changed` to an
+    initialized session each time the gateway's listing changes.
 
-    With `tools_change` (a proxy, whose upstream may list other tools), the server announces
-    `tools.listChanged` and sends `notifications/tools/list_changed` to an initialized session
-    each time the gateway's listing changes.
-
-    `lifespans` are entered, in order, in the serving event loop before the first line is read
-    and left after the last answer (e.g. a proxy's upstream session); one that fails to enter
-    raises here, and nothing is served.
+    `serving.lifespans` are entered, in order, in the serving event loop before the first line
+    is read and left after the last answer (e.g. a proxy's upstream session); one that fails to
+    enter raises here, and nothing is served.
 
     Raises:
         KeyboardInterrupt: SIGINT stopped the session (within `INTERRUPT_GRACE_S`).
@@ -94,13 +89,7 @@ def serve_stdio(
     source = stdin if stdin is not None else _private_stdin()
     # uvloop where installed (the `server` extra), as `strictcall serve` runs
     options = {"use_uvloop": importlib.util.find_spec("uvloop") is not None}
-    if anyio.run(
-        _serve_with,
-        lifespans,
-        _Serving(gateway, identity, record, tools_change, call_context, content),
-        source,
-        backend_options=options,
-    ):
+    if anyio.run(_serve_with, gateway, identity, serving, source, backend_options=options):
         # The reader may still be blocked on stdin, holding its buffer: leave it to the exit.
         raise KeyboardInterrupt
     if stdin is None:  # stdin has ended, so its reader has returned
@@ -167,23 +156,10 @@ def _private_stdin() -> IO[bytes]:
         return io.BytesIO()
 
 
-class _Serving(NamedTuple):
-    gateway: Gateway
-    identity: str
-    record: Recorder | None
-    tools_change: bool
-    call_context: CallContext | None
-    content: Callable[[], McpContent | None] | None
-
-
-async def _serve_with(
-    lifespans: Sequence[Callable[[], AbstractAsyncContextManager[None]]],
-    serving: _Serving,
-    stdin: IO[bytes],
-) -> bool:
-    """`_serve_stdio` inside `lifespans`: whether SIGINT stopped it."""
+async def _serve_with(gateway: Gateway, identity: str, serving: Serving, stdin: IO[bytes]) -> bool:
+    """`_serve_stdio` inside the serving's lifespans: whether SIGINT stopped it."""
     async with AsyncExitStack() as stack:
-        for lifespan in lifespans:
+        for lifespan in serving.lifespans:
             await stack.enter_async_context(lifespan())
         # Everything loaded so far (the SDK, a proxy's upstream session) lives as long as the
         # session: out of the collector's generations, as `strictcall serve` keeps it, so that
@@ -191,16 +167,16 @@ async def _serve_with(
         # (A proxy's first upstream session is frozen with it: if the upstream restarts, that
         # one session's cycles are left to the process's end; later sessions are collected.)
         gc.freeze()
-        return await _serve_stdio(serving, stdin)
+        return await _serve_stdio(gateway, identity, serving, stdin)
 
 
-async def _serve_stdio(serving: _Serving, stdin: IO[bytes]) -> bool:
+async def _serve_stdio(gateway: Gateway, identity: str, serving: Serving, stdin: IO[bytes]) -> bool:
     """Serve until stdin ends (False) or SIGINT (True)."""
     interrupt = _Interrupt()
     try:
         async with anyio.create_task_group() as everything:
             everything.start_soon(interrupt.watch, everything.cancel_scope)
-            await _session(serving, stdin)
+            await _session(gateway, identity, serving, stdin)
             everything.cancel_scope.cancel()  # stdin ended: stop watching for SIGINT
     except BaseException:
         # Once interrupted, what the SDK's streams raise while they are torn down (closed or
@@ -210,10 +186,9 @@ async def _serve_stdio(serving: _Serving, stdin: IO[bytes]) -> bool:
     return interrupt.received
 
 
-async def _session(serving: _Serving, stdin: IO[bytes]) -> None:
-    gateway, identity, record = serving.gateway, serving.identity, serving.record
+async def _session(gateway: Gateway, identity: str, serving: Serving, stdin: IO[bytes]) -> None:
+    record, content = serving.record, serving.content
     scope = mint_call_id("stdio")
-    content = None if serving.content is None else serving.content()
     direct = _Tasks()
 
     async def send_update(notification: types.ServerNotification) -> None:
@@ -224,9 +199,7 @@ async def _session(serving: _Serving, stdin: IO[bytes]) -> None:
         gateway,
         lambda ctx: identity,
         lambda: scope,
-        record,
-        call_context=serving.call_context,
-        content=content,
+        serving,
         subscriber=Subscriber(scope, send_update),
     )
     server = tools.server()
