@@ -15,7 +15,7 @@ import httpx
 import psycopg
 import pytest
 
-from servers import RunningServer, create_token, start_server
+from servers import RunningServer, children, create_token, start_server
 from strictcall import Client
 from strictcall.errors import FORBIDDEN_ORIGIN
 from strictcall.storage import open_store
@@ -28,15 +28,6 @@ def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return str(tmp_path / "workers.sqlite3")
     return str(request.getfixturevalue("pg_url"))
-
-
-def children(pid: int) -> set[int]:
-    """The processes `pid` started that still run (from /proc)."""
-    found: set[int] = set()
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        text = (task / "children").read_text()
-        found.update(int(child) for child in text.split())
-    return found
 
 
 def workers_of(server: RunningServer) -> set[int]:
