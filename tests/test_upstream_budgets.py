@@ -217,9 +217,13 @@ def budget_refusals(base_url: str) -> dict[tuple[str, str], float]:
     return counted
 
 
+@pytest.mark.parametrize("multiprocess", [False, True], ids=["", "multiprocess-directory-set"])
 def test_a_listing_refused_past_a_budget_is_counted_in_metrics_by_upstream_and_budget(
-    tmp_path: Path,
+    multiprocess: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    if multiprocess:  # set in the operator's environment: a one-process server's families stay
+        (tmp_path / "metrics").mkdir()
+        monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path / "metrics"))
     federation = ListingFederation(
         tmp_path,
         {"big": {"tools": ["one"]}, "calm": {"tools": ["quiet"]}},
