@@ -70,6 +70,24 @@ def ctrl_c_as_at_a_terminal() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def children(pid: int) -> set[int]:
+    """The processes `pid` started that still run (from /proc)."""
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        text = (task / "children").read_text()
+        found.update(int(child) for child in text.split())
+    return found
+
+
+def running(pid: int) -> bool:
+    """Whether process `pid` still runs (neither gone nor a zombie left unreaped)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
 def strictcall(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     """Run the strictcall command line to completion."""
     return subprocess.run(

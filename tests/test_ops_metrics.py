@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from ops_calls import SECRET_VALUES, burst, rpc
-from servers import RunningServer, create_token, start_server, strictcall
+from servers import RunningServer, create_token, metric, start_server, strictcall
 from strictcall.core.record import server_request_record
 from strictcall.ops.drains import (
     BUSY_DRAIN,
@@ -245,6 +245,45 @@ def test_with_a_multiprocess_directory_the_counts_go_through_it(tmp_path: Path) 
     bucket = ("strictcall_call_duration_seconds_bucket", (("le", "0.0005"), *latency))
     assert found[bucket] == 2.0
     assert any(name == "strictcall_build_info" for name, _ in found)
+
+
+OTHERS = """
+import sys, time
+from strictcall.ops.metrics import MAX_TOOL_LABELS, Metrics
+from strictcall.storage import AuditRecord
+
+names = [f"t{n}" for n in range(MAX_TOOL_LABELS + 1)]
+metrics = Metrics(names, source_of=lambda name: "big")
+now = time.time()
+for name in names:  # the last one past the labels' budget: "(other)"
+    metrics.observe(AuditRecord(now, "c", "u1", name, "ok", None, None, 40))
+sys.stdout.write(metrics.exposition().decode())
+"""
+
+
+def test_the_calls_past_the_tool_labels_of_each_worker_sum_under_other(tmp_path: Path) -> None:
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
+    for _ in range(2):  # two workers, one after the other, each writing its counts there
+        done = subprocess.run(
+            [sys.executable, "-c", OTHERS],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            env=env,
+        )
+        assert done.returncode == 0, done.stderr
+    other = {"tool": OTHER_TOOLS, "outcome": "ok", "transport": "rpc"}
+    assert metric(done.stdout, "strictcall_calls_total", **other) == 2
+    assert metric(done.stdout, "strictcall_call_duration_seconds_count", **other) == 2
+    assert metric(done.stdout, "strictcall_calls_total", tool="t0", outcome="ok") == 2
+    tools = {
+        sample.labels["tool"]
+        for family in text_string_to_metric_families(done.stdout)
+        for sample in family.samples
+        if sample.name == "strictcall_calls_total"
+    }
+    assert len(tools) == MAX_TOOL_LABELS + 1  # never a label past the budget, summed or not
 
 
 def test_a_busy_server_drains_its_records_often_and_counts_each_once() -> None:

@@ -6,7 +6,10 @@ server may write is read as the official client reads it, in front of a hand-wri
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import signal
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -16,6 +19,7 @@ from typing import Any
 import pytest
 
 from mcp_peers import UPSTREAMS, StdioProxy, error_of
+from servers import children, running
 from stdio_peer import DEADLINE_S
 from strictcall.errors import (
     INVALID_TOOL_RESULT,
@@ -165,3 +169,42 @@ def test_later_members_are_those_the_official_session_drops() -> None:
     for version in KNOWN_PROTOCOL_VERSIONS:
         assert later_members(version) == _later_revision_fields("tools/call", version), version
     assert "resultType" in later_members("2025-11-25")
+
+
+@pytest.mark.parametrize(
+    "ends", [signal.SIGTERM, signal.SIGKILL], ids=["terminated-after-stdin-ends", "killed"]
+)
+def test_an_upstream_does_not_outlive_the_proxy_that_started_it(
+    ends: signal.Signals, tmp_path: Path
+) -> None:
+    # an upstream that outlasts the end of its stdin (as server-everything with its updates
+    # on does), before a host that waits 2 s for strictcall to stop terminates it
+    upstream = shlex.join([sys.executable, "-c", "import time; time.sleep(600)", str(tmp_path)])
+    argv = [sys.executable, "-m", "strictcall", "proxy", "--upstream-cmd", upstream]
+    argv += ["--stdio", "--identity", "u1", "--db", str(tmp_path / "audit.sqlite3")]
+    front = subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    started: set[int] = set()
+    try:
+        deadline = time.monotonic() + DEADLINE_S
+        while not started:
+            started = children(front.pid)
+            assert time.monotonic() < deadline, "the proxy never started its upstream"
+            assert front.poll() is None, "the proxy exited"
+            time.sleep(0.02)
+        assert front.stdin is not None
+        front.stdin.close()
+        front.send_signal(ends)
+        front.wait(timeout=DEADLINE_S)
+        deadline = time.monotonic() + DEADLINE_S
+        while any(running(pid) for pid in started) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not any(running(pid) for pid in started), "the upstream outlived its proxy"
+    finally:
+        if front.poll() is None:
+            front.kill()
+            front.wait(timeout=DEADLINE_S)
+        for pid in started:  # this test's own upstream, if it was left running
+            if running(pid):
+                os.kill(pid, signal.SIGKILL)

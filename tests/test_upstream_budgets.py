@@ -23,7 +23,9 @@ from prometheus_client.parser import text_string_to_metric_families
 import strictcall.services.proxy.stdio as stdio_module
 from listing_federation import LISTING_UPSTREAM, ListingFederation
 from mcp_peers import error_of, proxy_argv
+from servers import create_token
 from stdio_peer import DEADLINE_S, StdioPeer, until
+from strictcall import Client
 from strictcall.errors import UNKNOWN_TOOL
 from strictcall.services.proxy.budgets import (
     NAMES,
@@ -35,6 +37,7 @@ from strictcall.services.proxy.budgets import (
     tools_refusal,
 )
 from strictcall.services.proxy.config import ConfigError, federation_config
+from strictcall.services.proxy.spawn import make_home
 from strictcall.services.proxy.stdio import GC_PAUSED_BYTES, parse_line
 
 OBJECT: dict[str, Any] = {"type": "object"}
@@ -203,9 +206,10 @@ def test_a_relisting_past_max_tools_is_refused_in_one_line_and_the_others_served
         assert federation.close() == 0
 
 
-def budget_refusals(federation: ListingFederation) -> dict[tuple[str, str], float]:
-    """strictcall_upstream_budget_refusals_total's samples, by (upstream, budget)."""
-    answer = httpx.get(federation.base_url + "/metrics", timeout=DEADLINE_S)
+def budget_refusals(base_url: str) -> dict[tuple[str, str], float]:
+    """strictcall_upstream_budget_refusals_total's samples on `base_url`'s /metrics, by
+    (upstream, budget)."""
+    answer = httpx.get(base_url + "/metrics", timeout=DEADLINE_S)
     assert answer.status_code == 200
     counted = {}
     for family in text_string_to_metric_families(answer.text):
@@ -215,9 +219,13 @@ def budget_refusals(federation: ListingFederation) -> dict[tuple[str, str], floa
     return counted
 
 
+@pytest.mark.parametrize("multiprocess", [False, True], ids=["", "multiprocess-directory-set"])
 def test_a_listing_refused_past_a_budget_is_counted_in_metrics_by_upstream_and_budget(
-    tmp_path: Path,
+    multiprocess: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    if multiprocess:  # set in the operator's environment: a one-process server's families stay
+        (tmp_path / "metrics").mkdir()
+        monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path / "metrics"))
     federation = ListingFederation(
         tmp_path,
         {"big": {"tools": ["one"]}, "calm": {"tools": ["quiet"]}},
@@ -227,15 +235,15 @@ def test_a_listing_refused_past_a_budget_is_counted_in_metrics_by_upstream_and_b
         http=True,
     )
     try:
-        assert budget_refusals(federation) == {}
+        assert budget_refusals(federation.base_url) == {}
         federation.relist("big", {"tools": ["one"], "many": 3})  # one past max_tools
         until(lambda: "max_tools" in federation.stderr(), "the refusal is said")
-        until(lambda: budget_refusals(federation), "the refusal is counted")
-        counted = budget_refusals(federation)  # each relisting refused counts (one or two)
+        until(lambda: budget_refusals(federation.base_url), "the refusal is counted")
+        counted = budget_refusals(federation.base_url)  # each relisting refused counts (one or two)
         assert set(counted) == {("big", "max_tools")} and counted["big", "max_tools"] >= 1
         federation.relist("big", {"tools": ["one", "a b"]})  # within, one name left out
-        until(lambda: ("big", NAMES) in budget_refusals(federation), "the name is counted")
-        assert set(budget_refusals(federation)) == {("big", "max_tools"), ("big", NAMES)}
+        until(lambda: ("big", NAMES) in budget_refusals(federation.base_url), "the name is counted")
+        assert set(budget_refusals(federation.base_url)) == {("big", "max_tools"), ("big", NAMES)}
     finally:
         assert federation.close() == 0
 
@@ -327,3 +335,43 @@ def test_a_line_from_the_limit_on_is_parsed_with_the_collector_paused(
     assert parsed["id"] == 1 and len(parsed["result"]["tools"]) > 300_000
     assert collector_on == [not paused]
     assert gc.isenabled()  # given back
+
+
+def test_a_listing_of_an_identitys_own_instance_refused_past_a_budget_is_counted_as_its_upstreams(
+    tmp_path: Path,
+) -> None:
+    # each process of "big" lists what its own home's listing.json holds: the shared one's is
+    # within max_tools, u1's own instance's one past it
+    homes = tmp_path / "homes"
+    shared = Path(make_home(str(homes), "big", None), "listing.json")
+    shared.write_text(json.dumps({"tools": ["one"]}), encoding="utf-8")
+    own = Path(make_home(str(homes), "big", "u1"), "listing.json")
+    own.write_text(json.dumps({"tools": ["one"], "many": 3}), encoding="utf-8")
+    script = 'exec "$0" "$1" big "$LISTING"'
+    command = shlex.join(["/bin/sh", "-c", script, sys.executable, str(LISTING_UPSTREAM)])
+    config = tmp_path / "federate.toml"
+    config.write_text(
+        f"[federation]\npinning = false\nhomes = {json.dumps(str(homes))}\n"
+        f"budgets = {{ max_tools = 3 }}\n[upstreams.big]\ncommand = {json.dumps(command)}\n"
+        'prefix = "big"\ninstances = "per-identity"\n'
+        "credentials.env = { LISTING = '~/listing.json' }\n",
+        encoding="utf-8",
+    )
+    db = tmp_path / "federation.sqlite3"
+    token = create_token(db, "u1")
+    argv = [sys.executable, "-m", "strictcall", "federate", "--config", str(config)]
+    with (tmp_path / "federate.stderr").open("wb") as stderr:
+        peer = StdioPeer([*argv, "--db", str(db), "--port", "0"], stderr)
+    try:
+        line = peer.line()  # the one line, once it listens (None: it died)
+        assert line is not None and b"listening on " in line, line
+        base_url = line.decode().split("listening on ", 1)[1].split()[0]
+        assert budget_refusals(base_url) == {}  # the shared one's is within
+        with Client(base_url, token) as client:
+            client.call("big_one")  # u1's instance starts, and lists past max_tools
+        until(lambda: budget_refusals(base_url), "the refusal is counted")
+        counted = budget_refusals(base_url)
+        assert set(counted) == {("big", "max_tools")} and counted["big", "max_tools"] >= 1
+    finally:
+        peer.process.terminate()
+        assert peer.close() == 0

@@ -14,8 +14,9 @@ from pathlib import Path
 import httpx
 import psycopg
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
-from servers import RunningServer, create_token, start_server
+from servers import RunningServer, children, create_token, metric, start_server
 from strictcall import Client
 from strictcall.errors import FORBIDDEN_ORIGIN
 from strictcall.storage import open_store
@@ -28,15 +29,6 @@ def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return str(tmp_path / "workers.sqlite3")
     return str(request.getfixturevalue("pg_url"))
-
-
-def children(pid: int) -> set[int]:
-    """The processes `pid` started that still run (from /proc)."""
-    found: set[int] = set()
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        text = (task / "children").read_text()
-        found.update(int(child) for child in text.split())
-    return found
 
 
 def workers_of(server: RunningServer) -> set[int]:
@@ -199,3 +191,43 @@ def test_workers_refuse_to_start_with_a_policys_limits_counted_in_memory(
         "serve", "--port", "0", "--db", db, "--workers", "2", "--policy", str(policy)
     )
     assert refused.returncode == 1 and "--workers 2" in refused.stderr, refused.stderr
+
+
+def families_of(text: str) -> set[str]:
+    """The metric families a scrape names."""
+    return {family.name for family in text_string_to_metric_families(text)}
+
+
+@pytest.mark.parametrize("db", ["sqlite"], indirect=True)
+def test_with_a_multiprocess_directory_metrics_sums_both_workers_counts(
+    db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shared = tmp_path / "metrics"
+    shared.mkdir()
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(shared))
+    token = create_token(db, "u1")
+    server = start_server(db, "--workers", "2")
+    try:
+        workers = workers_of(server)
+        assert len(workers) == 2
+        calls = 40
+        for _ in range(calls):  # a connection each: the kernel hands them to either worker
+            with Client(server.base_url, token) as client:
+                client.call("list_notes")
+        ok = {"tool": "list_notes", "outcome": "ok", "transport": "rpc"}
+
+        def counted() -> float:  # each worker counts its calls within a second
+            text = httpx.get(server.base_url + "/metrics", timeout=DEADLINE_S).text
+            return metric(text, "strictcall_calls_total", **ok)
+
+        wait_until(lambda: counted() == calls, "the workers' calls summed on /metrics")
+        text = httpx.get(server.base_url + "/metrics", timeout=DEADLINE_S).text
+        # every family a single process has, its counts from both workers
+        assert {"strictcall_store_outages", "strictcall_store_faults"} <= families_of(text)
+        assert metric(text, "strictcall_store_outages_total") == 0
+        assert metric(text, "strictcall_store_faults_total", where="quota") == 0
+        assert metric(text, "strictcall_call_duration_seconds_count", **ok) == calls
+        wrote = {path.stem.rpartition("_")[2] for path in shared.glob("counter_*.db")}
+        assert {str(pid) for pid in workers} <= wrote  # both workers counted there
+    finally:
+        assert server.stop(signal.SIGINT) == 0

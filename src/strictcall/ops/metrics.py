@@ -35,8 +35,12 @@ own metric objects cost microseconds per update, which at 15,000 calls/s would b
 cent of the server). With `PROMETHEUS_MULTIPROC_DIR` set before the server starts (several
 worker processes), the counts go into prometheus_client's metric objects instead, which write
 them to that directory, and /metrics sums every worker's (its multiprocess mode; the gauges are
-then sampled at each drain, summed over the live workers; the process collector is the
-answering worker's).
+then sampled at each drain, summed over the live workers; the store's outages and the shared
+quota state's faults go through at each drain as what is new since the last; the process
+collector is the answering worker's). The upstreams' families (tools changed, redactions,
+budget refusals, per-identity instances) are the answering process's own in either mode: a
+proxy or federation serves from one process, and its /metrics keeps them with the directory
+set.
 """
 
 from __future__ import annotations
@@ -277,6 +281,9 @@ class Metrics(Collector):
             self._in_flight_shared = Gauge(*_IN_FLIGHT, multiprocess_mode="livesum")
             self._backlog_shared = Gauge(*_BACKLOG, multiprocess_mode="livesum")
             self._lost_shared = Counter(*_LOST)
+            self._outages_shared = Counter(*_OUTAGES)
+            self._outages_told = 0
+            self._quota_faults_told = 0
             self._available_shared = Gauge(*_AVAILABLE, multiprocess_mode="livemin")
             for where in _WHERE:
                 self._faults_shared.labels(where)
@@ -324,6 +331,15 @@ class Metrics(Collector):
             if lost > self._audit_lost:
                 self._lost_shared.inc(lost - self._audit_lost)
                 self._audit_lost = lost
+            # counted by their owners, not from the records: what is new since the last drain
+            outages = self.store_outages()
+            if outages > self._outages_told:
+                self._outages_shared.inc(outages - self._outages_told)
+                self._outages_told = outages
+            quota_faults = self.quota_faults()
+            if quota_faults > self._quota_faults_told:
+                self._faults_shared.labels("quota").inc(quota_faults - self._quota_faults_told)
+                self._quota_faults_told = quota_faults
         return drained
 
     def _count(self, wire: str, batch: list[AuditRecord]) -> None:
@@ -455,6 +471,12 @@ class Metrics(Collector):
         yield GaugeMetricFamily(*_BACKLOG, value=self.audit_backlog())
         yield CounterMetricFamily(*_LOST, value=self.audit_lost())
         yield GaugeMetricFamily(*_IN_FLIGHT, value=self.requests_in_flight())
+        yield from self.upstream_families()
+        yield _build_info()
+
+    def upstream_families(self) -> Iterator[Metric]:
+        """The families of a proxy's or federation's upstreams (tools changed, redactions,
+        budget refusals, instances): this process's, as they are counted by its upstreams."""
         if self.tool_changes is not None:
             yield CounterMetricFamily(*_TOOL_CHANGES, value=self.tool_changes())
         if self.redactions is not None:
@@ -469,7 +491,6 @@ class Metrics(Collector):
             yield refused
         if self.instances is not None:
             yield from _instance_families(self.instances())
-        yield _build_info()
 
     def exposition(self) -> bytes:
         """The metrics in Prometheus' text format: this process's, or in multiprocess mode
@@ -480,6 +501,7 @@ class Metrics(Collector):
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
         registry.register(_BuildInfo())
+        registry.register(_Families(self.upstream_families))
         registry.register(PROCESS_COLLECTOR)
         return bytes(generate_latest(registry))
 
@@ -504,6 +526,16 @@ def _build_info() -> GaugeMetricFamily:
     info = GaugeMetricFamily(*_BUILD, labels=["version", "python"])
     info.add_metric([_version(), platform.python_version()], 1)
     return info
+
+
+class _Families(Collector):
+    """Families a callable yields (multiprocess mode's registry: a process's own upstreams)."""
+
+    def __init__(self, families: Callable[[], Iterator[Metric]]) -> None:
+        self._families = families
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._families()
 
 
 class _BuildInfo(Collector):

@@ -20,16 +20,24 @@ task of their own:
 
 The server is started as the SDK's `stdio_client` starts it (its own session and process group,
 stderr to `errlog`, the environment given) and stopped as it stops it: stdin closed, then,
-after `TERMINATION_S`, the group terminated and killed.
+after `TERMINATION_S`, the group terminated and killed. On Linux it is also killed by the kernel
+when the gateway's process ends without stopping it (`PR_SET_PDEATHSIG`, what bubblewrap's
+`--die-with-parent` does for a sandboxed one): a host that closes strictcall's stdin and then
+terminates it before its upstream has been stopped (the SDK's client waits 2 s), or a gateway
+killed, leaves no server running.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
+import functools
 import gc
 import os
 import re
+import signal
+import sys
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -606,6 +614,7 @@ async def open_upstream(
             stderr=errlog,
             env=dict(env),
             start_new_session=True,
+            preexec_fn=_dies_with_gateway(),
         )
     except BaseException:
         for fd in (our_stdin, our_stdout):
@@ -637,6 +646,40 @@ async def open_upstream(
                 reading.close()
             else:
                 stdout_file.close()
+
+
+_PR_SET_PDEATHSIG: Final = 1
+"""prctl(2)'s option: the signal the calling process gets when its parent thread ends."""
+
+
+@functools.cache
+def _prctl() -> Callable[..., int] | None:
+    """libc's prctl, looked up once in the gateway (never in a forked child), on Linux."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl: Callable[..., int] = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    return prctl
+
+
+def _dies_with_gateway() -> Callable[[], None] | None:
+    """What the server's child runs before it execs: the kernel is to kill it when the thread
+    that started it ends (the gateway's event loop's: the gateway's end). None off Linux.
+
+    Only a call into libc runs in the child: no lock of the gateway's threads is taken there."""
+    prctl = _prctl()
+    if prctl is None:
+        return None
+    parent = os.getpid()
+
+    def in_child() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the gateway ended before the signal was asked for
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return in_child
 
 
 async def _stop(process: asyncio.subprocess.Process, stdin: Output | None) -> None:

@@ -272,7 +272,8 @@ class Upstream:
 
     def for_identity(self, identity: str) -> Upstream:
         """Another process of this upstream, serving `identity` alone: its settings (budgets,
-        restarts, pings, the longest answer) and its log's name and homes, listing to nobody."""
+        restarts, pings, the longest answer) and its log's name and homes, listing to nobody;
+        its listings refused past a budget counted as this upstream's (no identity on /metrics)."""
         own = Upstream(
             self.spec,
             lambda listing: None,
@@ -285,6 +286,7 @@ class Upstream:
         )
         own.log_as, own.name, own.homes = self.log_as, self.name, self.homes
         own.identity = identity
+        own.budget_refusals = self.budget_refusals
         own.conversations.record = self.conversations.record
         return own
 
