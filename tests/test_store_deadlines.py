@@ -12,7 +12,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 
 import httpx
@@ -21,9 +21,10 @@ import pytest
 import pg
 from servers import create_token, start_server
 from strictcall.core.gateway import Gateway
+from strictcall.core.record import AuditRecord
 from strictcall.errors import STORE_UNAVAILABLE, TOKEN_STORE_UNAVAILABLE, VALUE_REFUSED
 from strictcall.services.notes import notes_tools
-from strictcall.storage import IdempotencyKey, StoreRefused
+from strictcall.storage import IdempotencyKey, StoreRefused, StoreUnavailable
 from strictcall.storage.postgres import PostgresStore
 from strictcall.storage.postgres.connections import CALL_DEADLINE_S
 from strictcall.storage.postgres.faults import call_deadline_for
@@ -154,6 +155,51 @@ def test_a_graceful_stop_is_not_held_by_a_hung_lookup(pg_url: str) -> None:
         assert [a.status_code for _, a in answers] == [503]
     finally:
         server.stop(signal.SIGKILL)
+
+
+def ended_within(work: Callable[[], object], seconds: float) -> BaseException | None:
+    """What `work`, run on a thread of its own, raised (None: it returned); failed when it has
+    not ended within `seconds`."""
+    raised: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as exc:  # handed to the test to assert on
+            raised.append(exc)
+        else:
+            raised.append(None)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"not ended within {seconds} s"
+    return raised[0]
+
+
+def test_a_call_made_on_a_thread_is_cut_at_the_deadline(pg_url: str) -> None:
+    """The threads' side (an audit batch written as the server stops, the operator's commands)
+    has the same deadline: its session stopped, a write fails retryable in bound, a read's
+    check of the other idle sessions is bounded too, and the store serves again after."""
+    store = PostgresStore(pg_url)
+    try:
+        assert store.count_notes("u1") == 0  # the threads' pool has its sessions open
+        record = AuditRecord(time.time(), "c1", "u1", "count_notes", "ok", None, None, 1)
+        with stopped(server_backends(pg_url)):
+            for work in (lambda: store.record_calls([record]), lambda: store.count_notes("u1")):
+                assert isinstance(ended_within(work, ANSWER_BOUND_S), StoreUnavailable)
+        deadline = time.monotonic() + ANSWER_BOUND_S * 2
+        while True:
+            try:
+                store.record_calls([record])
+                break
+            except StoreUnavailable:  # the fault is held a moment, then the pool reconnects
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+        with store.connection() as conn:
+            assert conn.execute("SELECT count(*) FROM audit").fetchone() == (1,)
+    finally:
+        store.close()
 
 
 def test_sessions_killed_while_requests_come_in_leave_none_unanswered(pg_url: str) -> None:

@@ -32,8 +32,6 @@ psycopg_pool's `ConnectionPool` (`store`).
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final, TypeVar
@@ -44,6 +42,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from strictcall.errors import StrictcallError
 from strictcall.storage.base import StoreUnavailable, StoreUnreachable
+from strictcall.storage.postgres.deadlines import shut_down
 from strictcall.storage.postgres.faults import (
     RETRY_POOL_WAIT_S,
     Faults,
@@ -289,7 +288,7 @@ class LoopPool:
                 session = self._sessions.get(conn)
                 if session is not None:
                     session.give_up()  # woken even where its socket's watch was lost
-                _shut_down(conn)
+                shut_down(conn)
             elif (session := self._sessions.get(conn)) is not None and session.wake_if_missed():
                 self._stale.add(conn)
         if self._busy:
@@ -493,20 +492,6 @@ class LoopPool:
         for owner, note_id, read in batch:
             if not read.done():  # else the call gave up waiting
                 read.set_result(texts[owner, note_id])
-
-
-def _shut_down(conn: psycopg.AsyncConnection[Any]) -> None:
-    """Shut `conn`'s socket down (not closed: its number stays its own until libpq closes it):
-    a read waiting on it wakes to the end of the stream at once."""
-    try:
-        fileno = conn.pgconn.socket
-    except psycopg.Error:
-        return  # libpq has closed it already
-    try:
-        with socket.socket(fileno=os.dup(fileno)) as sock:
-            sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass  # not connected any more: the waiting read wakes to that
 
 
 def _discard(conn: psycopg.AsyncConnection[Any]) -> None:

@@ -2,7 +2,8 @@
 shared by any number of servers.
 
 Calls made from threads (the operator's commands, a gateway called without a loop) go through a
-psycopg_pool `ConnectionPool` and psycopg's cursors; the calls a server's event loop awaits
+psycopg_pool `ConnectionPool` (`deadlines.BoundedPool`: each call cut at its deadline) and
+psycopg's cursors; the calls a server's event loop awaits
 (`*_async`) go through the loop's own connections (`connections.LoopPool`), its reads as
 statements prepared through libpq (`session.Session`). The twins share their statements
 (`strictcall.storage.sql`, `statements`) and their row code (`strictcall.storage.queries`).
@@ -23,7 +24,7 @@ from typing import Any, Final, TypeVar
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import PoolTimeout
 
 from strictcall.storage.base import (
     TOKEN_CACHE_S,
@@ -41,6 +42,7 @@ from strictcall.storage.base import (
 )
 from strictcall.storage.pins import SharedPins
 from strictcall.storage.postgres.connections import CALL_DEADLINE_S, POOL_WAIT_S, LoopPool
+from strictcall.storage.postgres.deadlines import BoundedPool
 from strictcall.storage.postgres.faults import (
     RETRY_POOL_WAIT_S,
     Faults,
@@ -164,8 +166,9 @@ class PostgresStore(SharedReads, SharedPins):
             migrate(url, self._connect_kwargs)
         except psycopg.Error as exc:
             raise StoreUnreachable(why_not_connected(exc, settings)) from None
-        self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
+        self._pool = BoundedPool(
             url,
+            self._call_deadline_s,
             kwargs=self._connect_kwargs,
             min_size=min(2, max_size),
             max_size=max_size,
@@ -191,7 +194,9 @@ class PostgresStore(SharedReads, SharedPins):
         retry: bool,
         wait: float | None = None,
     ) -> T:
-        """`work` on a pooled connection, with every driver fault raised as StoreUnavailable.
+        """`work` on a pooled connection, with every driver fault raised as StoreUnavailable;
+        a session that has not answered within the call deadline is cut (`BoundedPool`),
+        which fails it as lost.
 
         With `retry`, a connection found lost (killed, the server restarted) is replaced once:
         the pool's idle connections are checked first, as they are likely lost too. Only work
@@ -203,7 +208,10 @@ class PostgresStore(SharedReads, SharedPins):
         attempts = 2 if retry else 1
         for attempt in range(attempts):
             try:
-                with self._pool.connection(timeout=timeout) as conn:
+                with (
+                    self._pool.connection(timeout=timeout) as conn,
+                    self._pool.deadlines.bounded(conn, self._call_deadline_s),
+                ):
                     return work(conn)
             except PoolTimeout:
                 faults.hold_if_lately_lost()  # the pool is reconnecting: the database is down
@@ -438,8 +446,8 @@ class PostgresStore(SharedReads, SharedPins):
 
     async def _on_thread(self, call: Callable[[], T]) -> T:
         """`call` on a worker thread, awaited within the deadline of the loop's own calls
-        (and the wait for a connection): a thread stuck on a hung session is left to its
-        socket's timeouts, the caller answered StoreUnavailable.
+        (and the wait for a connection): the thread's own session is cut at that deadline
+        (`BoundedPool`), the caller answered StoreUnavailable.
 
         Raises:
             StoreUnavailable: as the call, or it did not end in time.
