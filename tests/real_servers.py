@@ -10,10 +10,11 @@ federation start from the same files, so the same calls in the same order give t
 The documented changes, and nothing else, are what may differ:
 
 - a tool is served as `prefix_name`;
-- its inputSchema and outputSchema are read as JSON Schema 2020-12 (`$schema` dropped) with
-  the root of an input schema declared `type: "object"`, and listed as strictcall enforces
-  them, made strict (`strictcall.core.schema.strict`: objects closed to unknown members, an
-  integer written as one); a tool without an outputSchema is listed without one;
+- its inputSchema and outputSchema are read as JSON Schema 2020-12 (`$schema` dropped); the
+  inputSchema, its root declared `type: "object"`, is listed as strictcall enforces it, made
+  strict (`strictcall.core.schema.strict`: objects closed to unknown members, an integer
+  written as one); the outputSchema is listed and enforced as the upstream declares it (its
+  own clients read its results by it); a tool without an outputSchema is listed without one;
 - `execution` (tasks) is not listed: the federation runs no tasks, so a host calls a tool
   that requires them and gets the upstream's refusal (`TASKS_REQUIRED`);
 - a tool whose schema does not compile is not served (`NOT_SERVED`), and an answer that breaks
@@ -511,7 +512,7 @@ def through_listing(prefix: str, direct: dict[str, Any]) -> dict[str, Any] | Non
     expected.setdefault("description", "")
     expected["inputSchema"] = _listed_strict(object_rooted(_ours(direct["inputSchema"])))
     if "outputSchema" in direct:
-        expected["outputSchema"] = _listed_strict(_ours(direct["outputSchema"]))
+        expected["outputSchema"] = _ours(direct["outputSchema"])
     return expected
 
 

@@ -34,6 +34,7 @@ from strictcall import (
     ToolFailure,
     errors,
 )
+from strictcall.core.listing import mcp_output_schema
 from strictcall.core.schema import SchemaDefinitionError
 from strictcall.core.tools import WouldWait, running_inline
 from strictcall.errors import JSONValue
@@ -1091,6 +1092,27 @@ def test_a_result_breaking_its_output_schema_is_withheld(schema: JSONValue, valu
     assert set(answer) == {"ok", "call_id", "error"}
     assert SENTINEL not in answer_text(answer)
     assert SENTINEL not in text
+
+
+@pytest.mark.parametrize(
+    ("schema", "value"),
+    [
+        ({"type": "object", "properties": {"a": {"type": "string"}}}, {"a": "x", "b": 2}),
+        ({"type": "object"}, {"b": {"c": [1]}}),
+        ({"type": "integer"}, 1.0),
+    ],
+    ids=["member-left-open", "bare-object", "float-for-integer"],
+)
+def test_an_output_schema_enforced_as_declared_admits_what_json_schema_admits(
+    schema: JSONValue, value: Any
+) -> None:
+    """An upstream's tool (`output_as_declared`): JSON Schema 2020-12 alone decides, so what
+    strictcall's own rules would refuse passes unchanged, and the schema is listed as written."""
+    with only_tool(returning(value, schema)) as strict:
+        assert ask(strict, "give", {})["error"] == errors.INVALID_TOOL_RESULT.as_error()
+    with only_tool(returning(value, schema, output_as_declared=True)) as gw:
+        assert ask(gw, "give", {})["result"] == value
+        assert gw.list_tools()[0]["outputSchema"] == mcp_output_schema(schema)
 
 
 def _cyclic() -> list[Any]:

@@ -105,7 +105,8 @@ class CompiledTool:
                 if tool.output_schema is None
                 else tool.output_schema
                 if isinstance(tool.output_schema, bool)
-                else dict(tool.output_schema)
+                else dict(tool.output_schema),
+                as_declared=tool.output_as_declared,
             ),
             inspect.iscoroutinefunction(tool.handler),
         )

@@ -118,7 +118,9 @@ class Tool:
     (optional) is what stage output redacts of its content (`strictcall.core.redact`);
     `source` names the upstream a proxied tool forwards to, in its errors and their records.
     `display` is what a host shows beside the name and schemas (title, annotations, icons,
-    `_meta`: `strictcall.core.display`).
+    `_meta`: `strictcall.core.display`). `output_as_declared`: the output schema is enforced
+    and listed as written, by JSON Schema 2020-12 alone (an upstream's tool, whose results its
+    own clients read by that schema: an object it leaves open stays open), not made strict.
     """
 
     name: str
@@ -134,6 +136,7 @@ class Tool:
     display: Display = NO_DISPLAY
     redact: Redaction | None = None
     source: str | None = None
+    output_as_declared: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:

@@ -93,7 +93,9 @@ error's place."""
 
 
 class CompiledSchema:
-    """A strict schema compiled twice: a fast validator, and an exact-integer one for floats."""
+    """A strict schema compiled twice: a fast validator, and an exact-integer one for floats.
+    `as_declared`: the schema is enforced (and advertised) as written, by JSON Schema 2020-12
+    alone, without the rules strictcall adds (`strictcall.core.schema.strict`)."""
 
     __slots__ = (
         "_exact",
@@ -107,7 +109,7 @@ class CompiledSchema:
         "strict",
     )
 
-    def __init__(self, schema: JSONValue) -> None:
+    def __init__(self, schema: JSONValue, *, as_declared: bool = False) -> None:
         if not isinstance(schema, dict | bool):
             raise SchemaDefinitionError("a schema is an object or a boolean")
         import jsonschema_rs  # on the first schema, not by `import strictcall` (~30 ms)
@@ -119,7 +121,7 @@ class CompiledSchema:
         except (jsonschema_rs.ValidationError, ValueError) as exc:
             raise SchemaDefinitionError(str(exc)) from None
         self.declared: Final = copy.deepcopy(schema)
-        self.strict: Final = make_strict(schema)
+        self.strict: Final = copy.deepcopy(schema) if as_declared else make_strict(schema)
         plain = _without_key(self.strict, EXACT_INTEGER)
         self.advertised: Final = plain
         retriever = _Retriever()

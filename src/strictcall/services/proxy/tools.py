@@ -139,6 +139,7 @@ def proxied_tool(
         display=display_of(listed),
         redact=output.redaction,
         source=output.source,
+        output_as_declared=True,  # the upstream's contract, as its own clients read it
     )
 
 
