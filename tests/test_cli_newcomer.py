@@ -139,6 +139,27 @@ def test_mcp_stdio_with_workers_says_workers_are_for_the_http_server(tmp_path: P
     assert not (tmp_path / "x.sqlite3").exists()  # refused before the store is opened
 
 
+@pytest.mark.parametrize(
+    "flag",
+    [
+        ("--max-connections", "5"),
+        ("--header-timeout", "3"),
+        ("--max-in-flight", "2"),
+        ("--allow-origin", "https://app.example"),
+        ("--max-streams-per-identity", "1"),
+    ],
+)
+def test_mcp_stdio_with_an_http_edge_flag_says_it_is_for_the_http_server(
+    tmp_path: Path, flag: tuple[str, str]
+) -> None:
+    db = str(tmp_path / "x.sqlite3")
+    done = run("serve", "--mcp-stdio", "--identity", "u1", *flag, "--db", db)
+    assert done.returncode == 2
+    assert f"{flag[0]} is for the HTTP server" in one_line(done.stderr)
+    assert flag[1] not in done.stderr  # the value is never echoed
+    assert not (tmp_path / "x.sqlite3").exists()  # refused before the store is opened
+
+
 def test_an_empty_db_flag_and_an_empty_strictcall_db_are_both_refused(tmp_path: Path) -> None:
     flag = run("audit", "--db", "", env={"STRICTCALL_DB": str(tmp_path / "x.sqlite3")})
     assert flag.returncode == 2

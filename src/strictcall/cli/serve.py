@@ -15,7 +15,7 @@ from strictcall.cli.arguments import (
     _positive_int,
     _utf8_text,
 )
-from strictcall.cli.edge import _add_edge_arguments
+from strictcall.cli.edge import _add_edge_arguments, _edge_flags_given
 from strictcall.cli.identity import (
     OAuthChoice,
     add_oauth_arguments,
@@ -312,7 +312,7 @@ def serve_misuse(args: argparse.Namespace) -> str | None:
         return "--demo is for the HTTP server; leave it out with --mcp-stdio"
     if args.mcp_stdio and args.workers != 1:
         return "--workers is for the HTTP server; leave it out with --mcp-stdio"
-    given = oauth_given(args)
+    given = _edge_flags_given(args) or oauth_given(args)
     if args.mcp_stdio and given is not None:
         return f"{given} is for the HTTP server; leave it out with --mcp-stdio"
     if not args.mcp_stdio and args.identity is not None:
