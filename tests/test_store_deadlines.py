@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import threading
 import time
@@ -101,6 +102,14 @@ def serves_again(base_url: str, known: dict[str, str]) -> bool:
     return False
 
 
+def requests_in_flight(base_url: str) -> int:
+    """The server's HTTP requests being answered, as /metrics says (this one among them)."""
+    text = httpx.get(f"{base_url}/metrics", timeout=HTTP_TIMEOUT_S).text
+    found = re.search(r"^strictcall_requests_in_flight (\S+)$", text, re.MULTILINE)
+    assert found is not None
+    return int(float(found.group(1)))
+
+
 def test_hung_sessions_are_answered_within_the_deadline_and_replaced(pg_url: str) -> None:
     token = create_token(pg_url, "u1")
     known = {"Authorization": f"Bearer {token}"}
@@ -141,10 +150,11 @@ def test_a_graceful_stop_is_not_held_by_a_hung_lookup(pg_url: str) -> None:
                 target=lambda: answers.append(timed_post(server.base_url, unknown))
             )
             waiting.start()
-            deadline = time.monotonic() + 5
-            while time.monotonic() < deadline and not waiting.is_alive():
+            # the request read and waiting on its lookup: in flight beside the metrics' own
+            deadline = time.monotonic() + ANSWER_BOUND_S
+            while requests_in_flight(server.base_url) < 2:
+                assert time.monotonic() < deadline and waiting.is_alive()
                 time.sleep(0.01)
-            time.sleep(0.3)  # the request is read and its lookup sent (not a readiness wait)
             started = time.monotonic()
             server.process.send_signal(signal.SIGTERM)
             status = server.process.wait(timeout=ANSWER_BOUND_S * 2)
