@@ -169,6 +169,7 @@ async def _proxied(
     rounds: Rounds | None = None,
     *,
     federated: bool = False,
+    policy: str = OPEN,
 ) -> AsyncIterator[Proxied]:
     """The proxy's app (or, `federated`, a federation's of two chatty upstreams, `a` and `b`)
     with `rounds` its budgets, the requests of its upstreams' audited in `records` too."""
@@ -178,13 +179,13 @@ async def _proxied(
         served = Federation(
             federation_config(upstreams),
             errlog=io.StringIO(),
-            policy=PolicyHolder(parse_policy(OPEN)),
+            policy=PolicyHolder(parse_policy(policy)),
         )
     else:
         served = Proxy(
             UpstreamSpec.of_command(CHATTY),
             errlog=io.StringIO(),
-            policy=PolicyHolder(parse_policy(OPEN)),
+            policy=PolicyHolder(parse_policy(policy)),
         )
     store = SQLiteStore(str(tmp_path / "rounds.sqlite3"))
     tokens = {identity: store.create_token(identity) for identity in ("u1", "u2")}
@@ -360,6 +361,30 @@ def test_a_2026_07_28_caller_that_offers_no_elicitation_has_the_upstream_refused
     assert seen["result"]["resultType"] == "complete"
     assert "told" not in _text_of(seen["result"])
     assert _asked(records) == [("u1", "no_capability")]
+
+
+NO_ELICITATION = """
+[[rule]]
+name = "no-elicitation"
+who = ["*"]
+tools = ["*"]
+server_requests = ["sampling"]
+"""
+
+
+def test_a_kind_the_policys_rule_forbids_is_no_round_and_is_audited(tmp_path: Path) -> None:
+    records: list[AuditRecord] = []
+    seen: dict[str, Any] = {}
+
+    async def scenario() -> None:
+        with anyio.fail_after(DEADLINE_S):
+            async with _proxied(tmp_path, records, policy=NO_ELICITATION) as proxied:
+                seen["result"] = await proxied.call("u1", {"question": "?"})
+
+    anyio.run(scenario)
+    assert seen["result"]["resultType"] == "complete"
+    assert "told" not in _text_of(seen["result"])
+    assert _asked(records) == [("u1", "refused_by_policy")]
 
 
 def test_the_round_budgets_have_defaults() -> None:

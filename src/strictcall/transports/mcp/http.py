@@ -192,7 +192,8 @@ class McpHttpApp:
         params = message.get("params")
         meta = params.get("_meta") if type(params) is dict else None
         declared = meta.get(types.CLIENT_CAPABILITIES_META_KEY) if type(meta) is dict else None
-        return type(declared) is dict and not declared.keys().isdisjoint(ASKS)
+        # a capability declared null is not declared (`offered` reads it so)
+        return type(declared) is dict and any(declared.get(kind) is not None for kind in ASKS)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["method"] == "GET":
