@@ -497,7 +497,8 @@ class McpTools:
             rounds = self._rounds
             if rounds is not None and identity is not None and (offers or "requestState" in raw):
                 try:
-                    return await self._round(rounds, raw, request_id, identity, claims, notify)
+                    back = (notify, offers)
+                    return await self._round(rounds, raw, request_id, identity, claims, back)
                 except CallCancelled:
                     raise MCPError(REQUEST_CANCELLED, "Request cancelled") from None
             peer = self.peer_of(raw, identity, self._call_scope(), notify, offers)
@@ -517,11 +518,12 @@ class McpTools:
         request_id: types.RequestId | None,
         identity: str,
         claims: Claims | None,
-        notify: Notify,
+        back: tuple[Notify, frozenset[str]],
     ) -> types.CallToolResult | types.InputRequiredResult:
         """A 2026-07-28 tools/call where its upstream may ask (`strictcall.transports.mcp.rounds`):
         a follow-up (requestState) resumes the call its round holds, with the caller's answer;
-        a first call starts one. Either is answered the call's next round, or its result."""
+        a first call starts one, its way `back` the call's notify and the caller's offers.
+        Either is answered the call's next round, or its result."""
         if "requestState" in raw:
             held = rounds.take(raw["requestState"], identity)
             if held is None:
@@ -530,7 +532,7 @@ class McpTools:
             held.answer.set_result(responses.get(KEY) if isinstance(responses, dict) else None)
             return await held.call.next()
         call = HeldCall(identity, rounds)
-        offers = offered(envelope_capabilities(raw))
+        notify, offers = back
         peer = self.peer_of(raw, identity, self._call_scope(), notify, offers, call.ask)
         with serving_peer(peer):  # the call's task runs in a copy of this context
             call.start(self.answer_call(raw, request_id, identity, claims))
