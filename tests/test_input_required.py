@@ -15,6 +15,8 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import os
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -26,6 +28,7 @@ import httpx2
 import mcp_types as types
 import pytest
 from mcp.client.client import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from running_app import running
@@ -390,3 +393,28 @@ def test_a_kind_the_policys_rule_forbids_is_no_round_and_is_audited(tmp_path: Pa
 def test_the_round_budgets_have_defaults() -> None:
     assert Rounds() == Rounds(wait_s=INPUT_ROUND_WAIT_S, max_held=MAX_HELD_ROUNDS)
     assert INPUT_ROUND_WAIT_S > 0 and MAX_HELD_ROUNDS >= 1
+
+
+def test_the_official_client_at_2026_07_28_on_stdio_answers_in_rounds_too(tmp_path: Path) -> None:
+    config = tmp_path / "federation.toml"
+    config.write_text(f"[upstreams.chat]\ncommand = {json.dumps(CHATTY)}\n", encoding="utf-8")
+    db = tmp_path / "audit.sqlite3"
+    args = ["-m", "strictcall", "federate", "--config", str(config)]
+    args += ["--stdio", "--identity", "u1", "--db", str(db)]
+    server = StdioServerParameters(
+        command=sys.executable, args=args, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+    )
+
+    async def run() -> types.CallToolResult:
+        with (tmp_path / "federate.stderr").open("w") as stderr, anyio.fail_after(DEADLINE_S):
+            async with Client(
+                stdio_client(server, errlog=stderr), mode=MODERN, elicitation_callback=_elicited
+            ) as client:
+                return await client.call_tool("chat_ask", {"question": "which?"})
+
+    told = anyio.run(run)
+    assert _text(told) == "told blue"
+    rows = _audited(db, 1)
+    assert [(r["tool"], r["identity"], r["reason"]) for r in rows] == [
+        (f"{SERVER_REQUEST}elicitation:chat", "u1", "answered")
+    ]
