@@ -11,6 +11,10 @@
   retryable, ...} as JSON; no structuredContent, which would have to match the tool's
   outputSchema (the TypeScript client checks it even on errors, and throws).
 
+On 2026-07-28 a request an upstream makes of the caller during a call (sampling, elicitation,
+roots) is answered as an input_required round, where the served tools may ask and the caller's
+envelope offers the kind (`strictcall.transports.mcp.rounds`).
+
 A call id names one call to the gateway (writes are idempotent per identity and call id). An
 MCP request id is only unique within one connection, and hosts restart their ids at every
 launch, so the call id is the request id qualified by its connection (`call_scope`).
