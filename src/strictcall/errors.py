@@ -212,6 +212,7 @@ class StrictcallError(Exception):
     │   └── WouldWait                           an inline_first handler must not wait
     ├── ClientGone                              an HTTP client left mid-request (http)
     ├── CallCancelled                           an MCP host cancelled its call (mcp)
+    ├── NotAsked                                an upstream's request not held for its caller
     ├── UpstreamFailed                          a proxy's upstream did not start (proxy)
     ├── PipeClosed                              a proxy's stdio upstream stopped answering
     ├── UnreadableAnswer                        a proxy's upstream answered no JSON-RPC response
@@ -296,6 +297,14 @@ UNKNOWN_TOOL: Final = ErrorKind(
     "unknown_tool", Stage.ROUTE, False, "Call one of the listed tools by its exact name."
 )
 """The call is not an object naming a registered tool."""
+
+UNKNOWN_ROUND: Final = ErrorKind(
+    "unknown_request_state",
+    Stage.ROUTE,
+    False,
+    "Call the tool again without requestState; the round it names is over or not yours.",
+)
+"""A 2026-07-28 tools/call names a requestState of no round held for its caller (any reason)."""
 
 UNKNOWN_METHOD: Final = ErrorKind(
     "unknown_method", Stage.ROUTE, False, "Use the JSON-RPC method tools/call or tools/list."
@@ -505,6 +514,7 @@ CATALOGUE: Final[tuple[ErrorKind, ...]] = (
     INVALID_JSON,
     REQUEST_TOO_LARGE,
     UNKNOWN_TOOL,
+    UNKNOWN_ROUND,
     UNKNOWN_METHOD,
     INVALID_ARGUMENTS,
     ARGUMENTS_TOO_LARGE,

@@ -186,12 +186,14 @@ SERVER_REQUEST_OUTCOMES: Final = frozenset(
         "timed_out",
         "too_large",
         "caller_error",
+        "too_many_rounds",
     }
 )
 """How a request of an upstream's ended, as its record's `reason` says: answered by the
 caller; refused because the policy's rule forbids its kind, the caller's client does not offer
 it (or its wire cannot carry it), or no one caller's call could be told to be its own; the
-caller did not answer in time, answered too much, or answered with an error (or failed)."""
+caller did not answer in time, answered too much, or answered with an error (or failed); or
+its 2026-07-28 caller held as many input_required rounds as it may (`Rounds.max_held`)."""
 
 
 def server_request_record(

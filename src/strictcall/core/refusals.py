@@ -25,6 +25,7 @@ from strictcall.errors import (
     TOKEN_STORE_UNAVAILABLE,
     UNAUTHENTICATED,
     UNKNOWN_METHOD,
+    UNKNOWN_ROUND,
     JSONValue,
     Reason,
     Rejection,
@@ -41,12 +42,17 @@ __all__ = [
     "NO_TOKEN",
     "POSITIONAL_PARAMS",
     "STREAMS_FULL",
+    "UNKNOWN_STATE",
     "WITHHELD",
     "malformed_call",
     "protocol_refusal",
     "too_large",
     "withheld_for_size",
 ]
+
+UNKNOWN_STATE: Final = Rejection(UNKNOWN_ROUND)
+"""A 2026-07-28 requestState that names no round held for its caller: never minted, already
+answered, past its wait, or another identity's (all answered alike)."""
 
 NO_TOKEN: Final = Rejection(UNAUTHENTICATED)
 """No token, or one the server does not know (HTTP 401)."""

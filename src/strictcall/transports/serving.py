@@ -25,6 +25,27 @@ CallContext = Callable[[], AbstractContextManager[None]]
 Lifespan = Callable[[], AbstractAsyncContextManager[None]]
 """Something that must run while the tools are served (a proxy's upstream session)."""
 
+INPUT_ROUND_WAIT_S: Final = 60.0
+"""How long a held 2026-07-28 input_required round waits for its caller's answer (`Rounds`)."""
+
+MAX_HELD_ROUNDS: Final = 16
+"""The input_required rounds one identity may have held at once (`Rounds`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Rounds:
+    """The budgets of 2026-07-28's input_required rounds: a request an upstream makes during a
+    2026-07-28 call goes to its caller as an input_required result, and the upstream's call is
+    held until the caller calls again with its answer (`strictcall.transports.mcp.rounds`)."""
+
+    wait_s: float = INPUT_ROUND_WAIT_S
+    """How long a held round waits for the caller's answer: past it, the `requestState` is
+    unknown and the upstream is answered the error of a caller that did not answer."""
+
+    max_held: int = MAX_HELD_ROUNDS
+    """Rounds one identity may have held at once; one more is refused (the upstream is answered
+    the error of a client without the capability, audited `too_many_rounds`)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Serving:
@@ -47,6 +68,10 @@ class Serving:
     """Entered around each tools/call, from its settling to its record (a tracer's: the call's
     stage marks and store work kept for its span, on a wire with no request of its own to
     keep them, stdio)."""
+
+    rounds: Rounds = Rounds()
+    """The budgets of 2026-07-28's input_required rounds (where tools may ask:
+    `tools_change`)."""
 
     lifespans: tuple[Lifespan, ...] = ()
     """Entered in order before the first message is served and left after the last answer

@@ -42,7 +42,7 @@ from strictcall.core.terminal import one_line
 from strictcall.core.tools import ToolContext
 from strictcall.errors import JSONValue
 from strictcall.services.proxy.budgets import DEFAULT_BUDGETS, Budgets
-from strictcall.transports.mcp.peer import CallPeer
+from strictcall.transports.mcp.peer import CallPeer, NotAsked
 
 MAX_PENDING: Final = 256
 """Notifications of one call waiting to be written to its caller; more are dropped (counted)."""
@@ -242,6 +242,10 @@ class Conversations:
         try:
             with anyio.fail_after(limit_s):
                 result = await peer.ask(request, result_type)
+        except NotAsked as exc:  # a 2026-07-28 caller's round that could not be held
+            self._note(f"{said}: not asked ({exc.outcome})")
+            self._audit(kind, call, exc.outcome, None)
+            return types.ErrorData(code=types.INVALID_REQUEST, message=NOT_OFFERED[kind])
         except TimeoutError:
             self._note(f"{said}: no answer in {limit_s:g} s")
             self._audit(kind, call, "timed_out", started)

@@ -11,6 +11,10 @@
   retryable, ...} as JSON; no structuredContent, which would have to match the tool's
   outputSchema (the TypeScript client checks it even on errors, and throws).
 
+On 2026-07-28 a request an upstream makes of the caller during a call (sampling, elicitation,
+roots) is answered as an input_required round, where the served tools may ask and the caller's
+envelope offers the kind (`strictcall.transports.mcp.rounds`).
+
 A call id names one call to the gateway (writes are idempotent per identity and call id). An
 MCP request id is only unique within one connection, and hosts restart their ids at every
 launch, so the call id is the request id qualified by its connection (`call_scope`).
@@ -30,6 +34,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types.methods import SPEC_CLIENT_METHODS, serialize_server_result
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 
 from strictcall.core.content import Content, blocks_known, content_size
 from strictcall.core.gateway import AWAIT, Gateway, Outcome
@@ -38,7 +43,7 @@ from strictcall.core.listing import RESULT_MEMBER, result_is_wrapped
 from strictcall.core.pipeline import CONTENT, fail
 from strictcall.core.policy.model import Claims
 from strictcall.core.record import AuditRecord, record_of, refusal_record
-from strictcall.core.refusals import NO_TOKEN, WITHHELD, withheld_for_size
+from strictcall.core.refusals import NO_TOKEN, UNKNOWN_STATE, WITHHELD, withheld_for_size
 from strictcall.errors import JSONValue
 from strictcall.transports.jsonrpc import MAX_REPLY_BYTES
 from strictcall.transports.mcp.cancel import (
@@ -63,6 +68,7 @@ from strictcall.transports.mcp.peer import (
     progress_token_of,
     serving_peer,
 )
+from strictcall.transports.mcp.rounds import KEY, HeldCall, HeldRounds
 from strictcall.transports.serving import DEFAULT_SERVING, Serving
 
 SERVER_NAME: Final = "strictcall"
@@ -327,6 +333,8 @@ class McpTools:
         self._call_scope = call_scope
         self._record = record
         self._call_context = serving.call_context
+        self._rounds: Final = HeldRounds(serving.rounds) if serving.tools_change else None
+        """The 2026-07-28 rounds held for their callers (where tools may ask), else None."""
         self.levels: Final[dict[str, str]] = {}
         self.cancellable: Cancellable | None = None
         """The calls a host may cancel (/mcp's; None: the wire's session cancels its own)."""
@@ -471,7 +479,7 @@ class McpTools:
 
     async def call_tool(
         self, ctx: Context, params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | types.InputRequiredResult:
         """tools/call as the SDK hands it over: the raw params go to the gateway; the SDK's
         parsed `params` are unused (pydantic would have coerced what the gateway must see as
         sent). The upstream's notifications during the call ride the request's own stream."""
@@ -486,16 +494,67 @@ class McpTools:
             related = ServerMessageMetadata(related_request_id=request_id)
             return await session.send_request(request, result_type, metadata=related)
 
-        offers = offered(session.client_capabilities)
-        # 2026-07-28 carries no request of the server's: its input_required rounds replace
-        # them, which are not passed yet, so its caller cannot be asked
-        back = ask if protocol_version(raw) == HANDSHAKE_ERA else None
-        peer = self.peer_of(raw, identity, self._call_scope(), notify, offers, back)
+        claims = self._claims_of(ctx)
+        if protocol_version(raw) != HANDSHAKE_ERA:
+            # 2026-07-28 carries no request of the server's: its input_required rounds do
+            offers = offered(envelope_capabilities(raw))
+            rounds = self._rounds
+            if rounds is not None and identity is not None and (offers or "requestState" in raw):
+                try:
+                    back = (notify, offers)
+                    return await self._round(rounds, raw, request_id, identity, claims, back)
+                except CallCancelled:
+                    raise MCPError(REQUEST_CANCELLED, "Request cancelled") from None
+            peer = self.peer_of(raw, identity, self._call_scope(), notify, offers)
+        else:
+            offers = offered(session.client_capabilities)
+            peer = self.peer_of(raw, identity, self._call_scope(), notify, offers, ask)
         with serving_peer(peer):
             try:
-                return await self.answer_call(raw, request_id, identity, self._claims_of(ctx))
+                return await self.answer_call(raw, request_id, identity, claims)
             except CallCancelled:
                 raise MCPError(REQUEST_CANCELLED, "Request cancelled") from None
+
+    async def _round(
+        self,
+        rounds: HeldRounds,
+        raw: dict[str, JSONValue],
+        request_id: types.RequestId | None,
+        identity: str,
+        claims: Claims | None,
+        back: tuple[Notify, frozenset[str]],
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """A 2026-07-28 tools/call where its upstream may ask (`strictcall.transports.mcp.rounds`):
+        a follow-up (requestState) resumes the call its round holds, with the caller's answer;
+        a first call starts one, its way `back` the call's notify and the caller's offers.
+        Either is answered the call's next round, or its result."""
+        if "requestState" in raw:
+            held = rounds.take(raw["requestState"], identity)
+            if held is None:
+                return self._unknown_round(raw, request_id, identity)
+            responses = raw.get("inputResponses")
+            held.answer.set_result(responses.get(KEY) if isinstance(responses, dict) else None)
+            return await held.call.next()
+        call = HeldCall(identity, rounds)
+        notify, offers = back
+        peer = self.peer_of(raw, identity, self._call_scope(), notify, offers, call.ask)
+        with serving_peer(peer):  # the call's task runs in a copy of this context
+            call.start(self.answer_call(raw, request_id, identity, claims))
+        return await call.next()
+
+    def _unknown_round(
+        self, raw: dict[str, JSONValue], request_id: types.RequestId | None, identity: str
+    ) -> types.CallToolResult:
+        """The answer (audited) to a requestState of no round held for `identity`."""
+        error = UNKNOWN_STATE.as_error()
+        if self._record is not None:
+            name = raw.get("name")
+            self._record(
+                self.refusal_record(
+                    request_id, name if isinstance(name, str) else None, error, identity
+                )
+            )
+        return error_result(error)
 
     async def answer_call(
         self,
@@ -682,6 +741,18 @@ class McpTools:
         call_id = None if request_id is None else self.call_id(request_id)
         tool = self.gateway.tool_named({"name": name})
         return refusal_record(error, identity, call_id, tool)
+
+
+def envelope_capabilities(params: Mapping[str, JSONValue]) -> types.ClientCapabilities | None:
+    """The client capabilities a 2026-07-28 request's envelope declares (None: none readable)."""
+    meta = params.get("_meta")
+    declared = meta.get(types.CLIENT_CAPABILITIES_META_KEY) if isinstance(meta, dict) else None
+    if not isinstance(declared, dict):
+        return None
+    try:
+        return types.ClientCapabilities.model_validate(declared, by_name=False)
+    except ValidationError:
+        return None
 
 
 def offered(capabilities: types.ClientCapabilities | None) -> frozenset[str]:

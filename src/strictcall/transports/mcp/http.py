@@ -59,7 +59,7 @@ from strictcall.transports.mcp.changes import ChangeStreams
 from strictcall.transports.mcp.content import ContentServer, McpContent
 from strictcall.transports.mcp.direct import DirectRequest, direct_request
 from strictcall.transports.mcp.intake import DirectCall, Refused, read_message, refuse_too_large
-from strictcall.transports.mcp.peer import log_level_of, progress_token_of
+from strictcall.transports.mcp.peer import ASKS, log_level_of, progress_token_of
 from strictcall.transports.mcp.sdk_errors import scrubbed
 from strictcall.transports.offload import off_loop, read_off_loop
 from strictcall.transports.serving import DEFAULT_SERVING, Serving
@@ -181,6 +181,20 @@ class McpHttpApp:
             asked = scope.get(IDENTITY_KEY) in self._tools.levels
         return asked and _accepts_stream(scope)
 
+    def _sdks(self, scope: Scope, message: dict[str, JSONValue]) -> bool:
+        """Whether a request is the SDK's to answer, never the direct path's: a tools/call
+        that streams (`_streams`), or one whose upstream may ask during it and whose
+        2026-07-28 caller offers to answer (its rounds: `McpTools.call_tool`)."""
+        if self._streams(scope, message):
+            return True
+        if not self.serving.tools_change or message.get("method") != "tools/call":
+            return False
+        params = message.get("params")
+        meta = params.get("_meta") if type(params) is dict else None
+        declared = meta.get(types.CLIENT_CAPABILITIES_META_KEY) if type(meta) is dict else None
+        # a capability declared null is not declared (`offered` reads it so)
+        return type(declared) is dict and any(declared.get(kind) is not None for kind in ASKS)
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["method"] == "GET":
             changes = self.changes
@@ -208,7 +222,7 @@ class McpHttpApp:
                 (
                     lambda read: (
                         None
-                        if self._streams(scope, read)
+                        if self._sdks(scope, read)
                         else direct_request(scope, read, tools.declares_headers)
                     )
                 )
@@ -306,7 +320,7 @@ class McpHttpApp:
             self._serves,
             answers_itself=lambda read: (
                 None
-                if self._streams(scope, read)
+                if self._sdks(scope, read)
                 else direct_request(scope, read, tools.declares_headers)
             ),
         )

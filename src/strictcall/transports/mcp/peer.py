@@ -16,6 +16,8 @@ from typing import Any, Final
 
 import mcp_types as types
 
+from strictcall.errors import StrictcallError
+
 LEVELS: Final = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 """MCP's log levels (RFC 5424's), least severe first."""
 
@@ -28,6 +30,14 @@ model given (raises the SDK's MCPError for the caller's error answer)."""
 
 ASKS: Final = ("sampling", "elicitation", "roots")
 """The client capabilities a server's requests during a call need."""
+
+
+class NotAsked(StrictcallError):
+    """The caller was not asked: `outcome` says why, as its audit record does."""
+
+    def __init__(self, outcome: str) -> None:
+        super().__init__(outcome)
+        self.outcome = outcome
 
 
 @dataclass(frozen=True, slots=True)
