@@ -699,20 +699,17 @@ def test_two_callers_of_one_proxy_get_the_updates_of_their_own_subscriptions() -
     assert held_after_b == []
 
 
-def test_mcp_over_http_offers_no_subscriptions(tmp_path: Path) -> None:
+def test_mcp_over_http_offers_subscriptions_on_its_change_streams(tmp_path: Path) -> None:
+    """Accepted and advertised; the updates' way to the host (its identity's GET streams) is
+    tests/test_mcp_resource_subscriptions.py's."""
     front = _front("proxy", everything_command(), tmp_path)
 
-    async def run() -> tuple[bool | None, MCPError | None]:
+    async def run() -> bool | None:
         with anyio.fail_after(DEADLINE_S):
             async with connected("http", LEGACY, front, tmp_path, Heard(), quiet=True) as client:
                 resources = client.server_capabilities.resources
-                advertised = None if resources is None else resources.subscribe
-                try:
-                    await _subscribe(client, _dynamic(1))
-                except MCPError as exc:
-                    return advertised, exc
-                return advertised, None
+                await _subscribe(client, _dynamic(1))
+                await _unsubscribe(client, _dynamic(1))
+                return None if resources is None else resources.subscribe
 
-    advertised, refused = anyio.run(run)
-    assert not advertised  # stateless: an update would have no way to its host
-    assert refused is not None and refused.code == ERROR_CODES[Stage.ROUTE][0]
+    assert anyio.run(run) is True

@@ -58,6 +58,7 @@ from strictcall.transports.mcp.content import (
     ContentHandlers,
     ContentServer,
     Subscriber,
+    SubscriberOf,
 )
 from strictcall.transports.mcp.peer import (
     ASKS,
@@ -312,11 +313,12 @@ class McpTools:
         *,
         claims_of: ClaimsOf | None = None,
         subscriber: Subscriber | None = None,
+        subscriber_of: SubscriberOf | None = None,
     ) -> None:
         """`serving`: the server's options (`strictcall.transports.serving`: the record, the
         content beside the tools, the context entered around each tools/call); `subscriber`:
-        the session that may subscribe to the content's resources (None: resources/subscribe
-        is not served)."""
+        the session that may subscribe to the content's resources, or `subscriber_of` who
+        holds a request's subscriptions (neither: resources/subscribe is not served)."""
         self.gateway: Final = gateway
         self.serving: Final = serving
         record = serving.record
@@ -325,7 +327,12 @@ class McpTools:
             None
             if content is None
             else ContentHandlers(
-                content, identity_of, record, self._call_id_of, claims_of, subscriber
+                content,
+                identity_of,
+                record,
+                self._call_id_of,
+                claims_of,
+                subscriber_of if subscriber is None else lambda ctx: subscriber,
             )
         )
         self._identity_of = identity_of
@@ -383,7 +390,7 @@ class McpTools:
             handlers = self._content
             return (
                 handlers is not None
-                and handlers.subscriber is not None
+                and handlers.subscriber_of is not None
                 and handlers.content.subscribes()
             )
         kind = CONTENT_METHODS.get(method)
@@ -411,7 +418,7 @@ class McpTools:
         if content is not None:
             server.offers = content.content.offers
             server.subscribes = content.content.subscribes
-            if content.subscriber is not None:
+            if content.subscriber_of is not None:
                 server.add_request_handler(
                     "resources/subscribe", types.SubscribeRequestParams, content.subscribe
                 )

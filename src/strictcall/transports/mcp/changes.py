@@ -10,6 +10,16 @@ notifications and, every `keepalive_s` of silence, a comment that keeps it alive
 told to a stream only when the caller's own listing differs from the one it was last told of
 (or found when it opened): a tool another identity cannot see changes nothing for it.
 
+Resource subscriptions ride the same streams where content is served and an upstream offers
+them. On the handshake era, /mcp being stateless, a `resources/subscribe` is the caller's
+identity's: the `notifications/resources/updated` of its URI go to each GET stream that identity
+holds open (none open: nowhere, until one opens), and the identity's subscriptions end with its
+last GET stream (or its `resources/unsubscribe`). On 2026-07-28 a listen's `resourceSubscriptions`
+are that listen stream's alone, and end with it. Either way an identity holds at most
+`MAX_SUBSCRIPTIONS` per holder (the identity on the handshake era, each listen stream on
+2026-07-28), and the upstream is subscribed once per URI however many hold it
+(`strictcall.services.proxy.subscriptions`).
+
 Budgets (`strictcall.transports.streams.StreamLimits`): an identity past its streams is 429,
 the server past its total 503, both `busy` with `retry_after_ms` and the budget's name; a stop
 (`stop`, told by the server as its graceful stop begins) ends every stream at once, cleanly, so
@@ -19,11 +29,13 @@ that no stream holds the stop for its grace period.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, Final
 
+import anyio
 import mcp_types as types
 import orjson
 from mcp.shared.exceptions import MCPError
@@ -31,15 +43,18 @@ from mcp.shared.subscriptions import (
     SUBSCRIPTION_ID_META_KEY,
     PromptsListChanged,
     ResourcesListChanged,
+    ResourceUpdated,
     ServerEvent,
     ToolsListChanged,
     event_to_notification,
 )
 
 from strictcall.core.gateway import Gateway
+from strictcall.core.ids import mint_call_id
 from strictcall.core.policy.model import Claims
 from strictcall.core.record import refusal_record
 from strictcall.core.refusals import IDENTITY_STREAMS_FULL, STREAMS_FULL
+from strictcall.core.tools import ToolFailure
 from strictcall.errors import Rejection
 from strictcall.transports.asgi import (
     CLAIMS_KEY,
@@ -51,7 +66,14 @@ from strictcall.transports.asgi import (
     send_response,
 )
 from strictcall.transports.jsonrpc import Recorder, refusal_reply
-from strictcall.transports.mcp.content import Context, IdentityOf, Kind, McpContent
+from strictcall.transports.mcp.content import (
+    Context,
+    IdentityOf,
+    Kind,
+    McpContent,
+    Subscriber,
+    refused,
+)
 from strictcall.transports.streams import StreamLimits
 
 KINDS: Final = ("tools", "resources", "prompts")
@@ -67,6 +89,10 @@ _EVENTS: Final[dict[str, ServerEvent]] = {
     "resources": ResourcesListChanged(),
     "prompts": PromptsListChanged(),
 }
+
+HOLDER_PREFIX: Final = "mcp:"
+"""How an identity's handshake-era subscriptions are named among a source's subscribers (a
+stdio session's name is a minted id, a listen stream's too: never this)."""
 
 KEEPALIVE: Final = b": keep-alive\n\n"
 """An SSE comment: no event, only bytes on the wire."""
@@ -84,17 +110,29 @@ def changed_event(kind: str) -> bytes:
     return b"event: message\ndata: " + orjson.dumps(message) + b"\n\n"
 
 
+def updated_event(notification: types.ResourceUpdatedNotification) -> bytes:
+    """The SSE event that carries an upstream's `notifications/resources/updated`, as checked."""
+    dumped = notification.model_dump(by_alias=True, mode="json", exclude_none=True)
+    return b"event: message\ndata: " + orjson.dumps({"jsonrpc": "2.0", **dumped}) + b"\n\n"
+
+
 class _Stream:
-    """One open stream: whose it is, what it was last told of, what has changed since."""
+    """One open stream: whose it is, what it was last told of, what has changed since, and
+    whose resource updates it carries (`holder`) with those not yet written, by URI (a second
+    update of one URI before the first is written is the same news: one is kept)."""
 
-    __slots__ = ("claims", "identity", "kinds", "pending", "seen", "wake")
+    __slots__ = ("claims", "holder", "identity", "kinds", "pending", "seen", "updated", "wake")
 
-    def __init__(self, identity: str, claims: Claims | None, kinds: tuple[str, ...]) -> None:
+    def __init__(
+        self, identity: str, claims: Claims | None, kinds: tuple[str, ...], holder: str
+    ) -> None:
         self.identity: Final = identity
         self.claims: Final = claims
         self.kinds: Final = kinds
+        self.holder: Final = holder
         self.seen: dict[str, object] = {}
         self.pending: set[str] = set()
+        self.updated: dict[str, types.ResourceUpdatedNotification] = {}
         self.wake: Final = asyncio.Event()
 
 
@@ -161,6 +199,38 @@ class ChangeStreams:
             stream.pending.add(kind)
             stream.wake.set()
 
+    def subscriber(self, identity: str | None) -> Subscriber | None:
+        """Who holds a handshake-era `resources/subscribe` of `identity`'s on /mcp: the
+        identity itself, told on its GET streams (None: no identity, or no content served)."""
+        if identity is None or self._content is None:
+            return None
+        holder = HOLDER_PREFIX + identity
+        return Subscriber(holder, functools.partial(self._send_update, holder))
+
+    async def _send_update(self, holder: str, notification: types.ServerNotification) -> None:
+        # sent from whatever loop the upstream's session runs on: written on the streams' own
+        loop = self._loop
+        if (
+            isinstance(notification, types.ResourceUpdatedNotification)
+            and loop is not None
+            and not loop.is_closed()
+        ):
+            loop.call_soon_threadsafe(self._tell_updated, holder, notification)
+
+    def _tell_updated(self, holder: str, notification: types.ResourceUpdatedNotification) -> None:
+        for stream in self._open:
+            if stream.holder == holder:
+                stream.updated[str(notification.params.uri)] = notification
+                stream.wake.set()
+
+    async def _forget(self, holder: str) -> None:
+        """`holder`'s subscriptions end (within the source's bound, even when cancelled)."""
+        content = self._content
+        if content is None or any(stream.holder == holder for stream in self._open):
+            return
+        with anyio.CancelScope(shield=True):
+            await content.forget(holder)
+
     async def serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Answer a GET that asked for an event stream: the stream, open until the client
         leaves or the server stops, or the refusal of one past a budget."""
@@ -170,12 +240,14 @@ class ChangeStreams:
         assert isinstance(identity, str)
         try:
             claims = scope.get(CLAIMS_KEY)
-            stream = _Stream(identity, claims if isinstance(claims, frozenset) else None, KINDS)
+            held = claims if isinstance(claims, frozenset) else None
+            stream = _Stream(identity, held, KINDS, HOLDER_PREFIX + identity)
             self._watch(stream)
             try:
                 await self._pump(stream, receive, send)
             finally:
                 self._open.discard(stream)
+                await self._forget(stream.holder)  # the identity's last GET stream: they end
         finally:
             self.release(identity)
 
@@ -215,10 +287,12 @@ class ChangeStreams:
 
     def listen_handler(self, identity_of: IdentityOf, claims_of: ClaimsOf) -> ListenHandler:
         """The SDK's handler of 2026-07-28's `subscriptions/listen`, for a request whose place
-        `admit` took: acknowledged with the list changes it asked for that are told (never
-        resource subscriptions: /mcp has no updates to send), then told each change of the
-        caller's listings, each frame stamped with the request's id, until the client leaves
-        or the server stops (then the result ends the stream)."""
+        `admit` took: acknowledged with the list changes it asked for that are told and the
+        resources it asked for (`resourceSubscriptions`, where an upstream offers
+        subscriptions), then told each change of the caller's listings and each update of those
+        resources, each frame stamped with the request's id, until the client leaves or the
+        server stops (then the result ends the stream). A resource it may not subscribe to
+        refuses the listen before the acknowledgement, as `resources/subscribe` is refused."""
 
         async def listen(
             ctx: Context, params: types.SubscriptionsListenRequestParams
@@ -233,15 +307,21 @@ class ChangeStreams:
                 "prompts": asked.prompts_list_changed is True and self.tells_content,
             }
             meta: dict[str, Any] = {SUBSCRIPTION_ID_META_KEY: ctx.request_id}
-            honored = types.SubscriptionFilter(
-                tools_list_changed=True if told["tools"] else None,
-                resources_list_changed=True if told["resources"] else None,
-                prompts_list_changed=True if told["prompts"] else None,
-            )
-            stream = _Stream(identity, claims_of(ctx), tuple(k for k in KINDS if told[k]))
+            claims = claims_of(ctx)
+            holder = mint_call_id("listen")
+            stream = _Stream(identity, claims, tuple(k for k in KINDS if told[k]), holder)
             self._watch(stream)
             related = ctx.request_id
             try:
+                subscribed = await self._subscribe_all(
+                    identity, holder, asked.resource_subscriptions, claims
+                )
+                honored = types.SubscriptionFilter(
+                    tools_list_changed=True if told["tools"] else None,
+                    resources_list_changed=True if told["resources"] else None,
+                    prompts_list_changed=True if told["prompts"] else None,
+                    resource_subscriptions=subscribed or None,
+                )
                 ack = types.SubscriptionsAcknowledgedNotification(
                     params=types.SubscriptionsAcknowledgedNotificationParams(
                         notifications=honored, _meta=meta
@@ -253,16 +333,44 @@ class ChangeStreams:
                     stream.wake.clear()
                     if self._stopping:
                         break
-                    for kind in self._changed_kinds(stream):
-                        notification = event_to_notification(_EVENTS[kind], meta)
+                    events = [_EVENTS[kind] for kind in self._changed_kinds(stream)]
+                    events += [ResourceUpdated(uri=uri) for uri in _updates(stream)]
+                    for event in events:
+                        notification = event_to_notification(event, meta)
                         await ctx.session.send_notification(
                             notification, related_request_id=related
                         )
             finally:
                 self._open.discard(stream)
+                await self._forget(holder)
             return types.SubscriptionsListenResult(_meta=meta)
 
         return listen
+
+    async def _subscribe_all(
+        self, identity: str, holder: str, uris: list[str] | None, claims: Claims | None
+    ) -> list[str]:
+        """Subscribe `holder` to each of `uris`, in order: those it is subscribed to (none where
+        no upstream offers subscriptions).
+
+        Raises:
+            MCPError: one it may not subscribe to, as `resources/subscribe` refuses it (one it
+                may not read or nobody serves: forbidden_or_missing; past `MAX_SUBSCRIPTIONS`:
+                invalid_request, max_items), nothing held.
+        """
+        content = self._content
+        if not uris or content is None or not content.subscribes():
+            return []
+        send = functools.partial(self._send_update, holder)
+        subscribed = list(dict.fromkeys(uris))  # one URI asked twice is held once
+        for uri in subscribed:
+            try:
+                await content.subscribe(identity, holder, uri, send, claims)
+            except ToolFailure as failure:  # the listen is refused, as a subscribe would be
+                with anyio.CancelScope(shield=True):
+                    await content.forget(holder)
+                raise refused(failure) from None
+        return subscribed
 
     async def _refuse(self, refused: tuple[int, Rejection], identity: str, send: Send) -> None:
         status, refusal = refused
@@ -318,8 +426,9 @@ class ChangeStreams:
                     break
                 if stream.wake.is_set():
                     stream.wake.clear()
-                    for kind in self._changed_kinds(stream):
-                        event = changed_event(kind)
+                    events = [changed_event(kind) for kind in self._changed_kinds(stream)]
+                    events += [updated_event(n) for n in stream_updates(stream)]
+                    for event in events:
                         await send({"type": "http.response.body", "body": event, "more_body": True})
                 else:
                     await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
@@ -327,6 +436,17 @@ class ChangeStreams:
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             gone.cancel()
+
+
+def stream_updates(stream: _Stream) -> list[types.ResourceUpdatedNotification]:
+    """The resource updates `stream` has not yet written, in the order they came; taken."""
+    updated, stream.updated = stream.updated, {}
+    return list(updated.values())
+
+
+def _updates(stream: _Stream) -> list[str]:
+    """The URIs of `stream_updates`."""
+    return [str(n.params.uri) for n in stream_updates(stream)]
 
 
 async def _disconnected(receive: Receive) -> None:

@@ -8,11 +8,11 @@ for forbidden_or_missing) and whose data is the structured error {code, stage, r
 The capabilities advertise resources and prompts only while the source offers them, and a
 request for them otherwise is -32601 (`McpTools.serves`).
 
-resources/subscribe and resources/unsubscribe are served to a session that can be sent
-notifications of its own (a `Subscriber`: stdio's; /mcp is stateless), and advertised
-(`resources.subscribe`) only while the source offers subscriptions: the source sends each
-`notifications/resources/updated` to the sessions subscribed to its URI, and forgets a
-session's subscriptions when it ends.
+resources/subscribe and resources/unsubscribe are served where a caller can be sent
+notifications of its own (a `Subscriber`: a stdio session's, or on /mcp the caller's identity,
+told on its change streams), and advertised (`resources.subscribe`) only while the source offers
+subscriptions: the source sends each `notifications/resources/updated` to the subscribers of its
+URI, and forgets a subscriber's subscriptions when it ends.
 """
 
 from __future__ import annotations
@@ -38,6 +38,8 @@ from strictcall.transports.jsonrpc import ERROR_CODES, Recorder
 Kind = Literal["resources", "prompts"]
 Context = ServerRequestContext[Any, Any]
 IdentityOf = Callable[[Context], str | None]
+SubscriberOf = Callable[[Context], "Subscriber | None"]
+"""Who holds the subscriptions a request makes (None: nobody may)."""
 ResultT = TypeVar("ResultT")
 
 CONTENT_METHODS: Final[dict[str, Kind]] = {
@@ -188,11 +190,11 @@ class ContentHandlers:
         record: Recorder | None = None,
         call_id_of: Callable[[Context], str] | None = None,
         claims_of: Callable[[Context], Claims | None] | None = None,
-        subscriber: Subscriber | None = None,
+        subscriber_of: SubscriberOf | None = None,
     ) -> None:
         self.content: Final = content
-        self.subscriber: Final = subscriber
-        """The session subscriptions are held for (None: a wire that cannot send its own)."""
+        self.subscriber_of: Final = subscriber_of
+        """Who holds a request's subscriptions (None: a wire that cannot send its own)."""
         self._identity_of = identity_of
         self._claims_of = claims_of
         self._record = record
@@ -248,7 +250,8 @@ class ContentHandlers:
     async def subscribe(
         self, ctx: Context, params: types.SubscribeRequestParams
     ) -> types.EmptyResult:
-        identity, subscriber = self._identity_of(ctx), self.subscriber
+        identity = self._identity_of(ctx)
+        subscriber = None if self.subscriber_of is None else self.subscriber_of(ctx)
         if identity is None or subscriber is None:  # refuse, never guess
             raise error_of(NO_TOKEN.as_error())
         try:
@@ -262,8 +265,9 @@ class ContentHandlers:
     async def unsubscribe(
         self, ctx: Context, params: types.UnsubscribeRequestParams
     ) -> types.EmptyResult:
-        if self.subscriber is not None:
-            await self.content.unsubscribe(self.subscriber.caller, params.uri)
+        subscriber = None if self.subscriber_of is None else self.subscriber_of(ctx)
+        if subscriber is not None:
+            await self.content.unsubscribe(subscriber.caller, params.uri)
         return types.EmptyResult()
 
     async def _answered(
@@ -316,7 +320,7 @@ class ContentServer(Server[Any]):
     subscribes: Callable[[], bool] = staticmethod(bool)
     """Whether resources/subscribe is served now (its handler alone says nothing)."""
     updates: bool = True
-    """Whether a session can be sent `notifications/resources/updated` (not /mcp's): else
+    """Whether a caller can be sent `notifications/resources/updated`: else
     `resources.subscribe` is never advertised, whatever the era."""
     announces: NotificationOptions | None = None
     """The list changes an initialize announces where its runner names none (/mcp's, told on

@@ -4,6 +4,7 @@ bearer token, checked by `strictcall.server.router` before this app is reached.
 A GET that accepts `text/event-stream` opens a change stream where the listing can change (a
 proxy's, a federation's: `strictcall.transports.mcp.changes`), on the handshake-era wire, as a
 2026-07-28 `subscriptions/listen` POST does there; every other GET is 405 Method Not Allowed.
+The updates of the resources a caller subscribed to ride the same streams.
 A POST body is read
 (up to the limit) and through the strict intake before the SDK sees it:
 refusals are the body of a 400 (413 when too large), a tools/call the SDK would refuse
@@ -119,18 +120,23 @@ class McpHttpApp:
         self.serving: Final = serving
         self._direct = direct
         self._record = serving.record
-        # stateless: each request is a connection of its own, with a scope of its own
+        self.changes: Final = changes_of(gateway, serving.content, streams, serving.record)
+        """The change streams (None where the listing never changes)."""
+        changes = self.changes
+        # stateless: each request is a connection of its own, with a scope of its own; a
+        # subscription is the identity's, told on its change streams
         tools = McpTools(
             gateway,
             identity_in_scope,
             functools.partial(mint_call_id, "http"),  # called in C: no frame of its own
             serving,
             claims_of=claims_in_scope,
+            subscriber_of=None
+            if changes is None or not changes.tells_content
+            else lambda ctx: changes.subscriber(identity_in_scope(ctx)),
         )
         tools.cancellable = self._cancellable = Cancellable()
         self._tools = tools
-        self.changes: Final = changes_of(gateway, serving.content, streams, serving.record)
-        """The change streams (None where the listing never changes)."""
         self.manager: Final = StreamableHTTPSessionManager(
             announcing(tools, self.changes),
             json_response=True,
@@ -457,7 +463,7 @@ def announcing(tools: McpTools, changes: ChangeStreams | None) -> Server[Any]:
             resources_changed=changes.tells_content,
             prompts_changed=changes.tells_content,
         )
-        server.updates = False  # /mcp's streams carry no resources/updated
+        server.updates = changes.tells_content  # resources/updated ride the change streams
         server.add_request_handler(
             LISTEN,
             types.SubscriptionsListenRequestParams,
