@@ -147,6 +147,8 @@ def test_mcp_stdio_with_workers_says_workers_are_for_the_http_server(tmp_path: P
         ("--max-in-flight", "2"),
         ("--allow-origin", "https://app.example"),
         ("--max-streams-per-identity", "1"),
+        ("--max-rounds-per-identity", "3"),
+        ("--round-wait", "9"),
     ],
 )
 def test_mcp_stdio_with_an_http_edge_flag_says_it_is_for_the_http_server(

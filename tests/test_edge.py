@@ -88,6 +88,11 @@ def test_edge_limits_refuse_nonsense() -> None:
             EdgeLimits(**nonsense)
     with pytest.raises(ValueError):
         EdgeLimits(stream_keepalive_s=0.0)
+    for rounds in ({"round_wait_s": 0.0}, {"max_rounds_per_identity": 0}):
+        with pytest.raises(ValueError):
+            EdgeLimits(**rounds)
+    edge = EdgeLimits(round_wait_s=0.5, max_rounds_per_identity=1)  # the edge itself
+    assert (edge.rounds.wait_s, edge.rounds.max_held) == (0.5, 1)
 
 
 # --- a real server -----------------------------------------------------------------------------

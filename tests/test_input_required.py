@@ -12,7 +12,6 @@ proxy's app run in process with small budgets.
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import json
 import os
@@ -38,6 +37,7 @@ from strictcall.core.policy import PolicyHolder, parse_policy
 from strictcall.core.record import SERVER_REQUEST, AuditRecord
 from strictcall.errors import UNKNOWN_ROUND
 from strictcall.server.app import build_gateway_app
+from strictcall.server.edge import EdgeLimits
 from strictcall.server.proxy import Proxy
 from strictcall.services.proxy.config import federation_config
 from strictcall.services.proxy.federation import Federation
@@ -200,10 +200,12 @@ async def _proxied(
 
         served.audit_server_requests(both)
 
+    held = Rounds() if rounds is None else rounds
     app = build_gateway_app(
         served.gateway,
         store,
-        serving=dataclasses.replace(served.serving, rounds=rounds or Rounds()),
+        serving=served.serving,
+        edge=EdgeLimits(round_wait_s=held.wait_s, max_rounds_per_identity=held.max_held),
         audit_to=audit_to,
         observe=False,
     )

@@ -16,6 +16,7 @@ from strictcall.server.edge import (
     DEFAULT_UNAUTHENTICATED_RATE,
     EdgeLimits,
 )
+from strictcall.transports.serving import INPUT_ROUND_WAIT_S, MAX_HELD_ROUNDS
 from strictcall.transports.streams import (
     DEFAULT_MAX_STREAMS,
     DEFAULT_MAX_STREAMS_PER_IDENTITY,
@@ -112,6 +113,22 @@ def _add_edge_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"seconds of silence on a change stream before a keep-alive comment "
         f"(default {DEFAULT_STREAM_KEEPALIVE_S:g})",
     )
+    edge.add_argument(
+        "--round-wait",
+        type=_positive_float,
+        default=INPUT_ROUND_WAIT_S,
+        metavar="S",
+        help=f"seconds a 2026-07-28 input_required round waits for the caller's answer "
+        f"(default {INPUT_ROUND_WAIT_S:g})",
+    )
+    edge.add_argument(
+        "--max-rounds-per-identity",
+        type=_positive_int,
+        default=MAX_HELD_ROUNDS,
+        metavar="N",
+        help=f"input_required rounds one identity may have held at once; one more is refused "
+        f"to the upstream (default {MAX_HELD_ROUNDS})",
+    )
 
 
 def _edge_of(args: argparse.Namespace) -> EdgeLimits:
@@ -127,6 +144,8 @@ def _edge_of(args: argparse.Namespace) -> EdgeLimits:
         max_streams=args.max_streams,
         max_streams_per_identity=args.max_streams_per_identity,
         stream_keepalive_s=args.stream_keepalive,
+        round_wait_s=args.round_wait,
+        max_rounds_per_identity=args.max_rounds_per_identity,
     )
 
 
@@ -146,6 +165,8 @@ def _edge_flags_given(args: argparse.Namespace) -> str | None:
         ("--max-streams", "max_streams"),
         ("--max-streams-per-identity", "max_streams_per_identity"),
         ("--stream-keepalive", "stream_keepalive_s"),
+        ("--round-wait", "round_wait_s"),
+        ("--max-rounds-per-identity", "max_rounds_per_identity"),
     ):
         if getattr(asked, field) != getattr(defaults, field):
             return flag

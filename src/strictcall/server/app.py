@@ -173,10 +173,12 @@ def build_gateway_app(
     the audit log (the server's record, in place of `serving.record`); where its listing can
     change (`serving.tools_change`: a proxy's or a federation's), /mcp announces `listChanged`
     and serves change streams, within `edge`'s budgets for them
-    (`strictcall.transports.mcp.changes`). `upstreams` says each upstream's state for the page
-    (a proxy's or a federation's). `audit_retention`: how much of the audit log the server
-    keeps (None: all of it). `audit_to` is given the recorder of the records of an upstream's
-    requests of callers (a proxy's or a federation's): the audit log's, counted in /metrics.
+    (`strictcall.transports.mcp.changes`); its input_required rounds are held within `edge`'s
+    budgets for them (in place of `serving.rounds`). `upstreams` says each upstream's state
+    for the page (a proxy's or a federation's). `audit_retention`: how much of the audit log
+    the server keeps (None: all of it). `audit_to` is given the recorder of the records of an
+    upstream's requests of callers (a proxy's or a federation's): the audit log's, counted in
+    /metrics.
     """
     from strictcall.ops.health import StoreHealth, cause_of
     from strictcall.server.ops import PATHS, OpsApp
@@ -227,8 +229,9 @@ def build_gateway_app(
         return observed(audit.record, metrics, tracer, window=window, wire=wire)
 
     # the serving's lifespans are the server's, below (/rpc serves the same tools)
-    served = replace(serving, record=record_of("mcp"), lifespans=())
-    streams = (edge if edge is not None else EdgeLimits()).streams
+    limits = edge if edge is not None else EdgeLimits()
+    served = replace(serving, record=record_of("mcp"), lifespans=(), rounds=limits.rounds)
+    streams = limits.streams
     mcp = LoadingMcp(gateway, served, streams if serving.tools_change else None)
     ops = OpsApp(
         store,

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import urlsplit
 
+from strictcall.transports.serving import INPUT_ROUND_WAIT_S, MAX_HELD_ROUNDS, Rounds
 from strictcall.transports.streams import (
     DEFAULT_MAX_STREAMS,
     DEFAULT_MAX_STREAMS_PER_IDENTITY,
@@ -57,6 +58,8 @@ class EdgeLimits:
     `unauthenticated_rate`: requests a second one client address may send without a valid
     token (after a burst of `UNAUTHENTICATED_BURST_S` seconds' worth). `max_streams`,
     `max_streams_per_identity`, `stream_keepalive_s`: /mcp's change streams (`streams`).
+    `round_wait_s`, `max_rounds_per_identity`: /mcp's 2026-07-28 input_required rounds
+    (`rounds`).
     """
 
     header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
@@ -69,6 +72,13 @@ class EdgeLimits:
     max_streams: int = DEFAULT_MAX_STREAMS
     max_streams_per_identity: int = DEFAULT_MAX_STREAMS_PER_IDENTITY
     stream_keepalive_s: float = DEFAULT_STREAM_KEEPALIVE_S
+    round_wait_s: float = INPUT_ROUND_WAIT_S
+    max_rounds_per_identity: int = MAX_HELD_ROUNDS
+
+    @property
+    def rounds(self) -> Rounds:
+        """/mcp's input_required rounds' budgets."""
+        return Rounds(self.round_wait_s, self.max_rounds_per_identity)
 
     @property
     def streams(self) -> StreamLimits:
@@ -84,6 +94,7 @@ class EdgeLimits:
         if min(least, self.max_connections_per_client, self.unauthenticated_rate) < 1:
             raise ValueError("the edge's rate, connection and in-flight limits are at least 1")
         self.streams  # noqa: B018 - the streams' limits check themselves
+        self.rounds  # noqa: B018 - and the rounds' theirs
 
 
 @dataclass(frozen=True, slots=True)

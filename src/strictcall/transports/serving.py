@@ -46,6 +46,10 @@ class Rounds:
     """Rounds one identity may have held at once; one more is refused (the upstream is answered
     the error of a client without the capability, audited `too_many_rounds`)."""
 
+    def __post_init__(self) -> None:
+        if not (self.wait_s > 0 and self.max_held >= 1):
+            raise ValueError("a round's wait is positive and an identity holds at least 1")
+
 
 @dataclass(frozen=True, slots=True)
 class Serving:
