@@ -645,7 +645,7 @@ async def _session_of(proxy: Proxy, caller: str, heard: Updates) -> AsyncIterato
             lambda ctx: "u1",
             lambda: caller,
             proxy.serving,
-            subscriber=subscriber,
+            subscriber_of=lambda ctx: subscriber,
         )
 
     try:

@@ -57,7 +57,6 @@ from strictcall.transports.mcp.content import (
     SUBSCRIBE_METHODS,
     ContentHandlers,
     ContentServer,
-    Subscriber,
     SubscriberOf,
 )
 from strictcall.transports.mcp.peer import (
@@ -312,13 +311,13 @@ class McpTools:
         serving: Serving = DEFAULT_SERVING,
         *,
         claims_of: ClaimsOf | None = None,
-        subscriber: Subscriber | None = None,
         subscriber_of: SubscriberOf | None = None,
     ) -> None:
         """`serving`: the server's options (`strictcall.transports.serving`: the record, the
-        content beside the tools, the context entered around each tools/call); `subscriber`:
-        the session that may subscribe to the content's resources, or `subscriber_of` who
-        holds a request's subscriptions (neither: resources/subscribe is not served)."""
+        content beside the tools, the context entered around each tools/call);
+        `subscriber_of`: who holds a request's subscriptions to the content's resources (a
+        stdio session, or on /mcp the caller's identity; None: resources/subscribe is not
+        served)."""
         self.gateway: Final = gateway
         self.serving: Final = serving
         record = serving.record
@@ -332,7 +331,7 @@ class McpTools:
                 record,
                 self._call_id_of,
                 claims_of,
-                subscriber_of if subscriber is None else lambda ctx: subscriber,
+                subscriber_of,
             )
         )
         self._identity_of = identity_of

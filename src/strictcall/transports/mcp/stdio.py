@@ -195,12 +195,13 @@ async def _session(gateway: Gateway, identity: str, serving: Serving, stdin: IO[
         # in a task of its own: a slow host never holds up the upstream that sent it
         direct.spawn_now(answers.notify(notification))
 
+    session = Subscriber(scope, send_update)  # the one session holds every subscription
     tools = McpTools(
         gateway,
         lambda ctx: identity,
         lambda: scope,
         serving,
-        subscriber=Subscriber(scope, send_update),
+        subscriber_of=lambda ctx: session,
     )
     server = tools.server()
     read_send, read_receive = anyio.create_memory_object_stream[SessionMessage | Exception](
