@@ -57,6 +57,8 @@ class ToolRegistry:
             raise ValueError("give an allow-list or a policy, not both")
         self._tools: dict[str, CompiledTool] = {}
         self._numbers = False
+        self._asking = False
+        """Whether any tool `asks` a capability (else what a caller offers changes nothing)."""
         self._declared: dict[str, frozenset[str]] = {}
         self._allowed = allowed
         self.policy: Final = policy
@@ -74,6 +76,12 @@ class ToolRegistry:
         for tool in tools:
             self.register(tool)
 
+    @property
+    def asking(self) -> bool:
+        """Whether a tool `asks` something of its callers' clients (else what a caller's client
+        offers changes no listing: a wire need not read it)."""
+        return self._asking
+
     def register(self, tool: Tool) -> Tool:
         """Add a tool, compiling its schemas now so that no call pays for it.
 
@@ -86,6 +94,7 @@ class ToolRegistry:
         compiled = CompiledTool.compile(tool)
         self._tools[tool.name] = compiled
         self._numbers = self._numbers or compiled.arguments.admits_numbers
+        self._asking = self._asking or bool(tool.asks)
         self._views.clear()
         self._policy_views = {}
         self._scoped = {}
@@ -114,6 +123,7 @@ class ToolRegistry:
         # one assignment each: a call routes against the old dict or the new, never a mixture
         self._tools = compiled
         self._numbers = any(c.arguments.admits_numbers for c in compiled.values())
+        self._asking = any(c.tool.asks for c in compiled.values())
         self._views = {}
         self._policy_views = {}
         self._scoped = {}
@@ -301,14 +311,17 @@ class ToolRegistry:
         *,
         identity: str | None = None,
         claims: Claims | None = None,
+        offers: frozenset[str] | None = None,
     ) -> list[dict[str, JSONValue]]:
         """The tools as an agent host lists them: "mcp", "openai", "openai-responses" or
         "anthropic"; the schemas are the strict ones the gateway enforces. With `identity`,
-        only the tools that identity (with `claims`) may call."""
+        only the tools that identity (with `claims`) may call; with `offers` (what the caller's
+        client offers), only those whose `asks` it offers all of."""
         tools = self._tools if identity is None else self.tools_for(identity, claims)
         return [
             describe_tool(c.tool, c.arguments.advertised, c.result.advertised, format)
             for c in tools.values()
+            if offers is None or c.tool.asks <= offers
         ]
 
     def listing(
@@ -316,25 +329,39 @@ class ToolRegistry:
         identity: str | None = None,
         format: ToolFormat = "mcp",
         claims: Claims | None = None,
+        offers: frozenset[str] | None = None,
     ) -> list[dict[str, JSONValue]]:
-        """`list_tools(format, identity=identity, claims=claims)`, kept until the tools or the
-        policy change: the wires' tools/list. The list is shared: read it, never change it."""
+        """`list_tools(format, identity=identity, claims=claims, offers=offers)`, kept until
+        the tools or the policy change: the wires' tools/list. The list is shared: read it,
+        never change it. `offers` matters only while a tool `asks` something (else the one
+        listing serves every caller)."""
         if self.policy is not None and self._judged[0] is not self.policy.current:
             self._listings = {}  # a reload: the views and listings of the old policy go
         listings = self._listings  # the one `replace_tools` empties, were it to run meanwhile
+        if not self._asking:
+            offers = None
         key = (identity, format) if claims is None else (identity, format, claims)
+        if offers is not None:
+            key = (*key, offers)
         listed = listings.get(key)
         if listed is None:
-            listed = self.list_tools(format, identity=identity, claims=claims)
+            listed = self.list_tools(format, identity=identity, claims=claims, offers=offers)
             if len(listings) >= _LISTINGS_KEPT:
                 listings.clear()
             listings[key] = listed
         return listed
 
 
-def _listed(tools: Mapping[str, CompiledTool]) -> list[tuple[str, str, object, object]]:
-    """What a listing shows of `tools`: each name, description and schemas, by name."""
+def _listed(tools: Mapping[str, CompiledTool]) -> list[tuple[str, str, object, object, object]]:
+    """What a listing shows of `tools`: each name, description and schemas, and whom it is
+    listed to (its `asks`), by name."""
     return [
-        (name, tool.tool.description, tool.tool.input_schema, tool.tool.output_schema)
+        (
+            name,
+            tool.tool.description,
+            tool.tool.input_schema,
+            tool.tool.output_schema,
+            tool.tool.asks,
+        )
         for name, tool in sorted(tools.items())
     ]

@@ -121,6 +121,9 @@ class Tool:
     `_meta`: `strictcall.core.display`). `output_as_declared`: the output schema is enforced
     and listed as written, by JSON Schema 2020-12 alone (an upstream's tool, whose results its
     own clients read by that schema: an object it leaves open stays open), not made strict.
+    `asks`: the capabilities a caller's client must offer for the tool to be listed to it (an
+    upstream's tool that its server lists only to a client offering MCP's sampling, elicitation
+    or roots); a listing asked without saying what the caller offers shows it to all.
     """
 
     name: str
@@ -137,6 +140,7 @@ class Tool:
     redact: Redaction | None = None
     source: str | None = None
     output_as_declared: bool = False
+    asks: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:

@@ -398,7 +398,8 @@ class RpcService:
         if request.method == "tools/list":
             if request.request_id is None:
                 return None
-            listing = self.gateway.listing(identity, "mcp", claims)
+            # a /rpc caller is never asked (sampling, elicitation, roots): it offers none
+            listing = self.gateway.listing(identity, "mcp", claims, frozenset())
             return {"jsonrpc": "2.0", "id": request.request_id, "result": {"tools": listing}}
         self._record(refusal_record(NO_SUCH_METHOD.as_error(), identity, request.request_id))
         if request.request_id is None:

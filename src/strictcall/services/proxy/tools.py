@@ -140,6 +140,7 @@ def proxied_tool(
         redact=output.redaction,
         source=output.source,
         output_as_declared=True,  # the upstream's contract, as its own clients read it
+        asks=upstream.asks.get(name, frozenset()),  # listed as its upstream lists it
     )
 
 

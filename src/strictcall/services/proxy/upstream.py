@@ -89,7 +89,7 @@ from strictcall.services.proxy.stdio import (
     open_upstream,
 )
 from strictcall.services.proxy.subscriptions import UNSUBSCRIBE_S
-from strictcall.transports.mcp.peer import CallPeer
+from strictcall.transports.mcp.peer import ASKS, CallPeer
 
 log = logging.getLogger("strictcall")
 
@@ -101,6 +101,9 @@ REINIT_S: Final = 10.0
 """How long a call whose HTTP upstream forgot its session waits for a new one to be sent on."""
 PING_S: Final = 5.0
 """How long a server suspected of hanging has to answer a ping."""
+PROBE_S: Final = 10.0
+"""How long learning which tools the upstream lists only to a client offering sampling,
+elicitation or roots may take (`Upstream.asks`), its probing sessions together."""
 
 Listing = list[types.Tool]
 ResultT = TypeVar("ResultT", bound=BaseModel)
@@ -269,6 +272,16 @@ class Upstream:
         `notifications/resources/updated` the upstream sends."""
         self._subscribed: set[str] = set()
         """The URIs it is subscribed to (subscribed again in each new session)."""
+        self.probes_asks = True
+        """Whether it learns which tools it lists only to a client offering some of `ASKS`
+        (`asks`); False: its tools are listed to every caller, whatever its client offers."""
+        self.asks: dict[str, frozenset[str]] = {}
+        """The tools it lists only to a client offering some of `ASKS`, by name: which ones.
+        strictcall's session offers it all three, so that it lists every tool; a session of its
+        own offering none, then (where tools are missing) one offering all but each in turn,
+        tells which tools need what, at each start and each relisting whose names changed."""
+        self._probed: frozenset[str] | None = None
+        """The names of the listing `asks` was learnt of (None: none yet)."""
 
     def for_identity(self, identity: str) -> Upstream:
         """Another process of this upstream, serving `identity` alone: its settings (budgets,
@@ -611,7 +624,10 @@ class Upstream:
                         live.later_members = later_members(started.protocol_version)
                         if live.http is not None:
                             live.http.version = started.protocol_version
-                        self._on_listing(await self._listed_tools(session))
+                        listing = await self._listed_tools(session)
+                    await self._probe(listing)  # bounded by PROBE_S apart
+                    with anyio.fail_after(START_TIMEOUT_S):
+                        self._on_listing(listing)
                         await self._list_content(live, started.capabilities)
                     self.starts += 1
                     self.start_s = time.monotonic() - began
@@ -655,6 +671,8 @@ class Upstream:
             try:
                 with anyio.fail_after(START_TIMEOUT_S):
                     listing = await self._listed_tools(live.session)
+                await self._probe(listing)
+                with anyio.fail_after(START_TIMEOUT_S):
                     self._on_listing(listing)
                     await self._list_content(live, live.capabilities)
             except Exception as exc:
@@ -699,6 +717,68 @@ class Upstream:
                 self._refused(NAMES)
                 self._say(f"tool not served: its {why}")
         return kept
+
+    async def _probe(self, listing: Listing) -> None:
+        """Learn `asks` of `listing`, unless its names are those last learnt of (or this process
+        serves one identity, or `probes_asks` is off): each probing session of its own (a
+        process of its own, on stdio) initialized, listed and closed. A probe that fails, or
+        outlasts `PROBE_S`, leaves `asks` as it was (a tool it does not name is listed to
+        every caller), said once."""
+        names = frozenset(tool.name for tool in listing)
+        if not self.probes_asks or self.identity is not None or names == self._probed:
+            return
+        asks: dict[str, frozenset[str]] = {}
+        try:
+            with anyio.fail_after(PROBE_S):
+                hidden = names - await self._listed_offering(frozenset())
+                if hidden:
+                    shown: dict[str, frozenset[str]] = {}
+
+                    async def listed_without(kind: str) -> None:
+                        shown[kind] = await self._listed_offering(frozenset(ASKS) - {kind})
+
+                    async with anyio.create_task_group() as group:  # the three at once
+                        for kind in ASKS:
+                            group.start_soon(listed_without, kind)
+                    # one it lists only to a client offering any one of several is missed
+                    # here: listed to every caller, as it would be without probing
+                    for kind in ASKS:
+                        for name in hidden - shown[kind]:
+                            asks[name] = asks.get(name, frozenset()) | {kind}
+        except Exception as exc:
+            self._say(
+                "could not learn which tools need a client's sampling, elicitation or roots"
+                f" ({_kind(exc)}); each is listed to every caller"
+            )
+            return
+        self.asks, self._probed = asks, names
+
+    async def _listed_offering(self, offers: frozenset[str]) -> frozenset[str]:
+        """The names of the tools the upstream lists to a client offering `offers` (of
+        `ASKS`), in a session of its own, which asks nothing of anyone."""
+        launched = None if self.spec.url is not None else await to_thread.run_sync(self._launch)
+        connection: AbstractAsyncContextManager[tuple[Any, Any, UpstreamPipe | None]]
+        if launched is not None:
+            connection = _stdio(
+                launched, self._errlog, self.max_result_bytes, self.budgets, self._note, self.log_as
+            )
+        else:
+            assert self.spec.url is not None  # an upstream is a command or a URL
+            credentials = self.spec.credentials
+            auth = None if credentials is None else ClientCredentialsAuth(credentials)
+            connection = _http(self.spec.url, http_client(dict(self.spec.headers), auth))
+        async with (
+            connection as (read, write, _),
+            ClientSession(
+                read,
+                write,
+                sampling_callback=_not_asked if "sampling" in offers else None,
+                elicitation_callback=_not_asked if "elicitation" in offers else None,
+                list_roots_callback=_roots_not_asked if "roots" in offers else None,
+            ) as session,
+        ):
+            await session.initialize()
+            return frozenset(t.name for t in await _list_tools(session, self.budgets.max_tools))
 
     def _refused(self, budget: str) -> None:
         self.budget_refusals[budget] = self.budget_refusals.get(budget, 0) + 1
@@ -875,6 +955,22 @@ async def _list_tools(session: ClientSession, max_tools: int) -> Listing:
         if page.next_cursor is None or len(tools) > max_tools:
             return tools
         cursor = page.next_cursor
+
+
+_PROBING: Final = types.ErrorData(
+    code=types.INVALID_REQUEST, message="this session only lists the tools"
+)
+"""What a probing session answers a request of the upstream's (it makes no call)."""
+
+
+async def _not_asked(context: object, params: object) -> types.ErrorData:
+    """A probing session's answer to the upstream's sampling or elicitation request."""
+    return _PROBING
+
+
+async def _roots_not_asked(context: object) -> types.ErrorData:
+    """A probing session's answer to the upstream's roots/list request."""
+    return _PROBING
 
 
 def _inner(exc: BaseException, kinds: tuple[type[BaseException], ...]) -> BaseException | None:

@@ -90,15 +90,36 @@ ClaimsOf = Callable[[Context], Claims | None]
 
 
 def describe_tools(
-    gateway: Gateway, identity: str | None = None, claims: Claims | None = None
+    gateway: Gateway,
+    identity: str | None = None,
+    claims: Claims | None = None,
+    offers: frozenset[str] | None = None,
 ) -> list[types.Tool]:
-    """The gateway's tools as MCP lists them (`Gateway.listing(identity, "mcp", claims)`, kept
-    by the gateway; non-object output schemas wrapped there), as SDK models; with `identity`
-    (and its token's `claims`), only those that caller may call."""
+    """The gateway's tools as MCP lists them (`Gateway.listing(identity, "mcp", claims,
+    offers)`, kept by the gateway; non-object output schemas wrapped there), as SDK models;
+    with `identity` (and its token's `claims`), only those that caller may call; with `offers`
+    (`listing_offers`), only those whose upstream lists them to a client offering that."""
     return [
         _plain_tool(listed) if _PLAIN.issuperset(listed) else types.Tool.model_validate(listed)
-        for listed in gateway.listing(identity, "mcp", claims)
+        for listed in gateway.listing(identity, "mcp", claims, offers)
     ]
+
+
+def listing_offers(
+    gateway: Gateway,
+    params: Mapping[str, JSONValue],
+    handshake: types.ClientCapabilities | None,
+    asked: bool = True,
+) -> frozenset[str] | None:
+    """What a caller's tools/list (its `params`) offers to answer of `peer.ASKS`: its 2026-07-28
+    envelope's, where the wire asks such a caller (`asked`: in input_required rounds), else
+    those its session's `handshake` declared (None on stateless /mcp: it cannot be asked).
+    None while no tool of the gateway's `asks` anything (then nothing need be read)."""
+    if not gateway.asking:
+        return None
+    if protocol_version(params) != HANDSHAKE_ERA:
+        return offered(envelope_capabilities(params)) if asked else frozenset()
+    return offered(handshake)
 
 
 _PLAIN: Final = frozenset({"name", "description", "inputSchema", "outputSchema"})
@@ -341,6 +362,8 @@ class McpTools:
         self._call_context = serving.call_context
         self._rounds: Final = HeldRounds(serving.rounds) if serving.tools_change else None
         """The 2026-07-28 rounds held for their callers (where tools may ask), else None."""
+        self.asks_in_rounds: Final = self._rounds is not None
+        """Whether a 2026-07-28 caller is asked what a tool's upstream asks (`listing_offers`)."""
         self.levels: Final[dict[str, str]] = {}
         self.cancellable: Cancellable | None = None
         """The calls a host may cancel (/mcp's; None: the wire's session cancels its own)."""
@@ -435,19 +458,30 @@ class McpTools:
     async def list_tools(
         self, ctx: Context, params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        """tools/list: every tool the caller may call, on one page."""
+        """tools/list: every tool the caller may call, on one page (those whose upstream lists
+        them only to a client offering sampling, elicitation or roots, to a caller whose client
+        offers them)."""
+        raw = ctx.params if ctx.params is not None else {}
+        offers = listing_offers(
+            self.gateway, raw, ctx.session.client_capabilities, self.asks_in_rounds
+        )
         return types.ListToolsResult(
-            tools=self.listing(self._identity_of(ctx), self._claims_of(ctx))
+            tools=self.listing(self._identity_of(ctx), self._claims_of(ctx), offers)
         )
 
-    def listing(self, identity: str | None, claims: Claims | None = None) -> list[types.Tool]:
-        """Every tool `identity` (with its token's `claims`) may call (none for a transport
-        that forgot the caller): the gateway's listing (`Gateway.listing`, kept there), as SDK
-        models."""
+    def listing(
+        self,
+        identity: str | None,
+        claims: Claims | None = None,
+        offers: frozenset[str] | None = None,
+    ) -> list[types.Tool]:
+        """Every tool `identity` (with its token's `claims`, its client's `offers`) may call
+        (none for a transport that forgot the caller): the gateway's listing
+        (`Gateway.listing`, kept there), as SDK models."""
         if identity is None:
             return []
         self._follow()
-        return describe_tools(self.gateway, identity, claims)
+        return describe_tools(self.gateway, identity, claims, offers)
 
     async def set_level(
         self, ctx: Context, params: types.SetLevelRequestParams

@@ -66,6 +66,7 @@ from strictcall.transports.asgi import (
     send_response,
 )
 from strictcall.transports.jsonrpc import Recorder, refusal_reply
+from strictcall.transports.mcp.adapter import envelope_capabilities, offered
 from strictcall.transports.mcp.content import (
     Context,
     IdentityOf,
@@ -121,13 +122,31 @@ class _Stream:
     whose resource updates it carries (`holder`) with those not yet written, by URI (a second
     update of one URI before the first is written is the same news: one is kept)."""
 
-    __slots__ = ("claims", "holder", "identity", "kinds", "pending", "seen", "updated", "wake")
+    __slots__ = (
+        "claims",
+        "holder",
+        "identity",
+        "kinds",
+        "offers",
+        "pending",
+        "seen",
+        "updated",
+        "wake",
+    )
 
     def __init__(
-        self, identity: str, claims: Claims | None, kinds: tuple[str, ...], holder: str
+        self,
+        identity: str,
+        claims: Claims | None,
+        kinds: tuple[str, ...],
+        holder: str,
+        offers: frozenset[str] = frozenset(),
     ) -> None:
         self.identity: Final = identity
         self.claims: Final = claims
+        self.offers: Final = offers
+        """What its caller's client offers to answer (`peer.ASKS`): its tools' listing is the
+        one that caller is given."""
         self.kinds: Final = kinds
         self.holder: Final = holder
         self.seen: dict[str, object] = {}
@@ -309,7 +328,9 @@ class ChangeStreams:
             meta: dict[str, Any] = {SUBSCRIPTION_ID_META_KEY: ctx.request_id}
             claims = claims_of(ctx)
             holder = mint_call_id("listen")
-            stream = _Stream(identity, claims, tuple(k for k in KINDS if told[k]), holder)
+            raw = ctx.params if ctx.params is not None else {}
+            offers = offered(envelope_capabilities(raw))  # 2026-07-28: asked in rounds
+            stream = _Stream(identity, claims, tuple(k for k in KINDS if told[k]), holder, offers)
             self._watch(stream)
             related = ctx.request_id
             try:
@@ -385,7 +406,7 @@ class ChangeStreams:
     def _listing(self, stream: _Stream, kind: str) -> object:
         """What `stream`'s caller may see of the listing of `kind` now."""
         if kind == "tools":
-            return self._gateway.listing(stream.identity, "mcp", stream.claims)
+            return self._gateway.listing(stream.identity, "mcp", stream.claims, stream.offers)
         content = self._content
         if content is None or kind not in content.offers():
             return None

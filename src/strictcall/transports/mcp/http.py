@@ -52,6 +52,7 @@ from strictcall.transports.mcp.adapter import (
     Context,
     McpTools,
     listing_message,
+    listing_offers,
     protocol_version,
     result_message,
 )
@@ -354,7 +355,9 @@ class McpHttpApp:
             return _body_of(line)
         if request.method == "tools/list":
             gateway = self._tools.gateway
-            listing = [] if caller is None else gateway.listing(caller, "mcp", claims)
+            # stateless: a handshake-era caller has no session to be asked on (`listing_offers`)
+            offers = listing_offers(gateway, request.params, None, self._tools.asks_in_rounds)
+            listing = [] if caller is None else gateway.listing(caller, "mcp", claims, offers)
             return orjson.dumps(listing_message(request_id, listing, request.version))
         return orjson.dumps({"jsonrpc": "2.0", "id": request_id, "result": {}})  # ping
 
