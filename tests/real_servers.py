@@ -19,6 +19,8 @@ The documented changes, and nothing else, are what may differ:
   that requires them and gets the upstream's refusal (`TASKS_REQUIRED`);
 - a tool whose schema does not compile is not served (`NOT_SERVED`), and an answer that breaks
   the tool's own outputSchema is refused (`BROKEN_OUTPUT`: `invalid_tool_result`);
+- a tool the server lists only to a client offering sampling, elicitation or roots (`ASKING`)
+  is not listed to a caller on /mcp at 2025-11-25, which is never asked anything;
 - on 2026-07-28 a result's `_meta` names its server, strictcall (the wire's envelope);
 - a result always says `isError`: `false` where the upstream left it out (MCP reads the two
   the same);
@@ -532,22 +534,42 @@ def through_result(prefix: str, name: str, direct: dict[str, Any], version: str)
     return expected
 
 
-def expected_listings(prefix: str, direct: dict[str, dict[str, Any]]) -> dict[str, Any]:
+ASKING: Final = {
+    "everything": frozenset(
+        {
+            "get-roots-list",
+            "trigger-elicitation-request",
+            "trigger-sampling-request",
+            "trigger-url-elicitation",
+        }
+    )
+}
+"""The tools a server lists only to a client offering sampling, elicitation or roots (the
+direct client offers all three): strictcall lists them to a caller it can ask them of, so not
+on /mcp at 2025-11-25, where the caller is never asked."""
+
+
+def expected_listings(
+    prefix: str, direct: dict[str, dict[str, Any]], asked: bool = True
+) -> dict[str, Any]:
     """What the federation lists of a server that lists `direct` (by name): each served tool
-    as `through_listing` says, by its name on the upstream."""
+    as `through_listing` says, by its name on the upstream; to a caller that is never `asked`,
+    none of the server's `ASKING` tools."""
+    hidden = frozenset() if asked else ASKING.get(prefix, frozenset())
     return {
         name: listed
         for name, tool in direct.items()
-        if (listed := through_listing(prefix, tool)) is not None
+        if name not in hidden and (listed := through_listing(prefix, tool)) is not None
     }
 
 
-def served_names(direct: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
-    """Every name the federation serves of servers that list `direct` (by prefix, by name)."""
+def served_names(direct: dict[str, dict[str, dict[str, Any]]], asked: bool = True) -> list[str]:
+    """Every name the federation serves of servers that list `direct` (by prefix, by name), to
+    a caller that is `asked` or not (`expected_listings`)."""
     return sorted(
         f"{NAMES[prefix]}{name}"
         for prefix, tools in direct.items()
-        for name in expected_listings(prefix, tools)
+        for name in expected_listings(prefix, tools, asked)
     )
 
 

@@ -37,6 +37,7 @@ from strictcall.services.proxy.upstream import UpstreamSpec
 from strictcall.transports.mcp.adapter import McpTools
 from strictcall.transports.mcp.stdio import Answers
 from strictcall.transports.serving import Serving
+from test_federation_walkthrough import tickets
 from test_server_requests import ALL_CALLBACKS, LEGACY, MODERN, OPEN
 
 ASKING = [sys.executable, str(UPSTREAMS / "asking_upstream.py")]
@@ -46,9 +47,15 @@ SAMPLING_AND_ROOTS = {**SAMPLING, "list_roots_callback": ALL_CALLBACKS["list_roo
 OFFERS = {"none": NONE, "sampling": SAMPLING, "all": ALL_CALLBACKS}
 
 
-def _proxy(command: str) -> Proxy:
+__all__ = ["tickets"]  # server-everything over streamable HTTP, a fixture
+
+
+def _proxy(command: str | None = None, url: str | None = None) -> Proxy:
+    spec = (
+        UpstreamSpec.of_url(url, []) if url is not None else UpstreamSpec.of_command(command or "")
+    )
     return Proxy(
-        UpstreamSpec.of_command(command),
+        spec,
         errlog=io.StringIO(),
         policy=PolicyHolder(parse_policy(OPEN)),
     )
@@ -106,6 +113,34 @@ def test_each_caller_is_listed_what_server_everything_lists_its_client_directly(
     assert served[mode, offer] == direct
     if offer != "all":  # the probe found the tools that need something: they are not all
         assert served[mode, offer] < served[mode, "all"]
+
+
+def test_an_http_upstream_is_probed_in_sessions_of_its_own_as_a_command_is(tickets: str) -> None:
+    """server-everything over streamable HTTP: each caller is listed what the official client
+    offering as much is listed by the server directly."""
+    proxy = _proxy(url=tickets)
+    served: dict[str, set[str]] = {}
+    direct: dict[str, set[str]] = {}
+
+    async def run() -> None:
+        with anyio.fail_after(DEADLINE_S):
+            async with proxy.lifespan():
+                for offer, callbacks in OFFERS.items():
+                    served[offer] = await _served(proxy, LEGACY, callbacks)
+            for offer, callbacks in OFFERS.items():
+                async with (
+                    httpx2.AsyncClient(timeout=DEADLINE_S) as http,
+                    Client(
+                        streamable_http_client(tickets, http_client=http),
+                        mode=LEGACY,
+                        **callbacks,
+                    ) as client,
+                ):
+                    direct[offer] = {tool.name for tool in (await client.list_tools()).tools}
+
+    anyio.run(run)
+    assert served == direct
+    assert served["none"] < served["sampling"] < served["all"]
 
 
 def test_a_tool_that_needs_two_capabilities_is_listed_only_to_a_client_offering_both() -> None:
