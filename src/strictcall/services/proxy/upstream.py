@@ -279,7 +279,7 @@ class Upstream:
         """The tools it lists only to a client offering some of `ASKS`, by name: which ones.
         strictcall's session offers it all three, so that it lists every tool; a session of its
         own offering none, then (where tools are missing) one offering all but each in turn,
-        tells which tools need what, at each start and each relisting whose names changed."""
+        tells which tools need what, whenever it lists names other than those last learnt of."""
         self._probed: frozenset[str] | None = None
         """The names of the listing `asks` was learnt of (None: none yet)."""
 
