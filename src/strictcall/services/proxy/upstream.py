@@ -737,9 +737,16 @@ class Upstream:
                     async def listed_without(kind: str) -> None:
                         shown[kind] = await self._listed_offering(frozenset(ASKS) - {kind})
 
-                    async with anyio.create_task_group() as group:  # the three at once
+                    async def listed_offering_all() -> None:
+                        shown[""] = await self._listed_offering(frozenset(ASKS))
+
+                    async with anyio.create_task_group() as group:  # the four at once
+                        group.start_soon(listed_offering_all)
                         for kind in ASKS:
                             group.start_soon(listed_without, kind)
+                    # a tool a new session offering all three is not listed either is not
+                    # one that asks: the live session's own (a stateful server added it)
+                    hidden &= shown[""]
                     # one it lists only to a client offering any one of several is missed
                     # here: listed to every caller, as it would be without probing
                     for kind in ASKS:
