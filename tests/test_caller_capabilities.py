@@ -33,6 +33,8 @@ from stdio_peer import DEADLINE_S
 from strictcall.core.policy import PolicyHolder, parse_policy
 from strictcall.server.proxy import Proxy
 from strictcall.services.proxy import upstream as upstream_module
+from strictcall.services.proxy.config import ConfigError, federation_config
+from strictcall.services.proxy.federation import Member
 from strictcall.services.proxy.upstream import UpstreamSpec
 from strictcall.transports.mcp.adapter import McpTools
 from strictcall.transports.mcp.stdio import Answers
@@ -229,3 +231,77 @@ def test_over_http_a_caller_is_listed_what_it_can_be_asked(tmp_path: Any) -> Non
     }
     assert legacy == {"plain"}
     assert {tool["name"] for tool in rpc["result"]["tools"]} == {"plain"}
+
+
+# --- probing off: every tool listed to every caller, no session more --------------------------
+
+
+def test_with_probing_off_every_tool_is_listed_to_all_and_the_upstream_started_once(
+    tmp_path: Any,
+) -> None:
+    pids = tmp_path / "pids"
+    recorded = f"sh -c {shlex.quote(f'echo $$ >> {pids}; exec {shlex.join(ASKING)}')}"
+    proxy = _proxy(recorded)
+    proxy.upstream.probes_asks = False
+    seen: dict[str, set[str]] = {}
+
+    async def run() -> None:
+        with anyio.fail_after(DEADLINE_S):
+            async with proxy.lifespan():
+                seen["none"] = await _served(proxy, LEGACY, NONE)
+
+    anyio.run(run)
+    assert seen["none"] == {"plain", "sample", "ask", "sample_in_roots"}
+    assert len(pids.read_text().split()) == 1
+
+
+def test_probing_on_starts_the_upstream_again_only_to_list_it(tmp_path: Any) -> None:
+    """The probing processes are started and gone by the time the proxy serves; the running
+    one is the first."""
+    pids = tmp_path / "pids"
+    recorded = f"sh -c {shlex.quote(f'echo $$ >> {pids}; exec {shlex.join(ASKING)}')}"
+    proxy = _proxy(recorded)
+    seen: dict[str, int] = {}
+
+    async def run() -> None:
+        with anyio.fail_after(DEADLINE_S):
+            async with proxy.lifespan():
+                seen["launched"] = len(pids.read_text().split())
+                await _served(proxy, LEGACY, NONE)
+                seen["after a listing"] = len(pids.read_text().split())
+
+    anyio.run(run)
+    assert seen["launched"] == 1 + 1 + 4  # the running one, the bare probe, then four at once
+    assert seen["after a listing"] == seen["launched"]  # a listing probes nothing
+
+
+def test_the_proxys_no_probe_flag_lists_every_tool_to_every_caller(tmp_path: Any) -> None:
+    db = tmp_path / "audit.sqlite3"
+    token = create_token(db, "u1")
+    server = start_server(db, "--upstream-cmd", shlex.join(ASKING), "--no-probe", command="proxy")
+    try:
+        rpc = httpx2.post(
+            f"{server.base_url}/rpc",
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=DEADLINE_S,
+        ).json()
+    finally:
+        server.stop()
+    assert {tool["name"] for tool in rpc["result"]["tools"]} == {
+        "plain",
+        "sample",
+        "ask",
+        "sample_in_roots",
+    }
+
+
+def test_a_federations_upstream_probes_unless_its_config_says_probe_false() -> None:
+    config = federation_config(
+        {"upstreams": {"a": {"command": "a"}, "b": {"command": "b", "probe": False}}}
+    )
+    a, b = (Member(member, print, io.StringIO(), print) for member in config.upstreams)
+    assert (a.upstream.probes_asks, b.upstream.probes_asks) == (True, False)
+    for wrong in ("false", 0, None):
+        with pytest.raises(ConfigError):
+            federation_config({"upstreams": {"a": {"command": "a", "probe": wrong}}})

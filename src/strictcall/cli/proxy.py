@@ -65,6 +65,7 @@ def run_proxy(
     audit_retention: AuditRetention | None = None,
     per_identity: PerIdentity | None = None,
     upstream_env: Mapping[str, str] | None = None,
+    probe: bool = True,
 ) -> int:
     """Serve one upstream MCP server's tools through the gateway: MCP on stdio as `identity`
     (when given), else HTTP on `port` with the store's tokens, behind the same edge as
@@ -74,6 +75,8 @@ def run_proxy(
     With `per_identity` (HTTP), each caller identity gets an upstream of its own.
     `upstream_env` is set in a stdio upstream's environment (its credentials: never printed; a
     value written "~/..." is in the upstream's own home, a per-identity instance's own).
+    With `probe` off, no session of the proxy's own learns which tools the upstream lists only to
+    a client offering sampling, elicitation or roots: each is listed to every caller.
     Standard output carries MCP alone in stdio mode; everything else goes to `err`."""
     from dataclasses import replace
 
@@ -124,6 +127,7 @@ def run_proxy(
         max_result_bytes=MAX_RESULT_BYTES if max_result_bytes is None else max_result_bytes,
         per_identity=per_identity,
     )
+    proxy.upstream.probes_asks = probe
     restore = None
     if holder is not None and policy is not None:
         restore = _reload_on_hangup(holder, policy, log)
@@ -292,6 +296,13 @@ def add_proxy_parser(
         help="with --instances per-identity: how long one may go unused before it is stopped"
         " (default 300)",
     )
+    proxy.add_argument(
+        "--no-probe",
+        action="store_true",
+        help="start no session of the proxy's own to learn which tools the upstream lists only"
+        " to a client offering sampling, elicitation or roots (each is then listed to every"
+        " caller; with a probe, one more process of --upstream-cmd at each start)",
+    )
     _add_edge_arguments(proxy)
     add_audit_arguments(proxy)
     add_oauth_arguments(proxy)
@@ -358,6 +369,7 @@ def run_proxy_args(
         allow_origins=args.allow_origin,
         oauth=oauth,
         audit_retention=audit_retention_of(args),
+        probe=not args.no_probe,
         per_identity=per_identity,
         upstream_env=upstream_env,
         out=out,

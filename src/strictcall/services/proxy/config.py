@@ -87,6 +87,7 @@ _UPSTREAM_KEYS: Final = (
             "redact",
             "tools",
             "budgets",
+            "probe",
         }
     )
     | _SPAWN_KEYS
@@ -142,6 +143,9 @@ class UpstreamConfig:
     per_identity: PerIdentity | None = None
     """One process per caller identity, with its bounds (`instances = "per-identity"`); None:
     one process for every caller ("shared")."""
+    probe: bool = True
+    """Whether sessions of its own learn which tools it lists only to a client offering
+    sampling, elicitation or roots (false: each is listed to every caller)."""
 
     def output(self, tool: str, redaction: Redaction) -> ToolOutput:
         """How `tool`'s answers reach the caller: its own settings, else the upstream's
@@ -310,6 +314,7 @@ def _upstream(
         redact=_redacts(table.get("redact", "secrets"), f"{where}.redact"),
         tools=settings,
         per_identity=_per_identity(str(instances), table, where),
+        probe=_flag(table.get("probe", True), f"{where}.probe"),
     )
 
 

@@ -99,6 +99,7 @@ class Member:
         self.upstream.on_content = on_content
         self.upstream.log_as = f"{LOG_AS}: {config.name}"
         self.upstream.name = config.name
+        self.upstream.probes_asks = config.probe
         per_identity = config.per_identity
         self.instances = (
             None if per_identity is None else Instances(self.upstream, per_identity, errlog=errlog)

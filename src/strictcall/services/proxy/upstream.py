@@ -27,6 +27,7 @@ POST on the session's client (`strictcall.services.proxy.http`), read the same w
 
 from __future__ import annotations
 
+import io
 import logging
 import math
 import re
@@ -725,8 +726,8 @@ class Upstream:
         outlasts `PROBE_S`, leaves `asks` as it was (a tool it does not name is listed to
         every caller), said once."""
         names = frozenset(tool.name for tool in listing)
-        if not self.probes_asks or self.identity is not None or names == self._probed:
-            return
+        if not names or not self.probes_asks or self.identity is not None or names == self._probed:
+            return  # nothing listed (or refused) has nothing to learn: not held up for a probe
         asks: dict[str, frozenset[str]] = {}
         try:
             with anyio.fail_after(PROBE_S):
@@ -766,8 +767,9 @@ class Upstream:
         launched = None if self.spec.url is not None else await to_thread.run_sync(self._launch)
         connection: AbstractAsyncContextManager[tuple[Any, Any, UpstreamPipe | None]]
         if launched is not None:
+            # its stderr and notes would repeat the running session's: not relayed
             connection = _stdio(
-                launched, self._errlog, self.max_result_bytes, self.budgets, self._note, self.log_as
+                launched, _Unheard(), self.max_result_bytes, self.budgets, _unsaid, self.log_as
             )
         else:
             assert self.spec.url is not None  # an upstream is a command or a URL
@@ -962,6 +964,17 @@ async def _list_tools(session: ClientSession, max_tools: int) -> Listing:
         if page.next_cursor is None or len(tools) > max_tools:
             return tools
         cursor = page.next_cursor
+
+
+class _Unheard(io.StringIO):
+    """Where a probing session's stderr goes: nowhere (the running session's is relayed)."""
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+
+def _unsaid(line: str) -> None:
+    """A probing session's note: unsaid (the running session's says it)."""
 
 
 _PROBING: Final = types.ErrorData(
