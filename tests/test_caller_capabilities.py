@@ -87,6 +87,22 @@ def _direct(argv: list[str], callbacks: Mapping[str, Any]) -> set[str]:
     return anyio.run(run)
 
 
+def _listed_offering_none(proxy: Proxy) -> set[str]:
+    """The names `proxy` lists, once started, to a caller whose client offers nothing."""
+
+    async def run() -> set[str]:
+        with anyio.fail_after(DEADLINE_S):
+            async with proxy.lifespan():
+                return await _served(proxy, LEGACY, NONE)
+
+    return anyio.run(run)
+
+
+def _recorded(argv: list[str], pids: Any) -> str:
+    """A command line running `argv` that first appends its process id to `pids`."""
+    return f"sh -c {shlex.quote(f'echo $$ >> {pids}; exec {shlex.join(argv)}')}"
+
+
 @pytest.fixture(scope="module")
 def everything() -> Any:
     """A proxy of server-everything, started, with its command line."""
@@ -178,15 +194,7 @@ def test_an_upstream_that_hangs_a_probing_session_is_served_with_every_tool_list
     each tool listed to every caller, and its log says so once."""
     monkeypatch.setattr(upstream_module, "PROBE_S", 1.0)
     proxy = _proxy(shlex.join([*ASKING, "--hang-offering-none"]))
-    seen: dict[str, set[str]] = {}
-
-    async def run() -> None:
-        with anyio.fail_after(DEADLINE_S):
-            async with proxy.lifespan():
-                seen["none"] = await _served(proxy, LEGACY, NONE)
-
-    anyio.run(run)
-    assert seen["none"] == {"plain", "sample", "ask", "sample_in_roots"}
+    assert _listed_offering_none(proxy) == {"plain", "sample", "ask", "sample_in_roots"}
     assert proxy.upstream.asks == {}
 
 
@@ -240,18 +248,9 @@ def test_with_probing_off_every_tool_is_listed_to_all_and_the_upstream_started_o
     tmp_path: Any,
 ) -> None:
     pids = tmp_path / "pids"
-    recorded = f"sh -c {shlex.quote(f'echo $$ >> {pids}; exec {shlex.join(ASKING)}')}"
-    proxy = _proxy(recorded)
+    proxy = _proxy(_recorded(ASKING, pids))
     proxy.upstream.probes_asks = False
-    seen: dict[str, set[str]] = {}
-
-    async def run() -> None:
-        with anyio.fail_after(DEADLINE_S):
-            async with proxy.lifespan():
-                seen["none"] = await _served(proxy, LEGACY, NONE)
-
-    anyio.run(run)
-    assert seen["none"] == {"plain", "sample", "ask", "sample_in_roots"}
+    assert _listed_offering_none(proxy) == {"plain", "sample", "ask", "sample_in_roots"}
     assert len(pids.read_text().split()) == 1
 
 
@@ -259,8 +258,7 @@ def test_probing_on_starts_the_upstream_again_only_to_list_it(tmp_path: Any) -> 
     """The probing processes are started and gone by the time the proxy serves; the running
     one is the first."""
     pids = tmp_path / "pids"
-    recorded = f"sh -c {shlex.quote(f'echo $$ >> {pids}; exec {shlex.join(ASKING)}')}"
-    proxy = _proxy(recorded)
+    proxy = _proxy(_recorded(ASKING, pids))
     seen: dict[str, int] = {}
 
     async def run() -> None:

@@ -15,10 +15,11 @@ Tools (each takes no arguments and answers "ok"):
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from typing import Any
+
+from line_server import serve
 
 NEEDS: dict[str, frozenset[str]] = {
     "plain": frozenset(),
@@ -57,9 +58,4 @@ def answer(message: dict[str, Any]) -> dict[str, Any]:
     return {}  # ping
 
 
-for line in sys.stdin:
-    message = json.loads(line)
-    if "id" in message and "method" in message:
-        reply = {"jsonrpc": "2.0", "id": message["id"], "result": answer(message)}
-        sys.stdout.write(json.dumps(reply) + "\n")
-        sys.stdout.flush()
+serve(answer)

@@ -15,8 +15,9 @@ Tools (each takes no arguments; `RESULTS` holds what each answers):
 from __future__ import annotations
 
 import json
-import sys
 from typing import Any
+
+from line_server import serve
 
 COUNT = {"count": {"type": "integer"}}
 SCHEMAS: dict[str, dict[str, Any]] = {
@@ -56,9 +57,4 @@ def answer(message: dict[str, Any]) -> dict[str, Any]:
     return {}  # ping
 
 
-for line in sys.stdin:
-    message = json.loads(line)
-    if "id" in message and "method" in message:
-        reply = {"jsonrpc": "2.0", "id": message["id"], "result": answer(message)}
-        sys.stdout.write(json.dumps(reply) + "\n")
-        sys.stdout.flush()
+serve(answer)
