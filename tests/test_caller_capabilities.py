@@ -269,7 +269,7 @@ def test_probing_on_starts_the_upstream_again_only_to_list_it(tmp_path: Any) -> 
                 seen["after a listing"] = len(pids.read_text().split())
 
     anyio.run(run)
-    assert seen["launched"] == 1 + 1 + 4  # the running one, the bare probe, then four at once
+    assert seen["launched"] == 1 + 1 + 3  # the running one, one offering nothing, three at once
     assert seen["after a listing"] == seen["launched"]  # a listing probes nothing
 
 

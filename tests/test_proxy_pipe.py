@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from mcp_peers import UPSTREAMS, StdioProxy, error_of
@@ -30,7 +31,7 @@ from strictcall.errors import (
 )
 from strictcall.services.proxy import UPSTREAM_TEXT
 from strictcall.services.proxy.results import later_members
-from strictcall.services.proxy.stdio import CALL_IDS
+from strictcall.services.proxy.stdio import CALL_IDS, TERMINATION_S, open_upstream
 
 SCRIPTED = UPSTREAMS / "scripted_upstream.py"
 
@@ -208,3 +209,37 @@ def test_an_upstream_does_not_outlive_the_proxy_that_started_it(
         for pid in started:  # this test's own upstream, if it was left running
             if running(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+# an upstream that exits LINGER_S after its stdin ends, unless it is terminated first (then it
+# writes "terminated" to the file its argument names)
+LINGER_S = 0.8
+LINGERING = (
+    "import signal, sys, time\n"
+    "def terminated(*_):\n"
+    "    open(sys.argv[1], 'a').write('terminated')\n"
+    "    sys.exit(0)\n"
+    "signal.signal(signal.SIGTERM, terminated)\n"
+    "sys.stdin.read()\n"
+    f"time.sleep({LINGER_S})\n"
+)
+
+
+@pytest.mark.parametrize(("grace_s", "terminated"), [(0.1, True), (5.0, False)])
+def test_a_stopped_upstream_has_its_grace_to_exit_before_it_is_terminated(
+    tmp_path: Path, grace_s: float, terminated: bool
+) -> None:
+    """`UpstreamPipe.grace_s` (TERMINATION_S unless set; a probing session's is shorter): an
+    upstream still running past it once its stdin is closed is terminated, one that exits
+    within it is not."""
+    told = tmp_path / "told"
+
+    async def run() -> None:
+        with anyio.fail_after(DEADLINE_S):
+            command = [sys.executable, "-c", LINGERING, str(told)]
+            async with open_upstream(command, env=dict(os.environ), errlog=sys.stderr) as pipe:
+                assert pipe.grace_s == TERMINATION_S
+                pipe.grace_s = grace_s
+
+    anyio.run(run)
+    assert told.exists() is terminated

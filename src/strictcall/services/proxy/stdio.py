@@ -291,6 +291,9 @@ class UpstreamPipe(asyncio.Protocol):
         self.exit_status: int | None = None
         """The server's exit status, once stopped, when its stdout had ended before it was
         stopped (it exited, or closed its output, by itself); None otherwise."""
+        self.grace_s = TERMINATION_S
+        """How long the server has to exit once its stdin is closed, before its process group
+        is terminated (and as long again before it is killed)."""
         self.read: Final = _Inbox(self._pause)
         self.write: Final = _Outbox(self)
         self.on_notification: Callable[[str, object], bool] | None = None
@@ -639,7 +642,7 @@ async def open_upstream(
             ended_first = pipe.ended
             if output is None:
                 stdin_file.close()  # the server sees its stdin end, as `_stop` would do
-            await _stop(process, output)
+            await _stop(process, output, pipe.grace_s)
             if ended_first:
                 pipe.exit_status = process.returncode
             if reading is not None:
@@ -682,14 +685,14 @@ def _dies_with_gateway() -> Callable[[], None] | None:
     return in_child
 
 
-async def _stop(process: asyncio.subprocess.Process, stdin: Output | None) -> None:
-    """Stop the server as the SDK's transport does: close its stdin, wait, then terminate its
-    process group (and kill what survives)."""
+async def _stop(process: asyncio.subprocess.Process, stdin: Output | None, grace_s: float) -> None:
+    """Stop the server as the SDK's transport does: close its stdin, wait `grace_s`, then
+    terminate its process group (and kill what survives as long again)."""
     if stdin is not None:
         stdin.close()
-    if not await _exited(process, TERMINATION_S):
-        await terminate_tree(process, TERMINATION_S)
-        await _exited(process, TERMINATION_S)
+    if not await _exited(process, grace_s):
+        await terminate_tree(process, grace_s)
+        await _exited(process, grace_s)
     # asyncio's transport of a process without pipes of its own is closed by nobody else
     close_transport(process)
 

@@ -105,6 +105,9 @@ PING_S: Final = 5.0
 PROBE_S: Final = 10.0
 """How long learning which tools the upstream lists only to a client offering sampling,
 elicitation or roots may take (`Upstream.asks`), its probing sessions together."""
+PROBE_GRACE_S: Final = 0.25
+"""How long a probing process has to exit once its stdin is closed, before it is terminated
+(it has only listed: nothing of it is to be waited for)."""
 
 Listing = list[types.Tool]
 ResultT = TypeVar("ResultT", bound=BaseModel)
@@ -626,7 +629,7 @@ class Upstream:
                         if live.http is not None:
                             live.http.version = started.protocol_version
                         listing = await self._listed_tools(session)
-                    await self._probe(listing)  # bounded by PROBE_S apart
+                    await self._probe(listing, fresh=True)  # bounded by PROBE_S apart
                     with anyio.fail_after(START_TIMEOUT_S):
                         self._on_listing(listing)
                         await self._list_content(live, started.capabilities)
@@ -672,7 +675,7 @@ class Upstream:
             try:
                 with anyio.fail_after(START_TIMEOUT_S):
                     listing = await self._listed_tools(live.session)
-                await self._probe(listing)
+                await self._probe(listing, fresh=False)
                 with anyio.fail_after(START_TIMEOUT_S):
                     self._on_listing(listing)
                     await self._list_content(live, live.capabilities)
@@ -719,12 +722,13 @@ class Upstream:
                 self._say(f"tool not served: its {why}")
         return kept
 
-    async def _probe(self, listing: Listing) -> None:
+    async def _probe(self, listing: Listing, *, fresh: bool) -> None:
         """Learn `asks` of `listing`, unless its names are those last learnt of (or this process
         serves one identity, or `probes_asks` is off): each probing session of its own (a
-        process of its own, on stdio) initialized, listed and closed. A probe that fails, or
-        outlasts `PROBE_S`, leaves `asks` as it was (a tool it does not name is listed to
-        every caller), said once."""
+        process of its own, on stdio) initialized, listed and closed. `fresh`: `listing` is a
+        new session's, as new as a probing one offering all three (none is opened). A probe
+        that fails, or outlasts `PROBE_S`, leaves `asks` as it was (a tool it does not name is
+        listed to every caller), said once."""
         names = frozenset(tool.name for tool in listing)
         if not names or not self.probes_asks or self.identity is not None or names == self._probed:
             return  # nothing listed (or refused) has nothing to learn: not held up for a probe
@@ -741,12 +745,16 @@ class Upstream:
                     async def listed_offering_all() -> None:
                         shown[""] = await self._listed_offering(frozenset(ASKS))
 
-                    async with anyio.create_task_group() as group:  # the four at once
-                        group.start_soon(listed_offering_all)
+                    if fresh:
+                        shown[""] = names
+                    async with anyio.create_task_group() as group:  # at once
+                        if not fresh:
+                            group.start_soon(listed_offering_all)
                         for kind in ASKS:
                             group.start_soon(listed_without, kind)
                     # a tool a new session offering all three is not listed either is not
-                    # one that asks: the live session's own (a stateful server added it)
+                    # one that asks: the live session's own (a stateful server added it
+                    # since its start)
                     hidden &= shown[""]
                     # one it lists only to a client offering any one of several is missed
                     # here: listed to every caller, as it would be without probing
@@ -777,7 +785,7 @@ class Upstream:
             auth = None if credentials is None else ClientCredentialsAuth(credentials)
             connection = _http(self.spec.url, http_client(dict(self.spec.headers), auth))
         async with (
-            connection as (read, write, _),
+            connection as (read, write, pipe),
             ClientSession(
                 read,
                 write,
@@ -786,6 +794,8 @@ class Upstream:
                 list_roots_callback=_roots_not_asked if "roots" in offers else None,
             ) as session,
         ):
+            if pipe is not None:
+                pipe.grace_s = PROBE_GRACE_S
             await session.initialize()
             return frozenset(t.name for t in await _list_tools(session, self.budgets.max_tools))
 
