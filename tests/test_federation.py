@@ -342,6 +342,10 @@ def test_a_rug_pull_is_held_back_as_tool_changed_until_an_operator_approves_it(
 def test_one_upstream_down_answers_upstream_unavailable_while_the_others_serve(
     federation: Federation,
 ) -> None:
+    def served() -> bool:
+        return not federation.peer.call("notes_read_note", {"note_id": "n1"})["isError"]
+
+    until(served, "the upstream has started (and probed)")
     first = int(federation.pids.read_text().split()[0])
     launched = len(federation.pids.read_text().split())  # its start may have probed it once more
     os.kill(first, signal.SIGKILL)
@@ -355,11 +359,7 @@ def test_one_upstream_down_answers_upstream_unavailable_while_the_others_serve(
     assert error["retry_after_ms"] >= 250
     assert federation.peer.call("everything_echo", {"message": "still"})["isError"] is False
 
-    def recovered() -> bool:
-        result = federation.peer.call("notes_read_note", {"note_id": "n1"})
-        return not result["isError"]
-
-    until(recovered, "the upstream restarted")
+    until(served, "the upstream restarted")
     assert len(federation.pids.read_text().split()) == launched + 1  # not probed again
 
 
