@@ -1,4 +1,4 @@
-"""Issue 33's section of bench/RESULTS.md: /mcp beside /rpc and beside FastMCP's /mcp, and
+"""Issue 33's section of bench/RESULTS.md, judged by issue 44's targets: /mcp beside /rpc and beside FastMCP's /mcp, and
 `strictcall proxy` over HTTP in front of a stdio upstream beside `strictcall serve`'s /mcp,
 each target judged from the HTTP part's rows (bench/run.py) of the same run.
 """
@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-MIN_VS_RPC = 0.8
-"""/mcp's requests/s at least this share of /rpc's, at 16 and 64 connections."""
+MIN_VS_RPC = 0.9
+"""/mcp's requests/s at least this share of /rpc's, at 16 and 64 connections (issue 44; 0.8
+before it)."""
 MAX_P99_MS_AT_64 = 5.0
 """/mcp's p99 at 64 connections under this (on a quiet machine)."""
-MAX_CPU_VS_RPC = 1.3
-"""/mcp's server CPU per request at most this many times /rpc's."""
+MAX_CPU_VS_RPC = 1.15
+"""/mcp's server CPU per request at most this many times /rpc's (issue 44; 1.3 before it)."""
 PROXY_MIN_VS_SERVE = 0.8
 """The proxy's requests/s, less its upstream's time per call, at least this share of `serve`'s
 /mcp on the same wire version and connections."""
