@@ -1,6 +1,7 @@
-"""Issue 33's section of bench/RESULTS.md, judged by issue 44's targets: /mcp beside /rpc and beside FastMCP's /mcp, and
-`strictcall proxy` over HTTP in front of a stdio upstream beside `strictcall serve`'s /mcp,
-each target judged from the HTTP part's rows (bench/run.py) of the same run.
+"""Issue 33's section of bench/RESULTS.md, judged by issue 44's targets: /mcp beside /rpc and
+beside FastMCP's /mcp, and `strictcall proxy` over HTTP in front of a stdio upstream beside
+`strictcall serve`'s /mcp, each target judged from the HTTP part's rows (bench/run.py) of the
+same run.
 """
 
 from __future__ import annotations
