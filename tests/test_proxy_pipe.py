@@ -212,7 +212,8 @@ def test_an_upstream_does_not_outlive_the_proxy_that_started_it(
 
 
 # an upstream that exits LINGER_S after its stdin ends, unless it is terminated first (then it
-# writes "terminated" to the file its argument names)
+# writes "terminated" to the file its argument names); it writes its second argument's file
+# once it would be told
 LINGER_S = 0.8
 LINGERING = (
     "import signal, sys, time\n"
@@ -220,6 +221,7 @@ LINGERING = (
     "    open(sys.argv[1], 'a').write('terminated')\n"
     "    sys.exit(0)\n"
     "signal.signal(signal.SIGTERM, terminated)\n"
+    "open(sys.argv[2], 'w').close()\n"
     "sys.stdin.read()\n"
     f"time.sleep({LINGER_S})\n"
 )
@@ -232,14 +234,16 @@ def test_a_stopped_upstream_has_its_grace_to_exit_before_it_is_terminated(
     """`UpstreamPipe.grace_s` (TERMINATION_S unless set; a probing session's is shorter): an
     upstream still running past it once its stdin is closed is terminated, one that exits
     within it is not."""
-    told = tmp_path / "told"
+    told, ready = tmp_path / "told", tmp_path / "ready"
 
     async def run() -> None:
         with anyio.fail_after(DEADLINE_S):
-            command = [sys.executable, "-c", LINGERING, str(told)]
+            command = [sys.executable, "-c", LINGERING, str(told), str(ready)]
             async with open_upstream(command, env=dict(os.environ), errlog=sys.stderr) as pipe:
                 assert pipe.grace_s == TERMINATION_S
                 pipe.grace_s = grace_s
+                while not ready.exists():  # its handler is in place (within the deadline)
+                    await anyio.sleep(0.01)
 
     anyio.run(run)
     assert told.exists() is terminated
