@@ -213,6 +213,17 @@ def _listed_over_http(url: str, token: str, mode: str, callbacks: Mapping[str, A
     return anyio.run(run)
 
 
+def _listed_on_rpc(base_url: str, token: str) -> set[str]:
+    """The names a tools/list on /rpc answers (/rpc carries no request of the server's)."""
+    answer = httpx2.post(
+        f"{base_url}/rpc",
+        json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=DEADLINE_S,
+    ).json()
+    return {tool["name"] for tool in answer["result"]["tools"]}
+
+
 def test_over_http_a_caller_is_listed_what_it_can_be_asked(tmp_path: Any) -> None:
     """/mcp on 2026-07-28 lists by the envelope's capabilities (its caller is asked in
     rounds); /mcp on 2025-11-25 and /rpc carry no request of the server's: they list what
@@ -224,12 +235,7 @@ def test_over_http_a_caller_is_listed_what_it_can_be_asked(tmp_path: Any) -> Non
         mcp = f"{server.base_url}/mcp"
         modern = {name: _listed_over_http(mcp, token, MODERN, c) for name, c in OFFERS.items()}
         legacy = _listed_over_http(mcp, token, LEGACY, ALL_CALLBACKS)
-        rpc = httpx2.post(
-            f"{server.base_url}/rpc",
-            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
-            headers={"Authorization": f"Bearer {token}"},
-            timeout=DEADLINE_S,
-        ).json()
+        rpc = _listed_on_rpc(server.base_url, token)
     finally:
         server.stop()
     assert modern == {
@@ -238,7 +244,7 @@ def test_over_http_a_caller_is_listed_what_it_can_be_asked(tmp_path: Any) -> Non
         "all": {"plain", "sample", "ask", "sample_in_roots"},
     }
     assert legacy == {"plain"}
-    assert {tool["name"] for tool in rpc["result"]["tools"]} == {"plain"}
+    assert rpc == {"plain"}
 
 
 # --- probing off: every tool listed to every caller, no session more --------------------------
@@ -278,20 +284,10 @@ def test_the_proxys_no_probe_flag_lists_every_tool_to_every_caller(tmp_path: Any
     token = create_token(db, "u1")
     server = start_server(db, "--upstream-cmd", shlex.join(ASKING), "--no-probe", command="proxy")
     try:
-        rpc = httpx2.post(
-            f"{server.base_url}/rpc",
-            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
-            headers={"Authorization": f"Bearer {token}"},
-            timeout=DEADLINE_S,
-        ).json()
+        rpc = _listed_on_rpc(server.base_url, token)
     finally:
         server.stop()
-    assert {tool["name"] for tool in rpc["result"]["tools"]} == {
-        "plain",
-        "sample",
-        "ask",
-        "sample_in_roots",
-    }
+    assert rpc == {"plain", "sample", "ask", "sample_in_roots"}
 
 
 def test_a_federations_upstream_probes_unless_its_config_says_probe_false() -> None:
